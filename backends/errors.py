@@ -1,0 +1,129 @@
+"""The project's one exception tree.
+
+    RouteError                      base of everything we raise on purpose
+    ├── ConfigError                 bad config file or value (file, line); never retried
+    ├── UsageError                  bad arguments from the caller; never retried
+    ├── BackendError                a backend failed; carries backend name and model
+    │   ├── BackendTimeout          no answer within the deadline            (retryable)
+    │   ├── RateLimited             HTTP 429; `retry_after` seconds or None  (retryable)
+    │   ├── BackendUnavailable      connect error, 5xx, dropped stream       (retryable)
+    │   ├── MalformedResponse       the server answered something unparseable
+    │   ├── BadRequest              HTTP 4xx other than auth and 429         (never retried)
+    │   └── AuthError               missing key, HTTP 401/403                (never retried)
+    └── AllBackendsFailed           every candidate failed; also an ExceptionGroup of them
+
+Third-party errors (httpx, litellm) are translated into these in one place per backend,
+with ``raise ... from exc``; retry and fallback rules look only at these types.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AllBackendsFailed",
+    "AuthError",
+    "BackendError",
+    "BackendTimeout",
+    "BackendUnavailable",
+    "BadRequest",
+    "ConfigError",
+    "MalformedResponse",
+    "RateLimited",
+    "RouteError",
+    "UsageError",
+]
+
+
+class RouteError(Exception):
+    """Base of every error this project raises on purpose."""
+
+    exit_code = 1
+
+
+class ConfigError(RouteError):
+    """A config file or value is invalid. `path` and `line` say where, when known."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None):
+        self.path = path
+        self.line = line
+        where = f"{path}:{line}: " if path and line else (f"{path}: " if path else "")
+        super().__init__(f"{where}{message}")
+
+
+class UsageError(RouteError):
+    """The caller asked for something impossible (unknown model name, bad option)."""
+
+    exit_code = 2
+
+
+class BackendError(RouteError):
+    """A backend failed to answer. `retryable` tells retry and fallback code what to do."""
+
+    retryable = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        backend: str = "",
+        model: str = "",
+        status: int | None = None,
+        body: str | None = None,
+    ):
+        self.backend = backend
+        self.model = model
+        self.status = status
+        self.body = body
+        prefix = f"{backend}: " if backend else ""
+        super().__init__(f"{prefix}{message}")
+
+
+class BackendTimeout(BackendError):
+    retryable = True
+
+
+class RateLimited(BackendError):
+    retryable = True
+
+    def __init__(self, message: str, *, retry_after: float | None = None, **kwargs):
+        self.retry_after = retry_after  # seconds, from the Retry-After header
+        super().__init__(message, **kwargs)
+
+
+class BackendUnavailable(BackendError):
+    retryable = True
+
+
+class MalformedResponse(BackendError):
+    # A server that sent garbage once often sends it again, but a proxy hiccup can cause it too:
+    # one retry is cheap and bounded by the deadline anyway.
+    retryable = True
+
+
+class BadRequest(BackendError):
+    retryable = False
+
+
+class AuthError(BackendError):
+    retryable = False
+
+
+class AllBackendsFailed(RouteError, ExceptionGroup):
+    """Every candidate backend failed. `.exceptions` holds one BackendError per attempt."""
+
+    exit_code = 3
+
+    def __new__(cls, message: str, errors: list[Exception]):
+        return super().__new__(cls, message, errors)
+
+    def __init__(self, message: str, errors: list[Exception]):
+        super().__init__(message, errors)
+
+    def derive(self, excs):
+        return AllBackendsFailed(self.message, list(excs))
+
+    def __str__(self) -> str:
+        lines = [self.message]
+        lines += [f"  - {type(e).__name__}: {e}" for e in self.exceptions]
+        return "\n".join(lines)

@@ -1,0 +1,58 @@
+"""Translate httpx failures and HTTP error statuses into the project's error tree, in one place."""
+
+from __future__ import annotations
+
+import email.utils
+import time
+
+import httpx
+
+from backends.errors import (
+    AuthError,
+    BackendError,
+    BackendTimeout,
+    BackendUnavailable,
+    BadRequest,
+    RateLimited,
+)
+
+__all__ = ["error_for_status", "parse_retry_after", "translate_transport_error"]
+
+_BODY_LIMIT = 2000  # characters of an error body kept for the message
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds from a Retry-After header, which may be a number or an HTTP date."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    parsed = email.utils.parsedate_to_datetime(value) if value else None
+    if parsed is None:
+        return None
+    return max(0.0, parsed.timestamp() - time.time())
+
+
+def error_for_status(status: int, headers: httpx.Headers, body: str, *, backend: str, model: str) -> BackendError:
+    body = body[:_BODY_LIMIT]
+    where = dict(backend=backend, model=model, status=status, body=body)
+    detail = f"HTTP {status}: {body.strip()[:300]}" if body.strip() else f"HTTP {status}"
+    if status == 429:
+        retry_after = parse_retry_after(headers.get("retry-after"))
+        return RateLimited(f"rate limited ({detail})", retry_after=retry_after, **where)
+    if status in (401, 403):
+        return AuthError(f"the server refused the API key ({detail}); check the key's environment variable", **where)
+    if status in (408, 409) or status >= 500:
+        return BackendUnavailable(f"server error ({detail})", **where)
+    return BadRequest(f"the server rejected the request ({detail})", **where)
+
+
+def translate_transport_error(exc: httpx.HTTPError, *, url: str, backend: str, model: str) -> BackendError:
+    where = dict(backend=backend, model=model)
+    if isinstance(exc, httpx.TimeoutException):
+        return BackendTimeout(f"no answer from {url} in time ({type(exc).__name__})", **where)
+    if isinstance(exc, httpx.ConnectError):
+        return BackendUnavailable(f"cannot connect to {url} ({exc or 'connection refused'})", **where)
+    return BackendUnavailable(f"connection to {url} failed: {type(exc).__name__}: {exc}", **where)

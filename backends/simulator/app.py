@@ -1,0 +1,527 @@
+"""The simulated OpenAI-compatible server: a raw Starlette ASGI app.
+
+Chat completions are a plain ASGI callable (no Request/Response objects) because benchmarks
+time the router, not the simulator: a zero-delay profile must cost well under a millisecond.
+
+    POST /v1/chat/completions   OpenAI wire format, stream and non-stream
+    GET  /v1/models             every profiled model, owned_by "simulated"
+    GET  /healthz
+    POST /sim/faults            {"model", "sequence": ["500", null, ...]}  one per request
+    POST /sim/script            {"model", "replies": [...]}  exact replies, cycling
+    POST /sim/profiles          {"model", <SimProfile fields>}  change a profile at runtime
+    GET  /sim/stats             per-model requests, completed, in_flight, cancelled, faults
+    POST /sim/reset             back to the starting profiles; no faults, scripts or stats
+
+A request's fault comes from the `x-sim-fault` header, else the next queued one, else the
+profile. Every response carries `x-simulated: true`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+import uuid
+from collections import Counter, deque
+from collections.abc import Mapping
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from backends.errors import ConfigError
+from backends.simulator.answers import Answer, finish, generate, prompt_tokens
+from backends.simulator.profiles import DEFAULT_PROFILES, FALLBACK_PROFILE, FAULT_KINDS, SimProfile
+
+__all__ = ["SimState", "create_app"]
+
+_LOG = logging.getLogger("uvicorn.error")  # uvicorn configures this one; ours would be silent
+_FINGERPRINT = "simulated"
+_LABEL = (b"x-simulated", b"true")
+_SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+_STAT_KEYS = ("requests", "completed", "in_flight", "cancelled", "faults")
+
+
+class SimState:
+    """Everything the control endpoints change. Lives on one event loop: no locks needed."""
+
+    def __init__(self, profiles: Mapping[str, SimProfile] | None = None):
+        self._initial = dict(DEFAULT_PROFILES if profiles is None else profiles)
+        self.reset()
+
+    def reset(self) -> None:
+        self.profiles: dict[str, SimProfile] = dict(self._initial)
+        self.scripts: dict[str, list[str]] = {}
+        self.faults: dict[str, deque[str | None]] = {}
+        self.turns: Counter[str] = Counter()  # replies handed out per model, for cycling
+        self.stats: dict[str, Counter[str]] = {}
+
+    def profile(self, model: str) -> SimProfile:
+        return self.profiles.get(model, FALLBACK_PROFILE)
+
+    def count(self, model: str, key: str, delta: int = 1) -> int:
+        stats = self.stats.setdefault(model, Counter())
+        stats[key] += delta
+        return stats[key]
+
+    def choose_fault(self, model: str, header: str | None, number: int) -> str | None:
+        """The header wins; otherwise a queued fault is consumed; otherwise the profile's."""
+        if header:
+            return header
+        queue = self.faults.get(model)
+        if queue:
+            return queue.popleft()
+        return self.profile(model).faults_request(number)
+
+    def scripted_reply(self, model: str, messages: list[dict[str, Any]]) -> str | None:
+        profile = self.profile(model)
+        replies = self.scripts.get(model)
+        if replies is None and profile.responder is not None:
+            return profile.responder(messages)
+        replies = replies or profile.replies
+        if not replies:
+            return None
+        turn = self.turns[model]
+        self.turns[model] += 1
+        return replies[turn % len(replies)]
+
+    def stats_view(self) -> dict[str, dict[str, int]]:
+        return {m: {k: c[k] for k in _STAT_KEYS} for m, c in self.stats.items()}
+
+
+class _Client:
+    """Waits that end early when the client goes away (http.disconnect from the server)."""
+
+    def __init__(self, receive: Any):
+        self._receive = receive
+        self._gone = asyncio.Event()
+        self._watcher: asyncio.Task[None] | None = None
+        self.t0 = time.perf_counter()  # seconds; every delay is measured from here
+
+    @property
+    def gone(self) -> bool:
+        return self._gone.is_set()
+
+    async def sleep_until(self, offset_s: float) -> bool:
+        """Sleep until `offset_s` after the request began; False if the client left first."""
+        delay = self.t0 + offset_s - time.perf_counter()
+        if delay <= 0:
+            return not self.gone
+        self._watch()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(delay):
+                await self._gone.wait()
+        return not self.gone
+
+    async def wait_gone(self) -> None:
+        self._watch()
+        await self._gone.wait()
+
+    def close(self) -> None:
+        if self._watcher is not None:
+            self._watcher.cancel()
+
+    def _watch(self) -> None:
+        if self._watcher is None:
+            self._watcher = asyncio.create_task(self._watch_disconnect())
+
+    async def _watch_disconnect(self) -> None:
+        while (await self._receive())["type"] != "http.disconnect":
+            pass
+        self._gone.set()
+
+
+class ChatCompletions:
+    """POST /v1/chat/completions as a raw ASGI app."""
+
+    def __init__(self, state: SimState):
+        self.state = state
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            body = json.loads(await _read_body(receive))
+            model, messages = _validate(body)
+            header = _fault_header(scope)
+        except (ValueError, TypeError) as exc:
+            await _send_json(send, 400, _error(str(exc), "invalid_request_error"))
+            return
+        state = self.state
+        number = state.count(model, "requests")
+        state.count(model, "in_flight")
+        client = _Client(receive)
+        outcome = "cancelled"
+        try:
+            fault = state.choose_fault(model, header, number)
+            if fault is not None:
+                state.count(model, "faults")
+            outcome = await self._respond(client, send, body, model, messages, fault)
+        finally:
+            client.close()
+            state.count(model, "in_flight", -1)
+            state.count(model, outcome)
+
+    async def _respond(self, client, send, body, model, messages, fault) -> str:
+        """Send the answer (or the fault); returns the stats key to count."""
+        profile = self.state.profile(model)
+        if fault == "500":
+            await _send_json(send, 500, _error("simulated internal server error", "server_error"))
+            return "completed"
+        if fault == "429":
+            retry = profile.retry_after_s
+            headers = [(b"retry-after", f"{retry:g}".encode()),
+                       (b"retry-after-ms", str(round(retry * 1000)).encode())]
+            await _send_json(send, 429, _error("simulated rate limit", "rate_limit_error"), headers)
+            return "completed"
+        if fault == "hang":
+            await client.wait_gone()
+            return "cancelled"
+        answer = self._answer(body, model, messages, profile)
+        if body.get("stream"):
+            return await _stream(client, send, body, model, answer, profile, fault)
+        return await _complete(client, send, model, answer, profile, fault)
+
+    def _answer(self, body, model, messages, profile: SimProfile) -> Answer:
+        max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+        stop = body.get("stop") or []
+        stop = [stop] if isinstance(stop, str) else list(stop)
+        text = self.state.scripted_reply(model, messages)
+        if text is None:
+            temperature = body.get("temperature")
+            # 1 and 1.0 are the same request, whichever way a client serialises it.
+            temperature = float(temperature) if isinstance(temperature, (int, float)) else None
+            text = generate(model, messages, profile.answer_tokens,
+                            seed=body.get("seed"), temperature=temperature)
+        return finish(text, max_tokens, stop, prompt_tokens(messages))
+
+
+async def _complete(client, send, model, answer: Answer, profile: SimProfile, fault) -> str:
+    n = answer.completion_tokens
+    if fault == "drip":
+        done_s = profile.first_token_s() + max(0, n - 1) * profile.drip_interval_s
+    elif fault == "drop":
+        done_s = profile.ttft_s
+    else:
+        done_s = profile.total_s(n)
+    if not await client.sleep_until(done_s):
+        return "cancelled"
+    if fault == "drop":
+        await _drop(client, send, started=False)
+        return "completed"
+    if fault == "malformed":
+        broken = b'{"id": "chatcmpl-simulated", "object": "chat.completion", "choices": [{"mess'
+        await _send_bytes(send, 200, broken, [(b"content-type", b"application/json")])
+        return "completed"
+    await _send_json(send, 200, _completion_body(model, answer))
+    return "completed"
+
+
+async def _stream(client, send, body, model, answer: Answer, profile: SimProfile, fault) -> str:
+    include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+    chunk = _ChunkWriter(model, include_usage)
+    await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+    # A drop or malformed line comes partway through, after some good chunks.
+    cut = max(1, answer.completion_tokens // 2) if fault in ("drop", "malformed") else None
+    first = True
+    for due_s, tokens in _schedule(answer.tokens[:cut], profile, fault):
+        if not await client.sleep_until(due_s):
+            return "cancelled"
+        events = [chunk.role()] if first else []
+        first = False
+        if profile.decoding == "diffusion" and fault != "drip":
+            events.append(chunk.content("".join(tokens)))  # a canvas lands in one piece
+        else:
+            events.extend(chunk.content(t) for t in tokens)
+        await send({"type": "http.response.body", "body": b"".join(events), "more_body": True})
+    if fault == "drop":
+        await _drop(client, send, started=True)
+        return "completed"
+    if fault == "malformed":
+        bad = b'data: {"id": "chatcmpl-simulated", "choices": [{"delta": {"content": \n\n'
+        await send({"type": "http.response.body", "body": bad + b"data: [DONE]\n\n"})
+        return "completed"
+    if first:  # an empty answer still starts with the role chunk
+        if not await client.sleep_until(profile.first_token_s()):
+            return "cancelled"
+        await send({"type": "http.response.body", "body": chunk.role(), "more_body": True})
+    if client.gone:
+        return "cancelled"
+    tail = [chunk.finish(answer.finish_reason)]
+    if include_usage:
+        tail.append(chunk.usage(answer))
+    tail.append(b"data: [DONE]\n\n")
+    await send({"type": "http.response.body", "body": b"".join(tail)})
+    return "completed"
+
+
+def _schedule(tokens: list[str], profile: SimProfile, fault):
+    """Tokens grouped by arrival time: (seconds after the request, tokens due then)."""
+    group: list[str] = []
+    due = None
+    for i, token in enumerate(tokens):
+        if fault == "drip":
+            at = profile.first_token_s() + i * profile.drip_interval_s
+        else:
+            at = profile.arrival_s(i)
+        if group and at != due:
+            yield due, group
+            group = []
+        due = at
+        group.append(token)
+    if group:
+        yield due, group
+
+
+class _ChunkWriter:
+    """Builds `chat.completion.chunk` SSE events; OpenAI repeats id/created/model in each."""
+
+    def __init__(self, model: str, include_usage: bool):
+        self.base = _envelope(model, "chat.completion.chunk")
+        if include_usage:
+            self.base["usage"] = None  # OpenAI sends an explicit null until the last chunk
+
+    def _event(self, choices: list[dict[str, Any]], **extra: Any) -> bytes:
+        return b"data: " + _dumps({**self.base, "choices": choices, **extra}) + b"\n\n"
+
+    def _choice(self, delta: dict[str, Any], finish_reason: str | None = None) -> dict:
+        return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+
+    def role(self) -> bytes:
+        return self._event([self._choice({"role": "assistant", "content": ""})])
+
+    def content(self, text: str) -> bytes:
+        return self._event([self._choice({"content": text})])
+
+    def finish(self, reason: str) -> bytes:
+        return self._event([self._choice({}, reason)])
+
+    def usage(self, answer: Answer) -> bytes:
+        return self._event([], usage=_usage(answer))
+
+
+def _envelope(model: str, obj: str) -> dict[str, Any]:
+    return {
+        "id": f"chatcmpl-sim-{uuid.uuid4().hex[:24]}",
+        "object": obj,
+        "created": int(time.time()),
+        "model": model,
+        "system_fingerprint": _FINGERPRINT,
+    }
+
+
+def _completion_body(model: str, answer: Answer) -> dict[str, Any]:
+    message = {"role": "assistant", "content": answer.text, "refusal": None}
+    choice = {"index": 0, "message": message, "logprobs": None,
+              "finish_reason": answer.finish_reason}
+    return {**_envelope(model, "chat.completion"), "choices": [choice], "usage": _usage(answer)}
+
+
+def _usage(answer: Answer) -> dict[str, int]:
+    return {
+        "prompt_tokens": answer.prompt_tokens,
+        "completion_tokens": answer.completion_tokens,
+        "total_tokens": answer.prompt_tokens + answer.completion_tokens,
+    }
+
+
+def _error(message: str, kind: str) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": None, "code": None}}
+
+
+async def _drop(client: _Client, send, *, started: bool) -> None:
+    """Abort the TCP connection. uvicorn gives ASGI no way to do this, so we reach the
+    transport through its bound `receive`; without it, ending the app mid-response makes
+    uvicorn close the connection anyway (after logging the incomplete response)."""
+    cycle = getattr(client._receive, "__self__", None)
+    transport = getattr(cycle, "transport", None)
+    if transport is not None:
+        transport.close()
+        # Let connection_lost run, so uvicorn sees a disconnect rather than an app bug.
+        for _ in range(20):
+            if getattr(cycle, "disconnected", True):
+                return
+            await asyncio.sleep(0.001)
+        return
+    if not started:
+        head = [(b"content-type", b"application/json"), (b"content-length", b"100")]
+        await send({"type": "http.response.start", "status": 200, "headers": head})
+
+
+def _dumps(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+async def _send_bytes(send, status: int, body: bytes, headers: list) -> None:
+    headers = [*headers, (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _send_json(send, status: int, obj: Any, headers: list | None = None) -> None:
+    head = [(b"content-type", b"application/json"), *(headers or [])]
+    await _send_bytes(send, status, _dumps(obj), head)
+
+
+async def _read_body(receive) -> bytes:
+    parts = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ValueError("client disconnected before sending the body")
+        parts.append(message.get("body", b""))
+        if not message.get("more_body"):
+            return b"".join(parts)
+
+
+def _validate(body: Any) -> tuple[str, list[dict[str, Any]]]:
+    if not isinstance(body, dict):
+        raise ValueError("request body must be a JSON object")
+    model, messages = body.get("model"), body.get("messages")
+    if not isinstance(model, str) or not model:
+        raise ValueError("'model' is required")
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        raise ValueError("'messages' must be a list of objects")
+    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+        raise ValueError("'max_tokens' must be a positive integer")
+    return model, messages
+
+
+def _fault_header(scope) -> str | None:
+    for name, value in scope["headers"]:
+        if name == b"x-sim-fault":
+            fault = value.decode().strip().lower()
+            if fault not in FAULT_KINDS:
+                raise ValueError(f"x-sim-fault must be one of {sorted(FAULT_KINDS)}")
+            return fault
+    return None
+
+
+# Control endpoints: rarely called, so plain Starlette requests are fine.
+
+async def _models(request: Request) -> JSONResponse:
+    names = sorted(request.app.state.sim.profiles)
+    data = [{"id": n, "object": "model", "created": 0, "owned_by": "simulated"} for n in names]
+    return JSONResponse({"object": "list", "data": data})
+
+
+async def _healthz(request: Request) -> JSONResponse:
+    return JSONResponse({"status": "ok", "simulated": True})
+
+
+async def _set_faults(request: Request) -> JSONResponse:
+    model, body = await _control_body(request)
+    sequence = body.get("sequence")
+    if not isinstance(sequence, list) or any(
+        f is not None and str(f) not in FAULT_KINDS for f in sequence
+    ):
+        return _bad(f"'sequence' must list faults from {sorted(FAULT_KINDS)} or null")
+    faults = [None if f is None else str(f) for f in sequence]
+    request.app.state.sim.faults.setdefault(model, deque()).extend(faults)
+    return JSONResponse({"model": model, "queued": len(request.app.state.sim.faults[model])})
+
+
+async def _set_script(request: Request) -> JSONResponse:
+    model, body = await _control_body(request)
+    replies = body.get("replies")
+    if not isinstance(replies, list) or not all(isinstance(r, str) for r in replies):
+        return _bad("'replies' must be a list of strings")
+    state: SimState = request.app.state.sim
+    state.scripts[model] = replies
+    state.turns[model] = 0
+    return JSONResponse({"model": model, "replies": len(replies)})
+
+
+async def _update_profile(request: Request) -> JSONResponse:
+    model, body = await _control_body(request)
+    body.pop("model")
+    state: SimState = request.app.state.sim
+    try:
+        state.profiles[model] = state.profile(model).updated(**body)
+    except (ConfigError, TypeError) as exc:
+        return _bad(str(exc))
+    return JSONResponse({"model": model, "profile": _public_fields(state.profiles[model])})
+
+
+async def _stats(request: Request) -> JSONResponse:
+    return JSONResponse({"models": request.app.state.sim.stats_view()})
+
+
+async def _reset(request: Request) -> JSONResponse:
+    request.app.state.sim.reset()
+    return JSONResponse({"reset": True})
+
+
+async def _control_body(request: Request) -> tuple[str, dict[str, Any]]:
+    body = await request.json()
+    if not isinstance(body, dict) or not isinstance(body.get("model"), str):
+        raise _BadControl("body must be a JSON object with a 'model' string")
+    return body["model"], body
+
+
+class _BadControl(Exception):
+    pass
+
+
+def _bad(message: str) -> JSONResponse:
+    return JSONResponse(_error(message, "invalid_request_error"), status_code=400)
+
+
+def _public_fields(profile: SimProfile) -> dict[str, Any]:
+    fields = {k: getattr(profile, k) for k in profile.__dataclass_fields__ if k != "responder"}
+    fields["replies"] = list(profile.replies) if profile.replies is not None else None
+    return fields
+
+
+async def _on_bad_control(request: Request, exc: Exception) -> JSONResponse:
+    return _bad(str(exc) or "invalid JSON body")
+
+
+class _Labelled:
+    """Adds `x-simulated: true` to every response, errors and 404s included."""
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def labelled_send(message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), _LABEL]
+            await send(message)
+
+        await self.app(scope, receive, labelled_send)
+
+
+def create_app(profiles: Mapping[str, SimProfile] | None = None) -> Starlette:
+    """The ASGI app. `profiles` replaces DEFAULT_PROFILES; unknown models get a fast default.
+    `app.state.sim` is the SimState, for in-process inspection."""
+    state = SimState(profiles)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        _LOG.info("SIMULATED model server: every answer is synthetic, not from a real model "
+                  "(%d profiled models; any other name gets a fast default)", len(state.profiles))
+        yield
+
+    routes = [
+        Route("/v1/chat/completions", ChatCompletions(state), methods=["POST"]),
+        Route("/v1/models", _models),
+        Route("/healthz", _healthz),
+        Route("/sim/faults", _set_faults, methods=["POST"]),
+        Route("/sim/script", _set_script, methods=["POST"]),
+        Route("/sim/profiles", _update_profile, methods=["POST"]),
+        Route("/sim/stats", _stats),
+        Route("/sim/reset", _reset, methods=["POST"]),
+    ]
+    handlers = {_BadControl: _on_bad_control, json.JSONDecodeError: _on_bad_control}
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers=handlers)
+    app.state.sim = state
+    app.add_middleware(_Labelled)
+    return app

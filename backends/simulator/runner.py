@@ -1,0 +1,155 @@
+"""Start and stop the simulated server: in a background thread for tests, or blocking for the CLI.
+
+    with SimServer() as sim:                 # or: async with SimServer() as sim:
+        sim.set_faults("mercury-2", ["500", None])
+        httpx.post(f"{sim.base_url}/chat/completions", json=...)
+
+The control helpers are plain sync HTTP calls; the server runs on its own thread and loop, so
+they are safe to call from async tests too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+
+from backends.simulator.app import create_app
+from backends.simulator.profiles import SimProfile, load_profiles
+
+__all__ = ["SimServer", "serve"]
+
+ProfilesSource = str | Path | Mapping[str, SimProfile | Mapping[str, Any]] | None
+_EMPTY_STATS = {"requests": 0, "completed": 0, "in_flight": 0, "cancelled": 0, "faults": 0}
+
+
+class SimServer:
+    """The simulator on a loopback port (0 = any free port), served by uvicorn on a thread."""
+
+    def __init__(self, profiles: ProfilesSource = None, host: str = "127.0.0.1", port: int = 0):
+        self.app = create_app(None if profiles is None else load_profiles(profiles))
+        self.host = host
+        self._requested_port = port
+        self.port = 0
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._control: httpx.Client | None = None
+
+    @property
+    def url(self) -> str:
+        """Server root, e.g. http://127.0.0.1:40123."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        """What an OpenAI client or litellm's `api_base` wants: the root plus /v1."""
+        return f"{self.url}/v1"
+
+    def start(self, timeout_s: float = 10.0) -> SimServer:
+        sock = _bind(self.host, self._requested_port)
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(
+            self.app,
+            log_config=None,  # a library must not reconfigure the host program's logging
+            log_level="warning",
+            access_log=False,
+            lifespan="on",
+            timeout_graceful_shutdown=2,  # seconds; ends hung requests still held open
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [sock]}, name="sim-server", daemon=True
+        )
+        self._thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                self._server.should_exit = True
+                sock.close()
+                raise RuntimeError(f"simulated server did not start on {self.url}")
+            time.sleep(0.005)
+        self._control = httpx.Client(base_url=self.url, trust_env=False, timeout=10.0)
+        return self
+
+    def stop(self) -> None:
+        if self._control is not None:
+            self._control.close()
+            self._control = None
+        if self._server is not None and self._thread is not None:
+            self._server.should_exit = True
+            self._thread.join(timeout=10.0)
+        self._server = self._thread = None
+
+    def __enter__(self) -> SimServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> SimServer:
+        return await asyncio.to_thread(self.start)
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await asyncio.to_thread(self.stop)
+
+    # Control helpers: thin wrappers over the /sim endpoints.
+
+    def set_faults(self, model: str, sequence: list[str | None]) -> None:
+        """Queue faults for the next requests to `model`, one each; None = healthy."""
+        self._post("/sim/faults", {"model": model, "sequence": list(sequence)})
+
+    def script(self, model: str, replies: list[str]) -> None:
+        """Answer `model`'s requests with `replies`, in turn, cycling."""
+        self._post("/sim/script", {"model": model, "replies": list(replies)})
+
+    def update_profile(self, model: str, **fields: Any) -> dict[str, Any]:
+        """Change `model`'s profile from the next request on; returns the new profile."""
+        return self._post("/sim/profiles", {"model": model, **fields})["profile"]
+
+    def stats(self, model: str | None = None) -> dict[str, Any]:
+        """Counts per model, or for one model (zeros if it was never asked)."""
+        models = self._client().get("/sim/stats").raise_for_status().json()["models"]
+        return dict(models.get(model, _EMPTY_STATS)) if model is not None else models
+
+    def reset(self) -> None:
+        """Starting profiles back; no queued faults, scripts or stats."""
+        self._post("/sim/reset", {})
+
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        response = self._client().post(path, json=body)
+        if response.status_code == 400:
+            raise ValueError(response.json()["error"]["message"])
+        return response.raise_for_status().json()
+
+    def _client(self) -> httpx.Client:
+        if self._control is None:
+            raise RuntimeError("SimServer is not running; use it as a context manager")
+        return self._control
+
+
+def serve(host: str = "127.0.0.1", port: int = 8000, profiles: ProfilesSource = None) -> None:
+    """Run the simulator in the foreground until interrupted (for `route sim`).
+    Port 8000 is vLLM's default, so a config written for a local vLLM reaches it unchanged."""
+    app = create_app(None if profiles is None else load_profiles(profiles))
+    uvicorn.run(app, host=host, port=port, log_level="info", access_log=False,
+                timeout_graceful_shutdown=2)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError:
+        sock.close()
+        raise
+    return sock

@@ -1,0 +1,178 @@
+"""Data types shared by every backend, policy and the router. No I/O, no project imports.
+
+Times are seconds (floats from `time.perf_counter` differences); money is US dollars; prices
+are dollars per million tokens, the unit every provider publishes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+__all__ = [
+    "Chunk",
+    "Completion",
+    "DiffusionStats",
+    "DraftChunk",
+    "FinalChunk",
+    "Message",
+    "Price",
+    "Request",
+    "TextChunk",
+    "Timings",
+    "Usage",
+    "as_messages",
+    "content_text",
+    "last_user_text",
+]
+
+Message = dict[str, Any]  # OpenAI chat format: {"role": ..., "content": ...}; tools pass through
+
+
+def as_messages(prompt_or_messages: str | list[Message]) -> list[Message]:
+    """A bare prompt becomes one user turn; a message list is returned as is."""
+    if isinstance(prompt_or_messages, str):
+        return [{"role": "user", "content": prompt_or_messages}]
+    return list(prompt_or_messages)
+
+
+def last_user_text(messages: list[Message]) -> str:
+    """Text of the last user turn (content parts joined), or "" when there is none."""
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            return content_text(message.get("content"))
+    return ""
+
+
+def content_text(content: Any) -> str:
+    """Plain text of an OpenAI `content` field, which may be a string or a list of parts."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    parts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+    return "\n".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """What to ask a backend. `timeout_s` is the whole request's deadline, retries included."""
+
+    messages: list[Message]
+    max_tokens: int | None = None
+    temperature: float | None = None
+    stop: list[str] | None = None
+    timeout_s: float | None = None
+    # Provider-specific parameters sent verbatim (diffusion settings, tools, seed...).
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def with_options(self, **changes: Any) -> Request:
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    """Dollars per million tokens."""
+
+    input_per_mtok: float = 0.0
+    output_per_mtok: float = 0.0
+
+    def cost(self, usage: Usage) -> float:
+        return (
+            usage.input_tokens * self.input_per_mtok + usage.output_tokens * self.output_per_mtok
+        ) / 1e6
+
+
+@dataclass(frozen=True, slots=True)
+class Timings:
+    """Seconds from sending the request. `decode_tps` is output tokens per second after the
+    first token (None when it cannot be measured, e.g. a single chunk)."""
+
+    ttft_s: float | None = None
+    total_s: float = 0.0
+    decode_tps: float | None = None
+
+    @classmethod
+    def measure(cls, ttft_s: float | None, total_s: float, output_tokens: int) -> Timings:
+        decode_s = total_s - (ttft_s or 0.0)
+        tps = output_tokens / decode_s if output_tokens > 1 and decode_s > 1e-6 else None
+        return cls(ttft_s=ttft_s, total_s=total_s, decode_tps=tps)
+
+
+@dataclass(frozen=True, slots=True)
+class DiffusionStats:
+    """What a diffusion engine reports. A canvas is a block of `canvas_length` token slots
+    denoised together; output length is a whole number of canvases."""
+
+    canvases: int
+    denoising_steps: int | None = None
+    canvas_length: int = 256
+
+    @property
+    def tokens_per_forward(self) -> float | None:
+        if not self.denoising_steps:
+            return None
+        return self.canvases * self.canvas_length / self.denoising_steps
+
+    @staticmethod
+    def canvases_for(tokens: int, canvas_length: int = 256) -> int:
+        return max(1, math.ceil(tokens / canvas_length))
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """A finished answer from one backend (or from a consortium acting as one)."""
+
+    text: str
+    backend: str
+    model: str
+    finish_reason: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    timings: Timings = field(default_factory=Timings)
+    cost_usd: float = 0.0
+    diffusion: DiffusionStats | None = None
+    # Tool calls and other structured output, in OpenAI format, passed through untouched.
+    tool_calls: list[dict[str, Any]] | None = None
+    # Free-form facts a wrapper wants to hand up (a consortium's trace, the simulator label).
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class TextChunk:
+    """Committed text, in order; concatenating every TextChunk gives the final text."""
+
+    text: str
+    kind: Literal["text"] = "text"
+
+
+@dataclass(frozen=True, slots=True)
+class DraftChunk:
+    """An intermediate diffusion canvas: the whole current draft, replaced by the next one.
+    For display only: never part of the final text."""
+
+    text: str
+    step: int
+    canvas: int = 0
+    kind: Literal["draft"] = "draft"
+
+
+@dataclass(frozen=True, slots=True)
+class FinalChunk:
+    """Always the last item of a stream: the same Completion a plain call returns."""
+
+    completion: Completion
+    kind: Literal["final"] = "final"
+
+
+Chunk = TextChunk | DraftChunk | FinalChunk

@@ -1,0 +1,189 @@
+"""Fit and calibrate the complexity scorer's weights from labelled routing records.
+
+    python -m policies.complexity.fit --out policies/complexity/weights.json
+
+Records are JSON lines `{"id", "prompt", "local", "hosted"}` (quality in [0, 1]); by default the
+shared RouteLLM GSM8K and MMLU records (Ong et al., 2024; Apache-2.0) in ../shared/data/routing.
+
+- Split: a record is held out when a hash of its id falls below `holdout`, so the split is
+  the same on every machine and run; only the rest is fitted on (see `learn.py` for the model).
+- The word-weight shrinkage, the feature prior strength and the per-dataset balance are chosen
+  by cross-validation inside the training part (mean per-dataset APGR), never on the
+  held-out part.
+- Calibration: the threshold is the score above which `hosted_share` of the training prompts
+  fall. Pure Python: no numpy needed, so `route calibrate` works wherever the router does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import sys
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from policies.complexity.learn import LearnOptions, dataset_of, design, fold_of, learn, subset
+from policies.complexity.model import ComplexityScorer, Weights
+from policies.routing_eval import apgr, quality_curve
+
+__all__ = [
+    "DEFAULT_DATA",
+    "GRID",
+    "calibrate_threshold",
+    "calibrated",
+    "fit",
+    "group_apgr",
+    "is_held_out",
+    "load_records",
+    "main",
+    "split",
+]
+
+DATA_DIR = Path(__file__).resolve().parents[3] / "shared" / "data" / "routing"
+DEFAULT_DATA = (DATA_DIR / "gsm8k.jsonl", DATA_DIR / "mmlu.jsonl")
+
+
+def load_records(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
+    """JSON lines from each file; each record needs `id`, `prompt`, `local` and `hosted`."""
+    records = []
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                r = json.loads(line)
+                missing = {"id", "prompt", "local", "hosted"} - r.keys()
+                if missing:
+                    raise ValueError(f"{path}:{n}: record lacks {sorted(missing)}")
+                records.append(r)
+    return records
+
+
+def _unit_hash(text: str, salt: str = "") -> float:
+    digest = hashlib.sha256((salt + text).encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") / 2.0**64
+
+
+def is_held_out(record_id: str, holdout: float = 0.3) -> bool:
+    """True when the record belongs to the held-out part (same answer on every machine)."""
+    return _unit_hash(str(record_id)) < holdout
+
+
+def split(records: Sequence[dict[str, Any]], holdout: float = 0.3) -> tuple[list, list]:
+    """(training records, held-out records) by id hash."""
+    train, test = [], []
+    for r in records:
+        (test if is_held_out(r["id"], holdout) else train).append(r)
+    return train, test
+
+
+def calibrate_threshold(scores: Sequence[float], hosted_share: float) -> float:
+    """The threshold that sends `hosted_share` of these scores (those >= it) to hosted."""
+    if not 0.0 <= hosted_share <= 1.0:
+        raise ValueError(f"hosted share must be in [0, 1], got {hosted_share}")
+    ranked = sorted(scores, reverse=True)
+    k = round(hosted_share * len(ranked))
+    if k <= 0:
+        return math.nextafter(ranked[0], math.inf) if ranked else 1.0
+    if k >= len(ranked):
+        return ranked[-1]
+    return (ranked[k - 1] + ranked[k]) / 2
+
+
+def group_apgr(scorer: ComplexityScorer, records: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """APGR of the scorer on each dataset among the records."""
+    by_group: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        by_group[dataset_of(r)].append(r)
+    out = {}
+    for g, rs in sorted(by_group.items()):
+        scores = [scorer.score_text(r["prompt"]) for r in rs]
+        value = apgr(quality_curve(scores, [r["local"] for r in rs], [r["hosted"] for r in rs]))
+        if value is not None:
+            out[g] = value
+    return out
+
+
+GRID: tuple[dict[str, float], ...] = tuple(
+    {"word_prior": wp, "l2_features": l2, "balance": b}
+    for wp in (30.0, 100.0)
+    for l2 in (100.0, 300.0, 1000.0)
+    for b in (0.5, 1.0)
+)
+
+
+def fit(
+    records: Sequence[dict[str, Any]],
+    options: LearnOptions = LearnOptions(),
+    grid: Sequence[dict[str, float]] = GRID,
+    folds: int = 3,
+    log: Callable[[str], None] = lambda _: None,
+) -> tuple[Weights, dict[str, Any]]:
+    """Choose options from `grid` by `folds`-fold cross-validation on `records`, then refit on
+    all of them. The criterion is the mean over datasets of the validation-fold APGR; an
+    empty grid fits `options` as given."""
+    d = design(records)
+    fold = [fold_of(i, folds, "cv") for i in d.ids]
+    results = []
+    for changes in grid:
+        opts = replace(options, **changes)
+        per_group: dict[str, float] = defaultdict(float)
+        for f in range(folds):
+            scorer = ComplexityScorer(learn(subset(d, [i for i, g in enumerate(fold) if g != f]), opts))
+            valid = [r for r, g in zip(records, fold) if g == f]
+            for g, value in group_apgr(scorer, valid).items():
+                per_group[g] += value / folds
+        mean = sum(per_group.values()) / max(1, len(per_group))
+        results.append({"options": changes, "cv_apgr": dict(per_group), "mean": round(mean, 4)})
+        log(f"cv {changes}: " + ", ".join(f"{g} {a:.3f}" for g, a in per_group.items()))
+    chosen = max(results, key=lambda r: r["mean"])["options"] if results else {}
+    weights = learn(d, replace(options, **chosen))
+    return weights, {"chosen": chosen, "cross_validation": results}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m policies.complexity.fit", description=__doc__.split("\n")[0])
+    parser.add_argument("data", nargs="*", type=Path, default=list(DEFAULT_DATA), help="labelled JSONL files")
+    parser.add_argument("--out", type=Path, required=True, help="weights file to write")
+    parser.add_argument("--holdout", type=float, default=0.3, help="share of records held out by id hash")
+    parser.add_argument("--hosted-share", type=float, default=0.3, help="share of prompts the threshold sends up")
+    parser.add_argument("--no-cv", action="store_true", help="fit the default options, no cross-validation")
+    args = parser.parse_args(argv)
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr)
+
+    records = load_records(args.data)
+    train, test = split(records, args.holdout)
+    log(f"{len(records)} records: fitting on {len(train)}, holding out {len(test)}")
+    weights, info = fit(train, grid=() if args.no_cv else GRID, log=log)
+    weights = calibrated(weights, train, args.hosted_share)
+    weights = replace(weights, metadata={
+        **weights.metadata,
+        "fitted_on": sorted(p.name for p in args.data),
+        "records": len(train),
+        "holdout": args.holdout,
+        "split": "held out when the first 8 bytes of sha256(id) / 2**64 < holdout",
+        "label": "(hosted - local + 1) / 2",
+        "credit": "RouteLLM routing records (Ong et al., 2024), Apache-2.0",
+        **info,
+    })  # fmt: skip
+    weights.save(args.out)
+    log(f"wrote {args.out} ({len(weights.vocabulary)} words, threshold {weights.threshold:.4f})")
+    return 0
+
+
+def calibrated(weights: Weights, records: Sequence[dict[str, Any]], hosted_share: float) -> Weights:
+    """The weights with the threshold that sends `hosted_share` of these prompts up."""
+    scorer = ComplexityScorer(weights)
+    threshold = calibrate_threshold([scorer.score_text(r["prompt"]) for r in records], hosted_share)
+    return replace(weights, threshold=threshold, hosted_share=hosted_share)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,269 @@
+"""The estimator behind the complexity scorer's weights, in pure Python (no numpy).
+
+Two stages, both deterministic:
+
+1. Word weights: for each word seen in at least `min_df` training prompts, the shrunken mean
+   of the label's deviation from its dataset's mean over the prompts that contain it:
+   sum(residual) / (prompts + word_prior). Rare words shrink towards 0, so a word refines
+   the score only when many prompts agree on it. A prompt's `vocabulary` feature is the mean
+   weight of its words. For the second stage it is computed out of fold (cross-fitting), so
+   its weight reflects how well word weights predict prompts they were not counted on.
+2. Logistic regression (Newton's method) on the standardised hand-designed features plus
+   `vocabulary`, with one intercept per dataset (so base rates that differ between
+   benchmarks do not bend the features) and an L2 pull of every weight towards its prior
+   (`PRIORS`). Features the data cannot speak to (`FIXED`: code, non-Latin scripts,
+   conversation history) keep their prior weight and enter as a fixed offset.
+
+Label: y = (hosted - local + 1) / 2, whose expectation is monotone in the quality gained by
+sending the prompt up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from policies.complexity.features import FEATURES, extract
+from policies.complexity.model import MODEL_FEATURES, VOCABULARY, Weights, vocabulary_value
+
+__all__ = ["FIXED", "PRIORS", "Design", "LearnOptions", "dataset_of", "design", "learn", "subset"]
+
+# Logit per unit of each feature before any data is seen: general beliefs about what makes
+# a prompt need a stronger model. Fitting pulls each weight towards its prior.
+PRIORS: dict[str, float] = {
+    "log_tokens": 0.3,
+    "non_latin": 1.2,
+    "lines": 0.1,
+    "sentences": 0.1,
+    "clauses": 0.1,
+    "names": 0.1,
+    "questions": 0.2,
+    "list_items": 0.3,
+    "choices": 0.0,
+    "numbers": 0.2,
+    "math_symbols": 0.2,
+    "code_fences": 0.6,
+    "code_punct": 0.15,
+    "code_cc": 0.3,
+    "code_effort": 0.3,
+    "code_mi_deficit": 0.8,
+    "lex_reasoning": 0.4,
+    "lex_math": 0.3,
+    "lex_code": 0.3,
+    "lex_constraint": 0.25,
+    "lex_sequence": 0.2,
+    "lex_simple": -0.8,
+    "lex_creative": 0.1,
+    "wh_factoid": -0.2,
+    "open_question": 0.3,
+    "avg_word_len": 0.2,
+    "history_turns": 0.3,
+    "history_tokens": 0.05,
+    VOCABULARY: 0.0,
+}
+
+# Features the shared GSM8K/MMLU records cannot speak to (almost no code, non-Latin text or
+# conversations there): fitting them would learn the few odd cases, so they keep the prior.
+FIXED = frozenset(
+    {"non_latin", "code_fences", "code_cc", "code_effort", "code_mi_deficit",
+     "history_turns", "history_tokens"}
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class LearnOptions:
+    """`l2_features`: pull towards the priors, in pseudo-examples per standardised unit.
+    `word_prior`: pseudo-prompts with residual 0 added to every word's mean."""
+
+    l2_features: float = 30.0
+    word_prior: float = 50.0
+    balance: float = 0.5  # 0: every record weighs 1; 1: every dataset weighs the same in total
+    min_df: int = 5  # a word enters the vocabulary when this many training prompts contain it
+    cross_fit_folds: int = 5
+    newton_steps: int = 12
+    prune: float = 0.002  # word weights smaller than this are dropped from the file
+
+
+@dataclass(slots=True)
+class Design:
+    """Features of the training records, computed once and shared by every fit."""
+
+    ids: list[str]
+    dense: list[list[float]]
+    words: list[list[str]]
+    labels: list[float]
+    groups: list[str]
+
+
+def dataset_of(record: dict[str, Any]) -> str:
+    """The benchmark a record comes from: `dataset` if given, else its id up to the first '-'."""
+    return str(record.get("dataset") or str(record["id"]).split("-", 1)[0])
+
+
+def design(records: Sequence[dict[str, Any]]) -> Design:
+    dense, words = [], []
+    for r in records:
+        values, ws = extract(r["prompt"])
+        dense.append(values)
+        words.append(ws)
+    labels = [(float(r["hosted"]) - float(r["local"]) + 1.0) / 2.0 for r in records]
+    return Design([str(r["id"]) for r in records], dense, words, labels, [dataset_of(r) for r in records])
+
+
+def subset(d: Design, idx: Sequence[int]) -> Design:
+    return Design(
+        [d.ids[i] for i in idx], [d.dense[i] for i in idx], [d.words[i] for i in idx],
+        [d.labels[i] for i in idx], [d.groups[i] for i in idx],
+    )  # fmt: skip
+
+
+def fold_of(record_id: str, folds: int, salt: str) -> int:
+    digest = hashlib.sha256((salt + record_id).encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") * folds >> 64
+
+
+def _sample_weights(groups: Sequence[str], balance: float) -> list[float]:
+    """Per-record weights, normalised to sum to the number of records."""
+    counts = Counter(groups)
+    raw = [(1.0 / counts[g]) ** balance for g in groups]
+    scale = len(groups) / sum(raw)
+    return [w * scale for w in raw]
+
+
+def _residuals(d: Design, sw: Sequence[float]) -> list[float]:
+    total: dict[str, float] = defaultdict(float)
+    weight: dict[str, float] = defaultdict(float)
+    for g, y, w in zip(d.groups, d.labels, sw):
+        total[g] += y * w
+        weight[g] += w
+    return [y - total[g] / weight[g] for g, y in zip(d.groups, d.labels)]
+
+
+def _word_weights(
+    words: Sequence[list[str]], residuals: Sequence[float], sw: Sequence[float], opts: LearnOptions
+) -> dict[str, float]:
+    total: dict[str, float] = defaultdict(float)
+    mass: dict[str, float] = defaultdict(float)
+    df: Counter[str] = Counter()
+    for ws, r, w in zip(words, residuals, sw):
+        for word in set(ws):
+            total[word] += r * w
+            mass[word] += w
+            df[word] += 1
+    return {
+        word: total[word] / (mass[word] + opts.word_prior)
+        for word, n in df.items()
+        if n >= opts.min_df
+    }
+
+
+def _solve(a: list[list[float]], b: list[float]) -> list[float]:
+    """Solve a x = b for a small symmetric positive definite a (Gaussian elimination)."""
+    n = len(b)
+    m = [row[:] + [b[i]] for i, row in enumerate(a)]
+    for c in range(n):
+        pivot = max(range(c, n), key=lambda r: abs(m[r][c]))
+        m[c], m[pivot] = m[pivot], m[c]
+        for r in range(c + 1, n):
+            f = m[r][c] / m[c][c]
+            if f:
+                for k in range(c, n + 1):
+                    m[r][k] -= f * m[c][k]
+    x = [0.0] * n
+    for c in range(n - 1, -1, -1):
+        x[c] = (m[c][n] - sum(m[c][k] * x[k] for k in range(c + 1, n))) / m[c][c]
+    return x
+
+
+def _newton(
+    rows: list[list[float]], offsets: list[float], labels: list[float], sw: list[float],
+    prior: list[float], l2: list[float], steps: int,
+) -> list[float]:  # fmt: skip
+    """Weighted logistic regression with an L2 pull of strength `l2[a]` towards `prior[a]`."""
+    dim = len(prior)
+    theta = list(prior)
+    for _ in range(steps):
+        grad = [0.0] * dim
+        hess = [[0.0] * dim for _ in range(dim)]
+        for x, o, y, w in zip(rows, offsets, labels, sw):
+            z = o + sum(t * v for t, v in zip(theta, x))
+            p = 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
+            r, h = (p - y) * w, p * (1.0 - p) * w
+            for a in range(dim):
+                xa = x[a]
+                if xa:
+                    grad[a] += r * xa
+                    ha = h * xa
+                    row = hess[a]
+                    for b in range(a, dim):
+                        row[b] += ha * x[b]
+        for a in range(dim):
+            for b in range(a):
+                hess[a][b] = hess[b][a]
+            grad[a] += l2[a] * (theta[a] - prior[a])
+            hess[a][a] += l2[a] + 1e-9
+        step = _solve(hess, grad)
+        theta = [t - s for t, s in zip(theta, step)]
+        if max(abs(s) for s in step) < 1e-7:
+            break
+    return theta
+
+
+def learn(d: Design, opts: LearnOptions = LearnOptions()) -> Weights:
+    """Weights fitted on a design; deterministic for the given options."""
+    n = len(d.labels)
+    sw = _sample_weights(d.groups, opts.balance)
+    residuals = _residuals(d, sw)
+    words_table = _word_weights(d.words, residuals, sw, opts)
+    table = {w: x for w, x in words_table.items() if abs(x) >= opts.prune}
+
+    # out-of-fold vocabulary values, so stage 2 sees how word weights do on unseen prompts
+    folds = [fold_of(i, opts.cross_fit_folds, "cross-fit") for i in d.ids]
+    vocab = [0.0] * n
+    for f in range(opts.cross_fit_folds):
+        inside = [i for i in range(n) if folds[i] != f]
+        part = _word_weights(
+            [d.words[i] for i in inside], [residuals[i] for i in inside], [sw[i] for i in inside], opts
+        )
+        for i in range(n):
+            if folds[i] == f:
+                vocab[i] = vocabulary_value(d.words[i], part.get)
+
+    columns = [list(col) for col in zip(*d.dense)] + [vocab]
+    names = list(MODEL_FEATURES)
+    means = [sum(c) / n for c in columns]
+    stds = [math.sqrt(sum((v - mu) ** 2 for v in c) / n) or 1.0 for c, mu in zip(columns, means)]
+    free = [j for j, f in enumerate(names) if f not in FIXED]
+    fixed = [j for j, f in enumerate(names) if f in FIXED]
+    groups = sorted(set(d.groups))
+    gindex = {g: i for i, g in enumerate(groups)}
+
+    rows, offsets = [], []
+    for i in range(n):
+        onehot = [0.0] * len(groups)
+        onehot[gindex[d.groups[i]]] = 1.0
+        rows.append(onehot + [(columns[j][i] - means[j]) / stds[j] for j in free])
+        offsets.append(sum(PRIORS[names[j]] * (columns[j][i] - means[j]) for j in fixed))
+    prior = [0.0] * len(groups) + [PRIORS.get(names[j], 0.0) * stds[j] for j in free]
+    # intercepts are free; the word weights are shrunk already, so `vocabulary` is barely pulled
+    l2 = [0.0] * len(groups) + [1.0 if names[j] == VOCABULARY else opts.l2_features for j in free]
+    theta = _newton(rows, offsets, d.labels, sw, prior, l2, opts.newton_steps)
+
+    weights = {names[j]: PRIORS[names[j]] for j in fixed}
+    for pos, j in enumerate(free):
+        weights[names[j]] = theta[len(groups) + pos] / stds[j]
+    group_weight = Counter()
+    for g, w in zip(d.groups, sw):
+        group_weight[g] += w
+    bias = sum(theta[gindex[g]] * w for g, w in group_weight.items()) / n
+    return Weights(
+        bias=round(bias, 6),
+        weights={f: round(weights[f], 6) for f in names},
+        means={f: round(mu, 6) for f, mu in zip(names, means)},
+        vocabulary={w: round(x, 5) for w, x in sorted(table.items())},
+        metadata={"dataset_intercepts": {g: round(theta[gindex[g]], 6) for g in groups}},
+    )

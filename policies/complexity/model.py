@@ -1,0 +1,177 @@
+"""The learned complexity scorer: logistic regression over hand-designed features and words.
+
+    logit = bias + sum_i w_i * (x_i - mean_i)        (i over FEATURES and "vocabulary")
+    value = sigmoid(logit)
+
+where "vocabulary" is the mean learned weight of the prompt's words (0 for unknown words).
+
+Features are centred on their training means, so `Score.base` (the sigmoid of the bias) is the
+score of a typical training prompt and each contribution says how far that feature moved
+this prompt from typical. The sigmoid's change is shared out over the logit contributions in
+proportion to them, which keeps `base + sum(contributions) == value` exact.
+
+Weights live in a small JSON file (`weights.json` beside this module by default) written by
+`policies.complexity.fit` or `route calibrate`; loading one takes a few milliseconds.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from itertools import repeat
+from pathlib import Path
+from typing import Any
+from collections.abc import Callable
+
+from backends.types import Message, content_text
+from policies.complexity.features import FEATURES, HISTORY_TURNS, extract
+from policies.scoring import Score
+
+__all__ = [
+    "DEFAULT_WEIGHTS",
+    "MODEL_FEATURES",
+    "VOCABULARY",
+    "ComplexityScorer",
+    "Weights",
+    "split_conversation",
+    "vocabulary_value",
+]
+
+DEFAULT_WEIGHTS = Path(__file__).with_name("weights.json")
+FORMAT = "latency-router/complexity-weights"
+VOCABULARY = "vocabulary"  # the feature holding the mean learned word weight
+MODEL_FEATURES: tuple[str, ...] = (*FEATURES, VOCABULARY)
+_LOGIT_CAP = 30.0  # keeps exp() finite; sigmoid(30) = 1 - 1e-13
+
+
+@dataclass(frozen=True, slots=True)
+class Weights:
+    """Everything a scorer needs, as stored in a weights file."""
+
+    bias: float
+    weights: dict[str, float]
+    means: dict[str, float]
+    vocabulary: dict[str, float] = field(default_factory=dict)
+    threshold: float | None = None
+    hosted_share: float | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, path: str | Path | None = None) -> Weights:
+        """Read a weights file; unknown feature names are ignored, missing ones weigh 0."""
+        data = json.loads(Path(path or DEFAULT_WEIGHTS).read_text(encoding="utf-8"))
+        if data.get("format") != FORMAT:
+            raise ValueError(f"{path}: not a complexity weights file (format {data.get('format')!r})")
+        feats = data["features"]
+        return cls(
+            bias=float(data["bias"]),
+            weights={k: float(v["weight"]) for k, v in feats.items()},
+            means={k: float(v["mean"]) for k, v in feats.items()},
+            vocabulary={k: float(v) for k, v in data.get("vocabulary", {}).items()},
+            threshold=data.get("threshold"),
+            hosted_share=data.get("hosted_share"),
+            metadata=data.get("metadata", {}),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "version": 1,
+            "bias": self.bias,
+            "threshold": self.threshold,
+            "hosted_share": self.hosted_share,
+            "features": {
+                k: {"weight": self.weights.get(k, 0.0), "mean": self.means.get(k, 0.0)}
+                for k in MODEL_FEATURES
+            },
+            "vocabulary": dict(sorted(self.vocabulary.items())),
+            "metadata": self.metadata,
+        }
+
+    def save(self, path: str | Path) -> None:
+        text = json.dumps(self.to_json(), indent=1, ensure_ascii=False)
+        Path(path).write_text(text + "\n", encoding="utf-8")
+
+
+def split_conversation(messages: list[Message]) -> tuple[str, int, int]:
+    """(text of the last user turn, earlier messages counted, their characters).
+
+    Every message other than that turn is context (system prompt, earlier turns, tool
+    output), looked at up to `HISTORY_TURNS` back.
+    """
+    last = None
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].get("role") == "user":
+            last = i
+            break
+    if last is None:
+        return "", 0, 0
+    text = content_text(messages[last].get("content"))
+    others = [m for j, m in enumerate(messages) if j != last][-HISTORY_TURNS:]
+    chars = sum(len(content_text(m.get("content"))) for m in others)
+    return text, len(others), chars
+
+
+def vocabulary_value(words: list[str], weight_of: Callable[[str, float], float]) -> float:
+    """Mean weight of `words` (`weight_of` is a table's `get`); 0 for no words."""
+    return sum(map(weight_of, words, repeat(0.0))) / len(words) if words else 0.0
+
+
+def _sigmoid(z: float) -> float:
+    return 1.0 / (1.0 + math.exp(-z))
+
+
+class ComplexityScorer:
+    """Scores how much a prompt needs the hosted model; see the module docstring."""
+
+    name = "learned"
+
+    def __init__(self, weights: Weights) -> None:
+        self.weights = weights
+        self.threshold: float | None = weights.threshold
+        self._w = [weights.weights.get(k, 0.0) for k in MODEL_FEATURES]
+        self._m = [weights.means.get(k, 0.0) for k in MODEL_FEATURES]
+        self._vget = weights.vocabulary.get
+        self._bias = weights.bias
+        self._base = _sigmoid(weights.bias)
+
+    @classmethod
+    def load(cls, path: str | Path | None = None) -> ComplexityScorer:
+        """The scorer for a weights file; the shipped default when `path` is None."""
+        return cls(Weights.load(path))
+
+    def _logit_parts(
+        self, text: str, history_turns: int = 0, history_chars: int = 0
+    ) -> tuple[list[float], list[float]]:
+        values, words = extract(text, history_turns, history_chars)
+        values.append(vocabulary_value(words, self._vget))
+        return values, [w * (x - m) for w, x, m in zip(self._w, values, self._m)]
+
+    def score_text(self, text: str, history_turns: int = 0, history_chars: int = 0) -> float:
+        """The score alone, for bulk scoring (no explanation built)."""
+        _, parts = self._logit_parts(text, history_turns, history_chars)
+        logit = self._bias + sum(parts)
+        return _sigmoid(max(-_LOGIT_CAP, min(_LOGIT_CAP, logit)))
+
+    def score(self, messages: list[Message]) -> Score:
+        """Score the last user turn, with the rest of the conversation as context."""
+        text, turns, chars = split_conversation(messages)
+        values, parts = self._logit_parts(text, turns, chars)
+        delta = sum(parts)
+        value = _sigmoid(max(-_LOGIT_CAP, min(_LOGIT_CAP, self._bias + delta)))
+        # Share the sigmoid's change over the logit parts in proportion; when they cancel out
+        # the ratio tends to the sigmoid's slope at the base.
+        if abs(delta) > 1e-12:
+            ratio = (value - self._base) / delta
+        else:
+            ratio = self._base * (1.0 - self._base)
+        contributions = dict(zip(MODEL_FEATURES, [p * ratio for p in parts]))
+        features = dict(zip(MODEL_FEATURES, values))
+        return Score(
+            value=value,
+            base=self._base,
+            contributions=contributions,
+            features=features,
+            scorer=self.name,
+        )

@@ -1,0 +1,38 @@
+"""Map a complexity score to a tier of backends, and order the fallbacks. Pure functions."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = ["Tier", "fallback_order", "pick_tier"]
+
+
+@dataclass(frozen=True, slots=True)
+class Tier:
+    name: str
+    below: float | None  # upper edge of the score band; None for the last tier
+    backends: tuple[str, ...]
+    deadline_ms: float | None = None
+
+
+def pick_tier(score: float, tiers: Sequence[Tier]) -> int:
+    """Index of the first tier whose band contains `score`; the last tier takes the rest."""
+    for index, tier in enumerate(tiers):
+        if tier.below is not None and score < tier.below:
+            return index
+    return len(tiers) - 1
+
+
+def fallback_order(tiers: Sequence[Tier], chosen: int) -> list[str]:
+    """The chosen tier's backends, then stronger tiers (nearest first), then weaker ones.
+
+    Stronger before weaker: a prompt scored for tier k is more likely to be answered well by
+    tier k+1 than by tier k-1. Each backend appears once.
+    """
+    order = [*range(chosen, len(tiers)), *range(chosen - 1, -1, -1)]
+    seen: dict[str, None] = {}
+    for index in order:
+        for name in tiers[index].backends:
+            seen.setdefault(name, None)
+    return list(seen)

@@ -1,0 +1,3 @@
+def main():
+    from router.cli.app import run
+    run()

@@ -1,0 +1,96 @@
+"""`route models`, `route doctor` and `route sim`: what is configured, is it reachable, a simulator."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from router.cli.output import Output
+
+__all__ = ["register"]
+
+
+def _backend_rows(loaded):
+    import os
+
+    for name, spec in loaded.config.backends.items():
+        key = spec.api_key_env
+        key_state = "-" if not key else ("set" if os.environ.get(key) else f"missing ${key}")
+        yield {
+            "name": name,
+            "kind": spec.kind,
+            "model": spec.model,
+            "decoding": spec.decoding,
+            "base_url": spec.base_url,
+            "key": key_state,
+            "price_in": spec.price.input,
+            "price_out": spec.price.output,
+        }
+
+
+def register(app: typer.Typer) -> None:
+    from router.cli.app import handle_errors
+
+    @app.command("models", help="List configured backends and consortia, with key status (never the key).")
+    @handle_errors
+    def models(
+        json_output: Annotated[bool, typer.Option("--json")] = False,
+        config: Annotated[str | None, typer.Option("-c", "--config")] = None,
+    ) -> None:
+        from router.config_loader import load_config
+
+        out = Output(json_mode=json_output)
+        loaded = load_config(config)
+        rows = list(_backend_rows(loaded))
+        consortia = sorted(loaded.config.consortia)
+        if json_output:
+            out.data({"config": loaded.path, "backends": rows, "consortia": consortia})
+            return
+        from rich.table import Table
+
+        table = Table(title=f"backends ({loaded.path})", title_justify="left")
+        for column in ("name", "kind", "model", "decoding", "key", "$/Mtok in", "$/Mtok out"):
+            table.add_column(column)
+        for r in rows:
+            table.add_row(r["name"], r["kind"], r["model"], r["decoding"], r["key"], f"{r['price_in']:g}", f"{r['price_out']:g}")
+        out.out.print(table)
+        if consortia:
+            out.out.print("consortia: " + ", ".join(consortia))
+
+    @app.command("doctor", help="Check each backend: key present, server reachable. Prints no keys.")
+    @handle_errors
+    def doctor(
+        json_output: Annotated[bool, typer.Option("--json")] = False,
+        config: Annotated[str | None, typer.Option("-c", "--config")] = None,
+        timeout: Annotated[float, typer.Option("--timeout", help="Seconds per check.")] = 3.0,
+    ) -> None:
+        from router.config_loader import load_config
+        from router.doctor import check_all
+        from router.paths import user_config_file
+
+        out = Output(json_mode=json_output)
+        loaded = load_config(config)
+        results = check_all(loaded.config, timeout_s=timeout)
+        ok = all(r.ok for r in results)
+        if json_output:
+            out.data({"config": loaded.path, "user_config": str(user_config_file()),
+                      "checks": [r.__dict__ for r in results], "ok": ok})
+        else:
+            out.info(f"config: {loaded.path}   (user config: {user_config_file()})")
+            for r in results:
+                mark = "[green]ok[/]  " if r.ok else "[red]FAIL[/]"
+                out.err.print(f"{mark} {r.name:<18} {r.detail}")
+        raise typer.Exit(0 if ok else 3)
+
+    @app.command("sim", help="Run the SIMULATED OpenAI-compatible model server (for demos and tests).")
+    @handle_errors
+    def sim(
+        port: Annotated[int, typer.Option("--port", help="8000 is vLLM's default, which config.yaml expects.")] = 8000,
+        host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
+        profiles: Annotated[str | None, typer.Option("--profiles", help="YAML file of model profiles.")] = None,
+    ) -> None:
+        from backends.simulator import load_profiles, serve
+
+        Output().info(f"[bold yellow]SIMULATED[/] model server on http://{host}:{port}/v1 — answers are fake")
+        serve(host=host, port=port, profiles=load_profiles(profiles) if profiles else None)

@@ -1,0 +1,155 @@
+"""`route "prompt"`: ask the router, stream the answer to stdout, report the decision on stderr."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from router.cli.output import Output
+
+__all__ = ["register"]
+
+_CONNECT_HINT = (
+    "To connect a model: start an OpenAI-compatible server for DiffusionGemma (e.g. vLLM on "
+    "127.0.0.1:8000), export the API key a hosted backend names (route models shows which), or "
+    "run `route sim` in another terminal for a SIMULATED server on port 8000. Then retry; "
+    "`route doctor` checks every backend."
+)
+
+
+def _read_prompt(prompt: str | None) -> str:
+    from backends.errors import UsageError
+
+    if prompt is not None and prompt != "-":
+        return prompt
+    if sys.stdin is None or sys.stdin.isatty():
+        raise UsageError('no prompt given: write `route "your prompt"`, or pipe text in: `echo "..." | route`.')
+    text = sys.stdin.read()
+    if not text.strip():
+        raise UsageError("the prompt read from stdin is empty; pipe in some text or pass it as an argument.")
+    return text
+
+
+def _messages(prompt: str, system: str | None) -> list[dict[str, Any]]:
+    messages = [{"role": "system", "content": system}] if system else []
+    return [*messages, {"role": "user", "content": prompt}]
+
+
+def _show_decision(out: Output, decision) -> None:
+    from rich.markup import escape
+
+    if decision.forced:
+        out.info(f"[dim]→ {escape(decision.chosen)} ({escape(decision.reason)})[/]")
+        return
+    fallback = f"; fallback {', '.join(decision.candidates[1:])}" if len(decision.candidates) > 1 else ""
+    out.info(f"[dim]→ {escape(decision.chosen)} · {escape(decision.reason)}{escape(fallback)}[/]")
+
+
+def _show_explain(out: Output, decision) -> None:
+    if out.json_mode:
+        out.data(decision.as_dict())
+        return
+    from rich.table import Table
+
+    table = Table(title="routing decision (no model was called)", show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("chosen", decision.chosen)
+    table.add_row("reason", decision.reason)
+    table.add_row("fallbacks", ", ".join(decision.candidates[1:]) or "-")
+    if decision.deadline_s is not None:
+        table.add_row("deadline", f"{decision.deadline_s:.3f} s")
+    if decision.score is not None:
+        table.add_row("score", f"{decision.score.value:.4f} ({decision.score.scorer})")
+        for name, contribution in decision.score.top(6):
+            value = decision.score.features.get(name)
+            shown = f"{value:g}" if isinstance(value, (int, float)) else "-"
+            table.add_row(f"  {name}", f"{contribution:+.4f}  (value {shown})")
+    for name, detail in (decision.details or {}).items():
+        table.add_row(name, str(detail))
+    out.out.print(table)
+
+
+def _show_stats(out: Output, c) -> None:
+    """One dim line on stderr: who answered, how much, how fast, what it cost."""
+    parts = [c.backend, f"{c.usage.output_tokens} tok", f"{c.timings.total_s:.2f} s"]
+    if c.timings.ttft_s is not None:
+        parts.append(f"ttft {c.timings.ttft_s:.2f} s")
+    if c.diffusion is not None and c.diffusion.tokens_per_forward:
+        parts.append(f"{c.diffusion.tokens_per_forward:.1f} tok/forward")
+    parts.append(f"${c.cost_usd:.6f}")
+    if c.metadata.get("simulated"):
+        parts.append("SIMULATED")
+    out.info("[dim]" + " · ".join(parts) + "[/]")
+
+
+def _ask(router, out: Output, messages, *, stream: bool, options: dict[str, Any]) -> None:
+    from backends.types import FinalChunk, TextChunk
+
+    if not stream or out.json_mode:
+        result = router.complete(messages, **options)
+        if out.json_mode:
+            out.data(result.as_dict())
+        else:
+            out.text(result.text, end="\n")
+            _show_stats(out, result.completion)
+        return
+    for chunk in router.stream(messages, **options):
+        if isinstance(chunk, TextChunk):
+            out.text(chunk.text)
+        elif isinstance(chunk, FinalChunk):
+            out.text("\n")
+            _show_stats(out, chunk.completion)
+        # DraftChunks are for the --watch view only
+
+
+def _report_failure(out: Output, exc) -> None:
+    out.error(str(exc), kind="AllBackendsFailed")
+    out.info(_CONNECT_HINT)
+
+
+def register(app: typer.Typer) -> None:
+    from router.cli.app import EXIT_NO_BACKEND, handle_errors
+
+    @app.command("ask", help='Ask a question (the default: `route "prompt"` is `route ask "prompt"`).')
+    @handle_errors
+    def ask(
+        prompt: Annotated[str | None, typer.Argument(help="The prompt; omit or '-' to read stdin.")] = None,
+        model: Annotated[str | None, typer.Option("-m", "--model", help="Force a backend or consortium by name.")] = None,
+        explain: Annotated[bool, typer.Option("--explain", help="Show the routing decision; call no model.")] = False,
+        json_output: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
+        stream: Annotated[bool, typer.Option("--stream/--no-stream", help="Stream the answer as it arrives.")] = True,
+        system: Annotated[str | None, typer.Option("-s", "--system", help="A system prompt.")] = None,
+        max_tokens: Annotated[int | None, typer.Option("--max-tokens", min=1)] = None,
+        temperature: Annotated[float | None, typer.Option("--temperature", min=0.0, max=2.0)] = None,
+        deadline: Annotated[str | None, typer.Option("--deadline", help="Whole-request deadline: 500ms, 2s, 1m.")] = None,
+        config: Annotated[str | None, typer.Option("-c", "--config", help="Config file (default: search order).")] = None,
+        quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Only the answer; no notes on stderr.")] = False,
+    ) -> None:
+        from router.cli.durations import parse_duration
+        from router.config_loader import load_config
+
+        out = Output(json_mode=json_output, quiet=quiet)
+        deadline_s = parse_duration(deadline) if deadline else None
+        messages = _messages(_read_prompt(prompt), system)
+        loaded = load_config(config)
+        from router.core import Router
+
+        router = Router(loaded, source="cli")
+        decision = router.decide(messages, model=model, deadline_s=deadline_s)
+        if explain:
+            _show_explain(out, decision)
+            return
+        _show_decision(out, decision)
+        options = dict(model=model, max_tokens=max_tokens, temperature=temperature, deadline_s=deadline_s)
+        from backends.errors import AllBackendsFailed
+
+        try:
+            _ask(router, out, messages, stream=stream, options=options)
+        except AllBackendsFailed as exc:
+            _report_failure(out, exc)
+            raise typer.Exit(EXIT_NO_BACKEND) from None
+        finally:
+            router.close()

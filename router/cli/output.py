@@ -1,0 +1,59 @@
+"""All CLI output goes through one Output: data to stdout, messages to stderr.
+
+In `--json` mode stdout carries exactly one JSON document (or one per line for streams), so it
+stays parseable whatever else happens; `--quiet` keeps only the data.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+__all__ = ["Output"]
+
+
+class Output:
+    def __init__(self, *, json_mode: bool = False, quiet: bool = False):
+        self.json_mode = json_mode
+        self.quiet = quiet
+        self._err = None
+        self._out = None
+
+    @property
+    def err(self):
+        if self._err is None:
+            from rich.console import Console
+
+            self._err = Console(stderr=True, highlight=False, soft_wrap=True)
+        return self._err
+
+    @property
+    def out(self):
+        if self._out is None:
+            from rich.console import Console
+
+            self._out = Console(highlight=False, soft_wrap=True)
+        return self._out
+
+    def data(self, payload: Any) -> None:
+        """One JSON document on stdout."""
+        sys.stdout.write(json.dumps(payload, ensure_ascii=False, default=str) + "\n")
+        sys.stdout.flush()
+
+    def text(self, text: str, *, end: str = "") -> None:
+        """Raw answer text on stdout (no markup interpretation)."""
+        sys.stdout.write(text + end)
+        sys.stdout.flush()
+
+    def info(self, message: str) -> None:
+        """A human note on stderr (rich markup allowed); silent with --quiet."""
+        if not self.quiet:
+            self.err.print(message)
+
+    def error(self, message: str, *, kind: str = "error") -> None:
+        from rich.markup import escape
+
+        self.err.print(f"[bold red]route: {kind}:[/] {escape(message)}")
+        if self.json_mode:
+            self.data({"error": {"type": kind, "message": message}})

@@ -1,0 +1,130 @@
+"""The config schema: pydantic models that forbid unknown keys, so a typo fails at load time.
+
+Units are in the key names: `_ms`, `_s`, prices in dollars per million tokens.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from backends.base import BackendSettings
+from backends.types import Price
+
+__all__ = ["BackendConfig", "Config", "LatencyPrior", "PriceConfig", "RoutingConfig", "ScorerConfig", "TierConfig"]
+
+_ENV_REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PriceConfig(_Strict):
+    input: float = Field(0.0, ge=0, description="dollars per million input tokens")
+    output: float = Field(0.0, ge=0, description="dollars per million output tokens")
+
+
+class LatencyPrior(_Strict):
+    """What to assume before any request to this backend has been measured."""
+
+    ttft_ms: float | None = Field(None, gt=0)
+    tokens_per_s: float | None = Field(None, gt=0)
+    canvas_ms: float | None = Field(None, gt=0, description="diffusion: wall time per canvas")
+
+
+class BackendConfig(_Strict):
+    kind: Literal["openai", "litellm", "diffusion-local", "fake"]
+    model: str = Field(min_length=1)
+    base_url: str | None = None
+    api_key: str | None = Field(None, description="an environment reference: ${NAME}")
+    price: PriceConfig = PriceConfig()
+    decoding: Literal["autoregressive", "diffusion"] = "autoregressive"
+    canvas_length: int = Field(256, ge=1, le=65536)
+    timeout_s: float = Field(60.0, gt=0)
+    max_retries: int = Field(2, ge=0, le=10)
+    context_window: int | None = Field(None, gt=0)
+    params: dict[str, Any] = Field(default_factory=dict)
+    options: dict[str, Any] = Field(default_factory=dict)
+    latency: LatencyPrior | None = None
+
+    @field_validator("api_key")
+    @classmethod
+    def _key_is_env_reference(cls, value: str | None) -> str | None:
+        if value is not None and not _ENV_REF.match(value):
+            # Deliberately does not echo the value: it may be a real key.
+            raise ValueError(
+                "api_key must name an environment variable, like ${ANTHROPIC_API_KEY}; "
+                "never write the key itself into a config file"
+            )
+        return value
+
+    @field_validator("base_url")
+    @classmethod
+    def _url_has_scheme(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must start with http:// or https:// (got {value!r})")
+        return value
+
+    @property
+    def api_key_env(self) -> str | None:
+        match = _ENV_REF.match(self.api_key) if self.api_key else None
+        return match.group(1) if match else None
+
+    def settings(self, name: str) -> BackendSettings:
+        return BackendSettings(
+            name=name,
+            model=self.model,
+            base_url=self.base_url,
+            api_key_env=self.api_key_env,
+            price=Price(self.price.input, self.price.output),
+            decoding=self.decoding,
+            canvas_length=self.canvas_length,
+            timeout_s=self.timeout_s,
+            max_retries=self.max_retries,
+            context_window=self.context_window,
+            params=dict(self.params),
+            options=dict(self.options),
+        )
+
+
+class ScorerConfig(BaseModel):
+    """`kind` picks the scorer; the other keys are that scorer's options (checked when built)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    kind: str = "length"
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class TierConfig(_Strict):
+    name: str = Field(min_length=1)
+    # Upper edge of this tier's score band; the last tier has none and takes the rest.
+    # "calibrated" uses the threshold stored with the scorer's weights (`route calibrate`).
+    below: float | Literal["calibrated"] | None = None
+    backends: list[str] = Field(min_length=1)
+    deadline_ms: float | None = Field(None, gt=0)
+
+    @field_validator("below")
+    @classmethod
+    def _in_unit_interval(cls, value):
+        if isinstance(value, float) and not 0.0 < value <= 1.0:
+            raise ValueError(f"below must be a score between 0 and 1 (got {value})")
+        return value
+
+
+class RoutingConfig(_Strict):
+    scorer: ScorerConfig = ScorerConfig()
+    tiers: list[TierConfig] = Field(min_length=1)
+    deadline_ms: float | None = Field(None, gt=0, description="default deadline for every request")
+
+
+class Config(_Strict):
+    backends: dict[str, BackendConfig] = Field(min_length=1)
+    routing: RoutingConfig
+    # Defined by the consortium module; kept as plain data here so this schema stays small.
+    consortia: dict[str, Any] = Field(default_factory=dict)

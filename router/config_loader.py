@@ -1,0 +1,269 @@
+"""Find, parse and validate the config, turning every problem into one ConfigError with file and line.
+
+Search order: an explicit path (`--config`), `$ROUTE_CONFIG`, `./config.yaml`, the user config
+dir, then the default embedded in the package.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from backends.errors import ConfigError
+from router.config import Config
+from router.paths import user_config_file
+
+__all__ = ["LoadedConfig", "find_config", "load_config", "parse_config"]
+
+EMBEDDED = "<embedded default>"
+
+
+@dataclass(frozen=True)
+class LoadedConfig:
+    config: Config
+    path: str  # file path, or EMBEDDED
+    lines: dict[tuple, int] = field(default_factory=dict, repr=False)  # key path -> 1-based line
+
+    def line_of(self, *path: Any) -> int | None:
+        return _line_for(self.lines, path)
+
+
+def _embedded_text() -> str:
+    from importlib.resources import files
+
+    packaged = files("router").joinpath("default_config.yaml")
+    if packaged.is_file():
+        return packaged.read_text(encoding="utf-8")
+    # Editable installs and source checkouts: the repo's top-level config.yaml is the default.
+    return (Path(__file__).resolve().parent.parent / "config.yaml").read_text(encoding="utf-8")
+
+
+def find_config(explicit: str | os.PathLike | None = None) -> Path | None:
+    """The config file to use, or None for the embedded default."""
+    if explicit:
+        path = Path(explicit)
+        if not path.is_file():
+            raise ConfigError(f"config file not found: {path}. Check the path given to --config.")
+        return path
+    env = os.environ.get("ROUTE_CONFIG")
+    if env:
+        path = Path(env)
+        if not path.is_file():
+            raise ConfigError(f"config file not found: {path} (from $ROUTE_CONFIG). Fix or unset ROUTE_CONFIG.")
+        return path
+    for candidate in (Path("config.yaml"), user_config_file()):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_config(source: str | os.PathLike | dict | None = None) -> LoadedConfig:
+    """Load from a dict, a path, or the search order above."""
+    if isinstance(source, dict):
+        return LoadedConfig(_validate(source, "<dict>", {}), "<dict>", {})
+    path = find_config(source)
+    if path is None:
+        return parse_config(_embedded_text(), EMBEDDED)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read config: {exc}", path=str(path)) from None
+    return parse_config(text, str(path))
+
+
+def parse_config(text: str, path: str) -> LoadedConfig:
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(
+            f"invalid YAML: {problem}. Check indentation and quoting near this line "
+            "(values containing ': ' or '#' need quotes).",
+            path=path,
+            line=mark.line + 1 if mark else None,
+        ) from None
+    if not isinstance(data, dict):
+        raise ConfigError(
+            "the config must be a YAML mapping with `backends:` and `routing:` sections "
+            f"(got {type(data).__name__}). See the shipped config.yaml for an example.",
+            path=path,
+            line=1,
+        )
+    lines: dict[tuple, int] = {}
+    _index_lines(root, (), lines)
+    return LoadedConfig(_validate(data, path, lines), path, lines)
+
+
+def _validate(data: dict, path: str, lines: dict[tuple, int]) -> Config:
+    try:
+        config = Config.model_validate(data)
+    except ValidationError as exc:
+        raise _config_error(exc, path, lines) from None
+    _check_references(config, path, lines)
+    return config
+
+
+def _check_references(config: Config, path: str, lines: dict[tuple, int]) -> None:
+    known = set(config.backends) | set(config.consortia)
+    clash = sorted(set(config.backends) & set(config.consortia))
+    if clash:
+        raise ConfigError(
+            f"{clash[0]!r} is both a backend and a consortium; names share one namespace, rename one.",
+            path=path, line=_line_for(lines, ("consortia", clash[0])),
+        )
+    _check_tiers(config, path, lines)
+    for t, tier in enumerate(config.routing.tiers):
+        for b, name in enumerate(tier.backends):
+            if name not in known:
+                raise ConfigError(
+                    f"routing.tiers[{t}] ({tier.name}) names {name!r}, which is neither a backend nor a "
+                    f"consortium.{_did_you_mean(name, known)} Known: {', '.join(sorted(known))}.",
+                    path=path, line=_line_for(lines, ("routing", "tiers", t, "backends", b)),
+                )
+
+
+def _check_tiers(config: Config, path: str, lines: dict[tuple, int]) -> None:
+    """Bands must ascend and only the last tier may be open-ended."""
+    tiers = config.routing.tiers
+    seen: dict[str, int] = {}
+    for t, tier in enumerate(tiers):
+        at = ("routing", "tiers", t)
+        if tier.name in seen:
+            raise ConfigError(f"tier name {tier.name!r} is used twice (tiers {seen[tier.name]} and {t}); "
+                              "tier names must be unique.", path=path, line=_line_for(lines, at + ("name",)))
+        seen[tier.name] = t
+        last = t == len(tiers) - 1
+        if last and tier.below is not None and tier.below != 1.0:
+            raise ConfigError(f"the last tier ({tier.name!r}) must have no `below`: it takes every score above "
+                              "the other bands. Remove its `below`.", path=path, line=_line_for(lines, at + ("below",)))
+        if not last and tier.below is None:
+            raise ConfigError(f"tier {tier.name!r} needs `below` (only the last tier may omit it); add "
+                              "`below: 0.5` or similar.", path=path, line=_line_for(lines, at))
+    edges = [(t, tier.below) for t, tier in enumerate(tiers[:-1]) if isinstance(tier.below, float)]
+    for (_, low), (t, high) in zip(edges, edges[1:]):
+        if high <= low:
+            raise ConfigError(f"tier `below` edges must ascend: {high} comes after {low}; order the tiers from "
+                              "the lowest band to the highest.", path=path, line=_line_for(lines, ("routing", "tiers", t, "below")))
+
+
+# -- line bookkeeping ---------------------------------------------------------------------
+
+
+def _index_lines(node: yaml.Node | None, path: tuple, lines: dict[tuple, int]) -> None:
+    if node is None:
+        return
+    lines[path] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key = key_node.value
+            lines[path + (key,)] = key_node.start_mark.line + 1
+            _index_lines(value_node, path + (key,), lines)
+            # The key's own line is the better pointer for "this key is wrong".
+            lines[path + (key,)] = key_node.start_mark.line + 1
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _index_lines(item, path + (i,), lines)
+
+
+def _line_for(lines: dict[tuple, int], loc: tuple) -> int | None:
+    loc = tuple(loc)
+    while loc:
+        if loc in lines:
+            return lines[loc]
+        loc = loc[:-1]
+    return lines.get(())
+
+
+# -- messages -----------------------------------------------------------------------------
+
+
+def _did_you_mean(word: str, choices) -> str:
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1)
+    return f" Did you mean {close[0]!r}?" if close else ""
+
+
+def _dotted(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def _explain(error: dict) -> str:
+    kind, loc = error["type"], error["loc"]
+    field_name = loc[-1] if loc else ""
+    if kind == "extra_forbidden":
+        allowed = _allowed_keys(loc[:-1])
+        hint = _did_you_mean(field_name, allowed) if allowed else ""
+        known = f" Allowed keys here: {', '.join(sorted(allowed))}." if allowed else ""
+        return f"unknown key {field_name!r}.{hint}{known}"
+    if kind == "missing":
+        return f"required key {field_name!r} is missing; add it."
+    if kind == "literal_error":
+        expected = error.get("ctx", {}).get("expected", "")
+        return f"{_dotted(loc)} must be one of {expected} (got {error.get('input')!r})."
+    message = error["msg"].removeprefix("Value error, ")
+    if kind in ("value_error", "assertion_error"):
+        return f"{_dotted(loc)}: {message}."
+    got = error.get("input")
+    shown = "" if isinstance(got, (dict, list)) or "api_key" in loc else f" (got {got!r})"
+    return f"{_dotted(loc)}: {message[0].lower() + message[1:]}{shown}."
+
+
+def _allowed_keys(parent_loc: tuple) -> set[str]:
+    """Field names of the model at `parent_loc` in the schema, for did-you-mean hints."""
+    from router import config as schema
+
+    model: Any = schema.Config
+    for part in parent_loc:
+        if isinstance(part, int) or model is None:
+            continue
+        info = getattr(model, "model_fields", {}).get(part)
+        if info is None:
+            # dict[str, Model] levels: the key is a user-chosen name
+            continue
+        model = _model_in(info.annotation)
+    return set(getattr(model, "model_fields", {})) if model is not None else set()
+
+
+def _model_in(annotation: Any) -> Any:
+    from typing import get_args
+
+    from pydantic import BaseModel
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _config_error(exc: ValidationError, path: str, lines: dict[tuple, int]) -> ConfigError:
+    # An unknown key usually causes the "missing" error next to it: report the typo first.
+    errors = sorted(exc.errors(include_url=False), key=lambda e: e["type"] != "extra_forbidden")
+    first = errors[0]
+    line = _line_for(lines, _strip_union_tags(first["loc"]))
+    message = _explain({**first, "loc": _strip_union_tags(first["loc"])})
+    more = len(errors) - 1
+    if more:
+        others = "; ".join(
+            f"line {_line_for(lines, _strip_union_tags(e['loc']))}: {_explain({**e, 'loc': _strip_union_tags(e['loc'])})}"
+            for e in errors[1:4]
+        )
+        message += f" Also {more} more problem{'s' if more > 1 else ''}: {others}"
+    return ConfigError(message, path=path, line=line)
+
+
+def _strip_union_tags(loc: tuple) -> tuple:
+    # pydantic adds the union member's type name to locations ("float", "literal['calibrated']").
+    return tuple(p for p in loc if not (isinstance(p, str) and (p in {"float", "int", "str"} or p.startswith(("literal[", "function-")))))

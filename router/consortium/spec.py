@@ -1,0 +1,112 @@
+"""The `consortia:` config schema: members, arbiter, judging, iterations, quorum, budget.
+
+A member is written in one of two forms:
+
+    members:
+      - glm-5.2*5                      # short form: NAME or NAME*N (N samples of NAME)
+      - {model: k2.6, n: 3, system: "Be terse.", temperature: 0.9}   # long form
+
+`*` separates the count because names may contain colons (`llama3:8b`) and dots
+(`glm-5.2`) but never `*`. NAME is any backend or consortium name from the same config.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = ["ConsortiumConfig", "MemberSpec", "parse_member"]
+
+_SHORT = re.compile(r"^(?P<name>[^*\s](?:[^*]*[^*\s])?)\s*(?:\*\s*(?P<n>\d+))?$")
+MAX_SAMPLES = 64  # per member entry; more is almost certainly a typo (and a bill)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MemberSpec(_Strict):
+    """One member entry: `n` samples of the backend or consortium called `model`."""
+
+    model: str = Field(min_length=1)
+    n: int = Field(1, ge=1, le=MAX_SAMPLES)
+    system: str | None = None
+    temperature: float | None = Field(None, ge=0.0, le=2.0)
+
+    def short(self) -> str:
+        """The short form when it says everything, else a compact long form (for display)."""
+        base = self.model if self.n == 1 else f"{self.model}*{self.n}"
+        extras = [f"temperature={self.temperature:g}"] if self.temperature is not None else []
+        if self.system:
+            extras.append("system=…")
+        return f"{base} ({', '.join(extras)})" if extras else base
+
+
+def parse_member(value: Any) -> Any:
+    """Short form `NAME` / `NAME*N` to the long form's dict; dicts pass through to the schema."""
+    if not isinstance(value, str):
+        return value
+    match = _SHORT.match(value.strip())
+    if not match:
+        raise ValueError(
+            f"member {value!r} is not `NAME` or `NAME*N` (N samples, e.g. `glm-5.2*5`); "
+            "or write the long form {model: NAME, n: N}"
+        )
+    n = int(match.group("n") or 1)
+    if not 1 <= n <= MAX_SAMPLES:
+        raise ValueError(f"member {value!r}: the sample count must be 1..{MAX_SAMPLES}")
+    return {"model": match.group("name"), "n": n}
+
+
+class ConsortiumConfig(_Strict):
+    """One named consortium. Times are seconds; `budget` counts model calls of the whole
+    nested run (this consortium's members, arbiter and every consortium inside them)."""
+
+    members: list[MemberSpec] = Field(min_length=1)
+    arbiter: str = Field(min_length=1)
+    judging: Literal["rank", "synthesis"] = "rank"
+    system: str | None = Field(None, description="system prompt for every member without its own")
+    confidence_threshold: float = Field(0.8, ge=0.0, le=1.0)
+    min_iterations: int = Field(1, ge=1, le=10)
+    max_iterations: int = Field(1, ge=1, le=10)
+    member_timeout_s: float = Field(120.0, gt=0)
+    retries: int = Field(1, ge=0, le=5, description="extra attempts for a member that failed")
+    quorum: int | None = Field(None, ge=1, description="answers that are enough; default: every member")
+    grace_s: float = Field(0.0, ge=0, description="after the quorum, wait this long for the rest")
+    max_concurrency: int = Field(8, ge=1, le=256)
+    budget: int | None = Field(None, ge=1, description="most model calls for the whole nested run")
+    complexity_budget: float | None = Field(
+        None, gt=1.0, description="reject a candidate whose code is this many times more complex than the median"
+    )
+    arbiter_context_tokens: int | None = Field(None, ge=512, description="default: the arbiter's context_window")
+    arbiter_max_tokens: int = Field(1024, ge=16, description="room kept in the arbiter's context for its reply")
+
+    @field_validator("members", mode="before")
+    @classmethod
+    def _short_forms(cls, value: Any) -> Any:
+        if isinstance(value, (str, dict)):
+            value = [value]  # `members: glm-5.2*5` is one member, not a list of characters
+        if not isinstance(value, list):
+            return value
+        return [parse_member(v) for v in value]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ConsortiumConfig:
+        if self.max_iterations < self.min_iterations:
+            raise ValueError(
+                f"max_iterations ({self.max_iterations}) is below min_iterations ({self.min_iterations})"
+            )
+        if self.quorum is not None and self.quorum > self.size:
+            raise ValueError(f"quorum {self.quorum} exceeds the {self.size} member samples; lower it")
+        return self
+
+    @property
+    def size(self) -> int:
+        """Member calls per round (samples counted)."""
+        return sum(m.n for m in self.members)
+
+    def names(self) -> list[str]:
+        """Every name this consortium refers to: members, then the arbiter."""
+        return [*(m.model for m in self.members), self.arbiter]

@@ -1,0 +1,328 @@
+"""The Router: the Python API. Scores a prompt, picks backends, calls them with fallback.
+
+    router = Router.from_config("config.yaml")
+    result = await router.acomplete("Prove that sqrt(2) is irrational")
+    print(result.text, result.decision.chosen)
+
+`complete()` and `stream()` are thin sync wrappers for scripts; inside async code use the `a`
+versions (the wrappers refuse to run inside a running event loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from typing import Any
+
+from backends import build_backend
+from backends.base import Backend
+from backends.errors import AllBackendsFailed, BackendError, BackendTimeout, ConfigError, UsageError
+from backends.types import Chunk, FinalChunk, Message, Request, TextChunk, as_messages
+from policies.scoring import Scorer, build_scorer
+from policies.tiers import Tier, fallback_order, pick_tier
+from router.config_loader import LoadedConfig, load_config
+from router.decision import Attempt, Decision, Outcome, RouteResult
+
+__all__ = ["Router", "RouteStream"]
+
+Observer = Callable[[Attempt, Decision], None]
+RequestObserver = Callable[[Outcome], None]
+
+
+class Router:
+    """Routes prompts across the backends (and consortia) of one config."""
+
+    def __init__(self, loaded: LoadedConfig, *, backends: Mapping[str, Backend] | None = None,
+                 source: str = "api"):
+        self.loaded = loaded
+        self.source = source  # who is asking, for the request log: cli | api | server
+        self.config = loaded.config
+        self.scorer: Scorer = self._build_scorer()
+        self.tiers: tuple[Tier, ...] = self._build_tiers()
+        self._backends: dict[str, Backend] = dict(backends or {})
+        self._observers: list[Observer] = []
+        self._request_observers: list[RequestObserver] = []
+        self._sync_loop: asyncio.AbstractEventLoop | None = None
+
+    @classmethod
+    def from_config(cls, source: str | Any | dict | None = None, **kwargs: Any) -> Router:
+        """From a path, a dict, or (None) the config search order."""
+        return cls(load_config(source), **kwargs)
+
+    # -- construction ---------------------------------------------------------------------
+
+    def _build_scorer(self) -> Scorer:
+        spec = self.config.routing.scorer
+        try:
+            return build_scorer(spec.kind, **spec.options)
+        except (ValueError, TypeError, OSError) as exc:
+            raise ConfigError(
+                f"routing.scorer is invalid: {exc}", path=self.loaded.path, line=self.loaded.line_of("routing", "scorer")
+            ) from None
+
+    def _build_tiers(self) -> tuple[Tier, ...]:
+        tiers = []
+        for index, tier in enumerate(self.config.routing.tiers):
+            below = tier.below
+            if below == "calibrated":
+                below = getattr(self.scorer, "threshold", None)
+                if below is None:
+                    raise ConfigError(
+                        f"tier {tier.name!r} says `below: calibrated` but the scorer has no calibrated threshold; "
+                        "run `route calibrate DATA.jsonl --hosted-share 0.3 --out weights.json` and point "
+                        "routing.scorer.weights at the file, or give a number.",
+                        path=self.loaded.path, line=self.loaded.line_of("routing", "tiers", index, "below"),
+                    )
+            tiers.append(Tier(tier.name, below, tuple(tier.backends), tier.deadline_ms))
+        return tuple(tiers)
+
+    def names(self) -> list[str]:
+        """Every name usable as `model`: backends, then consortia."""
+        return [*self.config.backends, *self.config.consortia]
+
+    def backend(self, name: str) -> Backend:
+        """The backend (or consortium) called `name`, built on first use."""
+        backend = self._backends.get(name)
+        if backend is not None:
+            return backend
+        if name in self.config.backends:
+            spec = self.config.backends[name]
+            backend = build_backend(spec.kind, spec.settings(name))
+        elif name in self.config.consortia:
+            backend = self._build_consortium(name)
+        else:
+            raise UsageError(f"unknown model {name!r}. Configured names: {', '.join(self.names())}. "
+                             "Run `route models` to list them.")
+        self._backends[name] = backend
+        return backend
+
+    def _build_consortium(self, name: str) -> Backend:
+        raise UsageError(f"{name!r} is a consortium, and consortia are not available in this build")
+
+    def add_observer(self, observer: Observer) -> None:
+        """Called after every backend attempt (success or failure), e.g. to learn latency or log."""
+        self._observers.append(observer)
+
+    def add_request_observer(self, observer: RequestObserver) -> None:
+        """Called once at the end of every routed request (after fallbacks), e.g. by the request log."""
+        self._request_observers.append(observer)
+
+    def _finish(self, outcome: Outcome) -> None:
+        for observer in self._request_observers:
+            observer(outcome)
+
+    # -- deciding -------------------------------------------------------------------------
+
+    def decide(self, messages: list[Message], *, model: str | None = None, deadline_s: float | None = None) -> Decision:
+        """Which backends to try, in order, and why. No model call, no I/O."""
+        default_deadline = self.config.routing.deadline_ms
+        if model and model != "auto":
+            if model not in self.config.backends and model not in self.config.consortia and model not in self._backends:
+                raise UsageError(f"unknown model {model!r}. Configured names: {', '.join(self.names())}. "
+                                 "Run `route models` to list them.")
+            if deadline_s is None and default_deadline:
+                deadline_s = default_deadline / 1000
+            return Decision(candidates=(model,), reason=f"{model} was asked for by name", forced=True,
+                            deadline_s=deadline_s)
+        score = self.scorer.score(messages)
+        index = pick_tier(score.value, self.tiers)
+        tier = self.tiers[index]
+        band = f"score {score.value:.3f} < {tier.below:.3f}" if tier.below is not None else f"score {score.value:.3f} is above every other band"
+        if deadline_s is None:
+            ms = tier.deadline_ms or default_deadline
+            deadline_s = ms / 1000 if ms else None
+        return Decision(
+            candidates=tuple(fallback_order(self.tiers, index)),
+            reason=f"{band}: tier {tier.name!r}",
+            score=score,
+            tier=tier.name,
+            deadline_s=deadline_s,
+        )
+
+    def explain(self, prompt_or_messages: str | list[Message], *, model: str | None = None,
+                deadline_s: float | None = None) -> Decision:
+        return self.decide(as_messages(prompt_or_messages), model=model, deadline_s=deadline_s)
+
+    # -- calling --------------------------------------------------------------------------
+
+    def _request(self, messages: list[Message], max_tokens, temperature, stop, extra) -> Request:
+        if isinstance(stop, str):
+            stop = [stop]
+        return Request(messages=messages, max_tokens=max_tokens, temperature=temperature, stop=stop, extra=extra)
+
+    def _notify(self, attempt: Attempt, decision: Decision) -> None:
+        for observer in self._observers:
+            observer(attempt, decision)
+
+    async def acomplete(
+        self,
+        prompt_or_messages: str | list[Message],
+        *,
+        model: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        stop: str | list[str] | None = None,
+        deadline_s: float | None = None,
+        **extra: Any,
+    ) -> RouteResult:
+        """Answer with the best backend for this prompt, falling back on failure within the deadline."""
+        messages = as_messages(prompt_or_messages)
+        decision = self.decide(messages, model=model, deadline_s=deadline_s)
+        request = self._request(messages, max_tokens, temperature, stop, extra)
+        started = time.perf_counter()
+        try:
+            result = await self._attempt_in_order(decision, request)
+        except Exception as exc:
+            self._finish(Outcome(decision, messages, self.source, time.perf_counter() - started, error=exc))
+            raise
+        self._finish(Outcome(decision, messages, self.source, time.perf_counter() - started, result=result))
+        return result
+
+    async def _attempt_in_order(self, decision: Decision, request: Request) -> RouteResult:
+        deadline_at = None if decision.deadline_s is None else time.monotonic() + decision.deadline_s
+        failures: list[BackendError] = []
+        for name in decision.candidates:
+            remaining = None if deadline_at is None else deadline_at - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                failures.append(BackendTimeout("deadline passed before this backend could be tried", backend=name))
+                break
+            backend = self.backend(name)
+            started = time.perf_counter()
+            try:
+                completion = await backend.complete(request.with_options(timeout_s=remaining) if remaining else request)
+            except BackendError as exc:
+                failures.append(exc)
+                self._notify(Attempt(name, time.perf_counter() - started, error=exc), decision)
+                continue
+            self._notify(Attempt(name, time.perf_counter() - started, completion=completion), decision)
+            return RouteResult(completion, decision, tuple(failures))
+        raise AllBackendsFailed(_failure_summary(decision), failures)
+
+    def astream(
+        self,
+        prompt_or_messages: str | list[Message],
+        *,
+        model: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        stop: str | list[str] | None = None,
+        deadline_s: float | None = None,
+        **extra: Any,
+    ) -> RouteStream:
+        """A stream whose `.decision` is known before the first chunk and `.result` after the last."""
+        messages = as_messages(prompt_or_messages)
+        decision = self.decide(messages, model=model, deadline_s=deadline_s)
+        return RouteStream(self, decision, self._request(messages, max_tokens, temperature, stop, extra))
+
+    # -- sync wrappers --------------------------------------------------------------------
+
+    @staticmethod
+    def _refuse_inside_a_loop() -> None:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        raise UsageError("Router.complete()/stream() were called inside a running event loop; "
+                         "use `await router.acomplete(...)` or `router.astream(...)` there.")
+
+    def _run_sync(self, awaitable):
+        if self._sync_loop is None or self._sync_loop.is_closed():
+            # One private loop for all sync calls, so pooled connections are reused between them.
+            self._sync_loop = asyncio.new_event_loop()
+        return self._sync_loop.run_until_complete(awaitable)
+
+    def complete(self, prompt_or_messages: str | list[Message], **options: Any) -> RouteResult:
+        self._refuse_inside_a_loop()
+        return self._run_sync(self.acomplete(prompt_or_messages, **options))
+
+    def stream(self, prompt_or_messages: str | list[Message], **options: Any) -> Iterator[Chunk]:
+        self._refuse_inside_a_loop()
+        route_stream = self.astream(prompt_or_messages, **options)
+        iterator = route_stream.__aiter__()
+        while True:
+            try:
+                yield self._run_sync(anext(iterator))
+            except StopAsyncIteration:
+                return
+
+    async def aclose(self) -> None:
+        for backend in self._backends.values():
+            await backend.aclose()
+
+    def close(self) -> None:
+        if self._sync_loop is not None and not self._sync_loop.is_closed():
+            self._sync_loop.run_until_complete(self.aclose())
+            self._sync_loop.close()
+        self._sync_loop = None
+
+    def __enter__(self) -> Router:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Router:
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        await self.aclose()
+
+
+class RouteStream:
+    """Async iterator of chunks (text, drafts, then one FinalChunk) with fallback before the first text."""
+
+    def __init__(self, router: Router, decision: Decision, request: Request):
+        self.decision = decision
+        self.result: RouteResult | None = None
+        self._router = router
+        self._request = request
+
+    def __aiter__(self) -> AsyncIterator[Chunk]:
+        return self._run()
+
+    async def _run(self) -> AsyncIterator[Chunk]:
+        started = time.perf_counter()
+        messages = self._request.messages
+        try:
+            async for chunk in self._attempt_in_order():
+                yield chunk
+        except Exception as exc:
+            self._router._finish(Outcome(self.decision, messages, self._router.source,
+                                         time.perf_counter() - started, error=exc))
+            raise
+        self._router._finish(Outcome(self.decision, messages, self._router.source,
+                                     time.perf_counter() - started, result=self.result))
+
+    async def _attempt_in_order(self) -> AsyncIterator[Chunk]:
+        deadline_at = None if self.decision.deadline_s is None else time.monotonic() + self.decision.deadline_s
+        failures: list[BackendError] = []
+        for name in self.decision.candidates:
+            remaining = None if deadline_at is None else deadline_at - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                failures.append(BackendTimeout("deadline passed before this backend could be tried", backend=name))
+                break
+            request = self._request.with_options(timeout_s=remaining) if remaining else self._request
+            started = time.perf_counter()
+            sent_text = False
+            try:
+                async for chunk in self._router.backend(name).stream(request):
+                    if isinstance(chunk, FinalChunk):
+                        self.result = RouteResult(chunk.completion, self.decision, tuple(failures))
+                        self._router._notify(Attempt(name, time.perf_counter() - started, completion=chunk.completion,
+                                                     streamed=True), self.decision)
+                    elif isinstance(chunk, TextChunk):
+                        sent_text = True
+                    yield chunk
+                return
+            except BackendError as exc:
+                self._router._notify(Attempt(name, time.perf_counter() - started, error=exc, streamed=True), self.decision)
+                if sent_text:
+                    raise  # text already reached the caller; switching models mid-answer would garble it
+                failures.append(exc)
+        raise AllBackendsFailed(_failure_summary(self.decision), failures)
+
+
+def _failure_summary(decision: Decision) -> str:
+    tried = ", ".join(decision.candidates)
+    return f"no backend could answer (tried {tried})"

@@ -1,0 +1,115 @@
+"""What the router decided for a request, and what came of it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from backends.errors import BackendError
+from backends.types import Completion
+from policies.scoring import Score
+
+__all__ = ["Attempt", "Decision", "Outcome", "RouteResult"]
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """`candidates` is the order backends will be tried in; the first is the choice."""
+
+    candidates: tuple[str, ...]
+    reason: str
+    score: Score | None = None
+    tier: str | None = None
+    forced: bool = False
+    deadline_s: float | None = None
+    # Per-candidate predictions and notes that policies attach (latency, cost); shown by --explain.
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def chosen(self) -> str:
+        return self.candidates[0]
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "chosen": self.chosen,
+            "candidates": list(self.candidates),
+            "reason": self.reason,
+            "tier": self.tier,
+            "forced": self.forced,
+            "deadline_s": self.deadline_s,
+        }
+        if self.score is not None:
+            out["score"] = round(self.score.value, 6)
+            out["scorer"] = self.score.scorer
+            out["top_features"] = {name: round(c, 6) for name, c in self.score.top(5)}
+        if self.details:
+            out["details"] = self.details
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One call to one backend, successful or not; handed to observers (latency model, log)."""
+
+    backend: str
+    elapsed_s: float
+    completion: Completion | None = None
+    error: BackendError | None = None
+    streamed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RouteResult:
+    completion: Completion
+    decision: Decision
+    failures: tuple[BackendError, ...] = ()
+
+    @property
+    def text(self) -> str:
+        return self.completion.text
+
+    @property
+    def backend(self) -> str:
+        return self.completion.backend
+
+    def as_dict(self) -> dict[str, Any]:
+        c = self.completion
+        out: dict[str, Any] = {
+            "text": c.text,
+            "backend": c.backend,
+            "model": c.model,
+            "finish_reason": c.finish_reason,
+            "usage": {"input_tokens": c.usage.input_tokens, "output_tokens": c.usage.output_tokens},
+            "timings": {"ttft_s": c.timings.ttft_s, "total_s": c.timings.total_s, "decode_tps": c.timings.decode_tps},
+            "cost_usd": c.cost_usd,
+            "simulated": bool(c.metadata.get("simulated")),
+            "decision": self.decision.as_dict(),
+            "failures": [{"backend": e.backend, "error": type(e).__name__, "message": str(e)} for e in self.failures],
+        }
+        if c.diffusion is not None:
+            out["diffusion"] = {
+                "canvases": c.diffusion.canvases,
+                "denoising_steps": c.diffusion.denoising_steps,
+                "tokens_per_forward": c.diffusion.tokens_per_forward,
+            }
+        if c.tool_calls:
+            out["tool_calls"] = c.tool_calls
+        extra = {k: v for k, v in c.metadata.items() if k not in ("simulated",)}
+        if extra:
+            out["metadata"] = extra
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """The end of one routed request, success or failure; handed to request observers (the log).
+
+    `source` says who asked (cli, api, server); `elapsed_s` is wall time for the whole request,
+    fallbacks included."""
+
+    decision: Decision
+    messages: list
+    source: str
+    elapsed_s: float
+    result: RouteResult | None = None
+    error: Exception | None = None

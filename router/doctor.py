@@ -1,0 +1,68 @@
+"""Health checks for `route doctor`: is each backend's key present and its server reachable?"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from router.config import BackendConfig, Config
+
+__all__ = ["Check", "check_all", "check_backend"]
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+def check_backend(name: str, spec: BackendConfig, *, timeout_s: float) -> Check:
+    env = spec.api_key_env
+    if env and not os.environ.get(env):
+        return Check(name, False, f"${env} is not set: export it with the API key for {spec.model}")
+    if spec.kind == "openai":
+        return _check_openai(name, spec, timeout_s)
+    if spec.kind == "litellm":
+        where = f" at {spec.base_url}" if spec.base_url else ""
+        note = "key present" if env else "no key configured"
+        return Check(name, True, f"litellm model {spec.model}{where} ({note}; not called, to spend nothing)")
+    if spec.kind == "diffusion-local":
+        return _check_local(name, spec)
+    return Check(name, True, f"{spec.kind} backend")
+
+
+def _check_openai(name: str, spec: BackendConfig, timeout_s: float) -> Check:
+    import httpx
+
+    base = (spec.base_url or "http://127.0.0.1:8000/v1").rstrip("/")
+    headers = {"Authorization": f"Bearer {os.environ[spec.api_key_env]}"} if spec.api_key_env else {}
+    try:
+        response = httpx.get(f"{base}/models", headers=headers, timeout=timeout_s)
+    except httpx.HTTPError as exc:
+        return Check(name, False, f"cannot reach {base} ({type(exc).__name__}); is the server running?")
+    simulated = " [SIMULATED]" if response.headers.get("x-simulated") == "true" else ""
+    if response.status_code in (401, 403):
+        return Check(name, False, f"{base} refused the key (HTTP {response.status_code})")
+    if response.status_code >= 400:
+        return Check(name, False, f"{base}/models answered HTTP {response.status_code}")
+    try:
+        served = [m.get("id") for m in response.json().get("data", [])]
+    except (ValueError, AttributeError):
+        served = []
+    if served and spec.model not in served:
+        return Check(name, True, f"reachable at {base}{simulated}, but it lists {served[:5]}, not {spec.model!r}")
+    return Check(name, True, f"reachable at {base}{simulated}")
+
+
+def _check_local(name: str, spec: BackendConfig) -> Check:
+    from importlib.util import find_spec
+
+    missing = [m for m in ("torch", "transformers") if find_spec(m) is None]
+    if missing:
+        return Check(name, False, f"needs {' and '.join(missing)}: pip install 'latency-router[local]'")
+    return Check(name, True, f"torch and transformers installed; weights at {spec.model}")
+
+
+def check_all(config: Config, *, timeout_s: float = 3.0) -> list[Check]:
+    return [check_backend(name, spec, timeout_s=timeout_s) for name, spec in config.backends.items()]

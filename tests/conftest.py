@@ -1,0 +1,88 @@
+"""Shared fixtures: one simulated model server per session, a private user dir per test, and a
+guard that fails any test reaching beyond loopback."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+
+import pytest
+
+# litellm fetches its price map from GitHub at import unless told to use the bundled copy.
+os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+
+from backends.simulator import SimServer  # noqa: E402  (after the env var, on purpose)
+
+
+@pytest.fixture(scope="session")
+def sim():
+    """The simulated OpenAI-compatible server, on a free loopback port, for the whole session.
+    Reset before every test that uses it."""
+    with SimServer() as server:
+        yield server
+
+
+@pytest.fixture(autouse=True)
+def _fresh_sim(request):
+    # Only tests that use the server pay for it; they all start from a clean one.
+    if "sim" in request.fixturenames:
+        request.getfixturevalue("sim").reset()
+
+
+@pytest.fixture(autouse=True)
+def route_home(tmp_path, monkeypatch):
+    """Config, data and cache dirs live under a per-test tmp dir, never the real user's."""
+    home = tmp_path / "route-home"
+    home.mkdir()
+    monkeypatch.setenv("ROUTE_HOME", str(home))
+    monkeypatch.delenv("ROUTE_CONFIG", raising=False)
+    for var, sub in (("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "data"),
+                     ("XDG_CACHE_HOME", "cache"), ("XDG_STATE_HOME", "state")):
+        monkeypatch.setenv(var, str(tmp_path / "xdg" / sub))
+    return home
+
+
+class NetworkBlocked(OSError):
+    """A test tried to connect beyond loopback."""
+
+
+def _is_loopback(family: int, address: object) -> bool:
+    if family == getattr(socket, "AF_UNIX", None):
+        return True
+    host = address[0] if isinstance(address, tuple) else address
+    if host == "localhost":
+        return True
+    try:
+        ip = ipaddress.ip_address(str(host).split("%")[0])
+    except ValueError:
+        return False  # a host name other than localhost would need DNS: not loopback
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return (mapped or ip).is_loopback
+
+
+@pytest.fixture(autouse=True)
+def network_guard(monkeypatch):
+    """Connections beyond loopback raise NetworkBlocked and fail the test at teardown, even
+    when the code under test catches the error. Yields the list of blocked addresses."""
+    blocked: list[object] = []
+    real_connect, real_connect_ex = socket.socket.connect, socket.socket.connect_ex
+
+    def check(sock: socket.socket, address: object) -> None:
+        if not _is_loopback(sock.family, address):
+            blocked.append(address)
+            raise NetworkBlocked(f"test tried to connect beyond loopback: {address!r}")
+
+    def connect(self, address):
+        check(self, address)
+        return real_connect(self, address)
+
+    def connect_ex(self, address):
+        check(self, address)
+        return real_connect_ex(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
+    yield blocked
+    if blocked:
+        pytest.fail(f"connections beyond loopback attempted: {blocked!r}", pytrace=False)
