@@ -190,7 +190,14 @@ class Router:
             backend = self.backend(name)
             started = time.perf_counter()
             try:
-                completion = await backend.complete(request.with_options(timeout_s=remaining) if remaining else request)
+                # The backend is told the deadline, and held to it: not every backend honours it.
+                async with asyncio.timeout(remaining):
+                    completion = await backend.complete(request.with_options(timeout_s=remaining) if remaining else request)
+            except TimeoutError:
+                exc = BackendTimeout("no answer within the request's deadline", backend=name)
+                failures.append(exc)
+                self._notify(Attempt(name, time.perf_counter() - started, error=exc), decision)
+                break
             except BackendError as exc:
                 failures.append(exc)
                 self._notify(Attempt(name, time.perf_counter() - started, error=exc), decision)
@@ -238,7 +245,9 @@ class Router:
 
     def stream(self, prompt_or_messages: str | list[Message], **options: Any) -> Iterator[Chunk]:
         self._refuse_inside_a_loop()
-        route_stream = self.astream(prompt_or_messages, **options)
+        return self._iterate_sync(self.astream(prompt_or_messages, **options))
+
+    def _iterate_sync(self, route_stream: RouteStream) -> Iterator[Chunk]:
         iterator = route_stream.__aiter__()
         while True:
             try:
