@@ -17,7 +17,6 @@ no I/O; metrics from RouteLLM (Ong et al., 2024).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -150,7 +149,3 @@ def baseline_reports(
         _fixed("always-hosted", q_hosted, 1.0, 1.0 if has_gap else None),
         evaluate("oracle", [h - lo for h, lo in zip(hosted, local)], local, hosted),
     ]
-
-
-def is_number(x: float | None) -> bool:
-    return x is not None and not math.isnan(x)

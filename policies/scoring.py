@@ -42,4 +42,8 @@ def build_scorer(kind: str, **options: Any) -> Scorer:
         from policies.length import LengthScorer
 
         return LengthScorer(**options)
-    raise ValueError(f"unknown scorer kind {kind!r}; known: length")
+    if kind == "learned":
+        from policies.complexity import ComplexityScorer
+
+        return ComplexityScorer.load(options.pop("weights", None), **options)
+    raise ValueError(f"unknown scorer kind {kind!r}; known: length, learned")

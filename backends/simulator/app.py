@@ -225,17 +225,8 @@ async def _stream(client, send, body, model, answer: Answer, profile: SimProfile
     await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
     # A drop or malformed line comes partway through, after some good chunks.
     cut = max(1, answer.completion_tokens // 2) if fault in ("drop", "malformed") else None
-    first = True
-    for due_s, tokens in _schedule(answer.tokens[:cut], profile, fault):
-        if not await client.sleep_until(due_s):
-            return "cancelled"
-        events = [chunk.role()] if first else []
-        first = False
-        if profile.decoding == "diffusion" and fault != "drip":
-            events.append(chunk.content("".join(tokens)))  # a canvas lands in one piece
-        else:
-            events.extend(chunk.content(t) for t in tokens)
-        await send({"type": "http.response.body", "body": b"".join(events), "more_body": True})
+    if not await _send_tokens(client, send, chunk, answer.tokens[:cut], profile, fault):
+        return "cancelled"
     if fault == "drop":
         await _drop(client, send, started=True)
         return "completed"
@@ -243,12 +234,6 @@ async def _stream(client, send, body, model, answer: Answer, profile: SimProfile
         bad = b'data: {"id": "chatcmpl-simulated", "choices": [{"delta": {"content": \n\n'
         await send({"type": "http.response.body", "body": bad + b"data: [DONE]\n\n"})
         return "completed"
-    if first:  # an empty answer still starts with the role chunk
-        if not await client.sleep_until(profile.first_token_s()):
-            return "cancelled"
-        await send({"type": "http.response.body", "body": chunk.role(), "more_body": True})
-    if client.gone:
-        return "cancelled"
     tail = [chunk.finish(answer.finish_reason)]
     if include_usage:
         tail.append(chunk.usage(answer))
@@ -257,8 +242,27 @@ async def _stream(client, send, body, model, answer: Answer, profile: SimProfile
     return "completed"
 
 
+async def _send_tokens(client, send, chunk, tokens: list[str], profile: SimProfile, fault) -> bool:
+    """The role chunk, then content as it comes due; False if the client left first."""
+    whole_canvases = profile.decoding == "diffusion" and fault != "drip"
+    for i, (due_s, group) in enumerate(_schedule(tokens, profile, fault)):
+        if not await client.sleep_until(due_s):
+            return False
+        events = [chunk.role()] if i == 0 else []
+        if whole_canvases and group:
+            events.append(chunk.content("".join(group)))  # a canvas lands in one piece
+        else:
+            events.extend(chunk.content(t) for t in group)
+        await send({"type": "http.response.body", "body": b"".join(events), "more_body": True})
+    return not client.gone
+
+
 def _schedule(tokens: list[str], profile: SimProfile, fault):
-    """Tokens grouped by arrival time: (seconds after the request, tokens due then)."""
+    """Tokens grouped by arrival time: (seconds after the request, tokens due then). An empty
+    answer still has one (empty) group, when its role chunk is due."""
+    if not tokens:
+        yield profile.first_token_s(), []
+        return
     group: list[str] = []
     due = None
     for i, token in enumerate(tokens):
@@ -271,8 +275,7 @@ def _schedule(tokens: list[str], profile: SimProfile, fault):
             group = []
         due = at
         group.append(token)
-    if group:
-        yield due, group
+    yield due, group
 
 
 class _ChunkWriter:

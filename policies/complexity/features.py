@@ -124,7 +124,7 @@ def _est_tokens(full_chars: int, text: str) -> tuple[float, float]:
     n = len(text)
     if n == 0:
         return 0.0, 0.0
-    extra = 0 if text.isascii() else len(text.encode("utf-8")) - n
+    extra = 0 if text.isascii() else len(text.encode("utf-8", "surrogatepass")) - n
     per_char = 0.25 + 0.5 * extra / n
     return full_chars * per_char, min(1.0, extra / n)
 

@@ -36,7 +36,7 @@ __all__ = ["FIXED", "PRIORS", "Design", "LearnOptions", "dataset_of", "design", 
 # a prompt need a stronger model. Fitting pulls each weight towards its prior.
 PRIORS: dict[str, float] = {
     "log_tokens": 0.3,
-    "non_latin": 1.2,
+    "non_latin": 0.8,
     "lines": 0.1,
     "sentences": 0.1,
     "clauses": 0.1,
@@ -66,10 +66,11 @@ PRIORS: dict[str, float] = {
     VOCABULARY: 0.0,
 }
 
-# Features the shared GSM8K/MMLU records cannot speak to (almost no code, non-Latin text or
-# conversations there): fitting them would learn the few odd cases, so they keep the prior.
+# Features the shared GSM8K/MMLU records cannot speak to (almost no code, non-Latin text,
+# chit-chat or conversations there): fitting them would learn the few odd cases, so they
+# keep the prior.
 FIXED = frozenset(
-    {"non_latin", "code_fences", "code_cc", "code_effort", "code_mi_deficit",
+    {"non_latin", "code_fences", "code_cc", "code_effort", "code_mi_deficit", "lex_simple",
      "history_turns", "history_tokens"}
 )  # fmt: skip
 

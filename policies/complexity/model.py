@@ -137,8 +137,10 @@ class ComplexityScorer:
         self._base = _sigmoid(weights.bias)
 
     @classmethod
-    def load(cls, path: str | Path | None = None) -> ComplexityScorer:
+    def load(cls, path: str | Path | None = None, **unknown: Any) -> ComplexityScorer:
         """The scorer for a weights file; the shipped default when `path` is None."""
+        if unknown:
+            raise ValueError(f"unknown option(s) for the learned scorer: {sorted(unknown)}; known: weights")
         return cls(Weights.load(path))
 
     def _logit_parts(

@@ -1,0 +1,125 @@
+"""A tiny DiffusionGemma checkpoint with random weights and a locally trained tokenizer.
+
+For tests and benchmarks that need the real transformers engine on a CPU without downloading
+anything: `build_tiny_checkpoint(dir)` writes config, weights, generation config and a tokenizer
+with a chat template, in the same layout as a real checkpoint, so the same loader reads both.
+The answers are word salad (the weights are random); the engine, sampler and streamer are real.
+Needs the `local` extra (torch, transformers).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["TINY_CANVAS_LENGTH", "build_tiny_checkpoint"]
+
+TINY_CANVAS_LENGTH = 16  # token slots per canvas; real DiffusionGemma uses 256
+
+# Ids 0-2 match DiffusionGemma's text config defaults (pad, eos, bos).
+_SPECIAL = ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>", "<image>", "<boi>", "<eoi>"]
+
+_CORPUS = [
+    "the sky is blue because air scatters short waves of sunlight more than long ones",
+    "a router sends each prompt to the fastest model that is good enough",
+    "diffusion models write a whole canvas of tokens at once and refine it step by step",
+    "write a python function that adds two numbers and returns the sum",
+    "hello world this is a tiny model with random weights so its answers are noise",
+    "why is the sea salty what makes rain fall how do birds fly",
+    "user model system assistant answer question please thanks yes no maybe",
+]
+
+# Gemma's turn format, reduced to what a WordLevel tokenizer can round-trip.
+_CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}<start_of_turn>{{ message['role'] }} "
+    "{{ message['content'] }}<end_of_turn>{% endfor %}"
+    "{% if add_generation_prompt %}<start_of_turn>model {% endif %}"
+)
+
+
+def _tokenizer():
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    raw = Tokenizer(models.WordLevel(unk_token="<unk>"))
+    raw.pre_tokenizer = pre_tokenizers.Whitespace()
+    raw.train_from_iterator(_CORPUS, trainers.WordLevelTrainer(special_tokens=_SPECIAL))
+    return PreTrainedTokenizerFast(
+        tokenizer_object=raw,
+        pad_token="<pad>",
+        eos_token="<eos>",
+        bos_token="<bos>",
+        unk_token="<unk>",
+        additional_special_tokens=["<start_of_turn>", "<end_of_turn>", "<image>", "<boi>", "<eoi>"],
+        chat_template=_CHAT_TEMPLATE,
+    )
+
+
+def _config(tokenizer, canvas_length: int, layers: int, hidden: int):
+    from transformers import DiffusionGemmaConfig
+
+    ids = tokenizer.convert_tokens_to_ids
+    text = dict(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        global_head_dim=16,
+        max_position_embeddings=2048,
+        sliding_window=64,
+        layer_types=["sliding_attention"] * (layers - 1) + ["full_attention"],
+        num_experts=2,
+        top_k_experts=1,
+        moe_intermediate_size=hidden,
+        pad_token_id=ids("<pad>"),
+        eos_token_id=ids("<eos>"),
+        bos_token_id=ids("<bos>"),
+    )
+    vision = dict(model_type="gemma4_vision", hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                  num_attention_heads=2, num_key_value_heads=2, head_dim=8)
+    return DiffusionGemmaConfig(
+        text_config=text,
+        vision_config=vision,
+        canvas_length=canvas_length,
+        image_token_id=ids("<image>"),
+        boi_token_id=ids("<boi>"),
+        eoi_token_id=ids("<eoi>"),
+    )
+
+
+def build_tiny_checkpoint(path: str | Path, *, canvas_length: int = TINY_CANVAS_LENGTH, layers: int = 2,
+                          hidden: int = 32, max_denoising_steps: int = 8, seed: int = 0) -> Path:
+    """Write a random-weight DiffusionGemma (about 0.4 M parameters) and its tokenizer to `path`.
+
+    The generation config keeps DiffusionGemma's published defaults except `max_denoising_steps`,
+    lowered so a test's canvas costs a handful of forward passes. Returns the directory.
+    """
+    import torch
+    from transformers import DiffusionGemmaForBlockDiffusion
+    from transformers.models.diffusion_gemma.generation_diffusion_gemma import (
+        DiffusionGemmaGenerationConfig,
+        EntropyBoundSamplerConfig,
+    )
+
+    out = Path(path)
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer = _tokenizer()
+    torch.manual_seed(seed)
+    model = DiffusionGemmaForBlockDiffusion(_config(tokenizer, canvas_length, layers, hidden)).eval()
+    model.generation_config = DiffusionGemmaGenerationConfig(
+        max_new_tokens=4 * canvas_length,
+        max_denoising_steps=max_denoising_steps,
+        sampler_config=EntropyBoundSamplerConfig(entropy_bound=0.1),
+        t_min=0.4,
+        t_max=0.8,
+        stability_threshold=1,
+        confidence_threshold=0.005,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+    )
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out

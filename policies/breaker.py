@@ -1,0 +1,91 @@
+"""Circuit breakers: stop sending requests to a backend that keeps failing, then probe it.
+
+    closed ──(failure_threshold consecutive failures)──> open
+    open ──(cooldown_s passed)──> half-open: one probe request at a time is let through
+    half-open ──probe succeeds──> closed;  ──probe fails──> open again, cooldown restarts
+
+The clock is injected (seconds, monotonic) so tests step time by hand; no threads, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["BreakerBoard", "BreakerSettings", "CircuitBreaker", "State"]
+
+State = Literal["closed", "open", "half-open"]
+
+
+@dataclass(frozen=True, slots=True)
+class BreakerSettings:
+    failure_threshold: int = 3
+    cooldown_s: float = 30.0
+
+
+class CircuitBreaker:
+    """One backend's breaker. `allow()` before a call; `record_success/failure` after it."""
+
+    def __init__(self, settings: BreakerSettings, clock: Callable[[], float]):
+        self.settings = settings
+        self._clock = clock
+        self._failures = 0  # consecutive
+        self._opened_at: float | None = None
+        self._probing = False  # a half-open probe is in flight
+
+    @property
+    def state(self) -> State:
+        if self._opened_at is None:
+            return "closed"
+        if self._clock() - self._opened_at >= self.settings.cooldown_s:
+            return "half-open"
+        return "open"
+
+    def allow(self) -> bool:
+        """May a request go to this backend now? In half-open, claims the single probe slot."""
+        state = self.state
+        if state == "closed":
+            return True
+        if state == "half-open" and not self._probing:
+            self._probing = True
+            return True
+        return False
+
+    def would_allow(self) -> bool:
+        """`allow()` without claiming the probe slot: for planning, not calling."""
+        state = self.state
+        return state == "closed" or (state == "half-open" and not self._probing)
+
+    def record_success(self) -> None:
+        self._failures = 0
+        self._opened_at = None
+        self._probing = False
+
+    def record_failure(self) -> None:
+        self._failures += 1
+        if self._probing or self._failures >= self.settings.failure_threshold:
+            self._opened_at = self._clock()  # (re)open: the cooldown starts now
+        self._probing = False
+
+    def release(self) -> None:
+        """A call ended with neither verdict (cancelled): free the probe slot for someone else."""
+        self._probing = False
+
+
+class BreakerBoard:
+    """A breaker per backend name, created on first use."""
+
+    def __init__(self, clock: Callable[[], float], settings: BreakerSettings | None = None):
+        self.settings = settings or BreakerSettings()
+        self._clock = clock  # seconds, monotonic; the router passes time.monotonic
+        self._breakers: dict[str, CircuitBreaker] = {}
+
+    def __getitem__(self, name: str) -> CircuitBreaker:
+        breaker = self._breakers.get(name)
+        if breaker is None:
+            breaker = self._breakers[name] = CircuitBreaker(self.settings, self._clock)
+        return breaker
+
+    def states(self) -> dict[str, State]:
+        return {name: b.state for name, b in self._breakers.items()}

@@ -1,0 +1,255 @@
+"""Pure helpers for judging consortium candidates: code metrics, the arbiter's reply, ranking.
+
+No I/O and no clock. Code metrics come from radon (cyclomatic complexity, Halstead, the
+maintainability index, line counts) for each fenced code block in a candidate; the arbiter sees
+them, `rank` uses them to break ties (among equally good answers the simpler code wins), and
+`over_budget` finds candidates whose code is far more complex than their siblings'.
+
+The arbiter answers in tags that carry a per-run random nonce (`<ranking-NONCE>`), so text that
+a candidate wrote cannot pose as the arbiter's verdict. `parse_verdict` reads those tags; when
+they are missing it falls back, in order, to nonce-less tags, then `Ranking:` lines, then no
+ranking at all, and says which fallback it used in `Verdict.notes`.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = [
+    "CodeMetrics",
+    "Verdict",
+    "code_blocks",
+    "code_metrics",
+    "order_candidates",
+    "over_budget",
+    "parse_verdict",
+]
+
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+#.-]*)[^\n]*\n(.*?)```", re.DOTALL)
+_PYTHON = {"", "python", "py", "python3"}
+
+
+@dataclass(frozen=True, slots=True)
+class CodeMetrics:
+    """Metrics of all code in one candidate. `parsed` is False when radon could not read it
+    (not Python, or broken): then only the line count is known."""
+
+    blocks: int
+    lines: int  # source lines of code (radon's sloc), or non-blank lines when unparsed
+    parsed: bool
+    cyclomatic: int | None = None  # summed over functions, methods and module level
+    halstead_volume: float | None = None
+    halstead_difficulty: float | None = None
+    maintainability: float | None = None  # 0..100, higher is easier to maintain
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def summary(self) -> str:
+        if not self.parsed:
+            return f"{self.blocks} code block(s), {self.lines} lines (not analysed)"
+        return (f"{self.blocks} code block(s), {self.lines} lines, cyclomatic complexity {self.cyclomatic}, "
+                f"Halstead volume {self.halstead_volume:.0f}, maintainability index {self.maintainability:.0f}")
+
+    def simplicity_key(self) -> tuple:
+        """Lower sorts first: simpler code."""
+        return (self.cyclomatic or 0, self.halstead_volume or 0.0, self.lines)
+
+
+def code_blocks(text: str) -> list[tuple[str, str]]:
+    """Fenced code blocks in `text` as (language, code); language is lower case, maybe ""."""
+    return [(lang.lower(), code) for lang, code in _FENCE.findall(text)]
+
+
+def code_metrics(text: str) -> CodeMetrics | None:
+    """Metrics for the code in a candidate, or None when it has no fenced code."""
+    blocks = code_blocks(text)
+    if not blocks:
+        return None
+    if any(lang not in _PYTHON for lang, _ in blocks):
+        return CodeMetrics(len(blocks), _nonblank(blocks), parsed=False)
+    code = "\n\n".join(code for _, code in blocks)
+    try:
+        from radon.complexity import ComplexityVisitor
+        from radon.metrics import h_visit, mi_visit
+        from radon.raw import analyze
+
+        visitor = ComplexityVisitor.from_code(code)
+        halstead = h_visit(code).total
+        return CodeMetrics(
+            blocks=len(blocks),
+            lines=analyze(code).sloc,
+            parsed=True,
+            cyclomatic=int(visitor.total_complexity),
+            halstead_volume=float(halstead.volume),
+            halstead_difficulty=float(halstead.difficulty),
+            maintainability=float(mi_visit(code, multi=True)),
+        )
+    except (SyntaxError, ValueError, TypeError, RecursionError):
+        return CodeMetrics(len(blocks), _nonblank(blocks), parsed=False)
+
+
+def _nonblank(blocks: Sequence[tuple[str, str]]) -> int:
+    return sum(1 for _, code in blocks for line in code.splitlines() if line.strip())
+
+
+def over_budget(metrics: Sequence[CodeMetrics | None], budget: float) -> dict[int, str]:
+    """Indexes of candidates whose code is more than `budget` times as complex as the median of
+    their analysed siblings (cyclomatic complexity or Halstead volume), with the reason.
+    Needs at least one analysed sibling; never rejects every candidate."""
+    analysed = {i: m for i, m in enumerate(metrics) if m is not None and m.parsed}
+    rejected: dict[int, str] = {}
+    for i, m in analysed.items():
+        others = [o for j, o in analysed.items() if j != i]
+        if not others:
+            continue
+        cc_median = statistics.median(o.cyclomatic or 0 for o in others)
+        vol_median = statistics.median(o.halstead_volume or 0.0 for o in others)
+        if (m.cyclomatic or 0) > budget * max(1.0, cc_median):
+            rejected[i] = (f"cyclomatic complexity {m.cyclomatic} is over {budget:g}x the siblings' "
+                           f"median {cc_median:g}")
+        elif (m.halstead_volume or 0.0) > budget * max(1.0, vol_median):
+            rejected[i] = (f"Halstead volume {m.halstead_volume:.0f} is over {budget:g}x the siblings' "
+                           f"median {vol_median:.0f}")
+    if len(rejected) >= len(metrics):
+        return {}
+    return rejected
+
+
+# -- the arbiter's reply ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What the arbiter decided. `ranking` lists groups of 0-based candidate indexes, best
+    first; candidates in one group are tied. `confidence` is 0..1 or None when not given."""
+
+    ranking: list[list[int]]
+    confidence: float | None
+    refine: list[str] = field(default_factory=list)
+    answer: str | None = None
+    notes: list[str] = field(default_factory=list)  # which fallbacks were needed, if any
+    format_ok: bool = True
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _tag(reply: str, tag: str, nonce: str) -> tuple[str | None, str | None]:
+    """(content, how) for `tag`: with the nonce first, then without; None when absent."""
+    strict = re.search(rf"<{tag}-{re.escape(nonce)}>(.*?)</{tag}-{re.escape(nonce)}>", reply, re.DOTALL)
+    if strict:
+        return strict.group(1).strip(), "strict"
+    loose = re.findall(rf"<{tag}(?:[-_][A-Za-z0-9]+)?>(.*?)</{tag}(?:[-_][A-Za-z0-9]+)?>", reply, re.DOTALL)
+    if loose:
+        return loose[-1].strip(), "loose"
+    return None, None
+
+
+def _line(reply: str, label: str) -> str | None:
+    found = re.findall(rf"(?im)^\W*{label}\W*[:=]\s*(.+)$", reply)
+    return found[-1].strip() if found else None
+
+
+def parse_verdict(reply: str, nonce: str, count: int, *, want_answer: bool = False) -> Verdict:
+    """Read the arbiter's reply about `count` candidates (numbered 1..count in the prompt)."""
+    notes: list[str] = []
+    ok = True
+    raw_ranking, how = _tag(reply, "ranking", nonce)
+    if how == "loose":
+        notes.append("ranking tag lacked this run's nonce; read it anyway")
+        ok = False
+    if raw_ranking is None:
+        raw_ranking = _line(reply, "ranking")
+        if raw_ranking is not None:
+            notes.append("no ranking tag; read a `Ranking:` line")
+        ok = False
+    ranking = _parse_ranking(raw_ranking or "", count)
+    if not ranking:
+        notes.append("no usable ranking: every candidate treated as tied")
+        ranking = []
+    ranked = {i for group in ranking for i in group}
+    missing = [i for i in range(count) if i not in ranked]
+    if missing and ranking:
+        notes.append(f"candidates {', '.join(str(i + 1) for i in missing)} were not ranked; placed last")
+    if missing:
+        ranking.append(missing)
+
+    raw_conf, how = _tag(reply, "confidence", nonce)
+    if raw_conf is None:
+        raw_conf = _line(reply, "confidence")
+        ok = False
+    confidence = _parse_confidence(raw_conf)
+    if confidence is None:
+        notes.append("no confidence given")
+        ok = False
+
+    raw_refine, _ = _tag(reply, "refine", nonce)
+    refine = _parse_refine(raw_refine)
+
+    answer = None
+    if want_answer:
+        answer, how = _tag(reply, "answer", nonce)
+        if answer is None:
+            notes.append("no answer tag in a synthesis reply")
+            ok = False
+        elif how == "loose":
+            ok = False
+    return Verdict(ranking, confidence, refine, answer, notes, ok)
+
+
+def _parse_ranking(text: str, count: int) -> list[list[int]]:
+    """'2, 1, 3' or '2 > 1 > 3' or '2 = 1 > 3' or a numbered list of candidate numbers."""
+    groups: list[list[int]] = []
+    seen: set[int] = set()
+    for piece in re.split(r"[,>;\n]+", text):
+        if "=" in piece:
+            numbers = [int(n) for n in re.findall(r"\d+", piece)]
+        else:
+            found = re.findall(r"\d+", piece)
+            numbers = [int(found[-1])] if found else []  # "1. candidate 3" means 3
+        group = [n - 1 for n in numbers if 1 <= n <= count and n - 1 not in seen]
+        seen.update(group)
+        if group:
+            groups.append(group)
+    return groups
+
+
+def _parse_confidence(text: str | None) -> float | None:
+    if not text:
+        return None
+    match = re.search(r"(\d+(?:\.\d+)?)\s*(%?)", text)
+    if not match:
+        return None
+    value = float(match.group(1))
+    if match.group(2) or value > 1.0:
+        value /= 100.0
+    return value if 0.0 <= value <= 1.0 else None
+
+
+def _parse_refine(text: str | None) -> list[str]:
+    if not text:
+        return []
+    items = [re.sub(r"^\s*(?:[-*•]|\d+[.)])\s*", "", line).strip() for line in text.splitlines()]
+    return [item for item in items if item and item.lower() not in {"none", "n/a", "nothing"}]
+
+
+def order_candidates(ranking: Sequence[Sequence[int]], metrics: Sequence[CodeMetrics | None],
+                     rejected: Sequence[int] = ()) -> list[int]:
+    """Candidate indexes best first: the arbiter's groups in order; inside a group of ties,
+    candidates with simpler code first (then those without code), else arrival order.
+    Rejected candidates (over the complexity budget) are left out."""
+    out: list[int] = []
+    for group in ranking:
+        kept = [i for i in group if i not in rejected]
+
+        def key(i: int) -> tuple:
+            m = metrics[i] if i < len(metrics) else None
+            return (0, *m.simplicity_key(), i) if m is not None else (1, 0, 0.0, 0, i)
+
+        out.extend(sorted(kept, key=key))
+    return out

@@ -1,0 +1,314 @@
+"""A per-backend latency model: decayed quantiles of time-to-first-unit and time-per-unit.
+
+A *unit* is what a backend's time grows by: a token for an autoregressive model, a whole canvas
+(`canvas_length` token slots denoised together) for a diffusion model. So
+
+    autoregressive:  total = first token + (tokens - 1)   * seconds per token
+    diffusion:       total = first canvas + (canvases - 1) * seconds per canvas
+
+and a 20-token diffusion answer costs as much time as a 256-token one. Each quantity is a
+log-binned histogram whose weights decay by half every `half_life` samples, so p50/p95 follow
+drift (a backend that slows down mid-run is noticed within tens of requests; LiteLLM's window of
+ten frozen samples never notices). Until enough samples exist, estimates lean on priors from
+config. Pure: no I/O; the caller hands in wall-clock times (`now`), so tests need no clock.
+
+State is a JSON-able dict (`to_dict` / `from_dict`); `merged` replays one model's fresh samples
+onto another's state, which is how several processes share one store without clobbering.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+__all__ = ["DecayedHistogram", "LatencyModel", "Prediction", "Prior", "answer_tokens"]
+
+Decoding = Literal["autoregressive", "diffusion"]
+
+_BINS_PER_DECADE = 24  # ~10% wide bins: finer than the noise of any network call
+_FLOOR = 1e-6  # smallest value a bin can hold (seconds per token on a fast GPU is ~1e-3)
+_PRUNE = 1e-9  # weights below this are dropped so state stays small
+_PRIOR_SPREAD = 1.5  # prior p95 = prior p50 x this: an honest "we do not know yet"
+_STATE_VERSION = 1
+# Answer length when neither max_tokens nor a measured answer length is known: (p50, p95) tokens.
+_DEFAULT_ANSWER = (200, 500)
+
+
+def _bin(x: float) -> int:
+    return max(0, math.floor(math.log10(max(x, _FLOOR) / _FLOOR) * _BINS_PER_DECADE))
+
+
+def _edge(index: int) -> float:
+    return _FLOOR * 10 ** (index / _BINS_PER_DECADE)
+
+
+class DecayedHistogram:
+    """Log-binned histogram; every new sample first multiplies older weights by `keep`.
+
+    `weight` is the decayed sample mass (it saturates at 1/(1-keep), ~72 for a half-life of 50);
+    `count` is how many samples were ever added, used to replay fresh samples onto other state."""
+
+    __slots__ = ("keep", "bins", "weight", "total", "count")
+
+    def __init__(self, half_life: float = 50.0):
+        self.keep = 0.5 ** (1.0 / half_life)
+        self.bins: dict[int, float] = {}
+        self.weight = 0.0
+        self.total = 0.0  # decayed sum of values, for the mean
+        self.count = 0
+
+    def add(self, value: float) -> None:
+        self.decay(1)
+        index = _bin(value)
+        self.bins[index] = self.bins.get(index, 0.0) + 1.0
+        self.weight += 1.0
+        self.total += value
+        self.count += 1
+
+    def decay(self, samples: int) -> None:
+        """Age the weights as if `samples` newer samples had arrived."""
+        if samples <= 0 or not self.bins:
+            return
+        factor = self.keep**samples
+        self.bins = {i: w * factor for i, w in self.bins.items() if w * factor > _PRUNE}
+        self.weight *= factor
+        self.total *= factor
+
+    def quantile(self, q: float) -> float | None:
+        """The q-quantile (0..1), interpolated geometrically inside its bin; None when empty."""
+        if self.weight <= _PRUNE:
+            return None
+        target = q * sum(self.bins.values())
+        running = 0.0
+        for index in sorted(self.bins):
+            w = self.bins[index]
+            if running + w >= target:
+                fraction = (target - running) / w if w else 0.5
+                low, high = _edge(index), _edge(index + 1)
+                return low * (high / low) ** fraction
+            running += w
+        return _edge(max(self.bins) + 1)
+
+    def mean(self) -> float | None:
+        return self.total / self.weight if self.weight > _PRUNE else None
+
+    def merged(self, fresh: DecayedHistogram) -> DecayedHistogram:
+        """This state with `fresh`'s samples replayed on top, as if added here one by one."""
+        out = self.copy()
+        out.decay(fresh.count)
+        for index, w in fresh.bins.items():
+            out.bins[index] = out.bins.get(index, 0.0) + w
+        out.weight += fresh.weight
+        out.total += fresh.total
+        out.count += fresh.count
+        return out
+
+    def copy(self) -> DecayedHistogram:
+        out = DecayedHistogram.__new__(DecayedHistogram)
+        out.keep, out.bins, out.weight, out.total, out.count = self.keep, dict(self.bins), self.weight, self.total, self.count
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"bins": {str(i): round(w, 9) for i, w in self.bins.items()}, "weight": self.weight,
+                "total": self.total, "count": self.count}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], half_life: float = 50.0) -> DecayedHistogram:
+        out = cls(half_life)
+        out.bins = {int(i): float(w) for i, w in (data.get("bins") or {}).items()}
+        out.weight = float(data.get("weight", sum(out.bins.values())))
+        out.total = float(data.get("total", 0.0))
+        out.count = int(data.get("count", 0))
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Prior:
+    """What config says before anything is measured. Seconds; None = use a generic default."""
+
+    ttft_s: float | None = None
+    tokens_per_s: float | None = None
+    canvas_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    """Predicted wall time for one request on one backend. Seconds."""
+
+    p50_s: float
+    p95_s: float
+    first_p50_s: float  # to the first token (autoregressive) or first canvas (diffusion)
+    first_p95_s: float
+    output_tokens: int  # the expected answer length used
+    samples: int  # measured samples behind the estimate (0 = priors only)
+    failure_rate: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"p50_s": round(self.p50_s, 4), "p95_s": round(self.p95_s, 4),
+                "first_p95_s": round(self.first_p95_s, 4), "output_tokens": self.output_tokens,
+                "samples": self.samples, "failure_rate": round(self.failure_rate, 3)}
+
+
+def answer_tokens(max_tokens: int | None, learned: tuple[float, float] | None) -> tuple[int, int]:
+    """(p50, p95) answer length: the learned natural length capped by max_tokens, else max_tokens,
+    else a generic guess."""
+    if learned is not None:
+        p50, p95 = learned
+    elif max_tokens is not None:
+        return max_tokens, max_tokens
+    else:
+        p50, p95 = _DEFAULT_ANSWER
+    if max_tokens is not None:
+        p50, p95 = min(p50, max_tokens), min(p95, max_tokens)
+    return max(1, round(p50)), max(1, round(p95))
+
+
+class LatencyModel:
+    """One backend's latency: learn with `observe`, ask with `predict`."""
+
+    def __init__(self, decoding: Decoding = "autoregressive", *, canvas_length: int = 256,
+                 prior: Prior | None = None, half_life: float = 50.0, prior_weight: float = 3.0,
+                 retry_backoff_s: float = 0.25):
+        self.decoding = decoding
+        self.canvas_length = canvas_length
+        self.prior = prior or Prior()
+        self.half_life = half_life
+        self.prior_weight = prior_weight  # how many measured samples the prior is worth
+        self.retry_backoff_s = retry_backoff_s  # what one retry of a failed call costs on top
+        self.first = DecayedHistogram(half_life)
+        self.unit = DecayedHistogram(half_life)
+        self.answer = DecayedHistogram(half_life)  # natural answer lengths (not cut by max_tokens), tokens
+        self.failures = DecayedHistogram(half_life)  # 0/1 per attempt; its mean is the failure rate
+        self.last_ts = 0.0  # unix seconds of the newest sample, for exploration of stale backends
+
+    # -- priors ---------------------------------------------------------------------------
+
+    def _prior_first(self) -> float:
+        ttft = self.prior.ttft_s
+        if self.decoding == "diffusion":
+            return (ttft if ttft is not None else 0.05) + self._prior_unit()
+        return ttft if ttft is not None else 1.0
+
+    def _prior_unit(self) -> float:
+        if self.decoding == "diffusion":
+            return self.prior.canvas_s if self.prior.canvas_s is not None else 0.5
+        return 1.0 / (self.prior.tokens_per_s or 50.0)
+
+    def _estimate(self, hist: DecayedHistogram, prior: float, q: float) -> float:
+        """Prior and measurement blended by weight: the prior fades as samples arrive."""
+        prior_q = prior * (_PRIOR_SPREAD if q > 0.5 else 1.0)
+        measured = hist.quantile(q)
+        if measured is None:
+            return prior_q
+        w = hist.weight
+        return (self.prior_weight * prior_q + w * measured) / (self.prior_weight + w)
+
+    # -- prediction -----------------------------------------------------------------------
+
+    @property
+    def samples(self) -> int:
+        return self.first.count + self.unit.count
+
+    def failure_rate(self) -> float:
+        return self.failures.mean() or 0.0
+
+    def learned_answer(self) -> tuple[float, float] | None:
+        if self.answer.weight < 1.0:
+            return None
+        return self.answer.quantile(0.5), self.answer.quantile(0.95)
+
+    def _units(self, tokens: int) -> int:
+        if self.decoding == "diffusion":
+            return max(1, math.ceil(tokens / self.canvas_length))
+        return max(1, tokens)
+
+    def predict(self, max_tokens: int | None = None) -> Prediction:
+        """Predicted time for a request asking for at most `max_tokens` (None = no cap)."""
+        n50, n95 = answer_tokens(max_tokens, self.learned_answer())
+        first50 = self._estimate(self.first, self._prior_first(), 0.5)
+        first95 = max(first50, self._estimate(self.first, self._prior_first(), 0.95))
+        unit50 = self._estimate(self.unit, self._prior_unit(), 0.5)
+        unit95 = max(unit50, self._estimate(self.unit, self._prior_unit(), 0.95))
+        p50 = first50 + (self._units(n50) - 1) * unit50
+        p95 = first95 + (self._units(n95) - 1) * unit95
+        fail = self.failure_rate()
+        # A failed call is retried: expected time grows by the chance of paying for it twice, and
+        # once failures are common the slow tail is a retry.
+        p50 += fail * (self.retry_backoff_s + p50)
+        if fail > 0.05:
+            p95 += self.retry_backoff_s + p50
+        return Prediction(p50, p95, first50, first95, n50, self.samples, fail)
+
+    # -- learning -------------------------------------------------------------------------
+
+    def observe(self, total_s: float, *, first_s: float | None = None, output_tokens: int = 1,
+                canvases: int | None = None, truncated: bool = False, now: float = 0.0) -> None:
+        """Learn from one successful call. `first_s` is the measured time to first content (a
+        stream), None when only the total is known; `truncated` means max_tokens cut the answer."""
+        self.failures.add(0.0)
+        self.last_ts = max(self.last_ts, now)
+        if not truncated and output_tokens > 0:
+            self.answer.add(float(output_tokens))
+        units = canvases if (self.decoding == "diffusion" and canvases) else self._units(output_tokens)
+        if first_s is not None:
+            self.first.add(max(first_s, _FLOOR))
+            if units > 1:
+                self.unit.add(max((total_s - first_s) / (units - 1), _FLOOR))
+            return
+        if units <= 1:
+            self.first.add(max(total_s, _FLOOR))
+            return
+        # Only the total is known: split it in the proportion the model currently expects, so a
+        # backend that slows down moves both estimates.
+        first50 = self._estimate(self.first, self._prior_first(), 0.5)
+        unit50 = self._estimate(self.unit, self._prior_unit(), 0.5)
+        scale = total_s / (first50 + (units - 1) * unit50)
+        self.first.add(max(first50 * scale, _FLOOR))
+        self.unit.add(max(unit50 * scale, _FLOOR))
+
+    def observe_failure(self, now: float = 0.0) -> None:
+        self.failures.add(1.0)
+        self.last_ts = max(self.last_ts, now)
+
+    def observe_censored(self, elapsed_s: float, now: float = 0.0) -> None:
+        """A call abandoned after `elapsed_s` with no first content yet (timed out, or lost a
+        hedge race): the first-content time is at least that, so it is learned as a sample."""
+        first50 = self._estimate(self.first, self._prior_first(), 0.5)
+        self.first.add(max(elapsed_s, first50))
+        self.last_ts = max(self.last_ts, now)
+
+    # -- state ----------------------------------------------------------------------------
+
+    def _parts(self) -> dict[str, DecayedHistogram]:
+        return {"first": self.first, "unit": self.unit, "answer": self.answer, "failures": self.failures}
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"v": _STATE_VERSION, "decoding": self.decoding, "last_ts": self.last_ts}
+        out.update({name: hist.to_dict() for name, hist in self._parts().items()})
+        return out
+
+    def load_dict(self, data: Mapping[str, Any]) -> bool:
+        """Replace learned state with `data`; False (and nothing changed) when it is from another
+        version or another kind of decoding, e.g. after the config changed the backend."""
+        if data.get("v") != _STATE_VERSION or data.get("decoding") != self.decoding:
+            return False
+        for name in self._parts():
+            setattr(self, name, DecayedHistogram.from_dict(data.get(name) or {}, self.half_life))
+        self.last_ts = float(data.get("last_ts", 0.0))
+        return True
+
+    def fresh(self) -> LatencyModel:
+        """An empty model with the same settings, to collect samples not yet saved."""
+        return LatencyModel(self.decoding, canvas_length=self.canvas_length, prior=self.prior,
+                            half_life=self.half_life, prior_weight=self.prior_weight,
+                            retry_backoff_s=self.retry_backoff_s)
+
+    def merged(self, fresh: LatencyModel) -> LatencyModel:
+        """A copy of this model with `fresh`'s samples replayed on top."""
+        out = self.fresh()
+        for name, hist in self._parts().items():
+            setattr(out, name, hist.merged(getattr(fresh, name)))
+        out.last_ts = max(self.last_ts, fresh.last_ts)
+        return out

@@ -1,0 +1,171 @@
+"""The routing policy: which backend, in what fallback order, with what hedge, and why.
+
+Among the backends of the tier the scorer chose, pick the one that minimises expected cost
+(`prefer: cheap`), p50 time (`fast`) or that sits in the strongest reachable tier (`best`),
+subject to its p95 time meeting the deadline. When no backend of the tier can meet it, escalate:
+stronger tiers first (nearest first), then weaker, faster ones; when nothing can, take the backend
+with the smallest p95. Backends whose breaker is open go last. An untried, half-open or stale
+backend of the tier is sometimes tried first (exploration) with the normal winner as a quick
+hedge behind it, so its estimate is measured rather than guessed.
+
+Pure: inputs in, a Plan out; time (`now`) and the exploration roll are handed in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from backends.types import Price, Usage
+from policies.latency import LatencyModel, Prediction
+from policies.tiers import Tier, fallback_order
+
+__all__ = ["Plan", "Prefer", "RouteInputs", "plan_route"]
+
+Prefer = Literal["fast", "cheap", "best"]
+PREFER_CHOICES: tuple[str, ...] = ("fast", "cheap", "best")
+
+
+@dataclass(frozen=True, slots=True)
+class RouteInputs:
+    """Everything the policy looks at besides the tiers. Times in seconds."""
+
+    models: Mapping[str, LatencyModel]
+    prices: Mapping[str, Price]
+    input_tokens: int = 0
+    max_tokens: int | None = None
+    deadline_s: float | None = None
+    prefer: Prefer = "cheap"
+    blocked: Collection[str] = ()  # breaker open: tried only when everything else failed
+    half_open: Collection[str] = ()  # breaker waiting for a probe
+    exploring: Collection[str] = ()  # already being explored by a request in flight
+    now: float = 0.0  # unix seconds, compared with each model's newest sample
+    stale_after_s: float = 300.0
+    explore_rate: float = 0.05
+    explore_roll: float = 1.0  # uniform [0, 1) from the caller; 1.0 never explores stale backends
+    hedge: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    candidates: tuple[str, ...]
+    why: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    name: str
+    tier: int
+    prediction: Prediction
+    cost_usd: float
+    feasible: bool
+    blocked: bool
+
+
+def _rows(tiers: Sequence[Tier], chosen: int, inputs: RouteInputs) -> dict[str, _Row]:
+    rows: dict[str, _Row] = {}
+    tier_of: dict[str, int] = {}
+    for index in [chosen, *range(len(tiers))]:
+        for name in tiers[index].backends:
+            tier_of.setdefault(name, index)
+    for name in fallback_order(tiers, chosen):
+        model = inputs.models.get(name) or LatencyModel()
+        prediction = model.predict(inputs.max_tokens)
+        price = inputs.prices.get(name, Price())
+        cost = price.cost(Usage(inputs.input_tokens, prediction.output_tokens))
+        feasible = inputs.deadline_s is None or prediction.p95_s <= inputs.deadline_s
+        rows[name] = _Row(name, tier_of[name], prediction, cost, feasible, name in inputs.blocked)
+    return rows
+
+
+def _objective(prefer: Prefer):
+    if prefer == "fast":
+        return lambda r: (r.prediction.p50_s, r.cost_usd)
+    # cheap and best: within a tier, the cheaper of equals; `best` chooses the tier, not the row
+    return lambda r: (r.cost_usd, r.prediction.p50_s)
+
+
+def _tier_order(tiers: Sequence[Tier], chosen: int, prefer: Prefer) -> list[int]:
+    stronger = list(range(chosen + 1, len(tiers)))
+    weaker = list(range(chosen - 1, -1, -1))
+    if prefer == "best":
+        return [*reversed(stronger), chosen, *weaker]
+    return [chosen, *stronger, *weaker]
+
+
+def _winner(tiers: Sequence[Tier], chosen: int, rows: Mapping[str, _Row], inputs: RouteInputs) -> tuple[_Row, str]:
+    key = _objective(inputs.prefer)
+    goal = {"cheap": "cheapest", "fast": "fastest (p50)", "best": "strongest tier, then cheapest"}[inputs.prefer]
+    for index in _tier_order(tiers, chosen, inputs.prefer):
+        pool = [rows[n] for n in tiers[index].backends if not rows[n].blocked and rows[n].feasible]
+        if not pool:
+            continue
+        row = min(pool, key=key)
+        where = "" if index == chosen else f" (escalated to tier {tiers[index].name!r}: nothing in the chosen tier meets the deadline)"
+        limit = f" with p95 {row.prediction.p95_s:.2f}s <= deadline {inputs.deadline_s:.2f}s" if inputs.deadline_s else ""
+        return row, f"{row.name} is the {goal} candidate{limit}{where}"
+    pool = [r for r in rows.values() if not r.blocked] or list(rows.values())
+    row = min(pool, key=lambda r: (r.prediction.p95_s, r.cost_usd))
+    if inputs.deadline_s is not None:
+        return row, f"no backend's p95 meets the {inputs.deadline_s:.2f}s deadline; {row.name} has the smallest p95"
+    return row, f"every backend's breaker is open; {row.name} has the smallest p95"
+
+
+def _explore(tiers: Sequence[Tier], chosen: int, rows: Mapping[str, _Row], winner: _Row,
+             inputs: RouteInputs) -> tuple[_Row | None, str]:
+    for name in tiers[chosen].backends:
+        row = rows[name]
+        if name == winner.name or row.blocked or name in inputs.exploring:
+            continue
+        if not (row.feasible or inputs.hedge):
+            continue  # without a hedge behind it, exploring would risk the deadline
+        model = inputs.models.get(name)
+        if model is None or model.samples == 0:
+            return row, "untried"
+        if name in inputs.half_open:
+            return row, "breaker half-open: probing whether it recovered"
+        if inputs.now - model.last_ts > inputs.stale_after_s and inputs.explore_roll < inputs.explore_rate:
+            return row, f"no sample for over {inputs.stale_after_s:.0f}s"
+    return None, ""
+
+
+def _fallbacks(rows: Mapping[str, _Row], first: Sequence[str]) -> list[str]:
+    rest = [r for r in rows.values() if r.name not in first]
+    good = [r.name for r in rest if r.feasible and not r.blocked]  # fallback_order: quality first
+    late = sorted((r for r in rest if not r.feasible and not r.blocked), key=lambda r: r.prediction.p95_s)
+    blocked = [r.name for r in rest if r.blocked]
+    return [*good, *(r.name for r in late), *blocked]
+
+
+def plan_route(tiers: Sequence[Tier], chosen: int, inputs: RouteInputs) -> Plan:
+    """The candidates in the order to try them, a one-line reason, and per-candidate predictions."""
+    rows = _rows(tiers, chosen, inputs)
+    winner, why = _winner(tiers, chosen, rows, inputs)
+    explored, explore_why = _explore(tiers, chosen, rows, winner, inputs)
+    first = [winner.name] if explored is None else [explored.name, winner.name]
+    candidates = [*first, *_fallbacks(rows, first)]
+    hedge_after: dict[str, float] = {}
+    if inputs.hedge:
+        # Start the next candidate when this one is later than its own p95 to first content;
+        # an explored backend is backed up as soon as the winner would usually have answered.
+        hedge_after = {n: rows[n].prediction.first_p95_s for n in candidates}
+        if explored is not None:
+            hedge_after[explored.name] = min(explored.prediction.first_p95_s, winner.prediction.first_p50_s)
+    if explored is not None:
+        why = f"exploring {explored.name} ({explore_why}), hedged by {winner.name}; {why}"
+    details: dict[str, Any] = {
+        "prefer": inputs.prefer,
+        "why": why,
+        "explore": explored.name if explored else None,
+        "candidates": [
+            {"backend": n, "tier": tiers[rows[n].tier].name, **rows[n].prediction.as_dict(),
+             "cost_usd": round(rows[n].cost_usd, 8), "meets_deadline": rows[n].feasible,
+             "breaker": "open" if rows[n].blocked else ("half-open" if n in inputs.half_open else "closed")}
+            for n in candidates
+        ],
+    }
+    if hedge_after:
+        details["hedge_after_s"] = {n: round(s, 4) for n, s in hedge_after.items()}
+    return Plan(tuple(candidates), why, details)

@@ -1,0 +1,221 @@
+"""`route score`, `route eval` and `route calibrate`: the complexity scorer from the shell.
+
+Data goes to stdout (JSON lines, a table, or `--json`), messages to stderr. Bad input raises
+`UsageError`, which the app turns into exit code 2 with a one-paragraph message.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from backends.errors import UsageError
+from policies.routing_eval import RoutingReport, baseline_reports, evaluate, quality_curve
+
+__all__ = ["eval_table", "register"]
+
+_err = Console(stderr=True)
+
+WeightsOpt = Annotated[
+    Path | None,
+    typer.Option("--weights", "-w", help="weights file (default: the shipped one)"),
+]
+
+
+def _scorer(weights: Path | None) -> Any:
+    from policies.complexity import ComplexityScorer
+
+    try:
+        return ComplexityScorer.load(weights)
+    except (OSError, ValueError, KeyError) as exc:
+        raise UsageError(
+            f"could not read the weights file {weights}: {exc}. Pass a file written by "
+            "`route calibrate` or `python -m policies.complexity.fit`, or leave out --weights "
+            "to use the shipped default."
+        ) from exc
+
+
+def _read_jsonl(lines: Iterator[str], source: str, required: Sequence[str]) -> Iterator[dict[str, Any]]:
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UsageError(
+                f"{source} line {n} is not JSON ({exc.msg}). Each line must be one JSON object "
+                'such as {"id": "1", "prompt": "..."}.'
+            ) from exc
+        missing = [k for k in required if not isinstance(record, dict) or k not in record]
+        if missing:
+            raise UsageError(
+                f"{source} line {n} lacks {', '.join(missing)}. Each line needs "
+                f"{', '.join(required)}."
+            )
+        yield record
+
+
+def _records(path: Path, required: Sequence[str]) -> list[dict[str, Any]]:
+    if not path.is_file():
+        raise UsageError(f"no such file: {path}. Pass a JSONL file of routing records.")
+    with path.open(encoding="utf-8") as f:
+        records = list(_read_jsonl(f, str(path), required))
+    if not records:
+        raise UsageError(f"{path} holds no records. Pass a JSONL file with at least one line.")
+    return records
+
+
+def _fmt(x: float | None, pct: bool = False) -> str:
+    if x is None:
+        return "-"
+    return f"{100 * x:.1f}%" if pct else f"{x:.3f}"
+
+
+def eval_table(reports: Sequence[RoutingReport], title: str) -> Table:
+    """A rich table of routing reports, one row per policy."""
+    table = Table(title=title)
+    for col in ("policy", "APGR", "CPT(50%)", "CPT(80%)", "PGR@50%", "quality@50%"):
+        table.add_column(col, justify="left" if col == "policy" else "right")
+    for r in reports:
+        quality = _fmt(r.quality50)
+        if r.hosted_share is not None:
+            quality += f" (at {r.hosted_share:.0%})"
+        table.add_row(r.policy, _fmt(r.apgr), _fmt(r.cpt50, True), _fmt(r.cpt80, True), _fmt(r.pgr50), quality)
+    return table
+
+
+def _plot(path: Path, curves: dict[str, list[tuple[float, float]]]) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise UsageError(
+            "--plot needs matplotlib, which is not installed. Install the `plot` extra "
+            "(pip install 'latency-router[plot]') or leave out --plot."
+        ) from exc
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, curve in curves.items():
+        ax.plot([s for s, _ in curve], [q for _, q in curve], label=name)
+    ax.set_xlabel("hosted share")
+    ax.set_ylabel("mean quality")
+    ax.legend()
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+
+
+def score(
+    path: Annotated[Path | None, typer.Argument(help="JSONL of {id, prompt}; stdin when left out")] = None,
+    weights: WeightsOpt = None,
+) -> None:
+    """Score prompts: reads {"id", "prompt"} lines, writes {"id", "score"} lines."""
+    scorer = _scorer(weights)
+    if path is not None and not path.is_file():
+        raise UsageError(f"no such file: {path}. Pass a JSONL file of {{id, prompt}} lines, or pipe them in.")
+    stream = path.open(encoding="utf-8") if path is not None else sys.stdin
+    out, dumps, score_text = sys.stdout, json.dumps, scorer.score_text
+    try:
+        for record in _read_jsonl(stream, str(path or "stdin"), ("id", "prompt")):
+            prompt = record["prompt"]
+            if not isinstance(prompt, str):
+                raise UsageError(f"record {record['id']!r}: prompt must be a string.")
+            out.write(dumps({"id": record["id"], "score": round(score_text(prompt), 6)}) + "\n")
+    finally:
+        if path is not None:
+            stream.close()
+
+
+def evaluate_records(scorer: Any, records: Sequence[dict[str, Any]]) -> tuple[list[RoutingReport], list[float]]:
+    """The scorer's report followed by the baselines, all on these records."""
+    prompts = [r["prompt"] for r in records]
+    local = [float(r["local"]) for r in records]
+    hosted = [float(r["hosted"]) for r in records]
+    scores = [scorer.score_text(p) for p in prompts]
+    return [evaluate(scorer.name, scores, local, hosted), *baseline_reports(prompts, local, hosted)], scores
+
+
+def eval_(
+    data: Annotated[Path, typer.Argument(help="JSONL of {id, prompt, local, hosted}")],
+    weights: WeightsOpt = None,
+    json_out: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+    plot: Annotated[Path | None, typer.Option("--plot", help="write quality vs hosted share here")] = None,
+) -> None:
+    """Routing quality of the scorer beside random, length, always-local/hosted and oracle."""
+    records = _records(data, ("id", "prompt", "local", "hosted"))
+    scorer = _scorer(weights)
+    reports, scores = evaluate_records(scorer, records)
+    if json_out:
+        print(json.dumps({"data": str(data), "records": len(records), "reports": [r.as_dict() for r in reports]}))
+    else:
+        Console().print(eval_table(reports, f"{data.name}: {len(records)} prompts"))
+    if plot is not None:
+        local = [float(r["local"]) for r in records]
+        hosted = [float(r["hosted"]) for r in records]
+        curves = {
+            scorer.name: quality_curve(scores, local, hosted),
+            "length": quality_curve([float(len(r["prompt"])) for r in records], local, hosted),
+            "random": quality_curve([0.0] * len(records), local, hosted),
+            "oracle": quality_curve([h - lo for h, lo in zip(hosted, local)], local, hosted),
+        }
+        _plot(plot, curves)
+        _err.print(f"wrote {plot}")
+
+
+def calibrate(
+    data: Annotated[Path, typer.Argument(help="JSONL of {id, prompt, local, hosted}")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="weights file to write")],
+    hosted_share: Annotated[float, typer.Option("--hosted-share", help="share of prompts to send to the hosted tier")] = 0.3,
+    holdout: Annotated[float, typer.Option("--holdout", help="share held out (by id hash) to check the fit")] = 0.3,
+    threshold_only: Annotated[bool, typer.Option("--threshold-only", help="keep the weights, set only the threshold")] = False,
+    weights: WeightsOpt = None,
+    json_out: Annotated[bool, typer.Option("--json", help="machine-readable summary")] = False,
+) -> None:
+    """Fit weights on labelled records and set the threshold for a target hosted share."""
+    from dataclasses import replace
+
+    from policies.complexity import ComplexityScorer
+    from policies.complexity.fit import calibrated, fit, group_apgr, split
+
+    if not 0.0 < hosted_share < 1.0:
+        raise UsageError(f"--hosted-share must be between 0 and 1 (exclusive), got {hosted_share}.")
+    if not 0.0 <= holdout < 1.0:
+        raise UsageError(f"--holdout must be in [0, 1), got {holdout}.")
+    required = ("id", "prompt") if threshold_only else ("id", "prompt", "local", "hosted")
+    records = _records(data, required)
+    train, test = split(records, holdout)
+    if not train:
+        raise UsageError(f"no records left to fit on after holding out {holdout:.0%}; lower --holdout.")
+    if threshold_only:
+        fitted = _scorer(weights).weights
+    else:
+        _err.print(f"fitting on {len(train)} records (cross-validated), holding out {len(test)}")
+        fitted, info = fit(train, log=_err.print)
+        fitted = replace(fitted, metadata={**fitted.metadata, "fitted_on": [data.name], "holdout": holdout, **info})
+    fitted = calibrated(fitted, train, hosted_share)
+    fitted.save(out)
+    summary: dict[str, Any] = {"out": str(out), "threshold": fitted.threshold, "hosted_share": hosted_share}
+    if test:
+        scorer = ComplexityScorer(fitted)
+        up = sum(scorer.score_text(r["prompt"]) >= fitted.threshold for r in test)
+        summary["held_out_hosted_share"] = up / len(test)
+        if "local" in test[0] and "hosted" in test[0]:
+            summary["held_out_apgr"] = group_apgr(scorer, test)
+    if json_out:
+        print(json.dumps(summary))
+    else:
+        _err.print(summary)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `score`, `eval` and `calibrate` to the app."""
+    app.command("score")(score)
+    app.command("eval")(eval_)
+    app.command("calibrate")(calibrate)

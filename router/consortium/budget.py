@@ -1,0 +1,111 @@
+"""The call budget of a nested consortium run, and the run context nested consortia inherit.
+
+A consortium that is a member (or the arbiter) of another runs inside the outer one's task, so
+a ContextVar carries the run down: every model call anywhere in the tree is charged to the
+innermost budget and to each budget above it, and fails once any of them is spent.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from backends.errors import BackendError
+
+__all__ = ["BudgetExhausted", "CallBudget", "RunContext", "current_run", "emit"]
+
+MAX_DEPTH = 32  # consortia inside consortia; config forbids cycles, this stops code-built ones
+
+
+class BudgetExhausted(BackendError):
+    """No model call is left in the run's budget. Never retried."""
+
+    retryable = False
+
+
+class CallBudget:
+    """Counts model calls against `limit` (None = unlimited) and every parent budget."""
+
+    def __init__(self, limit: int | None, owner: str, parent: CallBudget | None = None):
+        self.limit = limit
+        self.owner = owner
+        self.parent = parent
+        self.used = 0
+        self.reserved = 0
+
+    def _chain(self):
+        budget: CallBudget | None = self
+        while budget is not None:
+            yield budget
+            budget = budget.parent
+
+    def available(self) -> int | None:
+        """Calls that may still start (None = unlimited), across this budget and its parents."""
+        left = [b.limit - b.used - b.reserved for b in self._chain() if b.limit is not None]
+        return min(left) if left else None
+
+    def take(self, what: str, *, reserved: bool = False) -> None:
+        """Charge one call, or raise BudgetExhausted naming the budget that ran out.
+        `reserved` spends a call put aside earlier with `reserve()`."""
+        for budget in self._chain():
+            if budget.limit is None:
+                continue
+            free = budget.limit - budget.used - budget.reserved + (1 if reserved else 0)
+            if free <= 0:
+                raise BudgetExhausted(
+                    f"call budget of consortium {budget.owner!r} is spent ({budget.limit} model calls); "
+                    f"{what} was not started. Raise `budget:` or lower members' samples or iterations.",
+                    backend=budget.owner,
+                )
+        for budget in self._chain():
+            budget.used += 1
+            if reserved:
+                budget.reserved -= 1
+
+    def reserve(self) -> bool:
+        """Put one call aside (for the arbiter) if every budget in the chain has one free."""
+        available = self.available()
+        if available is not None and available <= 0:
+            return False
+        for budget in self._chain():
+            budget.reserved += 1
+        return True
+
+    def release(self) -> None:
+        """Give back a reservation that was not used."""
+        for budget in self._chain():
+            budget.reserved -= 1
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"owner": self.owner, "limit": self.limit, "used": self.used}
+
+
+Listener = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class RunContext:
+    """What a consortium run hands down to the consortia nested in it."""
+
+    budget: CallBudget
+    path: str  # e.g. "cns-meta/cns-glm#2": where in the tree events come from
+    depth: int
+    listeners: list[Listener] = field(default_factory=list)
+
+
+_CURRENT: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar("consortium_run", default=None)
+
+
+def current_run() -> contextvars.ContextVar[RunContext | None]:
+    return _CURRENT
+
+
+def emit(run: RunContext, event: dict[str, Any]) -> None:
+    """Tell every listener; a listener that fails must not break the run (it is only a view)."""
+    for listener in run.listeners:
+        try:
+            listener(event)
+        except Exception:  # noqa: BLE001 (display code must never fail a model run)
+            pass

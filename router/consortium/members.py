@@ -1,0 +1,153 @@
+"""One round's fan-out: every member sample concurrently, under a concurrency limit, each with
+its own timeout and retries, until the quorum is met; the rest get a grace period, then are
+cancelled and awaited (no task outlives the round)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from backends.base import Backend
+from backends.errors import AllBackendsFailed, BackendError, BackendTimeout, RouteError
+from backends.types import FinalChunk, Message, Request, TextChunk
+from router.consortium.budget import BudgetExhausted, RunContext, emit
+from router.consortium.spec import ConsortiumConfig, MemberSpec
+from router.consortium.trace import MemberRecord
+
+__all__ = ["Slot", "run_members"]
+
+_STREAM_EVENT_EVERY = 8  # emit a streaming event every N chunks: enough for a live view
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One member sample to call this round."""
+
+    spec: MemberSpec
+    sample: int
+    backend: Backend
+    request: Request
+
+
+def member_messages(messages: Sequence[Message], system: str | None) -> list[Message]:
+    """`system` goes first; a system prompt already in the conversation is kept after it."""
+    if not system:
+        return list(messages)
+    existing = [m for m in messages if m.get("role") == "system"]
+    rest = [m for m in messages if m.get("role") != "system"]
+    merged = "\n\n".join([system, *(str(m.get("content") or "") for m in existing)])
+    return [{"role": "system", "content": merged}, *rest]
+
+
+def _is_consortium(backend: Backend) -> bool:
+    return getattr(backend, "kind", None) == "consortium"
+
+
+async def _call(slot: Slot, record: MemberRecord, run: RunContext, sem: asyncio.Semaphore,
+                spec: ConsortiumConfig, t0: float, remaining: Callable[[], float | None]) -> None:
+    """Fill `record` with the member's answer or its failures; never raises except on cancel."""
+    tries = 1 + (0 if _is_consortium(slot.backend) else spec.retries)  # a consortium retried inside
+    try:
+        for attempt in range(1, tries + 1):
+            left = remaining()
+            if left is not None and left <= 0:
+                record.attempts.append({"attempt": attempt, "error": "BackendTimeout",
+                                        "message": "the consortium's deadline passed before this attempt"})
+                break
+            limit = spec.member_timeout_s if left is None else min(spec.member_timeout_s, left)
+            async with sem:
+                started = time.perf_counter()
+                try:
+                    if not _is_consortium(slot.backend):
+                        run.budget.take(f"member {record.label}")
+                    record.status, record.started_s = "running", started - t0
+                    emit(run, _event(run, record))
+                    async with asyncio.timeout(limit):
+                        await _stream_into(slot, record, run, limit)
+                    record.latency_s = time.perf_counter() - started
+                    record.status = "done"
+                    emit(run, _event(run, record))
+                    return
+                except TimeoutError:
+                    error: RouteError = BackendTimeout(
+                        f"no answer within the member timeout of {limit:.3g} s", backend=slot.backend.name,
+                        model=slot.backend.model)
+                except (BackendError, AllBackendsFailed) as exc:
+                    error = exc
+            record.attempts.append({"attempt": attempt, "error": type(error).__name__, "message": str(error),
+                                    "elapsed_s": time.perf_counter() - started})
+            if isinstance(error, BudgetExhausted) or (isinstance(error, BackendError) and not error.retryable
+                                                      and not isinstance(error, BackendTimeout)):
+                break
+        record.status = "failed"
+        emit(run, _event(run, record))
+    except asyncio.CancelledError:
+        record.status = "cancelled"
+        emit(run, _event(run, record))
+        raise
+
+
+async def _stream_into(slot: Slot, record: MemberRecord, run: RunContext, limit: float) -> None:
+    request = slot.request.with_options(timeout_s=limit)
+    record.streamed_tokens = 0
+    async for chunk in slot.backend.stream(request):
+        if isinstance(chunk, TextChunk):
+            record.streamed_tokens += 1
+            if record.status != "streaming" or record.streamed_tokens % _STREAM_EVENT_EVERY == 0:
+                record.status = "streaming"
+                emit(run, _event(run, record))
+        elif isinstance(chunk, FinalChunk):
+            record.completion = chunk.completion
+    if record.completion is None:
+        raise BackendError("stream ended without a final completion", backend=slot.backend.name)
+
+
+def _event(run: RunContext, record: MemberRecord) -> dict:
+    c = record.completion
+    return {
+        "type": "member", "path": run.path, "id": record.label, "status": record.status,
+        "tokens": c.usage.output_tokens if c is not None else record.streamed_tokens,
+        "latency_s": record.latency_s, "error": record.attempts[-1]["message"] if record.attempts else None,
+    }
+
+
+async def run_members(slots: Sequence[Slot], records: Sequence[MemberRecord], run: RunContext,
+                      spec: ConsortiumConfig, t0: float, remaining: Callable[[], float | None]) -> None:
+    """Run every slot, stop waiting once `spec.quorum` answered (default: all), give stragglers
+    `spec.grace_s`, cancel what is left and wait for the cancellations to finish."""
+    sem = asyncio.Semaphore(spec.max_concurrency)
+    for record in records:
+        emit(run, _event(run, record))
+    tasks = {asyncio.create_task(_call(s, r, run, sem, spec, t0, remaining), name=f"member {r.label}"): r
+             for s, r in zip(slots, records, strict=True)}
+    needed = spec.quorum or len(tasks)
+    pending = set(tasks)
+    try:
+        while pending:
+            done, pending = await asyncio.wait(pending, timeout=_positive(remaining()),
+                                               return_when=asyncio.FIRST_COMPLETED)
+            if not done:
+                break  # the consortium's deadline passed
+            answered = sum(r.status == "done" for r in records)
+            if answered >= needed or answered + len(pending) < needed:
+                break
+        answered = sum(r.status == "done" for r in records)
+        if pending and answered >= needed and spec.grace_s > 0:
+            _, pending = await asyncio.wait(pending, timeout=min(spec.grace_s, _positive(remaining()) or spec.grace_s))
+    finally:
+        # Also runs when the caller cancels us: nothing may keep calling models after we return.
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+    for task in pending:
+        record = tasks[task]
+        if record.status not in ("done", "failed"):
+            record.status = "cancelled"  # also those cancelled before they ever ran
+            record.note = "cancelled: enough answers arrived first, or the deadline passed"
+
+
+def _positive(value: float | None) -> float | None:
+    return None if value is None else max(0.0, value)

@@ -1,0 +1,215 @@
+"""The learned complexity scorer: explanation, determinism, odd input, speed, calibration, CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from backends.errors import UsageError
+from policies.complexity import DEFAULT_WEIGHTS, ComplexityScorer
+from policies.complexity.fit import DEFAULT_DATA, calibrate_threshold, group_apgr, load_records, split
+from policies.routing_eval import apgr, quality_curve
+from policies.scoring import build_scorer
+from router.cli.scoring_cmds import register
+
+SAMPLE = Path(__file__).parent / "data" / "routing_sample.jsonl"
+SHARED = all(p.is_file() for p in DEFAULT_DATA)
+needs_shared = pytest.mark.skipif(not SHARED, reason="shared routing data not present")
+
+KOREAN = "양자역학의 불확정성 원리를 수학적으로 유도하고, 그 철학적 함의를 자세히 설명해 주세요."
+CHINESE = "請詳細證明費馬小定理，並說明它在RSA加密中的應用，最後給出一個具體的數值例子。"
+CODE = """Refactor this function so that it runs in linear time and explain the change.
+```python
+def pairs(xs, target):
+    out = []
+    for i in range(len(xs)):
+        for j in range(i + 1, len(xs)):
+            if xs[i] + xs[j] == target and (xs[j], xs[i]) not in out:
+                out.append((xs[i], xs[j]))
+    return out
+```"""
+PROMPTS = [
+    "",
+    "hi",
+    "What is the capital of France?",
+    "Prove that there are infinitely many primes, and justify each step rigorously.",
+    KOREAN,
+    CHINESE,
+    CODE,
+    "emoji 👩‍👩‍👧 and a lone surrogate \ud800 and RTL שלום and combining e\u0301",
+]
+
+
+@pytest.fixture(scope="module")
+def scorer() -> ComplexityScorer:
+    return ComplexityScorer.load()
+
+
+def user(text: str) -> list[dict]:
+    return [{"role": "user", "content": text}]
+
+
+@pytest.mark.parametrize("prompt", PROMPTS)
+def test_explanation_sums_to_the_score(scorer: ComplexityScorer, prompt: str) -> None:
+    s = scorer.score(user(prompt))
+    assert 0.0 <= s.value <= 1.0
+    assert s.base + sum(s.contributions.values()) == pytest.approx(s.value, abs=1e-9)
+    assert s.contributions.keys() == s.features.keys()
+    assert s.scorer == "learned"
+
+
+def test_conversation_scores_last_user_turn_with_history(scorer: ComplexityScorer) -> None:
+    turn = "And what about the second part?"
+    history = [
+        {"role": "system", "content": "You are a careful assistant."},
+        {"role": "user", "content": [{"type": "text", "text": "Derive the closed form."}]},
+        {"role": "assistant", "content": "Here it is..."},
+        {"role": "user", "content": turn},
+    ]
+    alone, with_history = scorer.score(user(turn)), scorer.score(history)
+    assert with_history.features["history_turns"] > 0
+    assert with_history.value > alone.value
+    assert with_history.base + sum(with_history.contributions.values()) == pytest.approx(with_history.value)
+    assert 0.0 <= scorer.score([{"role": "system", "content": "no user turn"}]).value <= 1.0
+
+
+def test_deterministic_within_and_across_processes(scorer: ComplexityScorer) -> None:
+    first = [scorer.score(user(p)).value for p in PROMPTS[1:-1]]
+    assert first == [ComplexityScorer.load().score(user(p)).value for p in PROMPTS[1:-1]]
+    code = (
+        "import json,sys; from policies.complexity import ComplexityScorer as C; s=C.load();"
+        "print(json.dumps([s.score([{'role':'user','content':p}]).value for p in json.load(sys.stdin)]))"
+    )
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        out = subprocess.run(
+            [sys.executable, "-c", code], input=json.dumps(PROMPTS[1:-1]), env=env,
+            capture_output=True, text=True, check=True, cwd=Path(__file__).parents[1],
+        )  # fmt: skip
+        assert json.loads(out.stdout) == first
+
+
+def test_huge_prompt_is_bounded_work(scorer: ComplexityScorer) -> None:
+    huge = ("Explain why. " * 80_000)[:1_000_000]
+    t0 = time.perf_counter()
+    s = scorer.score(user(huge))
+    assert time.perf_counter() - t0 < 0.05  # seconds; the prefix/suffix cap keeps it ~100 us
+    assert s.value > scorer.score(user("Explain why.")).value
+    assert s.base + sum(s.contributions.values()) == pytest.approx(s.value)
+
+
+def test_non_latin_scripts_are_not_trivial(scorer: ComplexityScorer) -> None:
+    trivial = scorer.score(user("hi")).value
+    for text in (KOREAN, CHINESE):
+        s = scorer.score(user(text))
+        assert s.value > trivial
+        assert s.value >= s.base  # at least a typical prompt
+        assert s.features["non_latin"] > 0.5
+
+
+def test_code_blocks_raise_the_score(scorer: ComplexityScorer) -> None:
+    with_code = scorer.score(user(CODE))
+    assert with_code.features["code_cc"] > 1.0  # radon saw the nested loops
+    prose = CODE.split("```")[0]
+    assert with_code.value > scorer.score(user(prose)).value
+
+
+def test_build_scorer_learned_and_threshold(tmp_path: Path) -> None:
+    s = build_scorer("learned")
+    assert s.name == "learned" and isinstance(s.threshold, float)
+    assert build_scorer("learned", weights=str(DEFAULT_WEIGHTS)).threshold == s.threshold
+    with pytest.raises(ValueError):
+        build_scorer("learned", wieghts="typo")
+
+
+def test_weights_file_is_small_and_loads_fast() -> None:
+    assert DEFAULT_WEIGHTS.stat().st_size < 1_000_000
+    t0 = time.perf_counter()
+    ComplexityScorer.load()
+    assert time.perf_counter() - t0 < 0.2  # seconds
+
+
+def test_calibrate_threshold_counts() -> None:
+    scores = [i / 100 for i in range(100)]
+    t = calibrate_threshold(scores, 0.3)
+    assert sum(s >= t for s in scores) == 30
+    assert sum(s >= calibrate_threshold(scores, 0.0) for s in scores) == 0
+    assert sum(s >= calibrate_threshold(scores, 1.0) for s in scores) == 100
+
+
+@needs_shared
+@pytest.mark.parametrize("share", [0.2, 0.3, 0.5])
+def test_calibration_hits_hosted_share_on_held_out_data(scorer: ComplexityScorer, share: float) -> None:
+    train, test = split(load_records(DEFAULT_DATA))
+    threshold = calibrate_threshold([scorer.score_text(r["prompt"]) for r in train], share)
+    realised = sum(scorer.score_text(r["prompt"]) >= threshold for r in test) / len(test)
+    assert abs(realised - share) <= 0.02
+
+
+@needs_shared
+def test_held_out_apgr_beats_length_and_bar(scorer: ComplexityScorer) -> None:
+    for path in DEFAULT_DATA:
+        _, test = split(load_records([path]))
+        ours = next(iter(group_apgr(scorer, test).values()))
+        local, hosted = [r["local"] for r in test], [r["hosted"] for r in test]
+        length = apgr(quality_curve([len(r["prompt"]) for r in test], local, hosted))
+        assert ours >= 0.65 and ours > length, (path.name, ours, length)
+
+
+# ------------------------------------------------------------------------------------ CLI
+
+runner = CliRunner()
+
+
+def app() -> typer.Typer:
+    a = typer.Typer()
+    register(a)
+    return a
+
+
+def test_cli_score_reads_stdin() -> None:
+    lines = "\n".join(json.dumps({"id": i, "prompt": p}) for i, p in enumerate(PROMPTS[:4]))
+    result = runner.invoke(app(), ["score"], input=lines + "\n")
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [r["id"] for r in rows] == [0, 1, 2, 3]
+    assert all(0.0 <= r["score"] <= 1.0 for r in rows)
+
+
+def test_cli_score_bad_line_is_a_usage_error() -> None:
+    result = runner.invoke(app(), ["score"], input='{"id": 1}\n')
+    assert isinstance(result.exception, UsageError)
+    assert "prompt" in str(result.exception)
+
+
+def test_cli_eval_json_has_baselines() -> None:
+    result = runner.invoke(app(), ["eval", str(SAMPLE), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    policies = [r["policy"] for r in data["reports"]]
+    assert policies == ["learned", "random", "length", "always-local", "always-hosted", "oracle"]
+
+
+def test_cli_calibrate_threshold_only(tmp_path: Path) -> None:
+    out = tmp_path / "w.json"
+    result = runner.invoke(
+        app(), ["calibrate", str(SAMPLE), "--out", str(out), "--hosted-share", "0.4", "--threshold-only", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    scorer = ComplexityScorer.load(out)
+    assert scorer.threshold == pytest.approx(summary["threshold"])
+    assert abs(summary["held_out_hosted_share"] - 0.4) < 0.15  # ~90 held-out sample prompts
+
+
+def test_cli_calibrate_rejects_bad_share(tmp_path: Path) -> None:
+    result = runner.invoke(app(), ["calibrate", str(SAMPLE), "--out", str(tmp_path / "w"), "--hosted-share", "3"])
+    assert isinstance(result.exception, UsageError)
