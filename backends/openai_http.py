@@ -10,6 +10,7 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -190,12 +191,19 @@ class OpenAIBackend(Backend):
             await response.aclose()
 
     async def _read_events(self, response: httpx.Response, deadline: Deadline, started: float) -> AsyncIterator[Chunk]:
-        parts: list[str] = []
-        usage: Usage | None = None
-        finish_reason: str | None = None
-        ttft: float | None = None
-        tool_calls: dict[int, dict[str, Any]] = {}
+        state = _StreamState()
         lines = response.aiter_lines()
+        try:
+            async for chunk in self._parse_lines(lines, state, deadline, started):
+                yield chunk
+        finally:
+            await lines.aclose()  # we stop at [DONE]; close the generator rather than leave it to GC
+        simulated = response.headers.get("x-simulated") == "true"
+        calls = [state.tool_calls[i] for i in sorted(state.tool_calls)]
+        yield FinalChunk(self._finish("".join(state.parts), state.usage, state.finish_reason, state.ttft, started,
+                                      simulated, calls))
+
+    async def _parse_lines(self, lines, state: _StreamState, deadline: Deadline, started: float) -> AsyncIterator[Chunk]:
         while True:
             try:
                 async with asyncio.timeout(deadline.remaining()):
@@ -216,22 +224,19 @@ class OpenAIBackend(Backend):
             except ValueError as exc:
                 raise MalformedResponse(f"unparseable stream event: {data[:200]!r}", **self._where()) from exc
             if event.get("usage"):
-                usage = _usage(event["usage"])
+                state.usage = _usage(event["usage"])
             for choice in event.get("choices") or ():
                 delta = choice.get("delta") or {}
                 if choice.get("finish_reason"):
-                    finish_reason = choice["finish_reason"]
+                    state.finish_reason = choice["finish_reason"]
                 for call in delta.get("tool_calls") or ():
-                    _merge_tool_call(tool_calls, call)
+                    _merge_tool_call(state.tool_calls, call)
                 content = delta.get("content")
                 if content:
-                    if ttft is None:
-                        ttft = time.perf_counter() - started
-                    parts.append(content)
+                    if state.ttft is None:
+                        state.ttft = time.perf_counter() - started
+                    state.parts.append(content)
                     yield TextChunk(content)
-        simulated = response.headers.get("x-simulated") == "true"
-        calls = [tool_calls[i] for i in sorted(tool_calls)]
-        yield FinalChunk(self._finish("".join(parts), usage, finish_reason, ttft, started, simulated, calls))
 
     async def aclose(self) -> None:
         clients, self._clients = self._clients, {}
@@ -241,6 +246,17 @@ class OpenAIBackend(Backend):
                     await client.aclose()
                 except RuntimeError:
                     pass  # a client from another, still-open loop: dropped with that loop
+
+
+@dataclass
+class _StreamState:
+    """What a stream has told us so far."""
+
+    parts: list[str] = field(default_factory=list)
+    usage: Usage | None = None
+    finish_reason: str | None = None
+    ttft: float | None = None
+    tool_calls: dict[int, dict[str, Any]] = field(default_factory=dict)
 
 
 def _usage(raw: Any) -> Usage | None:

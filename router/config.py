@@ -12,8 +12,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from backends.base import BackendSettings
 from backends.types import Price
+from router.consortium.spec import ConsortiumConfig
 
-__all__ = ["BackendConfig", "Config", "LatencyPrior", "PriceConfig", "RoutingConfig", "ScorerConfig", "TierConfig"]
+__all__ = ["BackendConfig", "BreakerConfig", "Config", "LatencyModelConfig", "LatencyPrior", "PriceConfig", "RoutingConfig",
+           "ScorerConfig", "TierConfig"]
 
 _ENV_REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
 
@@ -117,14 +119,35 @@ class TierConfig(_Strict):
         return value
 
 
+class BreakerConfig(_Strict):
+    """Per-backend circuit breaker: open after `failures` in a row, probe again after the cooldown."""
+
+    failures: int = Field(3, ge=1)
+    cooldown_ms: float = Field(30_000, gt=0)
+
+
+class LatencyModelConfig(_Strict):
+    """How the live latency model learns (policies/latency.py) and when it explores."""
+
+    half_life_samples: float = Field(50, gt=1, description="a sample's weight halves after this many newer ones")
+    prior_weight_samples: float = Field(3, ge=0, description="how many measured samples a config prior is worth")
+    explore_rate: float = Field(0.05, ge=0, le=1, description="share of requests that re-measure a stale backend")
+    stale_after_ms: float = Field(300_000, gt=0, description="a backend unmeasured this long is stale")
+    flush_interval_ms: float = Field(5_000, ge=0, description="how often learned state is saved to the store")
+
+
 class RoutingConfig(_Strict):
     scorer: ScorerConfig = ScorerConfig()
     tiers: list[TierConfig] = Field(min_length=1)
     deadline_ms: float | None = Field(None, gt=0, description="default deadline for every request")
+    prefer: Literal["fast", "cheap", "best"] = "cheap"
+    hedge: bool = Field(False, description="start the next candidate when the first is past its p95 to first token")
+    breaker: BreakerConfig = BreakerConfig()
+    latency: LatencyModelConfig = LatencyModelConfig()
 
 
 class Config(_Strict):
     backends: dict[str, BackendConfig] = Field(min_length=1)
     routing: RoutingConfig
-    # Defined by the consortium module; kept as plain data here so this schema stays small.
-    consortia: dict[str, Any] = Field(default_factory=dict)
+    # The schema lives in the consortium package (router/consortium/spec.py).
+    consortia: dict[str, ConsortiumConfig] = Field(default_factory=dict)

@@ -119,6 +119,9 @@ def _check_references(config: Config, path: str, lines: dict[tuple, int]) -> Non
             f"{clash[0]!r} is both a backend and a consortium; names share one namespace, rename one.",
             path=path, line=_line_for(lines, ("consortia", clash[0])),
         )
+    from router.consortium.graph import check_consortia
+
+    check_consortia(config.consortia, config.backends, path, lambda *loc: _line_for(lines, loc))
     _check_tiers(config, path, lines)
     for t, tier in enumerate(config.routing.tiers):
         for b, name in enumerate(tier.backends):

@@ -98,7 +98,10 @@ class Router:
         return backend
 
     def _build_consortium(self, name: str) -> Backend:
-        raise UsageError(f"{name!r} is a consortium, and consortia are not available in this build")
+        from router.consortium.consortium import Consortium
+
+        # Members and arbiter resolve through self.backend, so a member that is a consortium nests.
+        return Consortium(name, self.config.consortia[name], resolve=self.backend)
 
     def add_observer(self, observer: Observer) -> None:
         """Called after every backend attempt (success or failure), e.g. to learn latency or log."""
@@ -262,6 +265,7 @@ class Router:
     def close(self) -> None:
         if self._sync_loop is not None and not self._sync_loop.is_closed():
             self._sync_loop.run_until_complete(self.aclose())
+            self._sync_loop.run_until_complete(self._sync_loop.shutdown_asyncgens())
             self._sync_loop.close()
         self._sync_loop = None
 

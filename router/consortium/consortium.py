@@ -1,0 +1,236 @@
+"""A consortium: fan a prompt out to member models, let an arbiter rank or synthesize, iterate
+while the arbiter is unsure. It is a Backend itself, so it can be a member or the arbiter of
+another consortium, or be named wherever a backend is.
+
+    cns = Consortium("cns-glm", spec, resolve=router.backend)
+    completion = await cns.complete(Request(messages=[{"role": "user", "content": "..."}]))
+    completion.metadata["trace"]   # every member answer, arbiter decision, timing, token, cost
+
+Members and the arbiter are looked up through `resolve(name)` when a run starts, so a member
+that is itself a consortium runs nested, charging the same call budget.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from backends.base import Backend, BackendSettings
+from backends.errors import AllBackendsFailed, BackendError, UsageError
+from backends.types import Chunk, Completion, FinalChunk, Request, TextChunk, Timings, Usage
+from policies.judging import code_metrics, over_budget
+from router.consortium.arbiter import judge
+from router.consortium.budget import MAX_DEPTH, BudgetExhausted, CallBudget, Listener, RunContext, current_run
+from router.consortium.members import Slot, member_messages, run_members
+from router.consortium.prompts import Candidate, refinement_messages
+from router.consortium.spec import ConsortiumConfig
+from router.consortium.trace import ArbiterRecord, MemberRecord, RoundRecord, add_usage
+
+__all__ = ["Consortium"]
+
+
+class Consortium(Backend):
+    """N models (or N samples of one) and an arbiter, behind the Backend interface."""
+
+    kind = "consortium"
+
+    def __init__(self, name: str, spec: ConsortiumConfig, resolve: Callable[[str], Backend], *,
+                 listeners: list[Listener] | None = None):
+        super().__init__(BackendSettings(name=name, model=f"consortium:{name}", max_retries=0))
+        self.spec = spec
+        self._resolve = resolve
+        self.listeners: list[Listener] = list(listeners or [])
+
+    def add_listener(self, listener: Listener) -> None:
+        """`listener(event)` gets every member/arbiter/round event of runs of this consortium and
+        of the consortia nested in it (for live views). It must be quick and must not raise."""
+        self.listeners.append(listener)
+
+    async def stream(self, request: Request) -> AsyncIterator[Chunk]:
+        # The answer exists only once the arbiter has ruled, so it arrives as one piece;
+        # progress before that goes to listeners.
+        completion = await self.complete(request)
+        if completion.text:
+            yield TextChunk(completion.text)
+        yield FinalChunk(completion)
+
+    async def complete(self, request: Request) -> Completion:
+        var = current_run()
+        parent = var.get()
+        if parent is not None and parent.depth + 1 > MAX_DEPTH:
+            raise UsageError(f"consortium {self.name!r} is nested more than {MAX_DEPTH} deep; "
+                             "a consortium probably contains itself")
+        budget = CallBudget(self.spec.budget, self.name, parent.budget if parent else None)
+        run = RunContext(
+            budget=budget,
+            path=f"{parent.path}/{self.name}" if parent else self.name,
+            depth=parent.depth + 1 if parent else 0,
+            listeners=[*(parent.listeners if parent else []), *self.listeners],
+        )
+        token = var.set(run)
+        try:
+            return await _Run(self, run, request).execute()
+        finally:
+            var.reset(token)
+
+
+class _Run:
+    """One run of one consortium: rounds until confident, out of iterations, or out of budget."""
+
+    def __init__(self, consortium: Consortium, run: RunContext, request: Request):
+        self.c = consortium
+        self.spec = consortium.spec
+        self.run = run
+        self.request = request
+        self.t0 = time.perf_counter()
+        self.deadline = None if request.timeout_s is None else time.monotonic() + request.timeout_s
+        self.rounds: list[RoundRecord] = []
+        self.usage = Usage()
+        self.cost = 0.0
+        self.simulated = False
+        self.stopped: str | None = None
+
+    def remaining(self) -> float | None:
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+    async def execute(self) -> Completion:
+        spec = self.spec
+        messages = self.request.messages
+        answer, confidence = "", None
+        for iteration in range(1, spec.max_iterations + 1):
+            if iteration > 1 and not self._can_iterate():
+                break
+            answer, confidence, refine = await self._round(iteration, messages)
+            if iteration >= spec.min_iterations:
+                if confidence is None:
+                    self.stopped = "the arbiter gave no confidence; not iterating further"
+                    break
+                if confidence >= spec.confidence_threshold:
+                    self.stopped = f"confidence {confidence:.2f} reached the threshold {spec.confidence_threshold:.2f}"
+                    break
+            messages = refinement_messages(self.request.messages, answer, refine)
+        else:
+            if len(self.rounds) == spec.max_iterations and self.stopped is None:
+                self.stopped = f"max_iterations ({spec.max_iterations}) reached"
+        return self._completion(answer, confidence)
+
+    def _can_iterate(self) -> bool:
+        left = self.remaining()
+        if left is not None and left <= 0:
+            self.stopped = "the deadline passed; no further iteration"
+            return False
+        available = self.run.budget.available()
+        if available is not None and available < (self.spec.quorum or 1) + 1:
+            self.stopped = f"call budget nearly spent ({available} left); no further iteration"
+            return False
+        return True
+
+    def _slots(self, messages, records: list[MemberRecord]) -> list[Slot]:
+        slots = []
+        for entry in self.spec.members:
+            backend = self.c._resolve(entry.model)
+            msgs = member_messages(messages, entry.system or self.spec.system)
+            for sample in range(1, entry.n + 1):
+                extra = dict(self.request.extra)
+                if entry.n > 1 and backend.kind == "openai" and "seed" not in extra:
+                    # N samples of one model must differ; OpenAI-compatible servers take a seed.
+                    extra["seed"] = sample
+                temperature = entry.temperature if entry.temperature is not None else self.request.temperature
+                request = Request(messages=msgs, max_tokens=self.request.max_tokens, temperature=temperature,
+                                  stop=self.request.stop, extra=extra)
+                slots.append(Slot(entry, sample, backend, request))
+                records.append(MemberRecord(entry.model, sample))
+        return slots
+
+    async def _round(self, iteration: int, messages) -> tuple[str, float | None, list[str]]:
+        started = time.perf_counter()
+        records: list[MemberRecord] = []
+        slots = self._slots(messages, records)
+        arbiter = self.c._resolve(self.spec.arbiter)
+        record = RoundRecord(iteration, records, ArbiterRecord(self.spec.arbiter))
+        self.rounds.append(record)
+        self.run_event("round", iteration=iteration, status="running")
+        # The arbiter's call is put aside first, so members cannot spend the last of the budget.
+        reserved = arbiter.kind != "consortium" and self.run.budget.reserve()
+        if arbiter.kind != "consortium" and not reserved:
+            raise BudgetExhausted(f"call budget of {self.c.name!r} has no call left for round {iteration}",
+                                  backend=self.c.name, model=self.c.model)
+        try:
+            await run_members(slots, records, self.run, self.spec, self.t0, self.remaining)
+        except BaseException:
+            if reserved:
+                self.run.budget.release()
+            raise
+        for r in records:
+            self._account(r.completion)
+        done = [r for r in records if r.status == "done"]
+        if not done or (self.spec.quorum and len(done) < self.spec.quorum):
+            if reserved:
+                self.run.budget.release()
+            raise self._failure(iteration, records, len(done))
+        candidates = [Candidate(r.completion.text, r.label, code_metrics(r.completion.text)) for r in done]
+        if self.spec.complexity_budget:
+            rejected = over_budget([c.metrics for c in candidates], self.spec.complexity_budget)
+            for i, why in rejected.items():
+                record.rejected[candidates[i].source] = why
+                done[i].status, done[i].note = "rejected", why
+            candidates = [c for i, c in enumerate(candidates) if i not in rejected]
+        judgement = await judge(messages, candidates, arbiter, self.spec, self.run, record.arbiter,
+                                reserved=reserved, remaining=self.remaining)
+        self._account(record.arbiter.completion)
+        record.answer, record.confidence = judgement.answer, judgement.confidence
+        record.wall_s = time.perf_counter() - started
+        self.run_event("round", iteration=iteration, status="done", confidence=judgement.confidence)
+        return judgement.answer, judgement.confidence, judgement.refine
+
+    def _account(self, completion: Completion | None) -> None:
+        if completion is None:
+            return
+        self.usage = add_usage(self.usage, completion.usage)
+        self.cost += completion.cost_usd
+        self.simulated = self.simulated or bool(completion.metadata.get("simulated"))
+
+    def _failure(self, iteration: int, records: list[MemberRecord], answered: int) -> AllBackendsFailed:
+        errors: list[Exception] = []
+        for r in records:
+            for a in r.attempts:
+                errors.append(BackendError(f"{r.label} attempt {a['attempt']}: {a['error']}: {a['message']}",
+                                           backend=r.member))
+            if r.status == "cancelled":
+                errors.append(BackendError(f"{r.label}: {r.note or 'cancelled'}", backend=r.member))
+        total = len(records)
+        if answered == 0:
+            what = f"all {total} member calls failed"
+        else:
+            what = f"only {answered} of {total} members answered; the quorum is {self.spec.quorum}"
+        message = (f"consortium {self.c.name!r}, round {iteration}: {what}. Check the members with "
+                   "`route doctor`, or raise member_timeout_s / lower quorum.")
+        return AllBackendsFailed(message, errors or [BackendError(what, backend=self.c.name)])
+
+    def run_event(self, kind: str, **fields: Any) -> None:
+        from router.consortium.budget import emit
+
+        emit(self.run, {"type": kind, "path": self.run.path, **fields})
+
+    def _completion(self, answer: str, confidence: float | None) -> Completion:
+        wall = time.perf_counter() - self.t0
+        trace = {
+            "consortium": self.c.name,
+            "judging": self.spec.judging,
+            "arbiter": self.spec.arbiter,
+            "rounds": [r.as_dict() for r in self.rounds],
+            "confidence": confidence,
+            "stopped": self.stopped,
+            "calls": self.run.budget.used,
+            "budget": self.run.budget.as_dict(),
+            "usage": {"input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens},
+            "cost_usd": self.cost,
+            "wall_s": wall,
+        }
+        metadata: dict[str, Any] = {"trace": trace, "consortium": self.c.name, "calls": self.run.budget.used}
+        if self.simulated:
+            metadata["simulated"] = True
+        return Completion(text=answer, backend=self.c.name, model=self.c.model, finish_reason="stop",
+                          usage=self.usage, timings=Timings(ttft_s=None, total_s=wall), cost_usd=self.cost,
+                          metadata=metadata)

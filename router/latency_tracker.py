@@ -1,0 +1,168 @@
+"""Wires the latency model to the Router: learns from every Attempt, persists to the store.
+
+One LatencyModel per backend, seeded by `backends.<name>.latency` priors. The Router registers
+`observe` as an attempt observer. With a Store attached, learned state is loaded at start and
+flushed (at most every `flush_interval_s`, and on close) so consecutive CLI runs learn from each
+other. Several processes may share the store: a flush replays only this process's new samples onto
+whatever the store holds now, inside one write transaction, so no process clobbers another's.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from backends.errors import BackendTimeout
+from policies.latency import LatencyModel, Prior
+from router.decision import Attempt, Decision
+
+if TYPE_CHECKING:
+    from router.config import Config
+    from router.store import Store
+
+__all__ = ["LatencyTracker"]
+
+_LOG = logging.getLogger(__name__)
+
+
+class LatencyTracker:
+    """Live latency models for every backend of a config, optionally persisted in a Store."""
+
+    def __init__(self, models: Mapping[str, LatencyModel], *, clock: Callable[[], float] = time.time,
+                 half_life: float = 50.0, prior_weight: float = 3.0, flush_interval_s: float = 5.0):
+        self.models: dict[str, LatencyModel] = dict(models)
+        self._fresh: dict[str, LatencyModel] = {}  # samples not yet written to the store
+        self._clock = clock  # unix seconds
+        self._half_life = half_life
+        self._prior_weight = prior_weight
+        self.flush_interval_s = flush_interval_s
+        self.exploring: set[str] = set()  # backends an in-flight request is measuring
+        self._store: Store | None = None
+        self._last_flush = 0.0
+
+    @classmethod
+    def from_config(cls, config: Config, **kwargs: Any) -> LatencyTracker:
+        settings = config.routing.latency
+        half_life = settings.half_life_samples
+        prior_weight = settings.prior_weight_samples
+        models = {}
+        for name, spec in config.backends.items():
+            p = spec.latency
+            prior = Prior(
+                ttft_s=p.ttft_ms / 1000 if p and p.ttft_ms else None,
+                tokens_per_s=p.tokens_per_s if p else None,
+                canvas_s=p.canvas_ms / 1000 if p and p.canvas_ms else None,
+            )
+            models[name] = LatencyModel(spec.decoding, canvas_length=spec.canvas_length, prior=prior,
+                                        half_life=half_life, prior_weight=prior_weight)
+        return cls(models, half_life=half_life, prior_weight=prior_weight,
+                   flush_interval_s=settings.flush_interval_ms / 1000, **kwargs)
+
+    def model(self, name: str) -> LatencyModel:
+        """The model for `name`; a consortium or unknown backend gets generic priors."""
+        model = self.models.get(name)
+        if model is None:
+            model = self.models[name] = LatencyModel(half_life=self._half_life, prior_weight=self._prior_weight)
+        return model
+
+    # -- learning -------------------------------------------------------------------------
+
+    def observe(self, attempt: Attempt, decision: Decision | None = None) -> None:
+        """The Router's attempt observer."""
+        self.exploring.discard(attempt.backend)
+        now = self._clock()
+        for model in (self.model(attempt.backend), self._fresh_for(attempt.backend)):
+            _learn(model, attempt, now)
+
+    def _fresh_for(self, name: str) -> LatencyModel:
+        fresh = self._fresh.get(name)
+        if fresh is None:
+            fresh = self._fresh[name] = self.model(name).fresh()
+        return fresh
+
+    def begin(self, decision: Decision) -> None:
+        """A request is about to run `decision`: its explored backend is now being measured."""
+        explored = (decision.details or {}).get("explore")
+        if explored:
+            self.exploring.add(explored)
+
+    def end(self, decision: Decision) -> None:
+        explored = (decision.details or {}).get("explore")
+        if explored:
+            self.exploring.discard(explored)
+        if self._store is not None and self._clock() - self._last_flush >= self.flush_interval_s:
+            self.flush()
+
+    # -- persistence ----------------------------------------------------------------------
+
+    def attach_store(self, store: Store) -> None:
+        """Load what earlier runs learned and save to `store` from now on."""
+        self._store = store
+        for name, state in store.load_latency().items():
+            if name in self.models:
+                self.models[name].load_dict(state)
+        self._last_flush = self._clock()
+
+    def flush(self) -> None:
+        """Merge this process's new samples into the store and adopt the merged state."""
+        if self._store is None or not self._fresh:
+            return
+        fresh, self._fresh = self._fresh, {}
+        merged = _merge_into_store(self._store, {n: m for n, m in fresh.items() if n in self.models},
+                                   self.models)
+        for name, model in merged.items():
+            self.models[name] = model
+        self._last_flush = self._clock()
+
+    def snapshot(self) -> dict[str, dict[str, Any]]:
+        return {name: model.to_dict() for name, model in self.models.items()}
+
+
+def _learn(model: LatencyModel, attempt: Attempt, now: float) -> None:
+    completion = attempt.completion
+    if completion is not None:
+        timings = completion.timings
+        # attempt.elapsed includes the backend's own retries; they belong in the estimate, and a
+        # retry delays the first token as much as the total.
+        retried = max(0.0, attempt.elapsed - timings.total_s)
+        first = timings.ttft_s + retried if timings.ttft_s is not None else None
+        canvases = completion.diffusion.canvases if completion.diffusion is not None else None
+        model.observe(max(attempt.elapsed, timings.total_s), first_s=first,
+                      output_tokens=completion.usage.output_tokens, canvases=canvases,
+                      truncated=completion.finish_reason == "length", now=now)
+        return
+    if attempt.cancelled:
+        model.observe_censored(attempt.elapsed, now=now)
+        return
+    model.observe_failure(now=now)
+    if isinstance(attempt.error, BackendTimeout):
+        model.observe_censored(attempt.elapsed, now=now)
+
+
+def _merge_into_store(store: Store, fresh: Mapping[str, LatencyModel],
+                      live: Mapping[str, LatencyModel]) -> dict[str, LatencyModel]:
+    """Read, merge and write in one IMMEDIATE transaction, so concurrent flushes serialise."""
+    conn = store._conn()  # the store's per-thread connection; a read-merge-write needs one transaction
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        rows = {row[0]: row[1] for row in conn.execute("SELECT backend, state FROM latency_state")}
+        merged: dict[str, LatencyModel] = {}
+        for name, samples in fresh.items():
+            base = live[name].fresh()
+            if name in rows and not base.load_dict(json.loads(rows[name])):
+                _LOG.info("discarding stored latency state of %s: written for another setup", name)
+            merged[name] = base.merged(samples)
+        now = time.time()
+        conn.executemany(
+            "INSERT INTO latency_state (backend, state, updated) VALUES (?, ?, ?) "
+            "ON CONFLICT(backend) DO UPDATE SET state = excluded.state, updated = excluded.updated",
+            [(name, json.dumps(model.to_dict()), now) for name, model in merged.items()],
+        )
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return merged
