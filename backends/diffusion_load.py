@@ -164,8 +164,10 @@ def load_model(model_ref: str, options: dict[str, Any] | None = None) -> LoadedM
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(where, local_files_only=True)
         model = transformers.DiffusionGemmaForBlockDiffusion.from_pretrained(
-            where, local_files_only=True, dtype=dtype, device_map=device
+            where, local_files_only=True, dtype=dtype, **_placement(device)
         )
+        if device != "cpu" and str(model.device) == "cpu":
+            model = model.to(device)
     except torch.OutOfMemoryError:
         raise EngineSetupError(oom_message("loading the weights", device, dtype_name)) from None
     except (OSError, ValueError) as exc:
@@ -177,6 +179,14 @@ def load_model(model_ref: str, options: dict[str, Any] | None = None) -> LoadedM
     model.eval()
     _warm_imports()
     return LoadedModel(model, tokenizer, device, dtype_name, int(config.canvas_length))
+
+
+def _placement(device: str) -> dict[str, Any]:
+    # With accelerate, weights stream straight onto the device; without it transformers refuses
+    # `device_map`, so the model is built in host memory and moved afterwards.
+    from importlib.util import find_spec
+
+    return {"device_map": device} if device != "cpu" and find_spec("accelerate") is not None else {}
 
 
 def _warm_imports() -> None:

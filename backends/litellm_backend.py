@@ -11,6 +11,7 @@ import asyncio
 import os
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from backends.base import Backend
@@ -146,39 +147,56 @@ class LiteLLMBackend(Backend):
 
         response = await call_with_retries(open_stream, max_retries=self.settings.max_retries, deadline=deadline,
                                            backoff_initial_s=self.settings.backoff_initial_s)
-        parts: list[str] = []
-        usage: Usage | None = None
-        finish: str | None = None
-        ttft: float | None = None
-        simulated = False
-        iterator = response.__aiter__()
+        state = _StreamState()
         try:
-            while True:
-                try:
-                    async with asyncio.timeout(deadline.remaining()):
-                        event = await anext(iterator)
-                except StopAsyncIteration:
-                    break
-                except Exception as exc:
-                    raise self._translate(exc) from exc
-                usage = _usage(getattr(event, "usage", None)) or usage
-                simulated = simulated or _is_simulated(event)
-                for choice in getattr(event, "choices", None) or ():
-                    finish = getattr(choice, "finish_reason", None) or finish
-                    content = getattr(getattr(choice, "delta", None), "content", None)
-                    if content:
-                        if ttft is None:
-                            ttft = time.perf_counter() - started
-                        parts.append(content)
-                        yield TextChunk(content)
+            while (event := await self._next_event(response, deadline)) is not None:
+                content = state.apply(event)
+                if content:
+                    state.ttft = state.ttft if state.ttft is not None else time.perf_counter() - started
+                    yield TextChunk(content)
         finally:
-            close = getattr(response, "aclose", None)
-            if close is not None:
-                try:
-                    await close()
-                except Exception:  # closing a half-read stream may raise; the answer is already decided
-                    pass
-        yield FinalChunk(self._completion("".join(parts), usage, finish, ttft, started, None, simulated))
+            await _close_quietly(response)
+        yield FinalChunk(self._completion("".join(state.parts), state.usage, state.finish, state.ttft, started, None,
+                                          state.simulated))
+
+    async def _next_event(self, response: Any, deadline: Deadline) -> Any | None:
+        try:
+            async with asyncio.timeout(deadline.remaining()):
+                return await anext(response)
+        except StopAsyncIteration:
+            return None
+        except Exception as exc:
+            raise self._translate(exc) from exc
+
+
+@dataclass
+class _StreamState:
+    parts: list[str] = field(default_factory=list)
+    usage: Usage | None = None
+    finish: str | None = None
+    ttft: float | None = None
+    simulated: bool = False
+
+    def apply(self, event: Any) -> str:
+        """Fold one litellm stream chunk in; return its new text."""
+        self.usage = _usage(getattr(event, "usage", None)) or self.usage
+        self.simulated = self.simulated or _is_simulated(event)
+        text = ""
+        for choice in getattr(event, "choices", None) or ():
+            self.finish = getattr(choice, "finish_reason", None) or self.finish
+            text += getattr(getattr(choice, "delta", None), "content", None) or ""
+        if text:
+            self.parts.append(text)
+        return text
+
+
+async def _close_quietly(response: Any) -> None:
+    close = getattr(response, "aclose", None)
+    if close is not None:
+        try:
+            await close()
+        except Exception:  # closing a half-read stream may raise; the answer is already decided
+            pass
 
 
 def _usage(raw: Any) -> Usage | None:

@@ -204,39 +204,32 @@ class OpenAIBackend(Backend):
                                       simulated, calls))
 
     async def _parse_lines(self, lines, state: _StreamState, deadline: Deadline, started: float) -> AsyncIterator[Chunk]:
+        while (data := await self._next_data(lines, deadline)) is not None:
+            try:
+                event = json.loads(data)
+            except ValueError as exc:
+                raise MalformedResponse(f"unparseable stream event: {data[:200]!r}", **self._where()) from exc
+            content = state.apply(event)
+            if content:
+                if state.ttft is None:
+                    state.ttft = time.perf_counter() - started
+                yield TextChunk(content)
+
+    async def _next_data(self, lines, deadline: Deadline) -> str | None:
+        """The payload of the next SSE `data:` line, or None at [DONE] or the end of the body."""
         while True:
             try:
                 async with asyncio.timeout(deadline.remaining()):
                     line = await anext(lines)
             except StopAsyncIteration:
-                break
+                return None
             except TimeoutError as exc:
                 raise BackendTimeout(f"stream from {self._url} stalled past the deadline", **self._where()) from exc
             except httpx.HTTPError as exc:
                 raise translate_transport_error(exc, url=self._url, **self._where()) from exc
-            if not line.startswith("data:"):
-                continue  # SSE comments, event names and keep-alives
-            data = line[5:].strip()
-            if data == "[DONE]":
-                break
-            try:
-                event = json.loads(data)
-            except ValueError as exc:
-                raise MalformedResponse(f"unparseable stream event: {data[:200]!r}", **self._where()) from exc
-            if event.get("usage"):
-                state.usage = _usage(event["usage"])
-            for choice in event.get("choices") or ():
-                delta = choice.get("delta") or {}
-                if choice.get("finish_reason"):
-                    state.finish_reason = choice["finish_reason"]
-                for call in delta.get("tool_calls") or ():
-                    _merge_tool_call(state.tool_calls, call)
-                content = delta.get("content")
-                if content:
-                    if state.ttft is None:
-                        state.ttft = time.perf_counter() - started
-                    state.parts.append(content)
-                    yield TextChunk(content)
+            if line.startswith("data:"):  # other lines are SSE comments, event names, keep-alives
+                data = line[5:].strip()
+                return None if data == "[DONE]" else data
 
     async def aclose(self) -> None:
         clients, self._clients = self._clients, {}
@@ -257,6 +250,21 @@ class _StreamState:
     finish_reason: str | None = None
     ttft: float | None = None
     tool_calls: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def apply(self, event: dict[str, Any]) -> str:
+        """Fold one chunk event in; return its new text ("" if none)."""
+        if event.get("usage"):
+            self.usage = _usage(event["usage"])
+        text = ""
+        for choice in event.get("choices") or ():
+            delta = choice.get("delta") or {}
+            self.finish_reason = choice.get("finish_reason") or self.finish_reason
+            for call in delta.get("tool_calls") or ():
+                _merge_tool_call(self.tool_calls, call)
+            text += delta.get("content") or ""
+        if text:
+            self.parts.append(text)
+        return text
 
 
 def _usage(raw: Any) -> Usage | None:

@@ -6,7 +6,7 @@ after construction, no clock, no model call, deterministic.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from backends.types import Message
@@ -14,20 +14,55 @@ from backends.types import Message
 __all__ = ["Score", "Scorer", "build_scorer"]
 
 
-@dataclass(frozen=True, slots=True)
 class Score:
     """`value` in [0, 1]. `contributions` maps a feature name to its share of the value, so that
-    `base + sum(contributions.values()) == value`; `features` holds the raw feature values."""
+    `base + sum(contributions.values()) == value`; `features` holds the raw feature values.
 
-    value: float
-    base: float = 0.0
-    contributions: dict[str, float] = field(default_factory=dict)
-    features: dict[str, float] = field(default_factory=dict)
-    scorer: str = ""
+    A scorer may hand in `explain`, a function returning (contributions, features), instead of
+    the two dicts: the explanation is then built only when someone reads it, which keeps the
+    routing decision itself in microseconds."""
+
+    __slots__ = ("value", "base", "scorer", "_contributions", "_features", "_explain")
+
+    def __init__(
+        self,
+        value: float,
+        base: float = 0.0,
+        contributions: dict[str, float] | None = None,
+        features: dict[str, float] | None = None,
+        scorer: str = "",
+        explain: Callable[[], tuple[dict[str, float], dict[str, float]]] | None = None,
+    ):
+        self.value = value
+        self.base = base
+        self.scorer = scorer
+        self._contributions = contributions
+        self._features = features
+        self._explain = explain
+
+    def _load(self) -> None:
+        if self._explain is not None:
+            self._contributions, self._features = self._explain()
+            self._explain = None
+
+    @property
+    def contributions(self) -> dict[str, float]:
+        if self._contributions is None:
+            self._load()
+        return self._contributions or {}
+
+    @property
+    def features(self) -> dict[str, float]:
+        if self._features is None:
+            self._load()
+        return self._features or {}
 
     def top(self, n: int = 5) -> list[tuple[str, float]]:
         """The n contributions of largest magnitude, largest first."""
         return sorted(self.contributions.items(), key=lambda kv: abs(kv[1]), reverse=True)[:n]
+
+    def __repr__(self) -> str:
+        return f"Score(value={self.value!r}, base={self.base!r}, scorer={self.scorer!r})"
 
 
 class Scorer(Protocol):

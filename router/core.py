@@ -11,18 +11,24 @@ versions (the wrappers refuse to run inside a running event loop).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import random
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
 
 from backends import build_backend
 from backends.base import Backend
-from backends.errors import AllBackendsFailed, BackendError, BackendTimeout, ConfigError, UsageError
-from backends.types import Chunk, FinalChunk, Message, Request, TextChunk, as_messages
+from backends.errors import ConfigError, UsageError
+from backends.types import Chunk, Message, Request, as_messages
+from policies.breaker import BreakerBoard, BreakerSettings
 from policies.scoring import Scorer, build_scorer
+from policies.selection import RouteInputs, plan_route
 from policies.tiers import Tier, fallback_order, pick_tier
 from router.config_loader import LoadedConfig, load_config
 from router.decision import Attempt, Decision, Outcome, RouteResult
+from router.execution import Executor
+from router.latency_tracker import LatencyTracker
 
 __all__ = ["Router", "RouteStream"]
 
@@ -44,6 +50,12 @@ class Router:
         self._observers: list[Observer] = []
         self._request_observers: list[RequestObserver] = []
         self._sync_loop: asyncio.AbstractEventLoop | None = None
+        # The live latency model learns from every attempt; breakers guard every call.
+        self.latency = LatencyTracker.from_config(self.config)
+        self._observers.append(self.latency.observe)
+        breaker = self.config.routing.breaker
+        self.breakers = BreakerBoard(time.monotonic, BreakerSettings(breaker.failures, breaker.cooldown_ms / 1000))
+        self._random = random.Random()  # exploration rolls; tests may seed it
 
     @classmethod
     def from_config(cls, source: str | Any | dict | None = None, **kwargs: Any) -> Router:
@@ -117,17 +129,25 @@ class Router:
 
     # -- deciding -------------------------------------------------------------------------
 
-    def decide(self, messages: list[Message], *, model: str | None = None, deadline_s: float | None = None) -> Decision:
-        """Which backends to try, in order, and why. No model call, no I/O."""
+    def decide(self, messages: list[Message], *, model: str | None = None, deadline_s: float | None = None,
+               max_tokens: int | None = None, prefer: str | None = None) -> Decision:
+        """Which backends to try, in order, and why. No model call, no I/O.
+
+        Within the scorer's tier, the latency model's predictions pick the backend (see
+        policies/selection.py); `Decision.details` holds each candidate's predicted p50/p95 time
+        and cost. `prefer` is fast | cheap | best (default: routing.prefer)."""
         default_deadline = self.config.routing.deadline_ms
+        prefer = self._check_prefer(prefer)
         if model and model != "auto":
             if model not in self.config.backends and model not in self.config.consortia and model not in self._backends:
                 raise UsageError(f"unknown model {model!r}. Configured names: {', '.join(self.names())}. "
                                  "Run `route models` to list them.")
             if deadline_s is None and default_deadline:
                 deadline_s = default_deadline / 1000
+            prediction = self.latency.model(model).predict(max_tokens)
             return Decision(candidates=(model,), reason=f"{model} was asked for by name", forced=True,
-                            deadline_s=deadline_s)
+                            deadline_s=deadline_s,
+                            details={"candidates": [{"backend": model, **prediction.as_dict()}]})
         score = self.scorer.score(messages)
         index = pick_tier(score.value, self.tiers)
         tier = self.tiers[index]
@@ -135,17 +155,50 @@ class Router:
         if deadline_s is None:
             ms = tier.deadline_ms or default_deadline
             deadline_s = ms / 1000 if ms else None
+        plan = plan_route(self.tiers, index, self._route_inputs(messages, deadline_s, max_tokens, prefer))
         return Decision(
-            candidates=tuple(fallback_order(self.tiers, index)),
-            reason=f"{band}: tier {tier.name!r}",
+            candidates=plan.candidates,
+            reason=f"{band}: tier {tier.name!r}; {plan.why}",
             score=score,
             tier=tier.name,
             deadline_s=deadline_s,
+            details=plan.details,
+        )
+
+    def _check_prefer(self, prefer: str | None) -> str:
+        prefer = prefer or self.config.routing.prefer
+        if prefer not in ("fast", "cheap", "best"):
+            raise UsageError(f"prefer must be fast, cheap or best (got {prefer!r}): fast picks the quickest backend "
+                             "that is good enough, cheap the cheapest that meets the deadline, best the strongest.")
+        return prefer
+
+    def _route_inputs(self, messages: list[Message], deadline_s: float | None, max_tokens: int | None,
+                      prefer: str) -> RouteInputs:
+        names = fallback_order(self.tiers, 0)
+        states = {name: self.breakers[name].state for name in names}
+        settings = self.config.routing.latency
+        chars = sum(len(str(m.get("content") or "")) for m in messages)
+        return RouteInputs(
+            models={name: self.latency.model(name) for name in names},
+            prices={name: spec.settings(name).price for name, spec in self.config.backends.items()},
+            input_tokens=chars // 4,  # ~4 characters per token: close enough for a cost estimate
+            max_tokens=max_tokens,
+            deadline_s=deadline_s,
+            prefer=prefer,  # type: ignore[arg-type]
+            blocked={n for n, st in states.items() if st == "open"},
+            half_open={n for n, st in states.items() if st == "half-open"},
+            exploring=frozenset(self.latency.exploring),
+            now=time.time(),
+            stale_after_s=settings.stale_after_ms / 1000,
+            explore_rate=settings.explore_rate,
+            explore_roll=self._random.random(),
+            hedge=self.config.routing.hedge,
         )
 
     def explain(self, prompt_or_messages: str | list[Message], *, model: str | None = None,
-                deadline_s: float | None = None) -> Decision:
-        return self.decide(as_messages(prompt_or_messages), model=model, deadline_s=deadline_s)
+                deadline_s: float | None = None, max_tokens: int | None = None, prefer: str | None = None) -> Decision:
+        return self.decide(as_messages(prompt_or_messages), model=model, deadline_s=deadline_s,
+                           max_tokens=max_tokens, prefer=prefer)
 
     # -- calling --------------------------------------------------------------------------
 
@@ -167,11 +220,12 @@ class Router:
         temperature: float | None = None,
         stop: str | list[str] | None = None,
         deadline_s: float | None = None,
+        prefer: str | None = None,
         **extra: Any,
     ) -> RouteResult:
         """Answer with the best backend for this prompt, falling back on failure within the deadline."""
         messages = as_messages(prompt_or_messages)
-        decision = self.decide(messages, model=model, deadline_s=deadline_s)
+        decision = self.decide(messages, model=model, deadline_s=deadline_s, max_tokens=max_tokens, prefer=prefer)
         request = self._request(messages, max_tokens, temperature, stop, extra)
         started = time.perf_counter()
         try:
@@ -183,31 +237,14 @@ class Router:
         return result
 
     async def _attempt_in_order(self, decision: Decision, request: Request) -> RouteResult:
-        deadline_at = None if decision.deadline_s is None else time.monotonic() + decision.deadline_s
-        failures: list[BackendError] = []
-        for name in decision.candidates:
-            remaining = None if deadline_at is None else deadline_at - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                failures.append(BackendTimeout("deadline passed before this backend could be tried", backend=name))
-                break
-            backend = self.backend(name)
-            started = time.perf_counter()
-            try:
-                # The backend is told the deadline, and held to it: not every backend honours it.
-                async with asyncio.timeout(remaining):
-                    completion = await backend.complete(request.with_options(timeout_s=remaining) if remaining else request)
-            except TimeoutError:
-                exc = BackendTimeout("no answer within the request's deadline", backend=name)
-                failures.append(exc)
-                self._notify(Attempt(name, time.perf_counter() - started, error=exc), decision)
-                break
-            except BackendError as exc:
-                failures.append(exc)
-                self._notify(Attempt(name, time.perf_counter() - started, error=exc), decision)
-                continue
-            self._notify(Attempt(name, time.perf_counter() - started, completion=completion), decision)
-            return RouteResult(completion, decision, tuple(failures))
-        raise AllBackendsFailed(_failure_summary(decision), failures)
+        """The attempt loop lives in router/execution.py: fallbacks, breakers, deadline, hedging."""
+        self.latency.begin(decision)
+        try:
+            executor = Executor(self.backend, lambda attempt: self._notify(attempt, decision),
+                                breakers=self.breakers, hedge=self.config.routing.hedge)
+            return await executor.complete(decision, request)
+        finally:
+            self.latency.end(decision)
 
     def astream(
         self,
@@ -218,11 +255,12 @@ class Router:
         temperature: float | None = None,
         stop: str | list[str] | None = None,
         deadline_s: float | None = None,
+        prefer: str | None = None,
         **extra: Any,
     ) -> RouteStream:
         """A stream whose `.decision` is known before the first chunk and `.result` after the last."""
         messages = as_messages(prompt_or_messages)
-        decision = self.decide(messages, model=model, deadline_s=deadline_s)
+        decision = self.decide(messages, model=model, deadline_s=deadline_s, max_tokens=max_tokens, prefer=prefer)
         return RouteStream(self, decision, self._request(messages, max_tokens, temperature, stop, extra))
 
     # -- sync wrappers --------------------------------------------------------------------
@@ -259,6 +297,7 @@ class Router:
                 return
 
     async def aclose(self) -> None:
+        self.latency.flush()  # learned latency reaches the store even when the process ends next
         for backend in self._backends.values():
             await backend.aclose()
 
@@ -308,34 +347,18 @@ class RouteStream:
                                      time.perf_counter() - started, result=self.result))
 
     async def _attempt_in_order(self) -> AsyncIterator[Chunk]:
-        deadline_at = None if self.decision.deadline_s is None else time.monotonic() + self.decision.deadline_s
-        failures: list[BackendError] = []
-        for name in self.decision.candidates:
-            remaining = None if deadline_at is None else deadline_at - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                failures.append(BackendTimeout("deadline passed before this backend could be tried", backend=name))
-                break
-            request = self._request.with_options(timeout_s=remaining) if remaining else self._request
-            started = time.perf_counter()
-            sent_text = False
-            try:
-                async for chunk in self._router.backend(name).stream(request):
-                    if isinstance(chunk, FinalChunk):
-                        self.result = RouteResult(chunk.completion, self.decision, tuple(failures))
-                        self._router._notify(Attempt(name, time.perf_counter() - started, completion=chunk.completion,
-                                                     streamed=True), self.decision)
-                    elif isinstance(chunk, TextChunk):
-                        sent_text = True
+        """Fallback before the first text, hedging and the deadline: see router/execution.py."""
+        router = self._router
+        router.latency.begin(self.decision)
+        executor = Executor(router.backend, lambda attempt: router._notify(attempt, self.decision),
+                            breakers=router.breakers, hedge=router.config.routing.hedge)
+
+        def keep(result: RouteResult) -> None:
+            self.result = result
+
+        try:
+            async with contextlib.aclosing(executor.stream(self.decision, self._request, keep)) as chunks:
+                async for chunk in chunks:
                     yield chunk
-                return
-            except BackendError as exc:
-                self._router._notify(Attempt(name, time.perf_counter() - started, error=exc, streamed=True), self.decision)
-                if sent_text:
-                    raise  # text already reached the caller; switching models mid-answer would garble it
-                failures.append(exc)
-        raise AllBackendsFailed(_failure_summary(self.decision), failures)
-
-
-def _failure_summary(decision: Decision) -> str:
-    tried = ", ".join(decision.candidates)
-    return f"no backend could answer (tried {tried})"
+        finally:
+            router.latency.end(self.decision)

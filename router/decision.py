@@ -56,6 +56,8 @@ class Attempt:
     completion: Completion | None = None
     error: BackendError | None = None
     streamed: bool = False
+    # A hedged attempt that lost the race and was cancelled (error says so); not the backend's fault.
+    cancelled: bool = False
 
 
 @dataclass(frozen=True, slots=True)

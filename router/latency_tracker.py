@@ -125,21 +125,21 @@ def _learn(model: LatencyModel, attempt: Attempt, now: float) -> None:
     completion = attempt.completion
     if completion is not None:
         timings = completion.timings
-        # attempt.elapsed includes the backend's own retries; they belong in the estimate, and a
+        # attempt.elapsed_s includes the backend's own retries; they belong in the estimate, and a
         # retry delays the first token as much as the total.
-        retried = max(0.0, attempt.elapsed - timings.total_s)
+        retried = max(0.0, attempt.elapsed_s - timings.total_s)
         first = timings.ttft_s + retried if timings.ttft_s is not None else None
         canvases = completion.diffusion.canvases if completion.diffusion is not None else None
-        model.observe(max(attempt.elapsed, timings.total_s), first_s=first,
+        model.observe(max(attempt.elapsed_s, timings.total_s), first_s=first,
                       output_tokens=completion.usage.output_tokens, canvases=canvases,
                       truncated=completion.finish_reason == "length", now=now)
         return
     if attempt.cancelled:
-        model.observe_censored(attempt.elapsed, now=now)
+        model.observe_censored(attempt.elapsed_s, now=now)
         return
     model.observe_failure(now=now)
     if isinstance(attempt.error, BackendTimeout):
-        model.observe_censored(attempt.elapsed, now=now)
+        model.observe_censored(attempt.elapsed_s, now=now)
 
 
 def _merge_into_store(store: Store, fresh: Mapping[str, LatencyModel],

@@ -100,6 +100,9 @@ def split_conversation(messages: list[Message]) -> tuple[str, int, int]:
     Every message other than that turn is context (system prompt, earlier turns, tool
     output), looked at up to `HISTORY_TURNS` back.
     """
+    if len(messages) == 1:  # the common case, kept cheap
+        m = messages[0]
+        return (content_text(m.get("content")), 0, 0) if m.get("role") == "user" else ("", 0, 0)
     last = None
     for i in range(len(messages) - 1, -1, -1):
         if messages[i].get("role") == "user":
@@ -147,7 +150,7 @@ class ComplexityScorer:
         self, text: str, history_turns: int = 0, history_chars: int = 0
     ) -> tuple[list[float], list[float]]:
         values, words = extract(text, history_turns, history_chars)
-        values.append(vocabulary_value(words, self._vget))
+        values.append(sum(map(self._vget, words, repeat(0.0))) / len(words) if words else 0.0)
         return values, [w * (x - m) for w, x, m in zip(self._w, values, self._m)]
 
     def score_text(self, text: str, history_turns: int = 0, history_chars: int = 0) -> float:
@@ -162,18 +165,12 @@ class ComplexityScorer:
         values, parts = self._logit_parts(text, turns, chars)
         delta = sum(parts)
         value = _sigmoid(max(-_LOGIT_CAP, min(_LOGIT_CAP, self._bias + delta)))
-        # Share the sigmoid's change over the logit parts in proportion; when they cancel out
-        # the ratio tends to the sigmoid's slope at the base.
-        if abs(delta) > 1e-12:
-            ratio = (value - self._base) / delta
-        else:
-            ratio = self._base * (1.0 - self._base)
-        contributions = dict(zip(MODEL_FEATURES, [p * ratio for p in parts]))
-        features = dict(zip(MODEL_FEATURES, values))
-        return Score(
-            value=value,
-            base=self._base,
-            contributions=contributions,
-            features=features,
-            scorer=self.name,
-        )
+        base = self._base
+
+        def explain() -> tuple[dict[str, float], dict[str, float]]:
+            # Share the sigmoid's change over the logit parts in proportion; when they cancel
+            # out the ratio tends to the sigmoid's slope at the base.
+            ratio = (value - base) / delta if abs(delta) > 1e-12 else base * (1.0 - base)
+            return dict(zip(MODEL_FEATURES, [p * ratio for p in parts])), dict(zip(MODEL_FEATURES, values))
+
+        return Score(value=value, base=base, scorer=self.name, explain=explain)

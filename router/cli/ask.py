@@ -146,8 +146,16 @@ def register(app: typer.Typer) -> None:
         options = dict(model=model, max_tokens=max_tokens, temperature=temperature, deadline_s=deadline_s)
         from backends.errors import AllBackendsFailed
 
+        import contextlib
+
+        view = contextlib.nullcontext()
+        if decision.chosen in loaded.config.consortia and not (json_output or quiet):
+            from router.cli.consortium_cmds import live_view  # members' progress, live on stderr
+
+            view = live_view(router, decision.chosen, out)
         try:
-            _ask(router, out, messages, stream=stream, options=options)
+            with view:
+                _ask(router, out, messages, stream=stream, options=options)
         except AllBackendsFailed as exc:
             _report_failure(out, exc)
             raise typer.Exit(EXIT_NO_BACKEND) from None

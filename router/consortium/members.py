@@ -130,6 +130,9 @@ async def run_members(slots: Sequence[Slot], records: Sequence[MemberRecord], ru
                                                return_when=asyncio.FIRST_COMPLETED)
             if not done:
                 break  # the consortium's deadline passed
+            for task in done:
+                if not task.cancelled() and task.exception() is not None:
+                    raise task.exception()  # not a model failure (a bug, a usage error): stop the round
             answered = sum(r.status == "done" for r in records)
             if answered >= needed or answered + len(pending) < needed:
                 break

@@ -1,0 +1,62 @@
+"""What a DiffusionGemma checkpoint is and how much memory it needs, without loading its weights.
+
+The parameter count comes from building the model on torch's `meta` device (shapes only, no
+memory), so it is exact for any config; memory figures are estimates (weights, plus the KV cache
+and the per-step logits a canvas needs), in bytes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from backends.diffusion_load import import_engine, read_config
+
+__all__ = ["describe"]
+
+_BYTES_PER_PARAM = {"float32": 4.0, "bfloat16": 2.0, "float16": 2.0, "int8": 1.0, "4-bit": 0.5}
+
+
+def _kv_bytes_per_token(text: Any, bytes_per_value: int = 2) -> int:
+    """Keys and values, every layer, one token, in bfloat16. Full-attention layers may differ in shape."""
+    total = 0
+    per_layer = getattr(text, "per_layer_config", None) or {}
+    for index, _layer_type in enumerate(text.layer_types):
+        layer = per_layer.get(index) if isinstance(per_layer, dict) else None
+        heads = getattr(layer, "num_key_value_heads", None) or text.num_key_value_heads
+        head_dim = getattr(layer, "head_dim", None) or text.head_dim
+        total += 2 * heads * head_dim * bytes_per_value
+    return total
+
+
+def describe(model_ref: str) -> dict[str, Any]:
+    """Config highlights and memory estimates for the checkpoint at `model_ref` (dir or cached hub id)."""
+    torch, transformers = import_engine()
+    config = read_config(model_ref)
+    with torch.device("meta"):
+        model = transformers.DiffusionGemmaForBlockDiffusion(config)
+    params = sum(p.numel() for p in model.parameters())
+    text = config.text_config
+    experts = text.num_experts or 0
+    canvas = int(config.canvas_length)
+    path = Path(model_ref).expanduser()
+    on_disk = sum(f.stat().st_size for f in path.glob("*.safetensors")) if path.is_dir() else None
+    return {
+        "model": model_ref,
+        "model_type": config.model_type,
+        "parameters": params,
+        "canvas_length": canvas,
+        "vocab_size": text.vocab_size,
+        "hidden_size": text.hidden_size,
+        "layers": text.num_hidden_layers,
+        "attention_heads": text.num_attention_heads,
+        "experts": experts,
+        "experts_per_token": text.top_k_experts,
+        "sliding_window": text.sliding_window,
+        "max_position_embeddings": text.max_position_embeddings,
+        "weights_bytes": {name: int(params * b) for name, b in _BYTES_PER_PARAM.items()},
+        "weights_on_disk_bytes": on_disk,
+        "kv_cache_bytes_per_1k_tokens": 1000 * _kv_bytes_per_token(text),
+        # The sampler keeps float32 logits for the whole canvas at every step (self-conditioning).
+        "canvas_logits_bytes": canvas * text.vocab_size * 4,
+    }

@@ -1,0 +1,250 @@
+"""`diffusion-local`: DiffusionGemma in this process, through transformers' own generation loop.
+
+    backends:
+      local:
+        kind: diffusion-local
+        model: /models/diffusiongemma-26B-A4B-it   # a directory, or a hub id already in the local cache
+        decoding: diffusion
+        options: {device: auto, dtype: auto}      # auto: GPU in bfloat16 if present, else CPU float32
+        params: {max_denoising_steps: 48}         # defaults for every request
+
+Per request, `Request.extra` (or the backend's `params`) may set any of max_new_tokens,
+max_denoising_steps, entropy_bound, t_min, t_max, stability_threshold, confidence_threshold and
+seed; `max_tokens` maps to max_new_tokens, and `temperature` T to the schedule T -> T/2 (the
+published schedule is 0.8 -> 0.4). Unknown keys are a UsageError, so a typo fails early.
+
+Streaming: committed canvases arrive as TextChunk; after every denoising step a DraftChunk
+carries the current canvas's draft (the text that follows everything committed so far), for
+display only. The model loads on first use, in a worker thread; requests queue for one worker.
+Needs the `local` extra (torch, transformers>=5.23).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from backends.base import Backend, BackendSettings
+from backends.diffusion_engine import GENERATION_KEYS, DiffusionEngine, DraftEvent, EngineJob, EngineResult
+from backends.diffusion_load import EngineSetupError, load_model
+from backends.errors import BackendError, BackendTimeout, RouteError, UsageError
+from backends.types import (
+    Chunk,
+    Completion,
+    DiffusionStats,
+    DraftChunk,
+    FinalChunk,
+    Request,
+    TextChunk,
+    Timings,
+    Usage,
+    content_text,
+)
+
+__all__ = ["DiffusionLocalBackend", "EngineSetupError", "generation_overrides"]
+
+_NEAR_GREEDY = 0.02  # temperature 0 cannot divide logits; this is as close as the schedule allows
+
+
+def generation_overrides(request: Request, params: dict[str, Any]) -> tuple[dict[str, Any], int | None]:
+    """(generation settings, seed) from backend params, then the request's fields and extras."""
+    merged = {**params, **request.extra}
+    seed = merged.pop("seed", None)
+    unknown = sorted(set(merged) - set(GENERATION_KEYS))
+    if unknown:
+        raise UsageError(f"diffusion-local does not understand {', '.join(map(repr, unknown))} (from the "
+                         f"request's extra options or the backend's params); it accepts "
+                         f"{', '.join(GENERATION_KEYS)} and seed")
+    values: dict[str, Any] = {}
+    if request.max_tokens is not None:
+        values["max_new_tokens"] = request.max_tokens
+    if request.temperature is not None:
+        t_max = max(request.temperature, _NEAR_GREEDY)
+        values.update(t_max=t_max, t_min=t_max / 2)
+    for key, value in merged.items():
+        try:
+            values[key] = GENERATION_KEYS[key](value)
+        except (TypeError, ValueError):
+            raise UsageError(f"{key} must be a {GENERATION_KEYS[key].__name__}, got {value!r}") from None
+    if seed is not None:
+        try:
+            seed = int(seed)
+        except (TypeError, ValueError):
+            raise UsageError(f"seed must be an integer, got {seed!r}") from None
+    return values, seed
+
+
+def _chat(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
+    # Chat templates expect plain string content; OpenAI content parts are flattened to text.
+    return [{"role": m.get("role", "user"), "content": content_text(m.get("content"))} for m in messages]
+
+
+class DiffusionLocalBackend(Backend):
+    kind = "diffusion-local"
+
+    def __init__(self, settings: BackendSettings):
+        super().__init__(settings)
+        self._engine: DiffusionEngine | None = None
+        self._load_lock = threading.Lock()
+
+    # -- engine ---------------------------------------------------------------------------
+
+    def load(self) -> DiffusionEngine:
+        """Load the model now (blocking) instead of on the first request. Idempotent."""
+        with self._load_lock:
+            if self._engine is None:
+                try:
+                    loaded = load_model(self.model, self.settings.options)
+                except EngineSetupError as exc:
+                    raise _located(exc, self) from None
+                self._engine = DiffusionEngine(loaded)
+            return self._engine
+
+    async def engine(self) -> DiffusionEngine:
+        if self._engine is not None:
+            return self._engine
+        return await asyncio.to_thread(self.load)
+
+    def _deadline_s(self, request: Request) -> float | None:
+        limits = [t for t in (request.timeout_s, self.settings.timeout_s) if t is not None]
+        return min(limits) if limits else None
+
+    # -- the interface --------------------------------------------------------------------
+
+    async def stream(self, request: Request) -> AsyncIterator[Chunk]:
+        overrides, seed = generation_overrides(request, self.settings.params)
+        engine = await self.engine()
+        config = engine.generation_config(overrides)
+        input_ids = engine.encode(_chat(request.messages))
+        loop = asyncio.get_running_loop()
+        events: asyncio.Queue = asyncio.Queue()
+
+        def emit(event) -> None:
+            try:
+                loop.call_soon_threadsafe(events.put_nowait, event)
+            except RuntimeError:  # the caller's loop is gone: nobody is listening any more
+                job.cancel("the caller went away")
+
+        budget = self._deadline_s(request)
+        started = time.perf_counter()
+        job = EngineJob(input_ids=input_ids, generation_config=config, emit=emit, seed=seed,
+                        deadline=None if budget is None else time.monotonic() + budget)
+        engine.submit(job)
+        run = _Run(self, engine, config, request.stop or [], started, budget)
+        try:
+            async for chunk in run.chunks(events, job):
+                yield chunk
+        finally:
+            # Reached on success, error, consumer break (aclose) and task cancellation alike.
+            job.cancel()
+
+    async def aclose(self) -> None:
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            await asyncio.to_thread(engine.close)
+
+    def _where(self) -> dict[str, str]:
+        return {"backend": self.name, "model": self.model}
+
+
+class _Run:
+    """Turns one job's engine events into chunks, enforcing stop strings and the deadline."""
+
+    def __init__(self, backend: DiffusionLocalBackend, engine: DiffusionEngine, config: Any, stop: list[str],
+                 started: float, budget: float | None):
+        self.backend = backend
+        self.engine = engine
+        self.config = config
+        self.stop = stop
+        self.started = started
+        self.budget = budget
+        self.committed = ""
+        self.ttft: float | None = None
+        self.first_draft: float | None = None
+
+    async def _next(self, events: asyncio.Queue):
+        if self.budget is None:
+            return await events.get()
+        remaining = self.budget - (time.perf_counter() - self.started)
+        try:
+            async with asyncio.timeout(max(remaining, 0.0) + 0.5):  # the worker checks first; this is a backstop
+                return await events.get()
+        except TimeoutError:
+            raise BackendTimeout(f"no answer within {self.budget:g} s", **self.backend._where()) from None
+
+    async def chunks(self, events: asyncio.Queue, job: EngineJob) -> AsyncIterator[Chunk]:
+        while True:
+            kind, payload = await self._next(events)
+            if kind == "draft":
+                if self.first_draft is None:
+                    self.first_draft = time.perf_counter() - self.started
+                yield DraftChunk(payload.text, step=payload.step, canvas=payload.canvas)
+            elif kind == "text":
+                piece, stopped = self._cut_at_stop(payload)
+                if piece:
+                    if self.ttft is None:
+                        self.ttft = time.perf_counter() - self.started
+                    self.committed += piece
+                    yield TextChunk(piece)
+                if stopped:
+                    job.cancel("stop string")
+            elif kind == "done":
+                yield FinalChunk(self._completion(payload, payload.text, payload.finish_reason))
+                return
+            elif kind == "cancelled":
+                if payload.reason == "stop string":
+                    yield FinalChunk(self._completion(payload, self.committed, "stop"))
+                    return
+                if payload.reason == "deadline":
+                    raise BackendTimeout(f"no answer within {self.budget:g} s (stopped after {payload.canvases} "
+                                         f"canvases, {payload.denoising_steps} denoising steps)",
+                                         **self.backend._where())
+                raise BackendError(f"generation was {payload.reason}", **self.backend._where())
+            else:
+                raise _located(payload, self.backend)
+
+    def _cut_at_stop(self, piece: str) -> tuple[str, bool]:
+        if not self.stop:
+            return piece, False
+        text = self.committed + piece
+        hits = [text.find(s) for s in self.stop if s and s in text]
+        if not hits:
+            return piece, False
+        return text[: min(hits)][len(self.committed):], True
+
+    def _completion(self, result: EngineResult, text: str, finish_reason: str | None) -> Completion:
+        backend, loaded = self.backend, self.engine.loaded
+        total = time.perf_counter() - self.started
+        output_tokens = result.output_tokens or len(loaded.tokenizer.encode(text, add_special_tokens=False))
+        usage = Usage(input_tokens=result.prompt_tokens, output_tokens=output_tokens)
+        metadata: dict[str, Any] = {
+            "device": loaded.device,
+            "dtype": loaded.dtype,
+            "generation": self.engine.effective(self.config),
+            "canvas_s": result.canvas_s,
+            "first_draft_s": self.first_draft,
+        }
+        if result.tokens_per_forward is not None:
+            metadata["tokens_per_forward"] = result.tokens_per_forward
+        return Completion(
+            text=text,
+            backend=backend.name,
+            model=backend.model,
+            finish_reason=finish_reason,
+            usage=usage,
+            timings=Timings.measure(self.ttft, total, usage.output_tokens),
+            cost_usd=backend.settings.price.cost(usage),
+            diffusion=DiffusionStats(canvases=max(result.canvases, 1), denoising_steps=result.denoising_steps or None,
+                                     canvas_length=loaded.canvas_length),
+            metadata=metadata,
+        )
+
+
+def _located(error: Any, backend: DiffusionLocalBackend) -> RouteError:
+    if isinstance(error, BackendError) and not error.backend:
+        error.backend, error.model = backend.name, backend.model
+        error.args = (f"{backend.name}: {error.args[0]}",)
+    return error if isinstance(error, RouteError) else BackendError(str(error), **backend._where())

@@ -1,0 +1,241 @@
+"""`route consortium save|list|show|remove`, and the live member view `route -m CONSORTIUM` shows.
+
+`save` and `remove` edit the user config file (`route doctor` prints where it is), keeping the
+rest of it as written; a new user config starts as a copy of the shipped default.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from typing import Annotated, Any
+
+import typer
+
+from router.cli.output import Output
+
+__all__ = ["LiveMembers", "live_view", "register"]
+
+
+# -- the live view ------------------------------------------------------------------------
+
+_STYLE = {"waiting": "dim", "running": "yellow", "streaming": "cyan", "done": "green",
+          "failed": "red", "cancelled": "dim", "skipped": "dim", "rejected": "magenta"}
+
+
+class LiveMembers:
+    """Rows of member and arbiter states, fed by consortium events, rendered as a rich table."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.rows: dict[tuple[str, str], dict[str, Any]] = {}
+        self.started = time.perf_counter()
+
+    def handle(self, event: dict[str, Any]) -> None:
+        if event.get("type") not in ("member", "arbiter"):
+            return
+        key = (event["path"], ("arbiter " if event["type"] == "arbiter" else "") + event["id"])
+        row = self.rows.setdefault(key, {})
+        row.update({k: v for k, v in event.items() if v is not None})
+
+    def __rich__(self):
+        from rich.markup import escape
+        from rich.table import Table
+
+        table = Table(title=f"consortium {self.name} · {time.perf_counter() - self.started:.1f} s",
+                      title_justify="left", expand=False)
+        for column in ("where", "member", "state", "tokens", "latency", "note"):
+            table.add_column(column)
+        for (path, label), row in self.rows.items():
+            state = row.get("status", "waiting")
+            latency = row.get("latency_s")
+            table.add_row(escape(path), escape(label), f"[{_STYLE.get(state, '')}]{state}[/]",
+                          str(row.get("tokens", "")), f"{latency:.2f} s" if latency else "",
+                          escape(str(row.get("error", ""))[:60]) if state == "failed" else "")
+        return table
+
+
+@contextmanager
+def live_view(router, name: str, out: Output):
+    """Show the members of consortium `name` live on stderr while the body runs."""
+    from rich.live import Live
+
+    view = LiveMembers(name)
+    router.backend(name).add_listener(view.handle)
+    with Live(view, console=out.err, refresh_per_second=8, transient=False):
+        yield view
+
+
+# -- commands -----------------------------------------------------------------------------
+
+
+def _entry(members: list[str], arbiter: str, judging: str, options: dict[str, Any]) -> dict[str, Any]:
+    from router.consortium.spec import ConsortiumConfig
+
+    entry: dict[str, Any] = {"members": list(members), "arbiter": arbiter, "judging": judging}
+    entry.update({k: v for k, v in options.items() if v is not None})
+    ConsortiumConfig.model_validate(entry)  # fail on bad values before touching the file
+    return entry
+
+
+def _user_text() -> str:
+    from router.config_loader import _embedded_text
+    from router.paths import user_config_file
+
+    path = user_config_file()
+    return path.read_text(encoding="utf-8") if path.is_file() else _embedded_text()
+
+
+def _shadow_note(out: Output) -> None:
+    from router.config_loader import find_config
+    from router.paths import user_config_file
+
+    found = find_config()
+    if found is not None and found.resolve() != user_config_file().resolve():
+        out.info(f"[yellow]note:[/] {found} is found before the user config, so it is the one in use; "
+                 "pass `--config` to choose.")
+
+
+def _tree(node: dict[str, Any]):
+    from rich.markup import escape
+    from rich.tree import Tree
+
+    def label(n: dict[str, Any]) -> str:
+        samples = f" ×{n['samples']}" if n.get("samples", 1) > 1 else ""
+        if n["kind"] == "backend":
+            return f"{escape(n['name'])}{samples} [dim]({escape(str(n.get('model')))})[/]"
+        return (f"[bold]{escape(n['name'])}[/]{samples} [dim]{n['judging']}, "
+                f"{n['calls_per_run']} calls per run{'' if not n.get('budget') else ', budget ' + str(n['budget'])}[/]")
+
+    def grow(tree, n: dict[str, Any]) -> None:
+        if n["kind"] != "consortium":
+            return
+        arb = tree.add("arbiter: " + label(n["arbiter"]))
+        grow(arb, n["arbiter"])
+        for member in n["members"]:
+            grow(tree.add(label(member)), member)
+
+    root = Tree(label(node))
+    grow(root, node)
+    return root
+
+
+def register(app: typer.Typer) -> None:
+    from router.cli.app import handle_errors
+
+    group = typer.Typer(help="Named consortia: N models answer, a fast arbiter ranks or synthesizes.",
+                        no_args_is_help=True)
+    app.add_typer(group, name="consortium")
+
+    @group.command("save", help="Save a consortium into the user config (members as NAME or NAME*N).")
+    @handle_errors
+    def save(
+        name: Annotated[str, typer.Argument(help="The consortium's name, usable as `route -m NAME`.")],
+        members: Annotated[list[str], typer.Option("-m", "--member", help="NAME or NAME*N (N samples); repeat.")],
+        arbiter: Annotated[str, typer.Option("--arbiter", help="Backend or consortium that judges.")],
+        judging: Annotated[str, typer.Option("--judging", help="rank | synthesis")] = "rank",
+        confidence_threshold: Annotated[float | None, typer.Option("--confidence-threshold", min=0, max=1)] = None,
+        min_iterations: Annotated[int | None, typer.Option("--min-iterations", min=1)] = None,
+        max_iterations: Annotated[int | None, typer.Option("--max-iterations", min=1)] = None,
+        quorum: Annotated[int | None, typer.Option("--quorum", min=1, help="Answers that are enough.")] = None,
+        member_timeout: Annotated[float | None, typer.Option("--member-timeout", help="Seconds.")] = None,
+        budget: Annotated[int | None, typer.Option("--budget", min=1, help="Most model calls per run.")] = None,
+        system: Annotated[str | None, typer.Option("--system", help="System prompt for every member.")] = None,
+        force: Annotated[bool, typer.Option("--force", help="Replace an existing consortium.")] = False,
+        json_output: Annotated[bool, typer.Option("--json")] = False,
+    ) -> None:
+        from backends.errors import UsageError
+        from router.consortium.userconfig import add_entry, write_config
+        from router.paths import user_config_file
+
+        out = Output(json_mode=json_output)
+        if judging not in ("rank", "synthesis"):
+            raise UsageError(f"--judging must be rank or synthesis (got {judging!r})")
+        options = dict(confidence_threshold=confidence_threshold, min_iterations=min_iterations,
+                       max_iterations=max_iterations, quorum=quorum, member_timeout_s=member_timeout,
+                       budget=budget, system=system)
+        try:
+            entry = _entry(members, arbiter, judging, options)
+        except ValueError as exc:  # pydantic's ValidationError is a ValueError
+            raise UsageError(f"consortium {name!r} is invalid: {exc}") from None
+        path = user_config_file()
+        loaded = write_config(path, add_entry(_user_text(), name, entry, replace=force))
+        if json_output:
+            out.data({"saved": name, "path": str(path), "entry": entry})
+        else:
+            out.info(f"saved consortium [bold]{name}[/] to {path} (line {loaded.line_of('consortia', name)})")
+        _shadow_note(out)
+
+    @group.command("remove", help="Remove a consortium from the user config.")
+    @handle_errors
+    def remove(name: Annotated[str, typer.Argument()],
+               json_output: Annotated[bool, typer.Option("--json")] = False) -> None:
+        from backends.errors import UsageError
+        from router.config_loader import parse_config
+        from router.consortium.userconfig import remove_entry, write_config
+        from router.paths import user_config_file
+
+        out = Output(json_mode=json_output)
+        path = user_config_file()
+        if not path.is_file():
+            raise UsageError(f"there is no user config yet ({path}), so nothing to remove")
+        text = path.read_text(encoding="utf-8")
+        config = parse_config(text, str(path)).config
+        users = [f"{c} ({'arbiter' if s.arbiter == name else 'member'})" for c, s in config.consortia.items()
+                 if c != name and name in s.names()]
+        users += [f"routing tier {t.name!r}" for t in config.routing.tiers if name in t.backends]
+        if users:
+            raise UsageError(f"consortium {name!r} is used by {', '.join(users)}; remove or change those first")
+        write_config(path, remove_entry(text, name))
+        if json_output:
+            out.data({"removed": name, "path": str(path)})
+        else:
+            out.info(f"removed consortium [bold]{name}[/] from {path}")
+
+    @group.command("list", help="List the consortia of the config in use.")
+    @handle_errors
+    def list_(json_output: Annotated[bool, typer.Option("--json")] = False,
+              config: Annotated[str | None, typer.Option("-c", "--config")] = None) -> None:
+        from router.config_loader import load_config
+
+        out = Output(json_mode=json_output)
+        loaded = load_config(config)
+        rows = [{"name": n, "members": [m.short() for m in s.members], "arbiter": s.arbiter, "judging": s.judging,
+                 "iterations": f"{s.min_iterations}-{s.max_iterations}", "budget": s.budget,
+                 "line": loaded.line_of("consortia", n)} for n, s in loaded.config.consortia.items()]
+        if json_output:
+            out.data({"config": loaded.path, "consortia": rows})
+            return
+        if not rows:
+            out.info(f"no consortia in {loaded.path}; add one with `route consortium save NAME -m MODEL*5 --arbiter MODEL`")
+            return
+        from rich.table import Table
+
+        table = Table(title=f"consortia ({loaded.path})", title_justify="left")
+        for column in ("name", "members", "arbiter", "judging", "iterations", "budget"):
+            table.add_column(column)
+        for r in rows:
+            table.add_row(r["name"], ", ".join(r["members"]), r["arbiter"], r["judging"], r["iterations"],
+                          str(r["budget"] or "-"))
+        out.out.print(table)
+
+    @group.command("show", help="Show a consortium as a tree, resolved down to backends.")
+    @handle_errors
+    def show(name: Annotated[str, typer.Argument()],
+             json_output: Annotated[bool, typer.Option("--json")] = False,
+             config: Annotated[str | None, typer.Option("-c", "--config")] = None) -> None:
+        from backends.errors import UsageError
+        from router.config_loader import _did_you_mean, load_config
+        from router.consortium.graph import resolve_tree
+
+        out = Output(json_mode=json_output)
+        loaded = load_config(config)
+        consortia = loaded.config.consortia
+        if name not in consortia:
+            raise UsageError(f"no consortium {name!r} in {loaded.path}.{_did_you_mean(name, consortia)} "
+                             "`route consortium list` shows them.")
+        tree = resolve_tree(name, consortia, loaded.config.backends)
+        if json_output:
+            out.data(tree)
+        else:
+            out.out.print(_tree(tree))

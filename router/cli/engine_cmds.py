@@ -1,0 +1,103 @@
+"""`route engine serve` and `route engine info`: the in-process DiffusionGemma engine on its own.
+
+    route engine serve --model /models/diffusiongemma-26B-A4B-it [--host 127.0.0.1 --port 8000]
+    route engine info /models/diffusiongemma-26B-A4B-it [--json]
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from router.cli.output import Output
+
+__all__ = ["register"]
+
+_LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "-"
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if n < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return str(n)  # unreachable
+
+
+def _show_info(out: Output, info: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"DiffusionGemma checkpoint: {info['model']}", show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("parameters", f"{info['parameters'] / 1e9:.2f} B" if info["parameters"] >= 1e8
+                  else f"{info['parameters']:,}")
+    for key in ("canvas_length", "vocab_size", "hidden_size", "layers", "attention_heads", "experts",
+                "experts_per_token", "sliding_window", "max_position_embeddings"):
+        table.add_row(key.replace("_", " "), str(info[key]))
+    for dtype, n in info["weights_bytes"].items():
+        table.add_row(f"weights in {dtype}", _size(n))
+    table.add_row("weights on disk", _size(info["weights_on_disk_bytes"]))
+    table.add_row("KV cache / 1k tokens", _size(info["kv_cache_bytes_per_1k_tokens"]))
+    table.add_row("logits per denoising step", _size(info["canvas_logits_bytes"]))
+    out.out.print(table)
+    out.info("[dim]Need roughly weights + KV cache for the context + a few times the per-step logits. "
+             "A 24 GB GPU needs a 4-bit quantization of the 26B model.[/]")
+
+
+def register(app: typer.Typer) -> None:
+    from router.cli.app import handle_errors
+
+    engine = typer.Typer(help="The local DiffusionGemma engine (needs the `local` extra): serve it, inspect a checkpoint.",
+                         no_args_is_help=True)
+    app.add_typer(engine, name="engine")
+
+    @engine.command("info", help="A checkpoint's config and memory estimate, without loading its weights.")
+    @handle_errors
+    def info(
+        path: Annotated[str, typer.Argument(help="Checkpoint directory, or a hub id already in the local cache.")],
+        json_output: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
+    ) -> None:
+        from backends.diffusion_info import describe
+
+        out = Output(json_mode=json_output)
+        facts = describe(path)
+        if json_output:
+            out.data(facts)
+        else:
+            _show_info(out, facts)
+
+    @engine.command("serve", help="Serve the engine as an OpenAI-compatible HTTP server (like vLLM).")
+    @handle_errors
+    def serve(
+        model: Annotated[str, typer.Option("--model", help="Checkpoint directory, or a cached hub id.")],
+        host: Annotated[str, typer.Option("--host", help="Interface to listen on (no auth: keep it local).")] = "127.0.0.1",
+        port: Annotated[int, typer.Option("--port", min=0, max=65535)] = 8000,
+        served_name: Annotated[str | None, typer.Option("--served-name", help="Model id in the API (default: PATH).")] = None,
+        device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda, cuda:N or mps.")] = "auto",
+        dtype: Annotated[str, typer.Option("--dtype", help="auto, bfloat16, float16 or float32.")] = "auto",
+        timeout: Annotated[float, typer.Option("--timeout", min=0.001, help="Seconds one request may take.")] = 600.0,
+    ) -> None:
+        from backends.base import BackendSettings
+        from backends.diffusion_local import DiffusionLocalBackend
+        from router.engine_server import EngineServer
+
+        out = Output()
+        name = served_name or model
+        settings = BackendSettings(name=name, model=model, decoding="diffusion", timeout_s=timeout,
+                                   options={"device": device, "dtype": dtype})
+        backend = DiffusionLocalBackend(settings)
+        out.info(f"[dim]loading {model} ...[/]")
+        loaded = backend.load().loaded  # fail here, before listening, with the loader's message
+        server = EngineServer(backend, host=host, port=port, served_name=name)
+        if host not in _LOOPBACK:
+            out.info(f"[yellow]listening on {host}: this server has no authentication[/]")
+        out.info(f"serving {name} ({loaded.device}, {loaded.dtype}, canvas {loaded.canvas_length}) at "
+                 f"http://{host}:{port}/v1 — point an `openai` backend's base_url there. Ctrl-C stops.")
+        try:
+            server.run()
+        finally:
+            backend.load().close()

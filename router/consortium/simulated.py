@@ -1,0 +1,57 @@
+"""A scripted arbiter for the simulated server: answers consortium prompts in our format.
+
+For tests, benchmarks and demos without a real model. Plug it into a simulator profile:
+
+    SimProfile(ttft_s=0.05, responder=arbiter_responder(confidence=0.9))
+
+It reads the prompt the way a model would see it: the nonce from the instructions, the
+candidates from the nonce-tagged blocks; it ranks them by `score` (default: shorter is better)
+and, for synthesis prompts, writes the best candidate back as the answer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from backends.types import Message, content_text
+
+__all__ = ["arbiter_responder", "read_candidates"]
+
+_NONCE = re.compile(r"<ranking-([0-9a-f]+)>")
+
+
+def read_candidates(messages: list[Message]) -> tuple[str | None, list[str]]:
+    """(nonce, candidate texts) as found in an arbiter prompt; (None, []) if it is not one."""
+    text = "\n".join(content_text(m.get("content")) for m in messages)
+    found = _NONCE.search(text)
+    if not found:
+        return None, []
+    nonce = found.group(1)
+    blocks = re.findall(rf'<candidate-{nonce} number="\d+">\n(.*?)\n</candidate-{nonce}>', text, re.DOTALL)
+    return nonce, blocks
+
+
+def arbiter_responder(*, confidence: float = 0.9, score: Callable[[str], float] | None = None,
+                      refine: str = "none", seen: list[int] | None = None) -> Callable[[list[Message]], str]:
+    """A simulator `responder`. `score(text)`: higher is better (default: shorter is better).
+    `seen`, if given, gets the number of candidate blocks of each prompt appended."""
+    score = score or (lambda text: -len(text))
+
+    def respond(messages: list[Message]) -> str:
+        nonce, candidates = read_candidates(messages)
+        if nonce is None:
+            return "[simulated arbiter] this is not an arbiter prompt"
+        if seen is not None:
+            seen.append(len(candidates))
+        order = sorted(range(len(candidates)), key=lambda i: (-score(candidates[i]), i))
+        ranking = ", ".join(str(i + 1) for i in order)
+        reply = (f"<ranking-{nonce}>{ranking}</ranking-{nonce}>\n"
+                 f"<confidence-{nonce}>{confidence}</confidence-{nonce}>\n"
+                 f"<refine-{nonce}>{refine}</refine-{nonce}>\n")
+        if "synthesized answer" in content_text(messages[0].get("content")) and candidates:
+            best = re.sub(r"\n\[(code metrics|TRUNCATED)[^\n]*", "", candidates[order[0]])
+            reply += f"<answer-{nonce}>{best}</answer-{nonce}>\n"
+        return reply
+
+    return respond

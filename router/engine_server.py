@@ -1,0 +1,219 @@
+"""An OpenAI-compatible HTTP server over one in-process backend (the local DiffusionGemma engine).
+
+    route engine serve --model /models/diffusiongemma-26B-A4B-it      # 127.0.0.1:8000
+
+Other tools, and other router instances (`kind: openai, base_url: http://127.0.0.1:8000/v1`),
+then use the engine like vLLM. Endpoints: POST /v1/chat/completions (plain and `stream: true`),
+GET /v1/models, GET /healthz. The stream carries committed text only: draft canvases are for
+in-process viewers (`route --watch`), and OpenAI clients would append them as text.
+DiffusionGemma settings (max_denoising_steps, entropy_bound, t_min, t_max, stability_threshold,
+confidence_threshold, seed) may be sent as extra body fields; other unknown fields are ignored,
+as vLLM does.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+import uuid
+from typing import Any
+
+from backends.base import Backend
+from backends.diffusion_engine import GENERATION_KEYS
+from backends.errors import BackendError, BackendTimeout, RouteError, UsageError
+from backends.types import Completion, FinalChunk, Request, TextChunk
+
+__all__ = ["EngineServer", "create_app"]
+
+_PASSED = (*GENERATION_KEYS, "seed")
+
+
+def _request(body: dict[str, Any]) -> Request:
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise UsageError("`messages` must be a non-empty list of {role, content} objects")
+    stop = body.get("stop")
+    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    return Request(
+        messages=messages,
+        max_tokens=max_tokens,
+        temperature=body.get("temperature"),
+        stop=[stop] if isinstance(stop, str) else stop,
+        extra={key: body[key] for key in _PASSED if key in body},
+    )
+
+
+def _usage(completion: Completion) -> dict[str, int]:
+    u = completion.usage
+    return {"prompt_tokens": u.input_tokens, "completion_tokens": u.output_tokens, "total_tokens": u.total_tokens}
+
+
+def _diffusion(completion: Completion) -> dict[str, Any] | None:
+    d = completion.diffusion
+    if d is None:
+        return None
+    return {"canvases": d.canvases, "denoising_steps": d.denoising_steps, "canvas_length": d.canvas_length,
+            "tokens_per_forward": completion.metadata.get("tokens_per_forward", d.tokens_per_forward)}
+
+
+def _error(status: int, message: str, kind: str):
+    from fastapi.responses import JSONResponse
+
+    return JSONResponse({"error": {"message": message, "type": kind}}, status_code=status)
+
+
+def _status_for(exc: RouteError) -> int:
+    if isinstance(exc, UsageError):
+        return 400
+    if isinstance(exc, BackendTimeout):
+        return 504
+    return 503 if isinstance(exc, BackendError) else 500
+
+
+def create_app(backend: Backend, served_name: str | None = None):
+    """A FastAPI app serving `backend` under the model id `served_name` (default: its model)."""
+    from fastapi import FastAPI, Request as HTTPRequest
+    from fastapi.responses import StreamingResponse
+
+    name = served_name or backend.model
+    app = FastAPI(title=f"route engine: {name}", docs_url=None, redoc_url=None)
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, Any]:
+        return {"status": "ok", "model": name, "backend": backend.kind}
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        return {"object": "list", "data": [{"id": name, "object": "model", "created": 0, "owned_by": "local"}]}
+
+    @app.post("/v1/chat/completions")
+    async def chat(http_request: HTTPRequest):
+        try:
+            body = await http_request.json()
+            if not isinstance(body, dict):
+                raise ValueError("the body must be a JSON object")
+            request = _request(body)
+        except (ValueError, UsageError) as exc:
+            return _error(400, str(exc), "invalid_request_error")
+        if body.get("stream"):
+            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            return StreamingResponse(_sse(backend, request, name, include_usage), media_type="text/event-stream")
+        try:
+            completion = await backend.complete(request)
+        except RouteError as exc:
+            return _error(_status_for(exc), str(exc), type(exc).__name__)
+        payload = {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": name,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": completion.text},
+                         "finish_reason": completion.finish_reason or "stop"}],
+            "usage": _usage(completion),
+        }
+        if (diffusion := _diffusion(completion)) is not None:
+            payload["diffusion"] = diffusion  # an extension field; OpenAI clients ignore it
+        return payload
+
+    return app
+
+
+async def _sse(backend: Backend, request: Request, name: str, include_usage: bool):
+    """OpenAI chat.completion.chunk events for committed text; errors become one error event."""
+    ident, created = f"chatcmpl-{uuid.uuid4().hex[:24]}", int(time.time())
+
+    def event(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
+        chunk = {"id": ident, "object": "chat.completion.chunk", "created": created, "model": name,
+                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
+        return f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
+
+    yield event({"role": "assistant", "content": ""})
+    stream = backend.stream(request)
+    try:
+        async for chunk in stream:
+            if isinstance(chunk, TextChunk):
+                yield event({"content": chunk.text})
+            elif isinstance(chunk, FinalChunk):
+                c = chunk.completion
+                yield event({}, c.finish_reason or "stop")
+                if include_usage:
+                    usage = {"id": ident, "object": "chat.completion.chunk", "created": created, "model": name,
+                             "choices": [], "usage": _usage(c)}
+                    yield f"data: {json.dumps(usage)}\n\n"
+    except RouteError as exc:
+        yield f"data: {json.dumps({'error': {'message': str(exc), 'type': type(exc).__name__}})}\n\n"
+    finally:
+        # A client that hangs up closes this generator; closing the backend stream cancels generation.
+        await stream.aclose()
+    yield "data: [DONE]\n\n"
+
+
+class EngineServer:
+    """`create_app(backend)` under uvicorn: on a thread (`start`/`stop`, for tests) or blocking (`run`)."""
+
+    def __init__(self, backend: Backend, *, host: str = "127.0.0.1", port: int = 8000, served_name: str | None = None):
+        self.backend = backend
+        self.app = create_app(backend, served_name)
+        self.host = host
+        self.port = port
+        self._server = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/v1"
+
+    def _uvicorn(self):
+        import uvicorn
+
+        config = uvicorn.Config(self.app, log_config=None, log_level="warning", access_log=False,
+                                timeout_graceful_shutdown=2)
+        return uvicorn.Server(config)
+
+    def _socket(self) -> socket.socket:
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((self.host, self.port))
+        except OSError as exc:
+            sock.close()
+            raise UsageError(f"cannot listen on {self.host}:{self.port} ({exc.strerror}); pick another --port") from None
+        self.port = sock.getsockname()[1]
+        return sock
+
+    def run(self) -> None:
+        """Serve until interrupted (Ctrl-C)."""
+        sock = self._socket()
+        self._server = self._uvicorn()
+        self._server.run(sockets=[sock])
+
+    def start(self, timeout_s: float = 10.0) -> EngineServer:
+        sock = self._socket()
+        self._server = self._uvicorn()
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},
+                                        name="engine-server", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                self._server.should_exit = True
+                raise RuntimeError(f"engine server did not start on {self.base_url}")
+            time.sleep(0.005)
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(10)
+            self._thread = None
+
+    def __enter__(self) -> EngineServer:
+        return self.start()
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
