@@ -72,6 +72,7 @@ class EngineJob:
     emit: Callable[[Event], None]
     seed: int | None = None
     deadline: float | None = None  # time.monotonic() value
+    drafts: bool = True  # False: count denoising steps but skip decoding and sending drafts
     cancelled: threading.Event = field(default_factory=threading.Event)
     cancel_reason: str = "cancelled by the caller"
 
@@ -111,6 +112,9 @@ def _streamer_class():
         def put_draft(self, value, **kwargs) -> None:
             self.steps += 1
             self.canvas_steps += 1
+            if not self.job.drafts:
+                self.check()
+                return
             ids = value[0].tolist() if len(value.shape) > 1 else value.tolist()
             cut = next((i for i, t in enumerate(ids) if t in self.eos_ids), len(ids))
             text = self.tokenizer.decode(ids[:cut], **self.decode_kwargs)
@@ -143,6 +147,8 @@ class DiffusionEngine:
         self.loaded = loaded
         self._jobs: queue.Queue[EngineJob | None] = queue.Queue()
         self._streamer_cls = _streamer_class()
+        # Counters since start (read by /healthz, benchmarks and tests); written by the worker only.
+        self.stats = {"done": 0, "cancelled": 0, "failed": 0, "denoising_steps": 0}
         self._thread = threading.Thread(target=self._run, name="diffusion-engine", daemon=True)
         self._thread.start()
 
@@ -150,9 +156,12 @@ class DiffusionEngine:
 
     def encode(self, messages: list[dict[str, Any]]) -> Any:
         """Token ids (1, n) for chat messages, through the checkpoint's own chat template."""
-        encoded = self.loaded.tokenizer.apply_chat_template(
-            messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
-        )
+        try:
+            encoded = self.loaded.tokenizer.apply_chat_template(
+                messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
+            )
+        except Exception as exc:  # jinja raises its own errors, e.g. for roles a template forbids
+            raise UsageError(f"the checkpoint's chat template rejected these messages: {exc}") from None
         return encoded["input_ids"]
 
     def generation_config(self, overrides: dict[str, Any]) -> Any:
@@ -207,20 +216,24 @@ class DiffusionEngine:
             if job is None:
                 return
             if job.cancelled.is_set():
+                self.stats["cancelled"] += 1
                 job.emit(("cancelled", EngineResult(reason=job.cancel_reason)))
                 continue
             try:
-                job.emit(self._generate(job))
+                kind, payload = self._generate(job)
             except Exception as exc:  # the worker must survive anything one request does
-                job.emit(("error", BackendUnavailable(f"the DiffusionGemma engine failed: {type(exc).__name__}: "
-                                                      f"{exc}")))
+                kind, payload = "error", BackendUnavailable(f"the DiffusionGemma engine failed: "
+                                                            f"{type(exc).__name__}: {exc}")
+            self.stats["failed" if kind == "error" else kind] += 1
+            if isinstance(payload, EngineResult):
+                self.stats["denoising_steps"] += payload.denoising_steps
+            job.emit((kind, payload))
 
     def _generate(self, job: EngineJob) -> Event:
         import torch
 
         loaded = self.loaded
-        eos = job.generation_config.eos_token_id
-        eos_ids = set(eos if isinstance(eos, list) else [] if eos is None else [eos])
+        eos_ids = _eos_ids(job.generation_config)
         streamer = self._streamer_cls(loaded.tokenizer, job, eos_ids)
         prompt_len = job.input_ids.shape[1]
         if job.seed is not None:
@@ -236,20 +249,22 @@ class DiffusionEngine:
             return "error", EngineSetupError(oom_message("generating", loaded.device, loaded.dtype))
         except RouteError as exc:
             return "error", exc
-        new_ids = output.sequences[0, prompt_len:].tolist()
         output.cache = None  # the KV cache is large and not reused between requests
+        return "done", self._result(output, job, streamer, prompt_len, eos_ids)
+
+    def _result(self, output: Any, job: EngineJob, streamer: Any, prompt_len: int, eos_ids: set[int]) -> EngineResult:
+        new_ids = output.sequences[0, prompt_len:].tolist()
         pad = job.generation_config.pad_token_id
         real = [t for t in new_ids if t != pad]
-        hit_eos = any(t in eos_ids for t in real)
-        tokens_per_forward = float(output.tokens_per_forward[0]) if output.tokens_per_forward is not None else None
-        return "done", EngineResult(
-            text=loaded.tokenizer.decode(new_ids, skip_special_tokens=True),
+        per_forward = output.tokens_per_forward
+        return EngineResult(
+            text=self.loaded.tokenizer.decode(new_ids, skip_special_tokens=True),
             prompt_tokens=prompt_len,
             output_tokens=len([t for t in real if t not in eos_ids]),
             canvases=streamer.canvases,
             denoising_steps=streamer.steps,
-            tokens_per_forward=tokens_per_forward,
-            finish_reason="stop" if hit_eos else "length",
+            tokens_per_forward=None if per_forward is None else float(per_forward[0]),
+            finish_reason="stop" if any(t in eos_ids for t in real) else "length",
             canvas_s=list(streamer.canvas_s),
         )
 
@@ -257,3 +272,10 @@ class DiffusionEngine:
     def _partial(streamer: Any, prompt_len: int, reason: str) -> EngineResult:
         return EngineResult(prompt_tokens=prompt_len, canvases=streamer.canvases, denoising_steps=streamer.steps,
                             canvas_s=list(streamer.canvas_s), reason=reason)
+
+
+def _eos_ids(config: Any) -> set[int]:
+    eos = config.eos_token_id
+    if eos is None:
+        return set()
+    return set(eos) if isinstance(eos, list) else {eos}

@@ -34,7 +34,7 @@ ALTERNATIVES = (
     "at such a server (kind: openai, base_url: http://127.0.0.1:8000/v1) to use it without the local engine."
 )
 _GET_WEIGHTS = (
-    "download them first (e.g. `hf download google/diffusiongemma-26B-A4B-it --local-dir PATH`) and set "
+    "Download them first (e.g. `hf download google/diffusiongemma-26B-A4B-it --local-dir PATH`) and set "
     "the backend's `model:` to that directory, or to the hub id once it is in the local Hugging Face cache"
 )
 _DTYPES = ("float32", "bfloat16", "float16")
@@ -129,7 +129,7 @@ def read_config(model_ref: str) -> Any:
     except (OSError, ValueError) as exc:
         if isinstance(where, str):
             raise EngineSetupError(f"{model_ref} is not in the local Hugging Face cache and nothing is downloaded "
-                                   f"at run time; {_GET_WEIGHTS}. {ALTERNATIVES}") from None
+                                   f"at run time. {_GET_WEIGHTS}. {ALTERNATIVES}") from None
         raise EngineSetupError(f"no DiffusionGemma checkpoint at {model_ref}: {exc}. {_GET_WEIGHTS}. "
                                f"{ALTERNATIVES}") from None
     model_type = getattr(config, "model_type", None)

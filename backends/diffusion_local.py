@@ -22,13 +22,15 @@ Needs the `local` extra (torch, transformers>=5.23).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import threading
 import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 from backends.base import Backend, BackendSettings
-from backends.diffusion_engine import GENERATION_KEYS, DiffusionEngine, DraftEvent, EngineJob, EngineResult
+from backends.diffusion_engine import GENERATION_KEYS, DiffusionEngine, EngineJob, EngineResult
 from backends.diffusion_load import EngineSetupError, load_model
 from backends.errors import BackendError, BackendTimeout, RouteError, UsageError
 from backends.types import (
@@ -45,6 +47,8 @@ from backends.types import (
 )
 
 __all__ = ["DiffusionLocalBackend", "EngineSetupError", "generation_overrides"]
+
+log = logging.getLogger(__name__)
 
 _NEAR_GREEDY = 0.02  # temperature 0 cannot divide logits; this is as close as the schedule allows
 
@@ -100,6 +104,11 @@ class DiffusionLocalBackend(Backend):
                     loaded = load_model(self.model, self.settings.options)
                 except EngineSetupError as exc:
                     raise _located(exc, self) from None
+                if loaded.canvas_length != self.settings.canvas_length:
+                    # Latency priors and cost estimates use the configured figure; say when it is off.
+                    log.warning("%s: the checkpoint writes %d-token canvases but the backend's canvas_length is "
+                                "%d; set canvas_length: %d in its config", self.name, loaded.canvas_length,
+                                self.settings.canvas_length, loaded.canvas_length)
                 self._engine = DiffusionEngine(loaded)
             return self._engine
 
@@ -114,7 +123,18 @@ class DiffusionLocalBackend(Backend):
 
     # -- the interface --------------------------------------------------------------------
 
-    async def stream(self, request: Request) -> AsyncIterator[Chunk]:
+    async def complete(self, request: Request) -> Completion:
+        # Nobody sees drafts here: skip decoding one per denoising step.
+        async with contextlib.aclosing(self._generate(request, drafts=False)) as chunks:
+            async for chunk in chunks:
+                if isinstance(chunk, FinalChunk):
+                    return chunk.completion
+        raise BackendError("generation ended without a result", **self._where())  # pragma: no cover
+
+    def stream(self, request: Request) -> AsyncIterator[Chunk]:
+        return self._generate(request, drafts=True)
+
+    async def _generate(self, request: Request, *, drafts: bool) -> AsyncIterator[Chunk]:
         overrides, seed = generation_overrides(request, self.settings.params)
         engine = await self.engine()
         config = engine.generation_config(overrides)
@@ -130,7 +150,7 @@ class DiffusionLocalBackend(Backend):
 
         budget = self._deadline_s(request)
         started = time.perf_counter()
-        job = EngineJob(input_ids=input_ids, generation_config=config, emit=emit, seed=seed,
+        job = EngineJob(input_ids=input_ids, generation_config=config, emit=emit, seed=seed, drafts=drafts,
                         deadline=None if budget is None else time.monotonic() + budget)
         engine.submit(job)
         run = _Run(self, engine, config, request.stop or [], started, budget)
@@ -185,26 +205,27 @@ class _Run:
             elif kind == "text":
                 piece, stopped = self._cut_at_stop(payload)
                 if piece:
-                    if self.ttft is None:
-                        self.ttft = time.perf_counter() - self.started
+                    self.ttft = self.ttft if self.ttft is not None else time.perf_counter() - self.started
                     self.committed += piece
                     yield TextChunk(piece)
                 if stopped:
                     job.cancel("stop string")
-            elif kind == "done":
-                yield FinalChunk(self._completion(payload, payload.text, payload.finish_reason))
-                return
-            elif kind == "cancelled":
-                if payload.reason == "stop string":
-                    yield FinalChunk(self._completion(payload, self.committed, "stop"))
-                    return
-                if payload.reason == "deadline":
-                    raise BackendTimeout(f"no answer within {self.budget:g} s (stopped after {payload.canvases} "
-                                         f"canvases, {payload.denoising_steps} denoising steps)",
-                                         **self.backend._where())
-                raise BackendError(f"generation was {payload.reason}", **self.backend._where())
             else:
-                raise _located(payload, self.backend)
+                yield self._end(kind, payload)
+                return
+
+    def _end(self, kind: str, payload: Any) -> FinalChunk:
+        """The FinalChunk for a terminal event, or the error it stands for."""
+        if kind == "done":
+            return FinalChunk(self._completion(payload, payload.text, payload.finish_reason))
+        if kind != "cancelled":
+            raise _located(payload, self.backend)
+        if payload.reason == "stop string":
+            return FinalChunk(self._completion(payload, self.committed, "stop"))
+        if payload.reason == "deadline":
+            raise BackendTimeout(f"no answer within {self.budget:g} s (stopped after {payload.canvases} canvases, "
+                                 f"{payload.denoising_steps} denoising steps)", **self.backend._where())
+        raise BackendError(f"generation was {payload.reason}", **self.backend._where())
 
     def _cut_at_stop(self, piece: str) -> tuple[str, bool]:
         if not self.stop:

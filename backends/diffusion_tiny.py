@@ -3,7 +3,8 @@
 For tests and benchmarks that need the real transformers engine on a CPU without downloading
 anything: `build_tiny_checkpoint(dir)` writes config, weights, generation config and a tokenizer
 with a chat template, in the same layout as a real checkpoint, so the same loader reads both.
-The answers are word salad (the weights are random); the engine, sampler and streamer are real.
+The answers are word salad (the weights are random) and never end early (the EOS logit is pinned
+below the rest); the engine, sampler and streamer are real.
 Needs the `local` extra (torch, transformers).
 """
 
@@ -108,6 +109,11 @@ def build_tiny_checkpoint(path: str | Path, *, canvas_length: int = TINY_CANVAS_
     tokenizer = _tokenizer()
     torch.manual_seed(seed)
     model = DiffusionGemmaForBlockDiffusion(_config(tokenizer, canvas_length, layers, hidden)).eval()
+    with torch.no_grad():
+        # Random logits are about +-0.1; a zero EOS row scores 0, below the best of ~90 other tokens
+        # with certainty, so the argmax never ends an answer early: every run writes exactly
+        # ceil(max_new_tokens / canvas_length) canvases, which keeps tests and benchmarks comparable.
+        model.lm_head.weight[tokenizer.eos_token_id].zero_()
     model.generation_config = DiffusionGemmaGenerationConfig(
         max_new_tokens=4 * canvas_length,
         max_denoising_steps=max_denoising_steps,

@@ -23,6 +23,7 @@ from backends.types import (
     Chunk,
     Completion,
     DiffusionStats,
+    DraftChunk,
     FinalChunk,
     Request,
     TextChunk,
@@ -185,25 +186,32 @@ class OpenAIBackend(Backend):
 
         response = await self._retrying(open_stream, deadline)
         try:
-            async for chunk in self._read_events(response, deadline, started):
+            # Mercury's `diffusing: true` (in params or extra) streams the whole draft in every event.
+            diffusing = bool(payload.get("diffusing"))
+            async for chunk in self._read_events(response, deadline, started, diffusing=diffusing):
                 yield chunk
         finally:
             await response.aclose()
 
-    async def _read_events(self, response: httpx.Response, deadline: Deadline, started: float) -> AsyncIterator[Chunk]:
+    async def _read_events(self, response: httpx.Response, deadline: Deadline, started: float, *,
+                           diffusing: bool = False) -> AsyncIterator[Chunk]:
         state = _StreamState()
         lines = response.aiter_lines()
         try:
-            async for chunk in self._parse_lines(lines, state, deadline, started):
+            async for chunk in self._parse_lines(lines, state, deadline, started, diffusing):
                 yield chunk
         finally:
             await lines.aclose()  # we stop at [DONE]; close the generator rather than leave it to GC
+        if diffusing and state.parts:
+            yield TextChunk(state.parts[-1])  # the last draft is the answer: the only committed text
         simulated = response.headers.get("x-simulated") == "true"
         calls = [state.tool_calls[i] for i in sorted(state.tool_calls)]
         yield FinalChunk(self._finish("".join(state.parts), state.usage, state.finish_reason, state.ttft, started,
                                       simulated, calls))
 
-    async def _parse_lines(self, lines, state: _StreamState, deadline: Deadline, started: float) -> AsyncIterator[Chunk]:
+    async def _parse_lines(self, lines, state: _StreamState, deadline: Deadline, started: float,
+                           diffusing: bool = False) -> AsyncIterator[Chunk]:
+        step = 0
         while (data := await self._next_data(lines, deadline)) is not None:
             try:
                 event = json.loads(data)
@@ -213,7 +221,12 @@ class OpenAIBackend(Backend):
             if content:
                 if state.ttft is None:
                     state.ttft = time.perf_counter() - started
-                yield TextChunk(content)
+                if diffusing:  # each event replaces the draft: shown by `route --watch`, never appended
+                    step += 1
+                    state.parts[:] = [content]
+                    yield DraftChunk(content, step=step)
+                else:
+                    yield TextChunk(content)
 
     async def _next_data(self, lines, deadline: Deadline) -> str | None:
         """The payload of the next SSE `data:` line, or None at [DONE] or the end of the body."""

@@ -105,19 +105,20 @@ def over_budget(metrics: Sequence[CodeMetrics | None], budget: float) -> dict[in
     rejected: dict[int, str] = {}
     for i, m in analysed.items():
         others = [o for j, o in analysed.items() if j != i]
-        if not others:
-            continue
-        cc_median = statistics.median(o.cyclomatic or 0 for o in others)
-        vol_median = statistics.median(o.halstead_volume or 0.0 for o in others)
-        if (m.cyclomatic or 0) > budget * max(1.0, cc_median):
-            rejected[i] = (f"cyclomatic complexity {m.cyclomatic} is over {budget:g}x the siblings' "
-                           f"median {cc_median:g}")
-        elif (m.halstead_volume or 0.0) > budget * max(1.0, vol_median):
-            rejected[i] = (f"Halstead volume {m.halstead_volume:.0f} is over {budget:g}x the siblings' "
-                           f"median {vol_median:.0f}")
-    if len(rejected) >= len(metrics):
-        return {}
-    return rejected
+        why = _too_complex(m, others, budget) if others else None
+        if why:
+            rejected[i] = why
+    return {} if len(rejected) >= len(metrics) else rejected
+
+
+def _too_complex(m: CodeMetrics, others: list[CodeMetrics], budget: float) -> str | None:
+    cc_median = statistics.median(o.cyclomatic or 0 for o in others)
+    if (m.cyclomatic or 0) > budget * max(1.0, cc_median):
+        return f"cyclomatic complexity {m.cyclomatic} is over {budget:g}x the siblings' median {cc_median:g}"
+    vol_median = statistics.median(o.halstead_volume or 0.0 for o in others)
+    if (m.halstead_volume or 0.0) > budget * max(1.0, vol_median):
+        return f"Halstead volume {m.halstead_volume:.0f} is over {budget:g}x the siblings' median {vol_median:.0f}"
+    return None
 
 
 # -- the arbiter's reply ------------------------------------------------------------------
@@ -158,48 +159,46 @@ def _line(reply: str, label: str) -> str | None:
 def parse_verdict(reply: str, nonce: str, count: int, *, want_answer: bool = False) -> Verdict:
     """Read the arbiter's reply about `count` candidates (numbered 1..count in the prompt)."""
     notes: list[str] = []
-    ok = True
-    raw_ranking, how = _tag(reply, "ranking", nonce)
+    ranking, ranking_ok = _read_ranking(reply, nonce, count, notes)
+    raw_conf, how = _tag(reply, "confidence", nonce)
+    if raw_conf is None:
+        raw_conf = _line(reply, "confidence")
+    confidence = _parse_confidence(raw_conf)
+    if confidence is None:
+        notes.append("no confidence given")
+    raw_refine, _ = _tag(reply, "refine", nonce)
+    answer, answer_how = _tag(reply, "answer", nonce) if want_answer else (None, "strict")
+    if want_answer and answer is None:
+        notes.append("no answer tag in a synthesis reply")
+    ok = ranking_ok and how == "strict" and confidence is not None and answer_how == "strict"
+    return Verdict(ranking, confidence, _parse_refine(raw_refine), answer, notes, ok)
+
+
+def _read_ranking(reply: str, nonce: str, count: int, notes: list[str]) -> tuple[list[list[int]], bool]:
+    """The ranking as tie groups covering every candidate, and whether it came from our tag."""
+    raw, how = _tag(reply, "ranking", nonce)
     if how == "loose":
         notes.append("ranking tag lacked this run's nonce; read it anyway")
-        ok = False
-    if raw_ranking is None:
-        raw_ranking = _line(reply, "ranking")
-        if raw_ranking is not None:
+    if raw is None:
+        raw = _line(reply, "ranking")
+        if raw is not None:
             notes.append("no ranking tag; read a `Ranking:` line")
-        ok = False
-    ranking = _parse_ranking(raw_ranking or "", count)
+    ranking = _parse_ranking(raw or "", count)
+    complete = _complete(ranking, count, notes)
+    return ranking, how == "strict" and complete
+
+
+def _complete(ranking: list[list[int]], count: int, notes: list[str]) -> bool:
+    """Append the candidates the ranking left out, tied, last; False if there were any."""
     if not ranking:
         notes.append("no usable ranking: every candidate treated as tied")
-        ranking = []
     ranked = {i for group in ranking for i in group}
     missing = [i for i in range(count) if i not in ranked]
     if missing and ranking:
         notes.append(f"candidates {', '.join(str(i + 1) for i in missing)} were not ranked; placed last")
     if missing:
         ranking.append(missing)
-
-    raw_conf, how = _tag(reply, "confidence", nonce)
-    if raw_conf is None:
-        raw_conf = _line(reply, "confidence")
-        ok = False
-    confidence = _parse_confidence(raw_conf)
-    if confidence is None:
-        notes.append("no confidence given")
-        ok = False
-
-    raw_refine, _ = _tag(reply, "refine", nonce)
-    refine = _parse_refine(raw_refine)
-
-    answer = None
-    if want_answer:
-        answer, how = _tag(reply, "answer", nonce)
-        if answer is None:
-            notes.append("no answer tag in a synthesis reply")
-            ok = False
-        elif how == "loose":
-            ok = False
-    return Verdict(ranking, confidence, refine, answer, notes, ok)
+    return not missing
 
 
 def _parse_ranking(text: str, count: int) -> list[list[int]]:

@@ -47,12 +47,12 @@ def _edge(index: int) -> float:
 class DecayedHistogram:
     """Log-binned histogram; every new sample first multiplies older weights by `keep`.
 
-    `weight` is the decayed sample mass (it saturates at 1/(1-keep), ~72 for a half-life of 50);
+    `weight` is the decayed sample mass (it saturates at 1/(1-keep), ~29 for a half-life of 20);
     `count` is how many samples were ever added, used to replay fresh samples onto other state."""
 
     __slots__ = ("keep", "bins", "weight", "total", "count")
 
-    def __init__(self, half_life: float = 50.0):
+    def __init__(self, half_life: float = 20.0):
         self.keep = 0.5 ** (1.0 / half_life)
         self.bins: dict[int, float] = {}
         self.weight = 0.0
@@ -115,7 +115,7 @@ class DecayedHistogram:
                 "total": self.total, "count": self.count}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], half_life: float = 50.0) -> DecayedHistogram:
+    def from_dict(cls, data: Mapping[str, Any], half_life: float = 20.0) -> DecayedHistogram:
         out = cls(half_life)
         out.bins = {int(i): float(w) for i, w in (data.get("bins") or {}).items()}
         out.weight = float(data.get("weight", sum(out.bins.values())))
@@ -169,7 +169,7 @@ class LatencyModel:
     """One backend's latency: learn with `observe`, ask with `predict`."""
 
     def __init__(self, decoding: Decoding = "autoregressive", *, canvas_length: int = 256,
-                 prior: Prior | None = None, half_life: float = 50.0, prior_weight: float = 3.0,
+                 prior: Prior | None = None, half_life: float = 20.0, prior_weight: float = 3.0,
                  retry_backoff_s: float = 0.25):
         self.decoding = decoding
         self.canvas_length = canvas_length

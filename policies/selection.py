@@ -37,6 +37,10 @@ class RouteInputs:
     max_tokens: int | None = None
     deadline_s: float | None = None
     prefer: Prefer = "cheap"
+    # `cheap` treats costs within this fraction of the cheapest as equal and takes the fastest of
+    # them: cost estimates rest on guessed token counts, so a 5% difference is noise, a 5% faster
+    # backend is not.
+    cost_tolerance: float = 0.1
     blocked: Collection[str] = ()  # breaker open: tried only when everything else failed
     half_open: Collection[str] = ()  # breaker waiting for a probe
     exploring: Collection[str] = ()  # already being explored by a request in flight
@@ -80,11 +84,13 @@ def _rows(tiers: Sequence[Tier], chosen: int, inputs: RouteInputs) -> dict[str, 
     return rows
 
 
-def _objective(prefer: Prefer):
+def _pick(pool: Sequence[_Row], prefer: Prefer, tolerance: float) -> _Row:
     if prefer == "fast":
-        return lambda r: (r.prediction.p50_s, r.cost_usd)
-    # cheap and best: within a tier, the cheaper of equals; `best` chooses the tier, not the row
-    return lambda r: (r.cost_usd, r.prediction.p50_s)
+        return min(pool, key=lambda r: (r.prediction.p50_s, r.cost_usd))
+    # cheap and best (`best` chooses the tier, not the row): the fastest of the near-cheapest
+    cheapest = min(r.cost_usd for r in pool)
+    near = [r for r in pool if r.cost_usd <= cheapest * (1 + tolerance)]
+    return min(near, key=lambda r: (r.prediction.p50_s, r.cost_usd))
 
 
 def _tier_order(tiers: Sequence[Tier], chosen: int, prefer: Prefer) -> list[int]:
@@ -96,13 +102,13 @@ def _tier_order(tiers: Sequence[Tier], chosen: int, prefer: Prefer) -> list[int]
 
 
 def _winner(tiers: Sequence[Tier], chosen: int, rows: Mapping[str, _Row], inputs: RouteInputs) -> tuple[_Row, str]:
-    key = _objective(inputs.prefer)
-    goal = {"cheap": "cheapest", "fast": "fastest (p50)", "best": "strongest tier, then cheapest"}[inputs.prefer]
+    goal = {"cheap": f"fastest of the cheapest (within {inputs.cost_tolerance:.0%})", "fast": "fastest (p50)",
+            "best": "strongest tier, then cheapest"}[inputs.prefer]
     for index in _tier_order(tiers, chosen, inputs.prefer):
         pool = [rows[n] for n in tiers[index].backends if not rows[n].blocked and rows[n].feasible]
         if not pool:
             continue
-        row = min(pool, key=key)
+        row = _pick(pool, inputs.prefer, inputs.cost_tolerance)
         where = "" if index == chosen else f" (escalated to tier {tiers[index].name!r}: nothing in the chosen tier meets the deadline)"
         limit = f" with p95 {row.prediction.p95_s:.2f}s <= deadline {inputs.deadline_s:.2f}s" if inputs.deadline_s else ""
         return row, f"{row.name} is the {goal} candidate{limit}{where}"

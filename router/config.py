@@ -14,7 +14,7 @@ from backends.base import BackendSettings
 from backends.types import Price
 from router.consortium.spec import ConsortiumConfig
 
-__all__ = ["BackendConfig", "BreakerConfig", "Config", "LatencyModelConfig", "LatencyPrior", "PriceConfig", "RoutingConfig",
+__all__ = ["BackendConfig", "BreakerConfig", "Config", "LatencyModelConfig", "LatencyPrior", "LogConfig", "PriceConfig", "RoutingConfig",
            "ScorerConfig", "TierConfig"]
 
 _ENV_REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
@@ -129,7 +129,7 @@ class BreakerConfig(_Strict):
 class LatencyModelConfig(_Strict):
     """How the live latency model learns (policies/latency.py) and when it explores."""
 
-    half_life_samples: float = Field(50, gt=1, description="a sample's weight halves after this many newer ones")
+    half_life_samples: float = Field(20, gt=1, description="a sample's weight halves after this many newer ones")
     prior_weight_samples: float = Field(3, ge=0, description="how many measured samples a config prior is worth")
     explore_rate: float = Field(0.05, ge=0, le=1, description="share of requests that re-measure a stale backend")
     stale_after_ms: float = Field(300_000, gt=0, description="a backend unmeasured this long is stale")
@@ -141,9 +141,18 @@ class RoutingConfig(_Strict):
     tiers: list[TierConfig] = Field(min_length=1)
     deadline_ms: float | None = Field(None, gt=0, description="default deadline for every request")
     prefer: Literal["fast", "cheap", "best"] = "cheap"
+    cost_tolerance: float = Field(0.1, ge=0, description="`cheap`: costs within this fraction of the cheapest tie; the fastest wins")
     hedge: bool = Field(False, description="start the next candidate when the first is past its p95 to first token")
     breaker: BreakerConfig = BreakerConfig()
     latency: LatencyModelConfig = LatencyModelConfig()
+
+
+class LogConfig(_Strict):
+    """The request log (router/request_log.py): one record per routed request in the local store."""
+
+    enabled: bool = True
+    store_content: bool = Field(True, description="keep prompts and answers; False keeps only the metadata")
+    path: str | None = Field(None, description="SQLite file; default: route.db in the user data dir")
 
 
 class Config(_Strict):
@@ -151,3 +160,4 @@ class Config(_Strict):
     routing: RoutingConfig
     # The schema lives in the consortium package (router/consortium/spec.py).
     consortia: dict[str, ConsortiumConfig] = Field(default_factory=dict)
+    log: LogConfig = LogConfig()

@@ -40,7 +40,7 @@ class Router:
     """Routes prompts across the backends (and consortia) of one config."""
 
     def __init__(self, loaded: LoadedConfig, *, backends: Mapping[str, Backend] | None = None,
-                 source: str = "api"):
+                 source: str = "api", log: bool | None = None):
         self.loaded = loaded
         self.source = source  # who is asking, for the request log: cli | api | server
         self.config = loaded.config
@@ -56,6 +56,13 @@ class Router:
         breaker = self.config.routing.breaker
         self.breakers = BreakerBoard(time.monotonic, BreakerSettings(breaker.failures, breaker.cooldown_ms / 1000))
         self._random = random.Random()  # exploration rolls; tests may seed it
+        # The request log: one record per routed request, written off the event loop.
+        # `log` overrides the config's `log.enabled` (the CLI's --no-log).
+        self.request_log = None
+        if self.config.log.enabled if log is None else log:
+            from router.request_log import attach_request_log
+
+            self.request_log = attach_request_log(self)
 
     @classmethod
     def from_config(cls, source: str | Any | dict | None = None, **kwargs: Any) -> Router:
@@ -185,6 +192,7 @@ class Router:
             max_tokens=max_tokens,
             deadline_s=deadline_s,
             prefer=prefer,  # type: ignore[arg-type]
+            cost_tolerance=self.config.routing.cost_tolerance,
             blocked={n for n, st in states.items() if st == "open"},
             half_open={n for n, st in states.items() if st == "half-open"},
             exploring=frozenset(self.latency.exploring),

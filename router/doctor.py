@@ -60,8 +60,16 @@ def _check_local(name: str, spec: BackendConfig) -> Check:
 
     missing = [m for m in ("torch", "transformers") if find_spec(m) is None]
     if missing:
-        return Check(name, False, f"needs {' and '.join(missing)}: pip install 'latency-router[local]'")
-    return Check(name, True, f"torch and transformers installed; weights at {spec.model}")
+        return Check(name, False, f"needs {' and '.join(missing)}: pip install torch==2.13.0 (the CPU build; a bare "
+                                  "`torch` pulls a CUDA build), then pip install 'latency-router[local]'")
+    from backends.diffusion_load import EngineSetupError, read_config
+
+    try:  # config.json only: checks the path and the model type without loading weights
+        config = read_config(spec.model)
+    except EngineSetupError as exc:
+        return Check(name, False, str(exc))
+    return Check(name, True, f"DiffusionGemma checkpoint at {spec.model} (canvas {config.canvas_length}; "
+                             "weights load on first use)")
 
 
 def check_all(config: Config, *, timeout_s: float = 3.0) -> list[Check]:

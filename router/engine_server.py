@@ -20,6 +20,8 @@ import time
 import uuid
 from typing import Any
 
+from starlette.requests import Request as HTTPRequest  # at module level: FastAPI resolves the annotation here
+
 from backends.base import Backend
 from backends.diffusion_engine import GENERATION_KEYS
 from backends.errors import BackendError, BackendTimeout, RouteError, UsageError
@@ -74,7 +76,7 @@ def _status_for(exc: RouteError) -> int:
 
 def create_app(backend: Backend, served_name: str | None = None):
     """A FastAPI app serving `backend` under the model id `served_name` (default: its model)."""
-    from fastapi import FastAPI, Request as HTTPRequest
+    from fastapi import FastAPI
     from fastapi.responses import StreamingResponse
 
     name = served_name or backend.model
@@ -160,6 +162,7 @@ class EngineServer:
         self.port = port
         self._server = None
         self._thread: threading.Thread | None = None
+        self._sock: socket.socket | None = None
 
     @property
     def base_url(self) -> str:
@@ -172,6 +175,12 @@ class EngineServer:
         config = uvicorn.Config(self.app, log_config=None, log_level="warning", access_log=False,
                                 timeout_graceful_shutdown=2)
         return uvicorn.Server(config)
+
+    def bind(self) -> EngineServer:
+        """Claim the port now (so `port=0` resolves to a real one, and a busy port fails early)."""
+        if self._sock is None:
+            self._sock = self._socket()
+        return self
 
     def _socket(self) -> socket.socket:
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
@@ -187,14 +196,14 @@ class EngineServer:
 
     def run(self) -> None:
         """Serve until interrupted (Ctrl-C)."""
-        sock = self._socket()
+        self.bind()
         self._server = self._uvicorn()
-        self._server.run(sockets=[sock])
+        self._server.run(sockets=[self._sock])
 
     def start(self, timeout_s: float = 10.0) -> EngineServer:
-        sock = self._socket()
+        self.bind()
         self._server = self._uvicorn()
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]},
                                         name="engine-server", daemon=True)
         self._thread.start()
         deadline = time.monotonic() + timeout_s

@@ -155,7 +155,7 @@ class Executor:
                     return
                 continue
             started: list[str] = []
-            race = self._race(name, backup, hedges.get(name), request, deadline, failures, p95, started)
+            race = self._race(name, backup, hedges.get(name), request, deadline, failures, p95, started, streaming)
             async with contextlib.aclosing(race) as chunks:
                 done = False
                 async for chunk in chunks:
@@ -188,23 +188,37 @@ class Executor:
         self._report(name, time.perf_counter() - started, error=error, p95=p95)
         return None
 
+    @staticmethod
+    def _hedge_due(primary: _Lane, hedge_after_s: float | None, p95: Mapping[str, float], streaming: bool) -> float | None:
+        """Seconds after the primary started at which to start the backup: its p95 to first
+        content while none has come; for a plain call, also its p95 to the end, so a backend whose
+        first token is on time but whose decoding has slowed down is hedged too."""
+        if primary.first_text_at is None:
+            return hedge_after_s
+        return None if streaming else p95.get(primary.name)
+
     async def _race(self, name: str, backup: str | None, hedge_after_s: float | None, request: Request,
                     deadline: Deadline, failures: list[BackendError], p95: Mapping[str, float],
-                    started: list[str]) -> AsyncIterator[Chunk]:
+                    started: list[str], streaming: bool) -> AsyncIterator[Chunk]:
         """Stream `name`; start `backup` if `name` shows no text by `hedge_after_s` (appending it to
-        `started`). Yields the committed lane's chunks; returns without a FinalChunk when every
-        lane failed."""
+        `started`). A streaming caller commits to the first lane that yields text; a plain call
+        takes whichever lane finishes first. Yields the committed lane's chunks; returns without
+        a FinalChunk when every lane failed."""
         remaining = deadline.remaining()
         lane_request = request.with_options(timeout_s=remaining) if remaining is not None else request
         queue: asyncio.Queue = asyncio.Queue()
         lanes = [_Lane(name, self._backend(name), lane_request, queue)]
+        # The backup must start by then to still meet the deadline at its own p95.
+        latest_backup_s = None if remaining is None or backup not in p95 else remaining - p95[backup]
         committed: _Lane | None = None
         try:
             while lanes:
                 wait = deadline.remaining()
-                hedge_in = None
-                if backup is not None and committed is None and lanes[0].first_text_at is None:
-                    hedge_in = max(0.0, (hedge_after_s or 0.0) - lanes[0].elapsed)
+                due = self._hedge_due(lanes[0], hedge_after_s, p95, streaming) if backup and not committed else None
+                if due is not None and latest_backup_s is not None:
+                    due = min(due, max(0.0, latest_backup_s))
+                if due is not None:
+                    hedge_in = max(0.0, due - lanes[0].elapsed)
                     wait = hedge_in if wait is None else min(wait, hedge_in)
                 try:
                     async with asyncio.timeout(wait):
@@ -236,7 +250,7 @@ class Executor:
                     if not lanes and backup is not None:
                         return  # the primary failed before the hedge was due: next candidate, normally
                     continue
-                if committed is None and isinstance(item, (TextChunk, FinalChunk)):
+                if committed is None and isinstance(item, (TextChunk, FinalChunk) if streaming else FinalChunk):
                     committed = lane
                     for loser in [other for other in lanes if other is not lane]:
                         lanes.remove(loser)
@@ -251,7 +265,8 @@ class Executor:
                 if isinstance(item, TextChunk) and lane.first_text_at is None:
                     lane.first_text_at = lane.elapsed
                 if lane is not committed:
-                    lane.buffer.append(item)  # drafts before any text: shown only if this lane wins
+                    if streaming:
+                        lane.buffer.append(item)  # drafts before any text: shown only if this lane wins
                     continue
                 if isinstance(item, FinalChunk):
                     self._report(lane.name, lane.elapsed, completion=item.completion, streamed=True)

@@ -32,7 +32,7 @@ class LatencyTracker:
     """Live latency models for every backend of a config, optionally persisted in a Store."""
 
     def __init__(self, models: Mapping[str, LatencyModel], *, clock: Callable[[], float] = time.time,
-                 half_life: float = 50.0, prior_weight: float = 3.0, flush_interval_s: float = 5.0):
+                 half_life: float = 20.0, prior_weight: float = 3.0, flush_interval_s: float = 5.0):
         self.models: dict[str, LatencyModel] = dict(models)
         self._fresh: dict[str, LatencyModel] = {}  # samples not yet written to the store
         self._clock = clock  # unix seconds

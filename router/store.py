@@ -174,6 +174,14 @@ class Store:
     def count(self) -> int:
         return self._conn().execute("SELECT COUNT(*) FROM requests").fetchone()[0]
 
+    def stat_rows(self, *, since_ts: float | None = None) -> list[dict[str, Any]]:
+        """The numeric columns `route stats` aggregates (no prompts or answers), oldest first."""
+        where, params = ("WHERE ts >= ?", (since_ts,)) if since_ts is not None else ("", ())
+        rows = self._conn().execute(
+            "SELECT ts, backend, status, input_tokens, output_tokens, cost_usd, ttft_s, total_s, decode_tps "
+            f"FROM requests {where} ORDER BY id", params)
+        return [dict(row) for row in rows]
+
     @staticmethod
     def _record_dict(row: sqlite3.Row) -> dict[str, Any]:
         record = dict(row)

@@ -141,8 +141,8 @@ async def test_budget_too_small_for_even_one_round_is_an_error():
     })
     with pytest.raises(AllBackendsFailed) as info:
         await reg["outer"].complete(ask())
-    assert calls(leaf, arb) <= 1
-    assert "BudgetExhausted" in str(info.value) or "budget" in str(info.value)
+    assert calls(leaf, arb) == 0  # the one call is kept for the outer arbiter, which has nothing to judge
+    assert "BudgetExhausted" in str(info.value)
 
 
 async def test_code_built_self_loop_stops_at_the_depth_limit():

@@ -17,7 +17,9 @@ import re
 from collections import Counter
 from functools import lru_cache
 
-__all__ = ["FEATURES", "analysed_text", "extract", "words_of"]
+from policies.complexity.lexicon import CLASSES, JOINERS, WORDS, stem_pattern
+
+__all__ = ["FEATURES", "LEXICON", "analysed_text", "extract", "script_profile"]
 
 HEAD_CHARS = 6000  # characters read from the start of a long prompt
 TAIL_CHARS = 2000  # ... and from its end (the question often comes last)
@@ -25,8 +27,8 @@ CODE_CHARS = 4000  # characters of fenced code handed to radon, per prompt
 HISTORY_TURNS = 64  # earlier messages looked at, most recent first
 
 FEATURES: tuple[str, ...] = (
-    "log_tokens",  # log1p(estimated tokens of the last user turn)
-    "non_latin",  # share of multi-byte characters: non-Latin scripts (CJK, Hangul, Cyrillic...)
+    "log_tokens",  # log1p(English-equivalent tokens of the last user turn, script-aware)
+    "non_latin",  # share of letters in non-Latin scripts (CJK, Hangul, Cyrillic, Arabic...)
     "lines",  # log1p(newlines)
     "sentences",  # log1p(sentence ends)
     "clauses",  # log1p(commas, semicolons and joining words): clause nesting within sentences
@@ -55,52 +57,26 @@ FEATURES: tuple[str, ...] = (
     "history_tokens",  # log1p(estimated tokens of the earlier messages)
 )
 
-_LEXICON_WORDS = {
-    "lex_reasoning": """prove proof proofs derive derivation justify explain explanation why analyze
-        analyse analysis compare contrast evaluate reason reasoning implication implications critique
-        argue argument demonstrate infer deduce tradeoff tradeoffs optimize optimise strategy
-        hypothesis counterexample rigorous rigorously formally assumption assumptions""",
-    "lex_math": """equation equations integral derivative probability matrix matrices theorem lemma
-        polynomial solve calculate compute ratio percent percentage fraction average remainder
-        prime vector eigenvalue eigenvalues limit series logarithm sqrt modulo variance expected
-        geometric arithmetic sum product quotient factorial permutation permutations combinations
-        inequality function functions graph converge convergence differential optimization""",
-    "lex_code": """code function functions class method def return import compile compiler bug
-        bugs debug error exception stack trace refactor implement implementation algorithm
-        complexity python javascript typescript java rust golang sql query regex api endpoint
-        async thread concurrency recursion recursive array pointer struct runtime script shell
-        bash docker kubernetes database schema test tests unit""",
-    "lex_constraint": """must exactly least most only without ensure format json yaml csv table
-        bullet bullets words sentences paragraphs limit avoid strictly each every under within
-        require requires required constraint constraints specific specifically""",
-    "lex_sequence": """first second third then next finally additionally also afterwards step
-        steps stage phase subsequently""",
-    "lex_simple": """hi hello hey thanks thank joke jokes synonym synonyms antonym spell spelling
-        define definition meaning capital translate rhyme greet greeting favorite favourite fun""",
-    "lex_creative": """write story stories poem poems essay email letter blog tweet slogan lyrics
-        song haiku narrative fiction dialogue script""",
-}
-_LEXICON: dict[str, int] = {}
-_LEX_NAMES = tuple(_LEXICON_WORDS)
-for _i, _name in enumerate(_LEX_NAMES):
-    for _w in _LEXICON_WORDS[_name].split():
-        _LEXICON.setdefault(_w, _i)
+LEXICON: dict[str, int] = {}  # word -> index in CLASSES (or _JOINER)
+for _i, _name in enumerate(CLASSES):
+    for _w in WORDS[_name].split():
+        LEXICON.setdefault(_w, _i)
+_JOINER = len(CLASSES)  # lexicon index of the joining words, counted as clauses
+for _w in JOINERS:
+    LEXICON.setdefault(_w, _JOINER)
+_STEM, _STEM_CLASS = stem_pattern()
 
 _FACTOID_OPENERS = frozenset("what who when where which whose name list".split())
 _OPEN_OPENERS = frozenset(
     """how why explain describe discuss compare design implement prove derive analyze analyse
-    write create build develop evaluate refactor debug optimize""".split()
+    write create build develop evaluate refactor debug optimize should critique assess estimate
+    plan identify""".split()
 )
 
-_ASCII_WORD = re.compile(r"[a-z]+")
 _UNICODE_WORD = re.compile(r"[^\W\d_]+")
 _LIST_ITEM = re.compile(r"\n[ \t]*(?:[-*\u2022]|\d{1,2}[.)])[ \t]")
 _CHOICE = re.compile(r"\n\(?[A-E][.)][ \t]")
 _FENCE = re.compile(r"```[^\n`]*\n(.*?)```", re.S)
-_JOINERS = "and or but if unless while whereas although because since".split()
-_JOINER = len(_LEX_NAMES)  # lexicon index of the joining words, counted as clauses
-for _w in _JOINERS:
-    _LEXICON.setdefault(_w, _JOINER)
 
 
 def _keep(chars: bytes) -> bytes:
@@ -115,6 +91,31 @@ _MATH = _keep(b"=^\\+*<")
 _CODE = _keep(b"{};")
 _SENTENCE_END = _keep(b".?!")
 _BRANCH = re.compile(r"\b(?:if|for|while|case|catch|except|elif|else if)\b|&&|\|\|")
+# ASCII text -> lower-case letters with everything else a space, so split() gives the words
+_WORD_BYTES = bytes(b + 32 if 65 <= b <= 90 else b if 97 <= b <= 122 else 32 for b in range(256))
+
+# Non-ASCII text: each character's UTF-8 lead byte names its script block; continuation bytes
+# (0x80-0xBF) are dropped so one byte stands for one character. Per block: English-equivalent
+# tokens per character (a Han character carries about a word, a Hangul syllable about 0.6 of
+# one, an alphabetic letter a quarter, as tokenizers and translations both suggest) and whether
+# it is a non-Latin letter.
+_BLOCKS = (  # (first lead byte, last lead byte, tokens per character, non-Latin letter)
+    (0x00, 0x7F, 0.25, False),  # ASCII
+    (0xC2, 0xCD, 0.25, False),  # Latin-1 supplement, Latin extended, IPA, combining marks
+    (0xCE, 0xDF, 0.25, True),  # Greek, Cyrillic, Armenian, Hebrew, Arabic, Syriac...
+    (0xE0, 0xE1, 0.25, True),  # Indic scripts, Thai, Georgian, Hangul jamo, Vietnamese Latin
+    (0xE2, 0xE2, 0.5, False),  # punctuation, symbols, arrows, mathematical operators
+    (0xE3, 0xE3, 0.5, True),  # CJK punctuation, Hiragana, Katakana
+    (0xE4, 0xE9, 0.85, True),  # CJK unified ideographs
+    (0xEA, 0xED, 0.6, True),  # Hangul syllables (and a few rarer blocks)
+    (0xEE, 0xEF, 0.5, False),  # private use, compatibility forms, full-width punctuation
+    (0xF0, 0xF4, 1.0, False),  # emoji and other supplementary-plane characters
+)
+_BLOCK_OF = bytes(
+    next((k for k, (lo, hi, _, _) in enumerate(_BLOCKS) if lo <= b <= hi), 0) for b in range(256)
+)
+_CONTINUATION = bytes(range(0x80, 0xC0))
+_WIDE_PUNCT = {"。": ".", "？": "?", "！": "!", "，": ",", "、": ",", "；": ";", "،": ",", "؟": "?"}
 
 
 def analysed_text(text: str) -> str:
@@ -124,24 +125,20 @@ def analysed_text(text: str) -> str:
     return text[:HEAD_CHARS] + "\n" + text[-TAIL_CHARS:]
 
 
-def words_of(lowered: str) -> list[str]:
-    """Lower-case words (letters only) of already lower-cased text, in order."""
-    return (_ASCII_WORD if lowered.isascii() else _UNICODE_WORD).findall(lowered)
-
-
-def _est_tokens(full_chars: int, text: str, utf8: bytes) -> tuple[float, float]:
-    """(estimated tokens of the full text, share of multi-byte characters).
-
-    About 4 characters a token for ASCII; each extra UTF-8 byte adds half a token, so a
-    CJK or Hangul character counts about 1.25 tokens and Cyrillic 0.75, roughly what
-    tokenizers spend on them. Measured on `text` (bounded) and scaled to `full_chars`.
-    """
-    n = len(text)
+def script_profile(utf8: bytes) -> tuple[float, float]:
+    """(English-equivalent tokens per character, share of letters in non-Latin scripts)."""
+    blocks = utf8.translate(_BLOCK_OF, _CONTINUATION)
+    n = len(blocks)
     if n == 0:
-        return 0.0, 0.0
-    extra = len(utf8) - n
-    per_char = 0.25 + 0.5 * extra / n
-    return full_chars * per_char, min(1.0, extra / n)
+        return 0.25, 0.0
+    counts = [blocks.count(k) for k in range(len(_BLOCKS))]
+    tokens = sum(c * blk[2] for c, blk in zip(counts, _BLOCKS))
+    non_latin = sum(c for c, blk in zip(counts, _BLOCKS) if blk[3])
+    latin = len(utf8.translate(None, _LETTERS)) + counts[1]
+    return tokens / n, non_latin / (non_latin + latin) if non_latin else 0.0
+
+
+_LETTERS = _keep(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 
 
 @lru_cache(maxsize=512)
@@ -164,38 +161,52 @@ def _code_metrics(code: str) -> tuple[float, float, float]:
         return 1.0 + len(_BRANCH.findall(code)), 0.0, 0.0
 
 
-def _code_features(text: str) -> tuple[int, float, float, float]:
+def _code_features(text: str) -> tuple[float, float, float, float]:
+    """log1p of (fenced blocks, cyclomatic complexity), effort / 10, MI deficit / 100."""
     blocks = _FENCE.findall(text)
     if not blocks:
-        return 0, 0.0, 0.0, 0.0
+        return 0.0, 0.0, 0.0, 0.0
     code = "\n".join(blocks)[:CODE_CHARS]
     cc, effort, mi_deficit = _code_metrics(code)
-    return len(blocks), cc, effort, mi_deficit
+    return math.log1p(len(blocks)), math.log1p(cc), math.log1p(effort) / 10.0, mi_deficit / 100.0
+
+
+def _non_ascii(t: str, utf8: bytes) -> tuple[bytes, list[str], float, float, Counter]:
+    """(ASCII stand-ins for wide punctuation, words, tokens per character, non-Latin share,
+    lexicon counts) of non-ASCII text. Stems count only in text with non-Latin letters."""
+    low = t.lower()
+    per_char, non_latin = script_profile(utf8)
+    words = _UNICODE_WORD.findall(low)
+    lex = Counter(map(LEXICON.get, words))
+    if non_latin:
+        lex.update(map(_STEM_CLASS.get, _STEM.findall(low)))
+    punct = "".join(mark * t.count(wide) for wide, mark in _WIDE_PUNCT.items())
+    return punct.encode("ascii"), words, per_char, non_latin, lex
 
 
 def extract(text: str, history_turns: int = 0, history_chars: int = 0) -> tuple[list[float], list[str]]:
     """Feature values (in `FEATURES` order) and the words of the analysed text.
 
-    `text` is the turn to score; `history_*` describe the conversation before it.
+    `text` is the turn to score; `history_*` describe the conversation before it. Only ASCII
+    words are returned for the learned vocabulary; other scripts are read through `STEMS`.
     """
     t = analysed_text(text)
     b = t.encode("utf-8", "surrogatepass")  # lone surrogates must not raise
-    low = t.lower()
-    words = words_of(low)
-    tokens, non_latin = _est_tokens(len(text), t, b)
+    if t.isascii():
+        words = b.translate(_WORD_BYTES).decode("ascii").split()
+        lex = Counter(map(LEXICON.get, words))
+        per_char, non_latin = 0.25, 0.0
+        n_words, n_letters = len(words), sum(map(len, words))
+    else:
+        punct, all_words, per_char, non_latin, lex = _non_ascii(t, b)
+        words = [w for w in all_words if w.isascii()]  # vocabulary and word length: ASCII only
+        n_words, n_letters = len(words), sum(map(len, words))
+        b += punct
     log1p = math.log1p
-
-    lex = Counter(map(_LEXICON.get, words))
-    first = words[0] if words else ""
-
-    fences = cc = effort = mi_deficit = 0.0
-    if "```" in t:
-        fences, cc, effort, mi_deficit = _code_features(t)
-
-    n_words = len(words)
-    avg_len = (sum(map(len, words)) / n_words - 4.5) if n_words else 0.0
+    first = words[0] if words and t.lstrip()[:1].isascii() else ""  # opening word, if Latin
+    code = _code_features(t) if "```" in t else (0.0, 0.0, 0.0, 0.0)
     values = [
-        log1p(tokens),
+        log1p(len(text) * per_char),
         non_latin,
         log1p(b.count(b"\n")),
         log1p(len(b.translate(None, _SENTENCE_END)) + 1 if t else 0),
@@ -206,11 +217,11 @@ def extract(text: str, history_turns: int = 0, history_chars: int = 0) -> tuple[
         1.0 if _CHOICE.search(t) else 0.0,
         log1p(len(b.translate(None, _DIGITS))),
         log1p(len(b.translate(None, _MATH))),
-        log1p(fences),
+        code[0],
         log1p(len(b.translate(None, _CODE))),
-        log1p(cc),
-        log1p(effort) / 10.0,
-        mi_deficit / 100.0,
+        code[1],
+        code[2],
+        code[3],
         log1p(lex[0]),
         log1p(lex[1]),
         log1p(lex[2]),
@@ -220,7 +231,7 @@ def extract(text: str, history_turns: int = 0, history_chars: int = 0) -> tuple[
         log1p(lex[6]),
         1.0 if first in _FACTOID_OPENERS else 0.0,
         1.0 if first in _OPEN_OPENERS else 0.0,
-        avg_len,
+        (n_letters / n_words - 4.5) if n_words else 0.0,
         log1p(history_turns),
         log1p(history_chars / 4.0),
     ]

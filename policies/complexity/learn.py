@@ -27,40 +27,43 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from policies.complexity.features import FEATURES, extract
+from policies.complexity.features import FEATURES, LEXICON, extract
+from policies.complexity.lexicon import STOPWORDS
 from policies.complexity.model import MODEL_FEATURES, VOCABULARY, Weights, vocabulary_value
 
-__all__ = ["FIXED", "PRIORS", "Design", "LearnOptions", "dataset_of", "design", "learn", "subset"]
+__all__ = ["EXCLUDED_WORDS", "FIXED", "PRIORS", "Design", "LearnOptions", "dataset_of", "design", "learn", "subset"]
 
 # Logit per unit of each feature before any data is seen: general beliefs about what makes
-# a prompt need a stronger model. Fitting pulls each weight towards its prior.
+# a prompt need a stronger model, set by hand (not fitted), and the part of the score that must
+# carry over to chat, code, writing and other languages that the shared GSM8K/MMLU records do
+# not show. Fitting pulls each weight towards its prior, strongly (`LearnOptions.l2_features`).
 PRIORS: dict[str, float] = {
-    "log_tokens": 0.3,
-    "non_latin": 0.8,
-    "lines": 0.1,
-    "sentences": 0.1,
+    "log_tokens": 0.5,  # longer asks carry more to do: the one signal every benchmark agrees on
+    "non_latin": 0.3,  # small local models are weaker outside English; the content counts more
+    "lines": 0.05,
+    "sentences": 0.0,
     "clauses": 0.1,
     "capitals": 0.1,
-    "questions": 0.2,
+    "questions": 0.1,
     "list_items": 0.3,
     "choices": 0.0,
-    "digits": 0.2,
+    "digits": 0.05,
     "math_symbols": 0.2,
-    "code_fences": 0.6,
-    "code_punct": 0.15,
+    "code_fences": 0.4,
+    "code_punct": 0.1,
     "code_cc": 0.3,
     "code_effort": 0.3,
-    "code_mi_deficit": 0.8,
-    "lex_reasoning": 0.4,
+    "code_mi_deficit": 0.5,
+    "lex_reasoning": 0.6,
     "lex_math": 0.3,
     "lex_code": 0.3,
-    "lex_constraint": 0.25,
-    "lex_sequence": 0.2,
-    "lex_simple": -0.8,
-    "lex_creative": 0.1,
-    "wh_factoid": -0.2,
+    "lex_constraint": 0.2,
+    "lex_sequence": 0.1,
+    "lex_simple": -1.0,
+    "lex_creative": 0.0,  # a haiku and a novel chapter both say "write"; length tells them apart
+    "wh_factoid": -0.4,
     "open_question": 0.3,
-    "avg_word_len": 0.2,
+    "avg_word_len": 0.3,
     "history_turns": 0.3,
     "history_tokens": 0.05,
     VOCABULARY: 0.0,
@@ -71,19 +74,28 @@ PRIORS: dict[str, float] = {
 # keep the prior.
 FIXED = frozenset(
     {"non_latin", "code_fences", "code_cc", "code_effort", "code_mi_deficit", "lex_simple",
-     "history_turns", "history_tokens"}
+     "lex_creative", "history_turns", "history_tokens"}
 )  # fmt: skip
+
+# Words that never enter the learned vocabulary: function words, and words already in the
+# hand-set lexicons (a benchmark must not flip "probability" or "prove" to mean easy).
+EXCLUDED_WORDS = STOPWORDS | frozenset(LEXICON)
 
 
 @dataclass(frozen=True, slots=True)
 class LearnOptions:
-    """`l2_features`: pull towards the priors, in pseudo-examples per standardised unit.
-    `word_prior`: pseudo-prompts with residual 0 added to every word's mean."""
+    """`l2_features`: pull towards the priors, in pseudo-examples per standardised unit (about
+    2,700 is what 10k records weigh, so 10,000 lets the data move a weight a fifth of the way).
+    `word_prior`: pseudo-prompts with residual 0 added to every word's mean.
+    `l2_vocabulary`: pull of the vocabulary feature's weight towards 0, same units.
+    `vocabulary_cap`: the most logits the vocabulary term may add or take away."""
 
-    l2_features: float = 30.0
-    word_prior: float = 50.0
+    l2_features: float = 10_000.0
+    word_prior: float = 200.0
+    l2_vocabulary: float = 1_000.0
+    vocabulary_cap: float = 0.5
     balance: float = 0.5  # 0: every record weighs 1; 1: every dataset weighs the same in total
-    min_df: int = 5  # a word enters the vocabulary when this many training prompts contain it
+    min_df: int = 20  # a word enters the vocabulary when this many training prompts contain it
     cross_fit_folds: int = 5
     newton_steps: int = 12
     prune: float = 0.002  # word weights smaller than this are dropped from the file
@@ -151,7 +163,7 @@ def _word_weights(
     mass: dict[str, float] = defaultdict(float)
     df: Counter[str] = Counter()
     for ws, r, w in zip(words, residuals, sw):
-        for word in set(ws):
+        for word in set(ws).difference(EXCLUDED_WORDS):
             total[word] += r * w
             mass[word] += w
             df[word] += 1
@@ -250,8 +262,8 @@ def learn(d: Design, opts: LearnOptions = LearnOptions()) -> Weights:
         rows.append(onehot + [(columns[j][i] - means[j]) / stds[j] for j in free])
         offsets.append(sum(PRIORS[names[j]] * (columns[j][i] - means[j]) for j in fixed))
     prior = [0.0] * len(groups) + [PRIORS.get(names[j], 0.0) * stds[j] for j in free]
-    # intercepts are free; the word weights are shrunk already, so `vocabulary` is barely pulled
-    l2 = [0.0] * len(groups) + [1.0 if names[j] == VOCABULARY else opts.l2_features for j in free]
+    # intercepts are free; `vocabulary` is pulled towards 0, every other feature to its prior
+    l2 = [0.0] * len(groups) + [opts.l2_vocabulary if names[j] == VOCABULARY else opts.l2_features for j in free]
     theta = _newton(rows, offsets, d.labels, sw, prior, l2, opts.newton_steps)
 
     weights = {names[j]: PRIORS[names[j]] for j in fixed}
@@ -266,5 +278,6 @@ def learn(d: Design, opts: LearnOptions = LearnOptions()) -> Weights:
         weights={f: round(weights[f], 6) for f in names},
         means={f: round(mu, 6) for f, mu in zip(names, means)},
         vocabulary={w: round(x, 5) for w, x in sorted(table.items())},
+        vocabulary_cap=opts.vocabulary_cap,
         metadata={"dataset_intercepts": {g: round(theta[gindex[g]], 6) for g in groups}},
     )

@@ -3,7 +3,9 @@
     logit = bias + sum_i w_i * (x_i - mean_i)        (i over FEATURES and "vocabulary")
     value = sigmoid(logit)
 
-where "vocabulary" is the mean learned weight of the prompt's words (0 for unknown words).
+where "vocabulary" is the mean learned weight of the prompt's words (0 for unknown words),
+and its term is clipped to +-`vocabulary_cap` logits: words learned from a few benchmarks may
+refine the score of a prompt but never outvote its structure and the general word lists.
 
 Features are centred on their training means, so `Score.base` (the sigmoid of the bias) is the
 score of a typical training prompt and each contribution says how far that feature moved
@@ -53,6 +55,7 @@ class Weights:
     weights: dict[str, float]
     means: dict[str, float]
     vocabulary: dict[str, float] = field(default_factory=dict)
+    vocabulary_cap: float = _LOGIT_CAP
     threshold: float | None = None
     hosted_share: float | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
@@ -69,6 +72,7 @@ class Weights:
             weights={k: float(v["weight"]) for k, v in feats.items()},
             means={k: float(v["mean"]) for k, v in feats.items()},
             vocabulary={k: float(v) for k, v in data.get("vocabulary", {}).items()},
+            vocabulary_cap=float(data.get("vocabulary_cap", _LOGIT_CAP)),
             threshold=data.get("threshold"),
             hosted_share=data.get("hosted_share"),
             metadata=data.get("metadata", {}),
@@ -85,6 +89,7 @@ class Weights:
                 k: {"weight": self.weights.get(k, 0.0), "mean": self.means.get(k, 0.0)}
                 for k in MODEL_FEATURES
             },
+            "vocabulary_cap": self.vocabulary_cap,
             "vocabulary": dict(sorted(self.vocabulary.items())),
             "metadata": self.metadata,
         }
@@ -136,6 +141,7 @@ class ComplexityScorer:
         self._w = [weights.weights.get(k, 0.0) for k in MODEL_FEATURES]
         self._m = [weights.means.get(k, 0.0) for k in MODEL_FEATURES]
         self._vget = weights.vocabulary.get
+        self._cap = weights.vocabulary_cap
         self._bias = weights.bias
         self._base = _sigmoid(weights.bias)
 
@@ -151,7 +157,9 @@ class ComplexityScorer:
     ) -> tuple[list[float], list[float]]:
         values, words = extract(text, history_turns, history_chars)
         values.append(sum(map(self._vget, words, repeat(0.0))) / len(words) if words else 0.0)
-        return values, [w * (x - m) for w, x, m in zip(self._w, values, self._m)]
+        parts = [w * (x - m) for w, x, m in zip(self._w, values, self._m)]
+        parts[-1] = max(-self._cap, min(self._cap, parts[-1]))  # the vocabulary term
+        return values, parts
 
     def score_text(self, text: str, history_turns: int = 0, history_chars: int = 0) -> float:
         """The score alone, for bulk scoring (no explanation built)."""

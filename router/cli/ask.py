@@ -127,6 +127,7 @@ def register(app: typer.Typer) -> None:
         deadline: Annotated[str | None, typer.Option("--deadline", help="Whole-request deadline: 500ms, 2s, 1m.")] = None,
         config: Annotated[str | None, typer.Option("-c", "--config", help="Config file (default: search order).")] = None,
         quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Only the answer; no notes on stderr.")] = False,
+        watch: Annotated[bool, typer.Option("--watch", help="Diffusion backends: show the canvas denoising in place.")] = False,
     ) -> None:
         from router.cli.durations import parse_duration
         from router.config_loader import load_config
@@ -155,7 +156,12 @@ def register(app: typer.Typer) -> None:
             view = live_view(router, decision.chosen, out)
         try:
             with view:
-                _ask(router, out, messages, stream=stream, options=options)
+                if watch and not json_output:
+                    from router.cli.watch import watch_answer
+
+                    watch_answer(router, out, messages, options, _show_stats, label=decision.chosen)
+                else:
+                    _ask(router, out, messages, stream=stream, options=options)
         except AllBackendsFailed as exc:
             _report_failure(out, exc)
             raise typer.Exit(EXIT_NO_BACKEND) from None

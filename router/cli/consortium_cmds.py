@@ -49,7 +49,8 @@ class LiveMembers:
         for (path, label), row in self.rows.items():
             state = row.get("status", "waiting")
             latency = row.get("latency_s")
-            table.add_row(escape(path), escape(label), f"[{_STYLE.get(state, '')}]{state}[/]",
+            where = path.partition("/")[2] or "·"  # relative to the consortium asked for
+            table.add_row(escape(where), escape(label), f"[{_STYLE.get(state, '')}]{state}[/]",
                           str(row.get("tokens", "")), f"{latency:.2f} s" if latency else "",
                           escape(str(row.get("error", ""))[:60]) if state == "failed" else "")
         return table

@@ -92,11 +92,11 @@ def register(app: typer.Typer) -> None:
         backend = DiffusionLocalBackend(settings)
         out.info(f"[dim]loading {model} ...[/]")
         loaded = backend.load().loaded  # fail here, before listening, with the loader's message
-        server = EngineServer(backend, host=host, port=port, served_name=name)
+        server = EngineServer(backend, host=host, port=port, served_name=name).bind()
         if host not in _LOOPBACK:
             out.info(f"[yellow]listening on {host}: this server has no authentication[/]")
         out.info(f"serving {name} ({loaded.device}, {loaded.dtype}, canvas {loaded.canvas_length}) at "
-                 f"http://{host}:{port}/v1 — point an `openai` backend's base_url there. Ctrl-C stops.")
+                 f"{server.base_url} — point an `openai` backend's base_url there. Ctrl-C stops.")
         try:
             server.run()
         finally:

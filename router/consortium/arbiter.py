@@ -10,10 +10,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from backends.base import Backend
-from backends.errors import AllBackendsFailed, BackendError, BackendTimeout
-from backends.types import Message, Request, Usage
+from backends.errors import AllBackendsFailed, BackendError
+from backends.types import Completion, Message, Request, Usage
 from policies.judging import Verdict, order_candidates, parse_verdict
-from router.consortium.budget import BudgetExhausted, RunContext, emit
+from router.consortium.budget import Reservation, RunContext, emit, gives_up
 from router.consortium.prompts import Candidate, arbiter_prompt
 from router.consortium.spec import ConsortiumConfig
 from router.consortium.trace import ArbiterRecord
@@ -39,13 +39,12 @@ def _context_tokens(spec: ConsortiumConfig, arbiter: Backend) -> int:
 
 async def judge(messages: Sequence[Message], candidates: Sequence[Candidate], arbiter: Backend,
                 spec: ConsortiumConfig, run: RunContext, record: ArbiterRecord, *,
-                reserved: bool, remaining: Callable[[], float | None]) -> Judgement:
-    """The round's answer from `candidates` (at least one). `reserved`: one budget call was
-    put aside for the arbiter at the start of the round."""
-    metrics = [c.metrics for c in candidates]
+                reserved: Reservation | None, remaining: Callable[[], float | None]) -> Judgement:
+    """The round's answer from `candidates` (at least one). `reserved`: the budget call put
+    aside for the arbiter at the start of the round (None for a nested arbiter)."""
+    call = _ArbiterCall(arbiter, spec, run, record, reserved, remaining)
     if len(candidates) == 1:
-        if reserved:
-            run.budget.release()
+        call.give_back()
         record.status, record.fallback = "skipped", "only one candidate: nothing to judge"
         record.order = [candidates[0].source]
         return Judgement(candidates[0].text, 0, None, [], Usage())
@@ -54,16 +53,12 @@ async def judge(messages: Sequence[Message], candidates: Sequence[Candidate], ar
                             context_tokens=_context_tokens(spec, arbiter), reply_tokens=spec.arbiter_max_tokens)
     record.prompt_chars = sum(len(str(m["content"])) for m in prompt.messages)
     record.truncated = prompt.truncated
-    reply = await _call_arbiter(arbiter, prompt.messages, spec, run, record, reserved, remaining)
+    reply = await call.ask(prompt.messages)
     if reply is None:
-        order = order_candidates([list(range(len(candidates)))], metrics)
-        record.fallback = (f"arbiter failed ({record.errors[-1]['error'] if record.errors else 'no reply'}); "
-                           "returned the first answer, simplest code first")
-        record.order = [candidates[i].source for i in order]
-        return Judgement(candidates[order[0]].text, order[0], None, [], Usage())
+        return _without_arbiter(candidates, record)
     verdict = parse_verdict(reply.text, nonce, len(candidates), want_answer=spec.judging == "synthesis")
     record.verdict = verdict.as_dict()
-    order = order_candidates(verdict.ranking, metrics)
+    order = order_candidates(verdict.ranking, [c.metrics for c in candidates])
     record.order = [candidates[i].source for i in order]
     answer = _answer(reply.text, verdict, candidates, order, spec, record)
     if verdict.notes and record.fallback is None:
@@ -71,10 +66,21 @@ async def judge(messages: Sequence[Message], candidates: Sequence[Candidate], ar
     return Judgement(answer, order[0], verdict.confidence, verdict.refine, reply.usage)
 
 
+def _without_arbiter(candidates: Sequence[Candidate], record: ArbiterRecord) -> Judgement:
+    """The arbiter could not answer: every candidate counts as tied, simplest code first."""
+    order = order_candidates([list(range(len(candidates)))], [c.metrics for c in candidates])
+    why = record.errors[-1]["error"] if record.errors else "no reply"
+    record.fallback = f"arbiter failed ({why}); returned the first answer, simplest code first"
+    record.order = [candidates[i].source for i in order]
+    return Judgement(candidates[order[0]].text, order[0], None, [], Usage())
+
+
 def _answer(text: str, verdict: Verdict, candidates: Sequence[Candidate], order: list[int],
             spec: ConsortiumConfig, record: ArbiterRecord) -> str:
-    if spec.judging == "rank" or verdict.answer:
-        return verdict.answer if spec.judging == "synthesis" else candidates[order[0]].text
+    if spec.judging == "rank":
+        return candidates[order[0]].text
+    if verdict.answer:
+        return verdict.answer
     # Synthesis without an answer tag: a reply with none of our tags is most likely the answer
     # written plainly; otherwise the arbiter ranked but wrote no answer, so the best one stands in.
     if text.strip() and not _OUR_TAG.search(text):
@@ -84,43 +90,59 @@ def _answer(text: str, verdict: Verdict, candidates: Sequence[Candidate], order:
     return candidates[order[0]].text
 
 
-async def _call_arbiter(arbiter: Backend, messages: list[Message], spec: ConsortiumConfig, run: RunContext,
-                        record: ArbiterRecord, reserved: bool, remaining: Callable[[], float | None]):
-    nested = getattr(arbiter, "kind", None) == "consortium"
-    tries = 1 + (0 if nested else spec.retries)
-    if nested and reserved:
-        run.budget.release()  # a nested arbiter charges its own calls
-    holding = reserved and not nested  # the reservation is still ours to spend or give back
-    for attempt in range(1, tries + 1):
-        left = remaining()
-        if left is not None and left <= 0:
-            record.errors.append({"attempt": attempt, "error": "BackendTimeout",
-                                  "message": "the consortium's deadline passed before the arbiter was asked"})
-            break
-        started = time.perf_counter()
-        try:
-            if not nested:
-                run.budget.take("the arbiter", reserved=holding)
-                holding = False
-            record.status = "running"
-            emit(run, {"type": "arbiter", "path": run.path, "id": record.arbiter, "status": "running"})
-            request = Request(messages=messages, max_tokens=spec.arbiter_max_tokens, timeout_s=left)
-            completion = await arbiter.complete(request)
-        except (BackendError, AllBackendsFailed) as exc:
-            record.errors.append({"attempt": attempt, "error": type(exc).__name__, "message": str(exc),
-                                  "elapsed_s": time.perf_counter() - started})
-            if isinstance(exc, BudgetExhausted) or (isinstance(exc, BackendError) and not exc.retryable
-                                                    and not isinstance(exc, BackendTimeout)):
+class _ArbiterCall:
+    """Asks the arbiter, with retries, charging the budget (the round's reservation first)."""
+
+    def __init__(self, arbiter: Backend, spec: ConsortiumConfig, run: RunContext, record: ArbiterRecord,
+                 reserved: Reservation | None, remaining: Callable[[], float | None]):
+        self.arbiter, self.spec, self.run, self.record, self.remaining = arbiter, spec, run, record, remaining
+        self.nested = getattr(arbiter, "kind", None) == "consortium"
+        self.reserved = reserved
+        if self.nested:
+            self.give_back()  # a nested arbiter charges its own calls
+
+    def give_back(self) -> None:
+        if self.reserved is not None:
+            self.reserved.release()
+
+    def _emit(self, status: str, **fields) -> None:
+        emit(self.run, {"type": "arbiter", "path": self.run.path, "id": self.record.arbiter, "status": status,
+                        **fields})
+
+    async def ask(self, messages: list[Message]) -> Completion | None:
+        """The arbiter's reply, or None when every attempt failed (each is in the record)."""
+        tries = 1 + (0 if self.nested else self.spec.retries)
+        for attempt in range(1, tries + 1):
+            left = self.remaining()
+            if left is not None and left <= 0:
+                self.record.errors.append({"attempt": attempt, "error": "BackendTimeout",
+                                           "message": "the consortium's deadline passed before the arbiter was asked"})
                 break
-            continue
-        record.completion, record.status = completion, "done"
-        record.latency_s = time.perf_counter() - started
-        emit(run, {"type": "arbiter", "path": run.path, "id": record.arbiter, "status": "done",
-                   "latency_s": record.latency_s, "tokens": completion.usage.output_tokens})
+            started = time.perf_counter()
+            try:
+                completion = await self._attempt(messages, left)
+            except (BackendError, AllBackendsFailed) as exc:
+                self.record.errors.append({"attempt": attempt, "error": type(exc).__name__, "message": str(exc),
+                                           "elapsed_s": time.perf_counter() - started})
+                if gives_up(exc):
+                    break
+                continue
+            self.record.latency_s = time.perf_counter() - started
+            self._emit("done", latency_s=self.record.latency_s, tokens=completion.usage.output_tokens)
+            return completion
+        self.give_back()
+        self.record.status = "failed"
+        self._emit("failed", error=self.record.errors[-1]["message"] if self.record.errors else None)
+        return None
+
+    async def _attempt(self, messages: list[Message], left: float | None) -> Completion:
+        if self.reserved is not None and self.reserved.open:
+            self.reserved.spend()
+        elif not self.nested:
+            self.run.budget.take("the arbiter")  # a retry: the reservation was the first try
+        self.record.status = "running"
+        self._emit("running")
+        request = Request(messages=messages, max_tokens=self.spec.arbiter_max_tokens, timeout_s=left)
+        completion = await self.arbiter.complete(request)
+        self.record.completion, self.record.status = completion, "done"
         return completion
-    if holding:
-        run.budget.release()
-    record.status = "failed"
-    emit(run, {"type": "arbiter", "path": run.path, "id": record.arbiter, "status": "failed",
-               "error": record.errors[-1]["message"] if record.errors else None})
-    return None

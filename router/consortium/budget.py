@@ -12,9 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from backends.errors import BackendError
+from backends.errors import BackendError, BackendTimeout
 
-__all__ = ["BudgetExhausted", "CallBudget", "RunContext", "current_run", "emit"]
+__all__ = ["BudgetExhausted", "CallBudget", "Reservation", "RunContext", "current_run", "emit", "gives_up"]
 
 MAX_DEPTH = 32  # consortia inside consortia; config forbids cycles, this stops code-built ones
 
@@ -23,6 +23,34 @@ class BudgetExhausted(BackendError):
     """No model call is left in the run's budget. Never retried."""
 
     retryable = False
+
+
+def gives_up(error: Exception) -> bool:
+    """True for errors another attempt cannot fix (a timeout or a 5xx might go away)."""
+    if isinstance(error, BudgetExhausted):
+        return True
+    return isinstance(error, BackendError) and not error.retryable and not isinstance(error, BackendTimeout)
+
+
+class Reservation:
+    """One call put aside; spend it or release it (either at most once; both are idempotent)."""
+
+    def __init__(self, budget: CallBudget):
+        self._budget = budget
+        self.open = True
+
+    def spend(self) -> None:
+        if self.open:
+            self.open = False
+            for budget in self._budget._chain():
+                budget.reserved -= 1
+                budget.used += 1
+
+    def release(self) -> None:
+        if self.open:
+            self.open = False
+            for budget in self._budget._chain():
+                budget.reserved -= 1
 
 
 class CallBudget:
@@ -46,14 +74,10 @@ class CallBudget:
         left = [b.limit - b.used - b.reserved for b in self._chain() if b.limit is not None]
         return min(left) if left else None
 
-    def take(self, what: str, *, reserved: bool = False) -> None:
-        """Charge one call, or raise BudgetExhausted naming the budget that ran out.
-        `reserved` spends a call put aside earlier with `reserve()`."""
+    def take(self, what: str) -> None:
+        """Charge one call, or raise BudgetExhausted naming the budget that ran out."""
         for budget in self._chain():
-            if budget.limit is None:
-                continue
-            free = budget.limit - budget.used - budget.reserved + (1 if reserved else 0)
-            if free <= 0:
+            if budget.limit is not None and budget.limit - budget.used - budget.reserved <= 0:
                 raise BudgetExhausted(
                     f"call budget of consortium {budget.owner!r} is spent ({budget.limit} model calls); "
                     f"{what} was not started. Raise `budget:` or lower members' samples or iterations.",
@@ -61,22 +85,15 @@ class CallBudget:
                 )
         for budget in self._chain():
             budget.used += 1
-            if reserved:
-                budget.reserved -= 1
 
-    def reserve(self) -> bool:
-        """Put one call aside (for the arbiter) if every budget in the chain has one free."""
+    def reserve(self) -> Reservation | None:
+        """Put one call aside (for a round's arbiter), or None if some budget has none free."""
         available = self.available()
         if available is not None and available <= 0:
-            return False
+            return None
         for budget in self._chain():
             budget.reserved += 1
-        return True
-
-    def release(self) -> None:
-        """Give back a reservation that was not used."""
-        for budget in self._chain():
-            budget.reserved -= 1
+        return Reservation(self)
 
     def as_dict(self) -> dict[str, Any]:
         return {"owner": self.owner, "limit": self.limit, "used": self.used}

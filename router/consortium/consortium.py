@@ -21,7 +21,15 @@ from backends.errors import AllBackendsFailed, BackendError, UsageError
 from backends.types import Chunk, Completion, FinalChunk, Request, TextChunk, Timings, Usage
 from policies.judging import code_metrics, over_budget
 from router.consortium.arbiter import judge
-from router.consortium.budget import MAX_DEPTH, BudgetExhausted, CallBudget, Listener, RunContext, current_run
+from router.consortium.budget import (
+    MAX_DEPTH,
+    BudgetExhausted,
+    CallBudget,
+    Listener,
+    Reservation,
+    RunContext,
+    current_run,
+)
 from router.consortium.members import Slot, member_messages, run_members
 from router.consortium.prompts import Candidate, refinement_messages
 from router.consortium.spec import ConsortiumConfig
@@ -73,6 +81,16 @@ class Consortium(Backend):
             return await _Run(self, run, request).execute()
         finally:
             var.reset(token)
+
+
+def _reject_complex(candidates: list[Candidate], done: list[MemberRecord], record: RoundRecord,
+                    budget: float) -> list[Candidate]:
+    """Leave out candidates whose code is over `budget` times their siblings' (and say why)."""
+    rejected = over_budget([c.metrics for c in candidates], budget)
+    for i, why in rejected.items():
+        record.rejected[candidates[i].source] = why
+        done[i].status, done[i].note = "rejected", why
+    return [c for i, c in enumerate(candidates) if i not in rejected]
 
 
 class _Run:
@@ -151,38 +169,44 @@ class _Run:
         record = RoundRecord(iteration, records, ArbiterRecord(self.spec.arbiter))
         self.rounds.append(record)
         self.run_event("round", iteration=iteration, status="running")
-        # The arbiter's call is put aside first, so members cannot spend the last of the budget.
-        reserved = arbiter.kind != "consortium" and self.run.budget.reserve()
-        if arbiter.kind != "consortium" and not reserved:
-            raise BudgetExhausted(f"call budget of {self.c.name!r} has no call left for round {iteration}",
-                                  backend=self.c.name, model=self.c.model)
+        reserved = self._reserve_arbiter(arbiter, iteration)
         try:
             await run_members(slots, records, self.run, self.spec, self.t0, self.remaining)
-        except BaseException:
-            if reserved:
-                self.run.budget.release()
-            raise
-        for r in records:
-            self._account(r.completion)
-        done = [r for r in records if r.status == "done"]
-        if not done or (self.spec.quorum and len(done) < self.spec.quorum):
-            if reserved:
-                self.run.budget.release()
-            raise self._failure(iteration, records, len(done))
-        candidates = [Candidate(r.completion.text, r.label, code_metrics(r.completion.text)) for r in done]
-        if self.spec.complexity_budget:
-            rejected = over_budget([c.metrics for c in candidates], self.spec.complexity_budget)
-            for i, why in rejected.items():
-                record.rejected[candidates[i].source] = why
-                done[i].status, done[i].note = "rejected", why
-            candidates = [c for i, c in enumerate(candidates) if i not in rejected]
-        judgement = await judge(messages, candidates, arbiter, self.spec, self.run, record.arbiter,
-                                reserved=reserved, remaining=self.remaining)
+            for r in records:
+                self._account(r.completion)
+            candidates = self._candidates(iteration, record)
+            judgement = await judge(messages, candidates, arbiter, self.spec, self.run, record.arbiter,
+                                    reserved=reserved, remaining=self.remaining)
+        finally:
+            if reserved is not None:
+                reserved.release()  # no-op once the arbiter spent it
         self._account(record.arbiter.completion)
         record.answer, record.confidence = judgement.answer, judgement.confidence
         record.wall_s = time.perf_counter() - started
         self.run_event("round", iteration=iteration, status="done", confidence=judgement.confidence)
         return judgement.answer, judgement.confidence, judgement.refine
+
+    def _reserve_arbiter(self, arbiter: Backend, iteration: int) -> Reservation | None:
+        """Put the arbiter's call aside before the members start, so they cannot spend the last
+        of the budget. A nested arbiter charges its own calls: nothing to put aside."""
+        if arbiter.kind == "consortium":
+            return None
+        reserved = self.run.budget.reserve()
+        if reserved is None:
+            raise BudgetExhausted(f"call budget of {self.c.name!r} has no call left for round {iteration}",
+                                  backend=self.c.name, model=self.c.model)
+        return reserved
+
+    def _candidates(self, iteration: int, record: RoundRecord) -> list[Candidate]:
+        """The answers to judge: every member that answered, less any over the complexity budget.
+        Raises when too few answered."""
+        done = [r for r in record.members if r.status == "done"]
+        if not done or (self.spec.quorum and len(done) < self.spec.quorum):
+            raise self._failure(iteration, record.members, len(done))
+        candidates = [Candidate(r.completion.text, r.label, code_metrics(r.completion.text)) for r in done]
+        if not self.spec.complexity_budget:
+            return candidates
+        return _reject_complex(candidates, done, record, self.spec.complexity_budget)
 
     def _account(self, completion: Completion | None) -> None:
         if completion is None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from backends.base import Backend
 from backends.errors import AllBackendsFailed, BackendError, BackendTimeout, RouteError
 from backends.types import FinalChunk, Message, Request, TextChunk
-from router.consortium.budget import BudgetExhausted, RunContext, emit
+from router.consortium.budget import RunContext, emit, gives_up
 from router.consortium.spec import ConsortiumConfig, MemberSpec
 from router.consortium.trace import MemberRecord
 
@@ -45,48 +45,63 @@ def _is_consortium(backend: Backend) -> bool:
     return getattr(backend, "kind", None) == "consortium"
 
 
-async def _call(slot: Slot, record: MemberRecord, run: RunContext, sem: asyncio.Semaphore,
-                spec: ConsortiumConfig, t0: float, remaining: Callable[[], float | None]) -> None:
-    """Fill `record` with the member's answer or its failures; never raises except on cancel."""
-    tries = 1 + (0 if _is_consortium(slot.backend) else spec.retries)  # a consortium retried inside
-    try:
-        for attempt in range(1, tries + 1):
-            left = remaining()
-            if left is not None and left <= 0:
-                record.attempts.append({"attempt": attempt, "error": "BackendTimeout",
-                                        "message": "the consortium's deadline passed before this attempt"})
-                break
-            limit = spec.member_timeout_s if left is None else min(spec.member_timeout_s, left)
-            async with sem:
+class _Fanout:
+    """The members of one round, sharing a semaphore, the run's budget and its deadline."""
+
+    def __init__(self, run: RunContext, spec: ConsortiumConfig, t0: float, remaining: Callable[[], float | None]):
+        self.run = run
+        self.spec = spec
+        self.t0 = t0  # perf_counter at the start of the consortium run
+        self.remaining = remaining
+        self.sem = asyncio.Semaphore(spec.max_concurrency)
+
+    async def call(self, slot: Slot, record: MemberRecord) -> None:
+        """Fill `record` with the member's answer or its failures; raises only on cancellation
+        and on errors that are not model failures."""
+        tries = 1 + (0 if _is_consortium(slot.backend) else self.spec.retries)  # a consortium retries inside
+        try:
+            for attempt in range(1, tries + 1):
+                left = self.remaining()
+                if left is not None and left <= 0:
+                    record.attempts.append({"attempt": attempt, "error": "BackendTimeout",
+                                            "message": "the consortium's deadline passed before this attempt"})
+                    break
                 started = time.perf_counter()
-                try:
-                    if not _is_consortium(slot.backend):
-                        run.budget.take(f"member {record.label}")
-                    record.status, record.started_s = "running", started - t0
-                    emit(run, _event(run, record))
-                    async with asyncio.timeout(limit):
-                        await _stream_into(slot, record, run, limit)
-                    record.latency_s = time.perf_counter() - started
-                    record.status = "done"
-                    emit(run, _event(run, record))
+                error = await self.attempt(slot, record, self.spec.member_timeout_s if left is None
+                                           else min(self.spec.member_timeout_s, left))
+                if error is None:
                     return
-                except TimeoutError:
-                    error: RouteError = BackendTimeout(
-                        f"no answer within the member timeout of {limit:.3g} s", backend=slot.backend.name,
-                        model=slot.backend.model)
-                except (BackendError, AllBackendsFailed) as exc:
-                    error = exc
-            record.attempts.append({"attempt": attempt, "error": type(error).__name__, "message": str(error),
-                                    "elapsed_s": time.perf_counter() - started})
-            if isinstance(error, BudgetExhausted) or (isinstance(error, BackendError) and not error.retryable
-                                                      and not isinstance(error, BackendTimeout)):
-                break
-        record.status = "failed"
-        emit(run, _event(run, record))
-    except asyncio.CancelledError:
-        record.status = "cancelled"
-        emit(run, _event(run, record))
-        raise
+                record.attempts.append({"attempt": attempt, "error": type(error).__name__, "message": str(error),
+                                        "elapsed_s": time.perf_counter() - started})
+                if gives_up(error):
+                    break
+            record.status = "failed"
+            emit(self.run, _event(self.run, record))
+        except asyncio.CancelledError:
+            record.status = "cancelled"
+            emit(self.run, _event(self.run, record))
+            raise
+
+    async def attempt(self, slot: Slot, record: MemberRecord, limit: float) -> RouteError | None:
+        """One try within `limit` seconds; the error, or None when `record` holds the answer."""
+        async with self.sem:
+            started = time.perf_counter()
+            try:
+                if not _is_consortium(slot.backend):
+                    self.run.budget.take(f"member {record.label}")  # a consortium charges its own calls
+                record.status, record.started_s = "running", started - self.t0
+                emit(self.run, _event(self.run, record))
+                async with asyncio.timeout(limit):
+                    await _stream_into(slot, record, self.run, limit)
+            except TimeoutError:
+                return BackendTimeout(f"no answer within the member timeout of {limit:.3g} s",
+                                      backend=slot.backend.name, model=slot.backend.model)
+            except (BackendError, AllBackendsFailed) as exc:
+                return exc
+        record.latency_s = time.perf_counter() - started
+        record.status = "done"
+        emit(self.run, _event(self.run, record))
+        return None
 
 
 async def _stream_into(slot: Slot, record: MemberRecord, run: RunContext, limit: float) -> None:
@@ -117,39 +132,53 @@ async def run_members(slots: Sequence[Slot], records: Sequence[MemberRecord], ru
                       spec: ConsortiumConfig, t0: float, remaining: Callable[[], float | None]) -> None:
     """Run every slot, stop waiting once `spec.quorum` answered (default: all), give stragglers
     `spec.grace_s`, cancel what is left and wait for the cancellations to finish."""
-    sem = asyncio.Semaphore(spec.max_concurrency)
+    fanout = _Fanout(run, spec, t0, remaining)
     for record in records:
         emit(run, _event(run, record))
-    tasks = {asyncio.create_task(_call(s, r, run, sem, spec, t0, remaining), name=f"member {r.label}"): r
+    tasks = {asyncio.create_task(fanout.call(s, r), name=f"member {r.label}"): r
              for s, r in zip(slots, records, strict=True)}
     needed = spec.quorum or len(tasks)
-    pending = set(tasks)
     try:
-        while pending:
-            done, pending = await asyncio.wait(pending, timeout=_positive(remaining()),
-                                               return_when=asyncio.FIRST_COMPLETED)
-            if not done:
-                break  # the consortium's deadline passed
-            for task in done:
-                if not task.cancelled() and task.exception() is not None:
-                    raise task.exception()  # not a model failure (a bug, a usage error): stop the round
-            answered = sum(r.status == "done" for r in records)
-            if answered >= needed or answered + len(pending) < needed:
-                break
-        answered = sum(r.status == "done" for r in records)
-        if pending and answered >= needed and spec.grace_s > 0:
-            _, pending = await asyncio.wait(pending, timeout=min(spec.grace_s, _positive(remaining()) or spec.grace_s))
+        pending = await _until_enough(set(tasks), records, needed, remaining)
+        if pending and _answered(records) >= needed and spec.grace_s > 0:
+            left = _positive(remaining())
+            await asyncio.wait(pending, timeout=spec.grace_s if left is None else min(spec.grace_s, left))
     finally:
         # Also runs when the caller cancels us: nothing may keep calling models after we return.
-        for task in pending:
-            task.cancel()
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
-    for task in pending:
+        await _cancel_rest(tasks)
+
+
+async def _cancel_rest(tasks: dict[asyncio.Task, MemberRecord]) -> None:
+    leftover = [task for task in tasks if not task.done()]
+    for task in leftover:
+        task.cancel()
+    await asyncio.gather(*leftover, return_exceptions=True)
+    for task in leftover:
         record = tasks[task]
         if record.status not in ("done", "failed"):
             record.status = "cancelled"  # also those cancelled before they ever ran
             record.note = "cancelled: enough answers arrived first, or the deadline passed"
+
+
+def _answered(records: Sequence[MemberRecord]) -> int:
+    return sum(r.status == "done" for r in records)
+
+
+async def _until_enough(pending: set[asyncio.Task], records: Sequence[MemberRecord], needed: int,
+                        remaining: Callable[[], float | None]) -> set[asyncio.Task]:
+    """Wait until `needed` answered, or that became impossible, or the deadline passed."""
+    while pending:
+        done, pending = await asyncio.wait(pending, timeout=_positive(remaining()),
+                                           return_when=asyncio.FIRST_COMPLETED)
+        if not done:
+            return pending  # the consortium's deadline passed
+        for task in done:
+            if not task.cancelled() and task.exception() is not None:
+                raise task.exception()  # not a model failure (a bug, a usage error): stop the round
+        answered = _answered(records)
+        if answered >= needed or answered + len(pending) < needed:
+            return pending
+    return pending
 
 
 def _positive(value: float | None) -> float | None:

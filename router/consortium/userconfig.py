@@ -63,30 +63,33 @@ def add_entry(text: str, name: str, entry: dict[str, Any], *, replace: bool = Fa
     if key is None:
         return text + "\nconsortia:\n" + _render(name, entry, 2)
     if not isinstance(value, yaml.MappingNode) or value.flow_style or not value.value:
-        # `consortia: {}` / `consortia:` / a flow mapping: rewrite that one section as a block.
-        existing = yaml.safe_load(text).get("consortia") or {}
-        if not isinstance(existing, dict):
-            raise ConfigError("`consortia:` is not a mapping; fix it before saving consortia into it")
-        if name in existing and not replace:
-            raise UsageError(f"consortium {name!r} already exists; pass --force to replace it")
-        existing[name] = entry
-        start = key.start_mark.index
-        end = value.end_mark.index if value is not None else key.end_mark.index
-        line_end = text.find("\n", end)
-        tail = text[end:line_end if line_end >= 0 else len(text)]
-        comment = tail if tail.strip().startswith("#") else ""
-        body = "".join(_render(n, e, 2) for n, e in existing.items())
-        return text[:start] + "consortia:" + comment + "\n" + body + text[line_end + 1 if line_end >= 0 else len(text):]
+        return _rewrite_section(text, key, value, name, entry, replace)
     spans = _entry_spans(text, value)
-    indent = value.value[0][0].start_mark.column
-    rendered = _render(name, entry, indent)
-    if name in spans:
-        if not replace:
-            raise UsageError(f"consortium {name!r} already exists; pass --force to replace it")
-        start, end = spans[name]
-        return text[:start] + rendered + text[end:]
-    end = max(e for _, e in spans.values())
-    return text[:end] + rendered + text[end:]
+    rendered = _render(name, entry, value.value[0][0].start_mark.column)
+    if name not in spans:
+        end = max(e for _, e in spans.values())
+        return text[:end] + rendered + text[end:]
+    if not replace:
+        raise UsageError(f"consortium {name!r} already exists; pass --force to replace it")
+    start, end = spans[name]
+    return text[:start] + rendered + text[end:]
+
+
+def _rewrite_section(text: str, key: yaml.Node, value: yaml.Node, name: str, entry: dict[str, Any],
+                     replace: bool) -> str:
+    """`consortia: {}`, an empty `consortia:` or a flow mapping: rewrite that one section as a
+    block (a comment on its line is kept)."""
+    existing = yaml.safe_load(text).get("consortia") or {}
+    if not isinstance(existing, dict):
+        raise ConfigError("`consortia:` is not a mapping; fix it before saving consortia into it")
+    if name in existing and not replace:
+        raise UsageError(f"consortium {name!r} already exists; pass --force to replace it")
+    existing[name] = entry
+    end = value.end_mark.index
+    line_end = text.find("\n", end)  # text ends with a newline, so there is one
+    comment = text[end:line_end] if text[end:line_end].strip().startswith("#") else ""
+    body = "".join(_render(n, e, 2) for n, e in existing.items())
+    return text[:key.start_mark.index] + "consortia:" + comment + "\n" + body + text[line_end + 1:]
 
 
 def remove_entry(text: str, name: str) -> str:

@@ -1,0 +1,172 @@
+"""`route serve`, `route log` and `route stats`: the OpenAI-compatible proxy and its request log."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any
+
+import typer
+
+from router.cli.output import Output
+
+__all__ = ["register"]
+
+
+
+def _store(config: str | None):
+    """The request-log Store the config points at (`log.path`, else the user data dir)."""
+    from router.config_loader import load_config
+    from router.store import Store
+
+    path = load_config(config).config.log.path
+    return Store(path)
+
+
+def _since(value: str | None) -> float | None:
+    from router.cli.durations import parse_duration
+
+    return None if value is None else time.time() - parse_duration(value, option="--since")
+
+
+def _fmt(value: Any, spec: str, dash: str = "-") -> str:
+    return dash if value is None else format(value, spec)
+
+
+def _when(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+
+
+def _log_table(rows: list[dict[str, Any]]):
+    from rich.table import Table
+
+    table = Table(title="request log (newest first)", title_justify="left")
+    for column in ("id", "time", "source", "asked", "backend", "status", "tok out", "seconds", "$", "prompt"):
+        table.add_column(column, overflow="fold" if column == "prompt" else "ellipsis")
+    for r in rows:
+        status = r["status"] if r["status"] == "ok" else f"[red]{r['status']}[/]"
+        prompt = (r.get("prompt") or "").replace("\n", " ")
+        table.add_row(str(r["id"]), _when(r["ts"]), r["source"], r.get("requested") or "-", r.get("backend") or "-",
+                      status, _fmt(r.get("output_tokens"), "d"), _fmt(r.get("total_s"), ".2f"),
+                      _fmt(r.get("cost_usd"), ".6f"), prompt[:60] + ("…" if len(prompt) > 60 else ""))
+    return table
+
+
+def _stats_table(stats, window: str):
+    from rich.table import Table
+
+    table = Table(title=f"per backend ({window})", title_justify="left")
+    for column in ("backend", "requests", "share", "p50 s", "p95 s", "ttft p50 s", "tok/s", "cost $", "errors"):
+        table.add_column(column, justify="left" if column == "backend" else "right")
+    for s in stats:
+        table.add_row(s.backend, str(s.requests), f"{s.share:.0%}", _fmt(s.p50_s, ".3f"), _fmt(s.p95_s, ".3f"),
+                      _fmt(s.ttft_p50_s, ".3f"), _fmt(s.tokens_per_s, ".0f"), f"{s.cost_usd:.4f}",
+                      f"{s.error_rate:.1%}" + (f" (+{s.cancelled} cancelled)" if s.cancelled else ""))
+    return table
+
+
+def _plot(rows: list[dict[str, Any]], path: str) -> None:
+    """Latency distributions per backend, one box each, to an image file."""
+    from backends.errors import UsageError
+
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")  # files only: no display needed
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise UsageError("--plot needs matplotlib, which is not installed; install the plot extra: "
+                         "`pip install 'latency-router[plot]'` (or `pip install matplotlib`).") from None
+    latencies: dict[str, list[float]] = {}
+    for r in rows:
+        if r["status"] == "ok" and r.get("total_s") is not None:
+            latencies.setdefault(r.get("backend") or "-", []).append(r["total_s"])
+    if not latencies:
+        raise UsageError("no successful requests in the window: nothing to plot; widen --since or make some requests.")
+    names = sorted(latencies)
+    fig, ax = plt.subplots(figsize=(max(5, 1.4 * len(names) + 2), 4))
+    ax.boxplot([latencies[n] for n in names], showfliers=True)
+    ax.set_xticks(range(1, len(names) + 1), names, rotation=20)
+    ax.set_ylabel("latency, seconds (whole answer)")
+    ax.set_yscale("log")
+    ax.set_title("route: latency per backend")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def register(app: typer.Typer) -> None:
+    from router.cli.app import handle_errors
+
+    @app.command("serve", help="Serve the router as an OpenAI-compatible API (model `auto`, each backend, each "
+                               "consortium) for editors and agents. Ctrl-C drains in-flight streams, then stops.")
+    @handle_errors
+    def serve(
+        host: Annotated[str, typer.Option("--host", help="Bind address; beyond loopback needs --api-key-env.")] = "127.0.0.1",
+        port: Annotated[int, typer.Option("--port", min=0, max=65535)] = 4000,
+        api_key_env: Annotated[str | None, typer.Option(
+            "--api-key-env", help="Name of the environment variable holding the bearer token clients must send.")] = None,
+        no_log: Annotated[bool, typer.Option("--no-log", help="Do not write the request log.")] = False,
+        max_body: Annotated[int, typer.Option("--max-body", min=1024, help="Largest request body, bytes.")] = 16 * 1024 * 1024,
+        drain: Annotated[float, typer.Option("--drain-timeout", min=0.0, help="Seconds to let streams finish on shutdown.")] = 30.0,
+        config: Annotated[str | None, typer.Option("-c", "--config", help="Config file (default: search order).")] = None,
+    ) -> None:
+        from router.config_loader import load_config
+        from router.core import Router
+        from router.server.runner import api_key_from_env
+        from router.server.runner import serve as run_server
+
+        out = Output()
+        key = api_key_from_env(host, api_key_env)
+        loaded = load_config(config)
+        router = Router(loaded, source="server", log=False if no_log else None)
+        shown = f"[{host}]" if ":" in host else host
+        out.info(f"route serve: http://{shown}:{port}/v1 · config {loaded.path} · models: auto, "
+                 f"{', '.join(router.names())} · auth {'on ($' + api_key_env + ')' if key else 'off (loopback)'} · "
+                 f"log {'on: ' + str(router.request_log.path) if router.request_log else 'off'}")
+        run_server(router, host=host, port=port, api_key=key, body_limit_bytes=max_body, drain_timeout_s=drain)
+
+    @app.command("log", help="Show the last requests from the request log (CLI, Python API and server alike).")
+    @handle_errors
+    def log(
+        limit: Annotated[int, typer.Option("-n", "--limit", min=1, help="How many, newest first.")] = 20,
+        backend: Annotated[str | None, typer.Option("--backend", help="Only this backend.")] = None,
+        status: Annotated[str | None, typer.Option("--status", help="ok, error or cancelled.")] = None,
+        since: Annotated[str | None, typer.Option("--since", help="Only this recent: 30m, 1h, 2d.")] = None,
+        json_output: Annotated[bool, typer.Option("--json", help="One JSON object per line, prompts and answers included.")] = False,
+        config: Annotated[str | None, typer.Option("-c", "--config")] = None,
+    ) -> None:
+        out = Output(json_mode=json_output)
+        rows = _store(config).recent(limit, backend=backend, status=status, since_ts=_since(since))
+        if json_output:
+            for row in rows:
+                out.data(row)
+            return
+        if not rows:
+            out.info("the request log is empty for this filter; requests are logged unless --no-log or `log: {enabled: false}`")
+            return
+        out.out.print(_log_table(rows))
+
+    @app.command("stats", help="Per backend: requests, share, p50/p95 latency, time to first token, tokens/s, "
+                               "cost, error rate, from the request log.")
+    @handle_errors
+    def stats(
+        since: Annotated[str | None, typer.Option("--since", help="Only this recent: 30m, 1h, 2d.")] = None,
+        plot: Annotated[str | None, typer.Option("--plot", help="Also draw latency per backend to this image file.")] = None,
+        json_output: Annotated[bool, typer.Option("--json")] = False,
+        config: Annotated[str | None, typer.Option("-c", "--config")] = None,
+    ) -> None:
+        from router.log_stats import summarize
+
+        out = Output(json_mode=json_output)
+        rows = _store(config).stat_rows(since_ts=_since(since))
+        summary = summarize(rows)
+        if plot:
+            _plot(rows, plot)
+        if json_output:
+            out.data({"since": since, "requests": len(rows), "backends": [s.as_dict() for s in summary]})
+        elif not summary:
+            out.info("no requests logged in this window")
+        else:
+            out.out.print(_stats_table(summary, f"last {since}" if since else "all time"))
+        if plot:
+            out.info(f"latency plot written to {plot}")

@@ -1,0 +1,97 @@
+"""`route --watch "prompt"`: the answer denoising in place, then the final text.
+
+A diffusion backend streams DraftChunks (the current canvas's draft after every denoising step)
+between committed TextChunks. The view shows committed text plainly and the draft after it in
+yellow, redrawn in place on stderr by rich Live; the final answer then goes to stdout like any
+other answer, and the stats line (with tokens per forward pass) to stderr. Backends without
+drafts simply show their text growing. Mercury's `diffusing` stream mode (every event carries
+the whole draft) arrives as DraftChunks too, so it feeds the same view.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from backends.types import Chunk, DraftChunk, FinalChunk, TextChunk
+
+__all__ = ["CanvasView", "watch_answer"]
+
+
+class CanvasView:
+    """What the terminal shows at any moment: committed text, then the live draft."""
+
+    def __init__(self, backend: str = "", max_chars: int | None = None):
+        self.backend = backend
+        self.max_chars = max_chars  # committed text beyond this is elided, so the draft stays on screen
+        self.committed = ""
+        self.draft = ""
+        self.canvas = 0
+        self.step = 0
+        self.drafts_seen = 0
+        self.completion = None
+
+    def update(self, chunk: Chunk) -> None:
+        if isinstance(chunk, DraftChunk):
+            self.draft, self.canvas, self.step = chunk.text, chunk.canvas, chunk.step
+            self.drafts_seen += 1
+        elif isinstance(chunk, TextChunk):
+            self.committed += chunk.text
+            self.draft = ""  # a committed canvas replaces its draft
+        elif isinstance(chunk, FinalChunk):
+            self.completion = chunk.completion
+            self.draft = ""
+
+    def status(self) -> str:
+        if self.completion is not None:
+            return "done"
+        if not self.drafts_seen:
+            return "waiting for the first canvas" if not self.committed else "streaming"
+        return f"canvas {self.canvas + 1} · denoising step {self.step}"
+
+    def render(self):
+        from rich.console import Group
+        from rich.text import Text
+
+        shown = self.committed
+        if self.max_chars is not None and len(shown) > self.max_chars:
+            shown = "…" + shown[-self.max_chars:]
+        body = Text(shown)
+        if self.draft:
+            body.append(("" if not self.committed or self.committed.endswith((" ", "\n")) else " ") + self.draft,
+                        style="yellow")
+        header = Text(f"{self.backend} · {self.status()}", style="dim")
+        return Group(header, body)
+
+
+def tokens_per_forward(completion) -> float | None:
+    """The engine's own figure when it reports one (real tokens, pads excluded), else whole canvases."""
+    figure = completion.metadata.get("tokens_per_forward")
+    if figure is None and completion.diffusion is not None:
+        figure = completion.diffusion.tokens_per_forward
+    return figure
+
+
+def watch_answer(router: Any, out: Any, messages: list[dict[str, Any]], options: dict[str, Any],
+                 show_stats, label: str = "") -> None:
+    """Stream through the router, drawing the canvas in place; then print the final text and stats."""
+    from rich.live import Live
+
+    route_stream = router.stream(messages, **options)
+    size = out.err.size
+    view = CanvasView(label or options.get("model") or "", max_chars=max(200, size.width * max(2, size.height // 2)))
+    with Live(view.render(), console=out.err, transient=True, auto_refresh=False,
+              redirect_stdout=False, redirect_stderr=False) as live:
+        for chunk in route_stream:
+            view.update(chunk)
+            live.update(view.render(), refresh=True)
+    completion = view.completion
+    out.text(completion.text if completion is not None else view.committed, end="\n")
+    if completion is None:
+        return
+    show_stats(out, completion)
+    figure = tokens_per_forward(completion)
+    d = completion.diffusion
+    if figure is not None and d is not None:
+        steps = f", {d.denoising_steps} denoising steps" if d.denoising_steps else ""
+        out.info(f"[dim]{figure:.2f} tokens per forward pass ({d.canvases} canvas"
+                 f"{'es' if d.canvases != 1 else ''}{steps}; {view.drafts_seen} drafts shown)[/]")

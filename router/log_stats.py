@@ -1,0 +1,80 @@
+"""Per-backend figures from request-log rows, for `route stats`. Pure: rows in, numbers out.
+
+Latency percentiles, time to first token and tokens/s are over successful requests only (a
+failure's duration says how long the backend took to fail, not how fast it answers); the error
+rate is errors over all requests that were not cancelled by the client.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["BackendStats", "percentile", "summarize"]
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The q-th percentile (0..100) with linear interpolation, like numpy's default; None if empty."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * q / 100.0
+    low, high = math.floor(rank), math.ceil(rank)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+@dataclass(frozen=True, slots=True)
+class BackendStats:
+    backend: str
+    requests: int
+    share: float  # of all requests in the window, 0..1
+    errors: int
+    cancelled: int
+    error_rate: float  # errors / (requests - cancelled)
+    p50_s: float | None
+    p95_s: float | None
+    ttft_p50_s: float | None
+    tokens_per_s: float | None  # median decode rate of successful requests
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
+def summarize(rows: Iterable[Mapping[str, Any]]) -> list[BackendStats]:
+    """One BackendStats per backend, busiest first."""
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(row.get("backend") or "-", []).append(row)
+    total = sum(len(g) for g in groups.values())
+    stats = [_one(name, group, total) for name, group in groups.items()]
+    return sorted(stats, key=lambda s: (-s.requests, s.backend))
+
+
+def _one(backend: str, rows: list[Mapping[str, Any]], total: int) -> BackendStats:
+    ok = [r for r in rows if r.get("status") == "ok"]
+    errors = sum(1 for r in rows if r.get("status") == "error")
+    cancelled = sum(1 for r in rows if r.get("status") == "cancelled")
+    latencies = [r["total_s"] for r in ok if r.get("total_s") is not None]
+    ttfts = [r["ttft_s"] for r in ok if r.get("ttft_s") is not None]
+    rates = [r["decode_tps"] for r in ok if r.get("decode_tps")]
+    counted = len(rows) - cancelled
+    return BackendStats(
+        backend=backend,
+        requests=len(rows),
+        share=len(rows) / total if total else 0.0,
+        errors=errors,
+        cancelled=cancelled,
+        error_rate=errors / counted if counted else 0.0,
+        p50_s=percentile(latencies, 50),
+        p95_s=percentile(latencies, 95),
+        ttft_p50_s=percentile(ttfts, 50),
+        tokens_per_s=percentile(rates, 50),
+        input_tokens=sum(r.get("input_tokens") or 0 for r in rows),
+        output_tokens=sum(r.get("output_tokens") or 0 for r in rows),
+        cost_usd=sum(r.get("cost_usd") or 0.0 for r in rows),
+    )

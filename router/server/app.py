@@ -1,0 +1,127 @@
+"""The `route serve` ASGI app: an OpenAI-compatible endpoint in front of a Router.
+
+    POST /v1/chat/completions   stream and not; `model` is `auto`, a backend or a consortium
+    GET  /v1/models             auto, every backend, every consortium
+    GET  /healthz               liveness (never needs the token)
+    GET  /metrics               Prometheus text format
+
+Responses say what the router decided: `x-route-backend` (its first choice), `x-route-tier`,
+`x-route-score`, `x-route-candidates`; plain answers add `x-route-answered-by`. Errors are
+OpenAI-shaped: `{"error": {"message", "type", "param", "code"}}`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import time
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from fastapi import FastAPI
+from starlette.responses import Response
+from starlette.routing import Route
+
+from router.server.chat import ChatCompletions, send_error
+from router.server.metrics import Metrics
+from router.server.wire import ApiError
+
+if TYPE_CHECKING:
+    from router.core import Router
+
+__all__ = ["DEFAULT_BODY_LIMIT", "create_app"]
+
+DEFAULT_BODY_LIMIT = 16 * 1024 * 1024  # bytes; an agent's long context with a few images fits
+_OPEN_PATHS = frozenset({"/healthz"})
+
+
+class _BearerAuth:
+    """Pure ASGI middleware: every path but /healthz needs `Authorization: Bearer <token>`.
+    Compared in constant time, so response timing says nothing about the token."""
+
+    def __init__(self, app, token: str):
+        self.app = app
+        self._token = token.encode()
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http" and scope["path"] not in _OPEN_PATHS and not self._allowed(scope):
+            await send_error(send, ApiError(
+                401, "missing or wrong API key: send `Authorization: Bearer <key>` with the key held in the "
+                     "environment variable `route serve --api-key-env` names", code="invalid_api_key"))
+            return
+        await self.app(scope, receive, send)
+
+    def _allowed(self, scope) -> bool:
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                scheme, _, given = value.partition(b" ")
+                return scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), self._token)
+        return False
+
+
+def _json(data: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(data), status_code=status, media_type="application/json")
+
+
+def _model_list(router: Router) -> list[dict[str, Any]]:
+    created = int(time.time())
+    models = [{"id": "auto", "object": "model", "created": created, "owned_by": "route"}]
+    for name, spec in router.config.backends.items():
+        models.append({"id": name, "object": "model", "created": created, "owned_by": f"route:{spec.kind}"})
+    for name in router.config.consortia:
+        models.append({"id": name, "object": "model", "created": created, "owned_by": "route:consortium"})
+    return models
+
+
+def create_app(router: Router, *, api_key: str | None = None, body_limit_bytes: int = DEFAULT_BODY_LIMIT,
+               close_router: bool = True) -> FastAPI:
+    """The ASGI app. `api_key` (the token itself, read from the environment by the caller) turns
+    on bearer auth. With `close_router`, shutdown closes the router's connections and flushes
+    its request log. `app.state.metrics` is the Metrics object."""
+    if body_limit_bytes < 1:
+        raise ValueError("body_limit_bytes must be positive")
+    metrics = Metrics(router)
+    router.add_request_observer(metrics.observe)
+    chat = ChatCompletions(router, metrics, body_limit_bytes=body_limit_bytes)
+    models = _model_list(router)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        yield
+        if close_router:
+            await router.aclose()
+        log = getattr(router, "request_log", None)
+        if log is not None:
+            await asyncio.to_thread(log.flush)
+
+    app = FastAPI(title="route", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
+    # The chat endpoint is a raw ASGI app (a Route whose endpoint is not a function is mounted as is).
+    app.router.routes.append(Route("/v1/chat/completions", chat, methods=["POST"]))
+    app.router.routes.append(Route("/chat/completions", chat, methods=["POST"]))
+
+    @app.get("/v1/models")
+    async def list_models() -> Response:
+        return _json({"object": "list", "data": models})
+
+    @app.get("/v1/models/{name:path}")
+    async def get_model(name: str) -> Response:
+        for model in models:
+            if model["id"] == name:
+                return _json(model)
+        return Response(ApiError(404, f"unknown model {name!r}", code="model_not_found").body(), status_code=404,
+                        media_type="application/json")
+
+    @app.get("/healthz")
+    async def healthz() -> Response:
+        return _json({"status": "ok", "models": len(models)})
+
+    @app.get("/metrics")
+    async def prometheus() -> Response:
+        return Response(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    if api_key:
+        app.add_middleware(_BearerAuth, token=api_key)
+    app.state.metrics = metrics
+    app.state.router = router
+    return app

@@ -1,0 +1,263 @@
+"""POST /v1/chat/completions as a raw ASGI app: the proxy's hot path.
+
+No Request/Response objects and no pydantic here: the body is read with a size limit, checked
+by plain code, routed, and the answer is written as pre-encoded SSE chunks. A watcher task
+listens for the client going away and cancels the handler, which closes the upstream stream
+(the backend's `aclosing` context shuts its HTTP response), so an abandoned request stops
+costing tokens at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from backends.errors import RouteError, UsageError
+from backends.types import DraftChunk, FinalChunk, TextChunk
+from router.decision import Decision, Outcome
+from router.server.parse import ChatCall, parse_chat
+from router.server.wire import DONE, ApiError, ChunkWriter, completion_body, error_for_failure
+
+if TYPE_CHECKING:
+    from router.core import Router
+    from router.server.metrics import Metrics
+
+__all__ = ["ChatCompletions", "read_body", "send_error"]
+
+_LOG = logging.getLogger("uvicorn.error")
+_JSON = (b"content-type", b"application/json")
+_SSE = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
+
+
+async def read_body(scope: dict, receive, limit: int) -> bytes:
+    """The whole request body; 413 as soon as it is known to exceed `limit` bytes."""
+    for name, value in scope["headers"]:
+        if name == b"content-length" and value.isdigit() and int(value) > limit:
+            raise _too_large(limit)
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise _ClientGone  # nobody to answer
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(limit)
+        parts.append(chunk)
+        if not message.get("more_body"):
+            return b"".join(parts)
+
+
+class _ClientGone(Exception):
+    """The client disconnected before its request body arrived."""
+
+
+def _too_large(limit: int) -> ApiError:
+    return ApiError(413, f"the request body is larger than the server's limit of {limit} bytes; "
+                         "send less context, or start `route serve` with a larger --max-body",
+                    code="request_too_large")
+
+
+async def send_error(send, err: ApiError) -> None:
+    body = err.body()
+    headers = [_JSON, (b"content-length", str(len(body)).encode())]
+    headers += [(k.encode(), v.encode()) for k, v in err.headers.items()]
+    await send({"type": "http.response.start", "status": err.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class _ClientWatch:
+    """Cancels the handler's task when the client disconnects before the answer is complete."""
+
+    __slots__ = ("gone", "done", "_task", "_watcher")
+
+    def __init__(self, receive):
+        self.gone = False
+        self.done = False  # set before the last send: a disconnect after it is the normal end
+        self._task = asyncio.current_task()
+        self._watcher = asyncio.get_running_loop().create_task(self._watch(receive))
+
+    async def _watch(self, receive) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        if not self.done:
+            self.gone = True
+            self._task.cancel()
+
+    def close(self) -> None:
+        self.done = True
+        self._watcher.cancel()
+
+
+def _decision_headers(decision: Decision) -> list[tuple[bytes, bytes]]:
+    headers = [(b"x-route-backend", decision.chosen.encode()),
+               (b"x-route-tier", (decision.tier or ("forced" if decision.forced else "-")).encode()),
+               (b"x-route-candidates", ",".join(decision.candidates).encode())]
+    if decision.score is not None:
+        headers.append((b"x-route-score", f"{decision.score.value:.4f}".encode()))
+    return headers
+
+
+class ChatCompletions:
+    """The ASGI callable. `router.source` should be "server" so the request log says so."""
+
+    def __init__(self, router: Router, metrics: Metrics, *, body_limit_bytes: int):
+        self.router = router
+        self.metrics = metrics
+        self.body_limit = body_limit_bytes
+        self._names = frozenset(router.names())
+        self._tools: dict[str, bool] = {}
+
+    async def __call__(self, scope: dict, receive, send) -> None:
+        try:
+            call = parse_chat(await read_body(scope, receive, self.body_limit))
+            model = self._model_for(call)
+        except ApiError as err:
+            await send_error(send, err)
+            return
+        except _ClientGone:
+            return
+        watch = _ClientWatch(receive)
+        self.metrics.in_flight.inc()
+        try:
+            if call.stream:
+                await self._stream(call, model, send, watch)
+            else:
+                await self._complete(call, model, send, watch)
+        except asyncio.CancelledError:
+            if not watch.gone:
+                raise  # the server is stopping, not the client leaving
+            asyncio.current_task().uncancel()
+        finally:
+            watch.close()
+            self.metrics.in_flight.dec()
+
+    # -- choosing ---------------------------------------------------------------------------
+
+    def _supports_tools(self, name: str) -> bool:
+        known = self._tools.get(name)
+        if known is None:
+            known = self._tools[name] = bool(getattr(self.router.backend(name), "supports_tools", False))
+        return known
+
+    def _model_for(self, call: ChatCall) -> str:
+        """The model to route with: 404 for unknown names; with tools, only backends that take them."""
+        if call.model != "auto" and call.model not in self._names:
+            raise ApiError(404, f"unknown model {call.model!r}; GET /v1/models lists `auto`, every backend and "
+                                "every consortium", code="model_not_found", param="model")
+        if not call.tools:
+            return call.model
+        if call.model != "auto":
+            if not self._supports_tools(call.model):
+                raise self._no_tools(f"model {call.model!r} cannot take `tools`")
+            return call.model
+        candidates = self.router.decide(call.messages, max_tokens=call.max_tokens).candidates
+        capable = [name for name in candidates if self._supports_tools(name)]
+        if not capable:
+            raise self._no_tools(f"none of the backends `auto` routes this request to ({', '.join(candidates)}) "
+                                 "can take `tools`")
+        # Routing among only the capable backends would need a decision of our own: name the best one.
+        return call.model if len(capable) == len(candidates) else capable[0]
+
+    def _no_tools(self, why: str) -> ApiError:
+        capable = [n for n in sorted(self._names) if self._supports_tools(n)]
+        hint = f"ask for one that can: {', '.join(capable)}" if capable else "no configured backend can"
+        return ApiError(400, f"{why}; {hint}, or send the request without tools", code="tools_not_supported",
+                        param="tools")
+
+    def _options(self, call: ChatCall, model: str) -> dict[str, Any]:
+        return dict(model=model, max_tokens=call.max_tokens, temperature=call.temperature, stop=call.stop,
+                    **call.extra)
+
+    # -- answering --------------------------------------------------------------------------
+
+    async def _complete(self, call: ChatCall, model: str, send, watch: _ClientWatch) -> None:
+        try:
+            result = await self.router.acomplete(call.messages, **self._options(call, model))
+        except UsageError as exc:
+            await send_error(send, ApiError(400, str(exc), code="invalid_request"))
+            return
+        except RouteError as exc:
+            await send_error(send, error_for_failure(exc))
+            return
+        self.metrics.decided(result.decision)
+        body = completion_body(call.model, result.completion)
+        headers = [_JSON, (b"content-length", str(len(body)).encode()),
+                   (b"x-route-answered-by", result.completion.backend.encode()), *_decision_headers(result.decision)]
+        watch.done = True
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    async def _stream(self, call: ChatCall, model: str, send, watch: _ClientWatch) -> None:
+        try:
+            route_stream = self.router.astream(call.messages, **self._options(call, model))
+        except UsageError as exc:
+            await send_error(send, ApiError(400, str(exc), code="invalid_request"))
+            return
+        decision = route_stream.decision
+        self.metrics.decided(decision)
+        started = time.perf_counter()
+        try:
+            async with contextlib.aclosing(route_stream.__aiter__()) as chunks:
+                await self._pump(call, decision, chunks, send, watch)
+        except asyncio.CancelledError:
+            if watch.gone:
+                # RouteStream reports only finished requests; a client that left is one too.
+                self.router._finish(Outcome(decision, call.messages, self.router.source,
+                                            time.perf_counter() - started, error=asyncio.CancelledError()))
+            raise
+
+    async def _pump(self, call: ChatCall, decision: Decision, chunks, send, watch: _ClientWatch) -> None:
+        writer = ChunkWriter(call.model)
+        # Wait for the first content before answering: until then a failure of every backend can
+        # still be a proper HTTP error status rather than an error event inside a 200 stream.
+        try:
+            first = None
+            async for chunk in chunks:
+                if not isinstance(chunk, DraftChunk):
+                    first = chunk
+                    break
+        except RouteError as exc:
+            await send_error(send, error_for_failure(exc))
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": [*_SSE, *_decision_headers(decision)]})
+        out = [writer.role()]
+        final: FinalChunk | None = first if isinstance(first, FinalChunk) else None
+        if isinstance(first, TextChunk):
+            out.append(writer.content(first.text))
+        await send({"type": "http.response.body", "body": b"".join(out), "more_body": True})
+        try:
+            if final is None:
+                async for chunk in chunks:
+                    if isinstance(chunk, TextChunk):
+                        await send({"type": "http.response.body", "body": writer.content(chunk.text), "more_body": True})
+                    elif isinstance(chunk, FinalChunk):
+                        final = chunk
+        except RouteError as exc:
+            # Text already went out: the only honest signal left is an error event (the openai SDK raises it).
+            watch.done = True
+            await send({"type": "http.response.body", "body": writer.error(error_for_failure(exc))})
+            return
+        await self._finish_stream(call, writer, final, send, watch)
+
+    @staticmethod
+    async def _finish_stream(call: ChatCall, writer: ChunkWriter, final: FinalChunk | None, send,
+                             watch: _ClientWatch) -> None:
+        tail = []
+        reason = "stop"
+        if final is not None:
+            c = final.completion
+            reason = c.finish_reason or "stop"
+            if c.tool_calls:
+                tail.append(writer.tool_calls(c.tool_calls))
+                reason = c.finish_reason or "tool_calls"
+        tail.append(writer.finish(reason))
+        if call.include_usage and final is not None:
+            tail.append(writer.usage(final.completion))
+        tail.append(DONE)
+        watch.done = True
+        await send({"type": "http.response.body", "body": b"".join(tail)})

@@ -1,0 +1,98 @@
+"""Prometheus metrics for `route serve`, in a registry of the app's own (several apps can share a
+process, as in tests). Fed by a request observer, so every routed request counts once.
+
+    route_requests_total{model,backend,status}      status: ok | error | cancelled
+    route_request_duration_seconds{backend}         whole request, fallbacks included
+    route_time_to_first_token_seconds{backend}
+    route_tokens_total{backend,direction}           direction: input | output
+    route_cost_usd_total{backend}
+    route_routing_decisions_total{backend,tier}     the router's first choice (tier "forced" by name)
+    route_in_flight_requests
+    route_breaker_state{backend,state}              1 for the breaker's current state
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+
+from router.decision import Decision, Outcome
+
+if TYPE_CHECKING:
+    from router.core import Router
+
+__all__ = ["Metrics"]
+
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+_BREAKER_STATES = ("closed", "half-open", "open")
+
+
+class _BreakerCollector:
+    """Reads breaker states at scrape time, if the router keeps breakers."""
+
+    def __init__(self, router: Router):
+        self._router = router
+
+    def collect(self):
+        family = GaugeMetricFamily("route_breaker_state", "Circuit breaker state per backend (1 = current)",
+                                   labels=["backend", "state"])
+        board = getattr(self._router, "breakers", None)
+        states = board.states() if board is not None and hasattr(board, "states") else {}
+        for backend, current in sorted(states.items()):
+            for state in _BREAKER_STATES:
+                family.add_metric([backend, state], 1.0 if current == state else 0.0)
+        yield family
+
+
+class Metrics:
+    def __init__(self, router: Router):
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter("route_requests", "Routed requests", ["model", "backend", "status"], registry=r)
+        self.duration = Histogram("route_request_duration_seconds", "Whole-request wall time, fallbacks included",
+                                  ["backend"], buckets=_LATENCY_BUCKETS, registry=r)
+        self.ttft = Histogram("route_time_to_first_token_seconds", "Time to first content from the backend",
+                              ["backend"], buckets=_LATENCY_BUCKETS, registry=r)
+        self.tokens = Counter("route_tokens", "Tokens", ["backend", "direction"], registry=r)
+        self.cost = Counter("route_cost_usd", "Cost in US dollars", ["backend"], registry=r)
+        self.decisions = Counter("route_routing_decisions", "The router's first choice", ["backend", "tier"], registry=r)
+        self.in_flight = Gauge("route_in_flight_requests", "Requests being answered now", registry=r)
+        r.register(_BreakerCollector(router))
+        self._children: dict[tuple, Any] = {}  # labels() costs a lock and a dict lookup; cache the child
+
+    def _child(self, metric, *labels: str):
+        key = (id(metric), *labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
+
+    def decided(self, decision: Decision) -> None:
+        self._child(self.decisions, decision.chosen, decision.tier or ("forced" if decision.forced else "-")).inc()
+
+    def observe(self, outcome: Outcome) -> None:
+        """The request observer: one call per finished request."""
+        decision = outcome.decision
+        model = decision.chosen if decision.forced else "auto"
+        if outcome.result is not None:
+            c = outcome.result.completion
+            backend, status = c.backend, "ok"
+            if c.timings.ttft_s is not None:
+                self._child(self.ttft, backend).observe(c.timings.ttft_s)
+            self._child(self.tokens, backend, "input").inc(c.usage.input_tokens)
+            self._child(self.tokens, backend, "output").inc(c.usage.output_tokens)
+            if c.cost_usd:
+                self._child(self.cost, backend).inc(c.cost_usd)
+        else:
+            failures = getattr(outcome.error, "exceptions", None) or ()
+            backend = getattr(failures[-1], "backend", None) if failures else None
+            backend = backend or decision.chosen
+            status = "cancelled" if isinstance(outcome.error, asyncio.CancelledError) else "error"
+        self._child(self.requests, model, backend, status).inc()
+        self._child(self.duration, backend).observe(outcome.elapsed_s)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,132 @@
+"""The OpenAI chat-completions wire format: SSE chunks, completion bodies, error bodies.
+
+Chunks are assembled from pre-encoded byte templates around orjson-encoded values, because a
+stream sends one per token and this is the proxy's hot path; the output is the exact JSON
+OpenAI clients parse.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import orjson
+
+from backends.errors import (
+    AllBackendsFailed,
+    AuthError,
+    BackendError,
+    BackendTimeout,
+    BackendUnavailable,
+    BadRequest,
+    RateLimited,
+)
+from backends.types import Completion
+
+__all__ = ["ApiError", "ChunkWriter", "completion_body", "error_body", "error_for_failure"]
+
+DONE = b"data: [DONE]\n\n"
+
+
+class ApiError(Exception):
+    """An error answered as `{"error": {"message", "type", "code"}}` with an HTTP status."""
+
+    def __init__(self, status: int, message: str, *, kind: str = "invalid_request_error",
+                 code: str | None = None, param: str | None = None, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.kind = kind
+        self.code = code
+        self.param = param
+        self.headers = headers or {}
+
+    def body(self) -> bytes:
+        return error_body(self.message, self.kind, self.code, self.param)
+
+
+def error_body(message: str, kind: str, code: str | None = None, param: str | None = None) -> bytes:
+    return orjson.dumps({"error": {"message": message, "type": kind, "param": param, "code": code}})
+
+
+def error_for_failure(exc: BaseException) -> ApiError:
+    """Map a routing failure to a status: the request's fault 400, rate limits 429, timeouts 504,
+    unreachable or failing backends 503, anything else from upstream 502."""
+    errors = list(getattr(exc, "exceptions", None) or [exc]) if isinstance(exc, AllBackendsFailed) else [exc]
+    message = str(exc)
+    if errors and all(isinstance(e, BadRequest) for e in errors):
+        return ApiError(400, message, code="upstream_bad_request")
+    if errors and all(isinstance(e, RateLimited) for e in errors):
+        retry = min((e.retry_after for e in errors if e.retry_after is not None), default=None)
+        headers = {"retry-after": f"{max(1, round(retry))}"} if retry is not None else None
+        return ApiError(429, message, kind="rate_limit_error", code="upstream_rate_limited", headers=headers)
+    if errors and all(isinstance(e, BackendTimeout) for e in errors):
+        return ApiError(504, message, kind="server_error", code="upstream_timeout")
+    if errors and all(isinstance(e, (BackendUnavailable, BackendTimeout, RateLimited)) for e in errors):
+        return ApiError(503, message, kind="server_error", code="upstream_unavailable")
+    if any(isinstance(e, AuthError) for e in errors):
+        return ApiError(502, message, kind="server_error", code="upstream_auth_failed")
+    if isinstance(exc, BackendError | AllBackendsFailed):
+        return ApiError(502, message, kind="server_error", code="upstream_error")
+    return ApiError(500, f"internal error: {type(exc).__name__}", kind="server_error", code="internal_error")
+
+
+def new_id() -> str:
+    return f"chatcmpl-{uuid.uuid4().hex[:24]}"
+
+
+class ChunkWriter:
+    """Encodes one stream's `chat.completion.chunk` events."""
+
+    __slots__ = ("_head", "_prefix", "_suffix")
+
+    def __init__(self, model: str, completion_id: str | None = None, created: int | None = None):
+        head = orjson.dumps({
+            "id": completion_id or new_id(), "object": "chat.completion.chunk",
+            "created": int(time.time()) if created is None else created, "model": model,
+        })[:-1]  # without the closing brace: the choices follow
+        self._head = b"data: " + head
+        self._prefix = self._head + b',"choices":[{"index":0,"delta":{"content":'
+        self._suffix = b'},"finish_reason":null}]}\n\n'
+
+    def role(self) -> bytes:
+        return self._head + b',"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n'
+
+    def content(self, text: str) -> bytes:
+        return self._prefix + orjson.dumps(text) + self._suffix
+
+    def tool_calls(self, calls: list[dict[str, Any]]) -> bytes:
+        indexed = [{"index": i, **call} for i, call in enumerate(calls)]
+        delta = orjson.dumps({"tool_calls": indexed})
+        return self._head + b',"choices":[{"index":0,"delta":' + delta + b',"finish_reason":null}]}\n\n'
+
+    def finish(self, reason: str | None) -> bytes:
+        return (self._head + b',"choices":[{"index":0,"delta":{},"finish_reason":'
+                + orjson.dumps(reason or "stop") + b"}]}\n\n")
+
+    def usage(self, completion: Completion) -> bytes:
+        return self._head + b',"choices":[],"usage":' + orjson.dumps(_usage(completion)) + b"}\n\n"
+
+    @staticmethod
+    def error(err: ApiError) -> bytes:
+        return b"data: " + err.body() + b"\n\n"
+
+
+def completion_body(model: str, completion: Completion) -> bytes:
+    message: dict[str, Any] = {"role": "assistant", "content": completion.text}
+    if completion.tool_calls:
+        message["tool_calls"] = completion.tool_calls
+    return orjson.dumps({
+        "id": new_id(),
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": completion.finish_reason or "stop"}],
+        "usage": _usage(completion),
+    })
+
+
+def _usage(c: Completion) -> dict[str, int]:
+    return {"prompt_tokens": c.usage.input_tokens, "completion_tokens": c.usage.output_tokens,
+            "total_tokens": c.usage.total_tokens}

@@ -1,0 +1,84 @@
+"""Circuit breaker transitions, driven by a hand-stepped clock."""
+
+from __future__ import annotations
+
+from policies.breaker import BreakerBoard, BreakerSettings, CircuitBreaker
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def breaker(clock: Clock, failures: int = 3, cooldown_s: float = 10.0) -> CircuitBreaker:
+    return CircuitBreaker(BreakerSettings(failures, cooldown_s), clock)
+
+
+def test_opens_after_consecutive_failures_only():
+    clock = Clock()
+    b = breaker(clock)
+    b.record_failure()
+    b.record_failure()
+    b.record_success()  # the run of failures is broken
+    b.record_failure()
+    b.record_failure()
+    assert b.state == "closed" and b.allow()
+    b.record_failure()
+    assert b.state == "open"
+    assert not b.allow() and not b.would_allow()
+
+
+def test_half_open_after_cooldown_lets_one_probe_through():
+    clock = Clock()
+    b = breaker(clock)
+    for _ in range(3):
+        b.record_failure()
+    clock.now += 9.9
+    assert b.state == "open"
+    clock.now += 0.2
+    assert b.state == "half-open"
+    assert b.would_allow()
+    assert b.allow()  # the probe
+    assert not b.allow()  # only one at a time
+    assert not b.would_allow()
+    b.record_success()
+    assert b.state == "closed" and b.allow() and b.allow()
+
+
+def test_failed_probe_reopens_and_restarts_the_cooldown():
+    clock = Clock()
+    b = breaker(clock)
+    for _ in range(3):
+        b.record_failure()
+    clock.now += 10
+    assert b.allow()
+    b.record_failure()  # one failure is enough in half-open
+    assert b.state == "open"
+    clock.now += 9
+    assert b.state == "open"  # cooldown counted from the failed probe
+    clock.now += 1
+    assert b.state == "half-open"
+
+
+def test_release_frees_the_probe_slot_without_a_verdict():
+    clock = Clock()
+    b = breaker(clock)
+    for _ in range(3):
+        b.record_failure()
+    clock.now += 10
+    assert b.allow()
+    b.release()  # e.g. the probe was cancelled by a hedge
+    assert b.state == "half-open"
+    assert b.allow()
+
+
+def test_board_keeps_one_breaker_per_backend():
+    clock = Clock()
+    board = BreakerBoard(clock, BreakerSettings(failure_threshold=1, cooldown_s=5))
+    board["a"].record_failure()
+    assert board["a"] is board["a"]
+    assert board.states() == {"a": "open"}
+    assert board["b"].state == "closed"

@@ -1,0 +1,563 @@
+"""The in-process DiffusionGemma engine: a tiny random-weight checkpoint built at test time runs
+through transformers' real generation loop, behind the backend interface, the Router, the CLI and
+the OpenAI-compatible engine server (real httpx on loopback).
+
+Tests marked `torch` need the `local` extra and skip cleanly without it; the missing-dependency
+path and Mercury's diffusing stream mode run everywhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+
+from backends.base import BackendSettings
+from backends.errors import BackendTimeout, UsageError
+from backends.types import DraftChunk, FinalChunk, Request, TextChunk
+
+pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
+
+ROOT = Path(__file__).resolve().parent.parent
+CANVAS = 16  # backends.diffusion_tiny.TINY_CANVAS_LENGTH, without importing torch here
+PROMPT = [{"role": "user", "content": "why is the sky blue"}]
+
+# Makes `import torch` / `import transformers` fail in a child process, as on a machine without the extra.
+_BLOCKER = textwrap.dedent("""\
+    import sys
+    class _Block:
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in ("torch", "transformers"):
+                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+            return None
+    sys.meta_path.insert(0, _Block())
+    """)
+
+
+def _child(code: str, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    return subprocess.run([sys.executable, "-c", _BLOCKER + textwrap.dedent(code), *args], capture_output=True,
+                          text=True, cwd=ROOT, env=env, timeout=60)
+
+
+# ------------------------------------------------------------------ without the extra (always run)
+
+
+def test_missing_torch_is_explained_by_the_backend(tmp_path):
+    result = _child("""
+        import asyncio
+        from backends import BackendSettings, Request, build_backend
+        from backends.errors import BackendError
+        backend = build_backend("diffusion-local", BackendSettings(name="local", model=sys.argv[1]))
+        try:
+            asyncio.run(backend.complete(Request(messages=[{"role": "user", "content": "hi"}])))
+        except BackendError as exc:
+            print(type(exc).__name__, exc.retryable, exc)
+        """, str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("EngineSetupError False local: ")
+    for needed in ("torch", "pip install torch==2.13.0", "latency-router[local]", "vLLM", "mlx-vlm", "NIM"):
+        assert needed in result.stdout
+
+
+def test_missing_torch_is_a_clean_cli_error(tmp_path):
+    result = _child("""
+        sys.argv = ["route", "engine", "info", sys.argv[1]]
+        from router.cli.app import run
+        run()
+        """, str(tmp_path))
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert "pip install torch==2.13.0" in result.stderr and "EngineSetupError" in result.stderr
+
+
+def test_route_help_does_not_import_torch():
+    result = subprocess.run([sys.executable, "-c", "import sys; sys.argv=['route', '--help']\n"
+                             "from router.cli.app import app\n"
+                             "try: app()\nexcept SystemExit: pass\n"
+                             "print('torch' in sys.modules, 'transformers' in sys.modules)"],
+                            capture_output=True, text=True, cwd=ROOT, timeout=60,
+                            env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    assert result.stdout.strip().endswith("False False"), result.stdout + result.stderr
+
+
+async def test_mercury_diffusing_stream_becomes_drafts_then_one_committed_text():
+    from backends.openai_http import OpenAIBackend
+
+    drafts = ["tha sky iz blu", "the sky is blu", "The sky is blue."]
+    seen: list[dict] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(json.loads(request.content))
+        events = [{"choices": [{"index": 0, "delta": {"content": d}, "finish_reason": None}]} for d in drafts]
+        events.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                       "usage": {"prompt_tokens": 5, "completion_tokens": 4}})
+        body = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+        return httpx.Response(200, text=body, headers={"content-type": "text/event-stream"})
+
+    settings = BackendSettings(name="mercury-2", model="mercury-2", base_url="http://mercury.test/v1",
+                               decoding="diffusion", params={"diffusing": True})
+    backend = OpenAIBackend(settings, transport=httpx.MockTransport(handler))
+    chunks = [c async for c in backend.stream(Request(messages=PROMPT))]
+    await backend.aclose()
+    assert seen[0]["diffusing"] is True and seen[0]["stream"] is True
+    assert [c.text for c in chunks if isinstance(c, DraftChunk)] == drafts
+    assert [c.step for c in chunks if isinstance(c, DraftChunk)] == [1, 2, 3]
+    assert [c.text for c in chunks if isinstance(c, TextChunk)] == ["The sky is blue."]
+    assert isinstance(chunks[-1], FinalChunk) and chunks[-1].completion.text == "The sky is blue."
+
+
+# ------------------------------------------------------------------------------ with the extra
+
+torch_only = pytest.mark.torch
+
+
+@pytest.fixture(autouse=True)
+def _needs_the_extra(request):
+    if request.node.get_closest_marker("torch"):
+        pytest.importorskip("torch")
+        pytest.importorskip("transformers")
+
+
+@pytest.fixture(scope="module")
+def tiny_path(tmp_path_factory) -> Path:
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from backends.diffusion_tiny import build_tiny_checkpoint
+
+    return build_tiny_checkpoint(tmp_path_factory.mktemp("tiny-diffusiongemma"))
+
+
+def _settings(path: Path, **changes) -> BackendSettings:
+    values = dict(name="local", model=str(path), decoding="diffusion", canvas_length=CANVAS,
+                  options={"device": "cpu"}, timeout_s=60.0)
+    values.update(changes)
+    return BackendSettings(**values)
+
+
+@pytest.fixture(scope="module")
+def backend(tiny_path):
+    from backends.diffusion_local import DiffusionLocalBackend
+
+    b = DiffusionLocalBackend(_settings(tiny_path))
+    b.load()
+    yield b
+    asyncio.run(b.aclose())
+
+
+async def _collect(backend, **request):
+    request.setdefault("messages", PROMPT)
+    return [c async for c in backend.stream(Request(**request))]
+
+
+def _final(chunks):
+    assert isinstance(chunks[-1], FinalChunk)
+    return chunks[-1].completion
+
+
+@torch_only
+async def test_generation_end_to_end_streams_drafts_then_committed_canvases(backend):
+    chunks = await _collect(backend, max_tokens=3 * CANVAS, extra={"seed": 1})
+    completion = _final(chunks)
+    drafts = [c for c in chunks if isinstance(c, DraftChunk)]
+    text = "".join(c.text for c in chunks if isinstance(c, TextChunk))
+    assert text == completion.text and completion.text.strip()
+    stats = completion.diffusion
+    assert stats.canvas_length == CANVAS and stats.canvases == 3  # the tiny model never emits EOS
+    assert completion.finish_reason == "length"
+    assert stats.denoising_steps == len(drafts)  # put_draft is called once per decoder forward pass
+    assert {d.canvas for d in drafts} == set(range(stats.canvases))
+    assert completion.metadata["tokens_per_forward"] == pytest.approx(
+        completion.usage.output_tokens / stats.denoising_steps, rel=0.2)
+    assert completion.usage.input_tokens > 5 and completion.timings.ttft_s is not None
+    assert completion.metadata["device"] == "cpu" and completion.metadata["dtype"] == "float32"
+    # The first draft precedes the first committed text: that is what the live view shows.
+    first_text = next(i for i, c in enumerate(chunks) if isinstance(c, TextChunk))
+    assert isinstance(chunks[0], DraftChunk) and first_text > 0
+
+
+@torch_only
+async def test_same_seed_same_answer(backend):
+    a = _final(await _collect(backend, max_tokens=CANVAS, extra={"seed": 7}))
+    b = _final(await _collect(backend, max_tokens=CANVAS, extra={"seed": 7}))
+    assert a.text == b.text
+
+
+@torch_only
+async def test_denoising_step_limit_reaches_generation(backend):
+    # A confidence threshold nothing reaches disables adaptive stopping: every canvas takes the limit.
+    extra = {"seed": 2, "max_denoising_steps": 3, "confidence_threshold": 1e-12}
+    completion = _final(await _collect(backend, max_tokens=CANVAS, extra=extra))
+    assert completion.diffusion.canvases == 1 and completion.diffusion.denoising_steps == 3
+    assert completion.metadata["generation"]["max_denoising_steps"] == 3
+
+
+@torch_only
+async def test_stopping_thresholds_reach_generation(backend):
+    # Stable for 0 steps and any confidence: adaptive stopping ends every canvas after one step.
+    extra = {"seed": 2, "max_new_tokens": 2 * CANVAS, "stability_threshold": 0, "confidence_threshold": 1e9}
+    completion = _final(await _collect(backend, extra=extra))
+    assert completion.diffusion.canvases == 2 and completion.diffusion.denoising_steps == 2
+    assert completion.metadata["generation"]["stability_threshold"] == 0
+
+
+@torch_only
+async def test_entropy_bound_reaches_the_sampler(backend):
+    async def drafts(bound: float) -> list[str]:
+        extra = {"seed": 5, "entropy_bound": bound, "confidence_threshold": 1e-12}
+        return [c.text for c in await _collect(backend, max_tokens=CANVAS, extra=extra) if isinstance(c, DraftChunk)]
+
+    tight, tight_again, loose = await drafts(0.1), await drafts(0.1), await drafts(1e4)
+    assert tight == tight_again  # same seed, same bound: same denoising path
+    assert tight != loose  # accepting every token changes what the next step starts from
+
+
+@torch_only
+async def test_max_tokens_and_temperature_map_to_canvases_and_schedule(backend):
+    completion = _final(await _collect(backend, max_tokens=CANVAS + 1, temperature=0.6, extra={"seed": 3}))
+    gen = completion.metadata["generation"]
+    assert gen["max_new_tokens"] == CANVAS + 1 and gen["t_max"] == 0.6 and gen["t_min"] == 0.3
+    assert completion.diffusion.canvases == 2  # whole canvases: ceil(17 / 16)
+
+
+@torch_only
+async def test_bad_overrides_are_usage_errors(backend):
+    with pytest.raises(UsageError, match="t_max"):
+        await _collect(backend, extra={"t_min": 0.9})  # above the default t_max 0.8: transformers refuses
+    with pytest.raises(UsageError, match="entropy_bound"):
+        await _collect(backend, extra={"entropy_bound": -1})
+    with pytest.raises(UsageError, match="max_denoising_stepz"):
+        await _collect(backend, extra={"max_denoising_stepz": 4})
+
+
+@torch_only
+async def test_stop_string_truncates_and_stops(backend):
+    full = _final(await _collect(backend, max_tokens=3 * CANVAS, extra={"seed": 11}))
+    word = full.text.split()[3]
+    cut = full.text.index(word)
+    chunks = await _collect(backend, max_tokens=3 * CANVAS, stop=[word], extra={"seed": 11})
+    completion = _final(chunks)
+    assert completion.text == full.text[:cut] and completion.finish_reason == "stop"
+
+
+@torch_only
+async def test_cancelling_the_stream_stops_generation(backend):
+    engine = await backend.engine()
+    before = dict(engine.stats)
+    huge = 400 * CANVAS  # 400 canvases x 8 steps: many seconds if it ran to the end
+    stream = backend.stream(Request(messages=PROMPT, max_tokens=huge, extra={"confidence_threshold": 1e-12}))
+    async for chunk in stream:
+        if isinstance(chunk, DraftChunk):
+            break
+    await stream.aclose()  # what a client hanging up or `break` + GC does
+    for _ in range(500):
+        if engine.stats["cancelled"] > before["cancelled"]:
+            break
+        await asyncio.sleep(0.01)
+    assert engine.stats["cancelled"] == before["cancelled"] + 1
+    assert engine.stats["denoising_steps"] - before["denoising_steps"] < 50  # of the 3,200 it would have run
+
+
+@torch_only
+async def test_cancelling_the_consuming_task_stops_generation(backend):
+    engine = await backend.engine()
+    before = dict(engine.stats)
+    first_draft = asyncio.Event()
+
+    async def consume():
+        request = Request(messages=PROMPT, max_tokens=400 * CANVAS, extra={"confidence_threshold": 1e-12})
+        async for chunk in backend.stream(request):
+            if isinstance(chunk, DraftChunk):
+                first_draft.set()
+
+    task = asyncio.create_task(consume())
+    await asyncio.wait_for(first_draft.wait(), 30)
+    task.cancel()  # e.g. the router's deadline, or Ctrl-C in the CLI
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    for _ in range(500):
+        if engine.stats["cancelled"] > before["cancelled"]:
+            break
+        await asyncio.sleep(0.01)
+    assert engine.stats["cancelled"] == before["cancelled"] + 1
+    assert engine.stats["denoising_steps"] - before["denoising_steps"] < 50
+
+
+@torch_only
+def test_engine_job_cancelled_from_a_draft_stops_after_that_step(backend):
+    from backends.diffusion_engine import EngineJob
+
+    engine = backend.load()
+    events: list = []
+    done = threading.Event()
+
+    def emit(event):
+        events.append(event)
+        if event[0] == "draft":
+            job.cancel()
+        if event[0] in ("done", "cancelled", "error"):
+            done.set()
+
+    config = engine.generation_config({"max_new_tokens": 100 * CANVAS})
+    job = EngineJob(input_ids=engine.encode(PROMPT), generation_config=config, emit=emit)
+    engine.submit(job)
+    assert done.wait(30)
+    kind, result = events[-1]
+    assert kind == "cancelled" and result.denoising_steps == 1 and result.canvases == 0
+    assert [e[0] for e in events].count("draft") == 1
+
+
+@torch_only
+async def test_deadline_stops_generation_with_a_timeout(backend):
+    engine = await backend.engine()
+    before = engine.stats["cancelled"]
+    with pytest.raises(BackendTimeout, match="denoising steps"):
+        await _collect(backend, max_tokens=2000 * CANVAS, timeout_s=0.3, extra={"confidence_threshold": 1e-12})
+    assert engine.stats["cancelled"] == before + 1
+
+
+@torch_only
+def test_missing_weights_and_wrong_checkpoint_are_explained(tmp_path):
+    from backends.diffusion_load import EngineSetupError, read_config
+
+    with pytest.raises(EngineSetupError, match="no DiffusionGemma weights at .*hf download.*vLLM"):
+        read_config(str(tmp_path / "nowhere"))
+    (tmp_path / "gpt2").mkdir()
+    (tmp_path / "gpt2" / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
+    with pytest.raises(EngineSetupError, match="'gpt2' checkpoint, not DiffusionGemma.*mlx-vlm"):
+        read_config(str(tmp_path / "gpt2"))
+    with pytest.raises(EngineSetupError, match="not in the local Hugging Face cache"):
+        read_config("nobody/no-such-model-here")
+
+
+@torch_only
+def test_device_choice(caplog):
+    import torch
+
+    from backends.diffusion_load import EngineSetupError, choose_device
+
+    assert choose_device(torch, {"device": "cpu"}) == ("cpu", torch.float32)
+    assert choose_device(torch, {"device": "cpu", "dtype": "bfloat16"}) == ("cpu", torch.bfloat16)
+    with pytest.raises(EngineSetupError, match="dtype"):
+        choose_device(torch, {"dtype": "float8"})
+    if not torch.cuda.is_available():
+        with caplog.at_level("WARNING"):
+            assert choose_device(torch, {})[0] in ("cpu", "mps")
+        assert "slow" in caplog.text or "minutes" in caplog.text
+
+
+# --------------------------------------------------------------------- router, CLI, HTTP server
+
+
+def _config_dict(path: Path) -> dict:
+    return {
+        "backends": {"local": {"kind": "diffusion-local", "model": str(path), "decoding": "diffusion",
+                               "canvas_length": CANVAS, "options": {"device": "cpu"}, "params": {"seed": 4}}},
+        "routing": {"tiers": [{"name": "local", "backends": ["local"]}]},
+    }
+
+
+@torch_only
+def test_router_routes_to_the_local_engine(tiny_path):
+    from router.core import Router
+
+    with Router.from_config(_config_dict(tiny_path)) as router:
+        result = router.complete("why is the sky blue", max_tokens=CANVAS)
+        chunks = list(router.stream("why is the sky blue", max_tokens=CANVAS))
+    assert result.decision.chosen == "local" and result.completion.backend == "local"
+    assert result.completion.diffusion.denoising_steps >= 1 and result.text.strip()
+    assert any(isinstance(c, DraftChunk) for c in chunks)
+    assert _final(chunks).text == result.text  # params carry the seed: the same answer both ways
+
+
+@pytest.fixture
+def cli_config(tiny_path, tmp_path) -> Path:
+    import yaml
+
+    path = tmp_path / "cfg.yaml"
+    path.write_text(yaml.safe_dump(_config_dict(tiny_path)))
+    return path
+
+
+def _cli(*args: str):
+    from typer.testing import CliRunner
+
+    from router.cli.app import app
+
+    return CliRunner().invoke(app, list(args))
+
+
+@torch_only
+def test_cli_answers_through_the_local_engine(cli_config):
+    result = _cli("-c", str(cli_config), "--max-tokens", str(CANVAS), "why is the sky blue")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.strip()
+    assert "→ local" in result.stderr and "tok/forward" in result.stderr
+
+
+@torch_only
+def test_cli_watch_shows_final_text_and_tokens_per_forward(cli_config):
+    plain = _cli("-c", str(cli_config), "--no-stream", "--max-tokens", str(CANVAS), "why is the sky blue")
+    watched = _cli("-c", str(cli_config), "--watch", "--max-tokens", str(CANVAS), "why is the sky blue")
+    assert watched.exit_code == 0, watched.stderr
+    assert watched.stdout == plain.stdout  # drafts never reach stdout
+    assert "tokens per forward pass" in watched.stderr and "drafts shown" in watched.stderr
+
+
+@torch_only
+async def test_canvas_view_draws_drafts_then_committed_text(backend):
+    from rich.console import Console
+
+    from router.cli.watch import CanvasView
+
+    view, frames = CanvasView("local"), []
+    for chunk in await _collect(backend, max_tokens=2 * CANVAS, extra={"seed": 1}):
+        view.update(chunk)
+        console = Console(record=True, width=200, color_system="truecolor", force_terminal=True, file=io.StringIO())
+        console.print(view.render())
+        frames.append((chunk, console.export_text(styles=True, clear=False), console.export_text()))
+    draft_frames = [(c, styled) for c, styled, _ in frames if isinstance(c, DraftChunk) and c.text]
+    chunk, styled = draft_frames[0]
+    assert "canvas 1 · denoising step 1" in styled and "\x1b[33m" in styled  # the draft is yellow
+    assert frames[-1][2].splitlines()[1:] and "done" in frames[-1][2]
+    assert view.completion.text.split()[0] in frames[-1][2]
+
+
+@torch_only
+def test_cli_engine_info_reports_config_and_memory(tiny_path):
+    import torch
+
+    from transformers import DiffusionGemmaForBlockDiffusion
+
+    result = _cli("engine", "info", str(tiny_path), "--json")
+    assert result.exit_code == 0, result.stderr
+    info = json.loads(result.stdout)
+    model = DiffusionGemmaForBlockDiffusion.from_pretrained(tiny_path, local_files_only=True)
+    assert info["parameters"] == sum(p.numel() for p in model.parameters())
+    assert info["canvas_length"] == CANVAS and info["weights_bytes"]["float32"] == 4 * info["parameters"]
+    assert info["weights_on_disk_bytes"] > 0 and torch is not None
+
+
+@torch_only
+def test_cli_engine_serve_refuses_missing_weights(tmp_path):
+    result = _cli("engine", "serve", "--model", str(tmp_path / "missing"), "--port", "0")
+    assert result.exit_code == 2
+    assert "no DiffusionGemma weights" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.fixture(scope="module")
+def engine_server(backend):
+    from router.engine_server import EngineServer
+
+    with EngineServer(backend, port=0, served_name="tiny-dg") as server:
+        yield server
+
+
+@torch_only
+def test_engine_server_health_and_models(engine_server):
+    root = engine_server.base_url.removesuffix("/v1")
+    assert httpx.get(f"{root}/healthz").json()["status"] == "ok"
+    assert [m["id"] for m in httpx.get(f"{engine_server.base_url}/models").json()["data"]] == ["tiny-dg"]
+
+
+@torch_only
+def test_engine_server_plain_and_streamed_completions_agree(engine_server):
+    url = f"{engine_server.base_url}/chat/completions"
+    body = {"model": "tiny-dg", "messages": PROMPT, "max_tokens": 2 * CANVAS, "seed": 9}
+    plain = httpx.post(url, json=body, timeout=60).json()
+    text = plain["choices"][0]["message"]["content"]
+    assert text.strip() and plain["usage"]["completion_tokens"] > 0 and plain["diffusion"]["denoising_steps"] > 0
+
+    pieces, finish, usage = [], None, None
+    with httpx.stream("POST", url, json={**body, "stream": True, "stream_options": {"include_usage": True}},
+                      timeout=60) as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        for line in response.iter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            event = json.loads(line[6:])
+            usage = event.get("usage") or usage
+            for choice in event["choices"]:
+                pieces.append(choice["delta"].get("content") or "")
+                finish = choice["finish_reason"] or finish
+    assert "".join(pieces) == text  # committed text only: no draft ever reaches an OpenAI client
+    assert finish in ("stop", "length") and usage["completion_tokens"] == plain["usage"]["completion_tokens"]
+
+
+@torch_only
+def test_engine_server_rejects_bad_settings(engine_server):
+    url = f"{engine_server.base_url}/chat/completions"
+    response = httpx.post(url, json={"messages": PROMPT, "max_denoising_steps": "many"}, timeout=30)
+    assert response.status_code == 400 and "max_denoising_steps" in response.json()["error"]["message"]
+    assert httpx.post(url, json={"messages": []}, timeout=30).status_code == 400
+
+
+@torch_only
+async def test_another_router_uses_the_engine_server_as_an_openai_backend(engine_server):
+    from backends.openai_http import OpenAIBackend
+
+    remote = OpenAIBackend(BackendSettings(name="remote", model="tiny-dg", base_url=engine_server.base_url,
+                                           decoding="diffusion", canvas_length=CANVAS,
+                                           params={"seed": 9, "max_denoising_steps": 4}))
+    try:
+        completion = await remote.complete(Request(messages=PROMPT, max_tokens=CANVAS))
+        streamed = [c async for c in remote.stream(Request(messages=PROMPT, max_tokens=CANVAS))]
+    finally:
+        await remote.aclose()
+    assert completion.text.strip() and completion.usage.output_tokens > 0
+    assert _final(streamed).text == completion.text
+    assert not any(isinstance(c, DraftChunk) for c in streamed)
+
+
+@torch_only
+def test_doctor_checks_the_checkpoint_without_loading_it(tiny_path, tmp_path):
+    from router.config import BackendConfig
+    from router.doctor import check_backend
+
+    good = check_backend("local", BackendConfig(kind="diffusion-local", model=str(tiny_path)), timeout_s=1)
+    bad = check_backend("local", BackendConfig(kind="diffusion-local", model=str(tmp_path / "none")), timeout_s=1)
+    assert good.ok and f"canvas {CANVAS}" in good.detail
+    assert not bad.ok and "no DiffusionGemma weights" in bad.detail
+
+
+@torch_only
+def test_route_engine_serve_answers_over_http(tiny_path):
+    import re
+    import signal
+
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "COLUMNS": "300"}
+    process = subprocess.Popen([sys.executable, "-m", "router.cli", "engine", "serve", "--model", str(tiny_path),
+                                "--port", "0", "--served-name", "tiny", "--device", "cpu"],
+                               cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        base_url = None
+        for line in process.stderr:  # progress bars and notes; the URL line says where it listens
+            if match := re.search(r"(http://127\.0\.0\.1:\d+/v1)", line):
+                base_url = match.group(1)
+                break
+        assert base_url, "route engine serve never said where it listens"
+        for _ in range(200):
+            try:
+                if httpx.get(base_url.removesuffix("/v1") + "/healthz").status_code == 200:
+                    break
+            except httpx.ConnectError:
+                pass
+            __import__("time").sleep(0.05)
+        body = {"model": "tiny", "messages": PROMPT, "max_tokens": CANVAS}
+        answer = httpx.post(f"{base_url}/chat/completions", json=body, timeout=60).json()
+        assert answer["model"] == "tiny" and answer["choices"][0]["message"]["content"].strip()
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
