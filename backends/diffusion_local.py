@@ -15,7 +15,9 @@ published schedule is 0.8 -> 0.4). Unknown keys are a UsageError, so a typo fail
 
 Streaming: committed canvases arrive as TextChunk; after every denoising step a DraftChunk
 carries the current canvas's draft (the text that follows everything committed so far), for
-display only. The model loads on first use, in a worker thread; requests queue for one worker.
+display only (`complete()` skips decoding them). The model loads on first use, off the event
+loop; requests queue for the one worker thread that owns it, and leaving a stream early (break,
+task cancellation, deadline, a stop string) stops generation at the next denoising step.
 Needs the `local` extra (torch, transformers>=5.23).
 """
 
@@ -111,6 +113,11 @@ class DiffusionLocalBackend(Backend):
                                 self.settings.canvas_length, loaded.canvas_length)
                 self._engine = DiffusionEngine(loaded)
             return self._engine
+
+    @property
+    def stats(self) -> dict[str, int] | None:
+        """The engine's counters (done, cancelled, failed, denoising_steps), or None before it loads."""
+        return None if self._engine is None else dict(self._engine.stats)
 
     async def engine(self) -> DiffusionEngine:
         if self._engine is not None:

@@ -126,6 +126,7 @@ def _raw(engine, prompts: list[str], max_new: int) -> Figures:
 
 async def run(args) -> list[Figures]:
     from backends.base import BackendSettings
+    from backends.diffusion_load import read_config
     from backends.diffusion_local import DiffusionLocalBackend
 
     model = args.model
@@ -134,8 +135,9 @@ async def run(args) -> list[Figures]:
 
         model = str(build_tiny_checkpoint(Path(tempfile.mkdtemp(prefix="tiny-dg-"))))
     options = {"device": args.device, "dtype": args.dtype}
+    canvas_length = int(read_config(model).canvas_length)
     backend = DiffusionLocalBackend(BackendSettings(name="local", model=model, decoding="diffusion",
-                                                    options=options, timeout_s=3600))
+                                                    canvas_length=canvas_length, options=options, timeout_s=3600))
     started = time.perf_counter()
     engine = await backend.engine()
     load_s = time.perf_counter() - started

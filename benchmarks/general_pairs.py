@@ -14,7 +14,8 @@ length baseline measured in the same run:
   per category and per language;
 - global AUC: chance that a random hard prompt outscores a random easy one, which is what a
   single routing threshold needs;
-- the share of easy and of hard prompts at or above the calibrated threshold.
+- the share of easy and of hard prompts at or above the calibrated threshold, and the score
+  quantiles of each.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.routing_quality import quantiles
 from policies.complexity import ComplexityScorer
 from policies.length import LengthScorer
 
@@ -79,6 +81,8 @@ def report(score: Callable[[str], float], pairs: Sequence[dict[str, Any]], thres
         "by_language": {c: pair_accuracy(v) for c, v in sorted(by_lang.items())},
         "n_by_category": {c: len(v) for c, v in sorted(by_cat.items())},
     }
+    out["easy_quantiles"] = quantiles([e for e, _ in scored])
+    out["hard_quantiles"] = quantiles([h for _, h in scored])
     if threshold is not None:
         out["easy_above_threshold"] = sum(e >= threshold for e, _ in scored) / len(scored)
         out["hard_above_threshold"] = sum(h >= threshold for _, h in scored) / len(scored)
@@ -111,6 +115,9 @@ def main() -> int:
         print(f"{c + f' ({n})':16s} {a['by_category'][c]:8.3f} {b['by_category'][c]:8.3f}")
     for lang in a["by_language"]:
         print(f"{'  lang ' + lang:16s} {a['by_language'][lang]:8.3f} {b['by_language'][lang]:8.3f}")
+    for kind in ("easy", "hard"):
+        q = "  ".join(f"{k} {v:.3f}" for k, v in a[f"{kind}_quantiles"].items())
+        print(f"learned score quantiles, {kind} prompts: {q}")
     if "easy_above_threshold" in a:
         print(f"at or above the learned threshold {learned.threshold:.3f}: "
               f"{a['easy_above_threshold']:.1%} of easy prompts, {a['hard_above_threshold']:.1%} of hard ones")

@@ -6,7 +6,7 @@
 One simulated OpenAI-compatible server on loopback (backends/simulator) serves five models:
 a fast local diffusion model, a fast hosted diffusion model, a slow expensive frontier model, a
 mid-priced model that degrades halfway through the run (runtime profile update), and one that
-fails intermittently (HTTP 500 on every fourth request). The same mixed workload (short and long
+fails intermittently (a quarter of its requests: half HTTP 500, half a hung connection). The same mixed workload (short and long
 prompts, several max_tokens and deadlines, open-loop arrivals) is run through
 
   * our Router (tiers from the prompt-length scorer, the live latency model, deadlines,
@@ -59,8 +59,12 @@ BACKENDS = {
     "degrader": ("glm-5.2", "autoregressive", (0.6, 2.2), {"ttft_ms": 600, "tokens_per_s": 90},
                  dict(ttft_s=0.6, tokens_per_s=90.0, answer_tokens=140)),
     "flaky": ("k2.6", "autoregressive", (0.6, 2.5), {"ttft_ms": 500, "tokens_per_s": 100},
-              dict(ttft_s=0.5, tokens_per_s=100.0, answer_tokens=140, fault="500", fault_rate=0.25)),
+              dict(ttft_s=0.5, tokens_per_s=100.0, answer_tokens=140)),
 }
+# The intermittent failures of "flaky": a quarter of its requests, half HTTP 500 and half a hung
+# connection (accepted, never answered), in one seeded order replayed identically for both routers.
+FLAKY_FAULT_RATE = 0.25
+FLAKY_FAULTS = ("500", "hang")
 DEGRADED = dict(ttft_s=2.5, tokens_per_s=25.0)  # what "degrader" becomes halfway through (unscaled)
 TIERS = [("light", 0.5, ["dgemma-local", "mercury-2"]), ("heavy", None, ["degrader", "flaky", "frontier"])]
 RETRIES = 2  # per deployment call, both routers
@@ -257,6 +261,9 @@ async def run_litellm(sim: SimServer, jobs: list[Job], scale: float, degrade_at:
 async def _drive(jobs: list[Job], one, sim: SimServer, degrade_at: int, scale: float) -> list[Outcome]:
     """Open-loop arrivals; the degrader slows down when request `degrade_at` is issued."""
     await asyncio.to_thread(sim.reset)
+    rng = random.Random(1234)
+    faults = [rng.choice(FLAKY_FAULTS) if rng.random() < FLAKY_FAULT_RATE else None for _ in range(5 * len(jobs))]
+    await asyncio.to_thread(sim.set_faults, BACKENDS["flaky"][0], faults)
     start = time.perf_counter()
     tasks = []
     for job in jobs:

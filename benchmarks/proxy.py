@@ -163,6 +163,24 @@ def main() -> int:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _report_row(clients: int, name: str, times: list[float], errors: int, base50: float,
+                base99: float) -> tuple[float, float, int]:
+    """Print one row; returns (added p50, added p99, errors) in seconds."""
+    p50, p99 = _percentile(times, 50), _percentile(times, 99)
+    extra = "" if name == "direct" else f" {(p50 - base50) * 1000:>10.2f} {(p99 - base99) * 1000:>10.2f}"
+    print(f"{clients:>7} {name:<14} {len(times):>5} {errors:>4} {p50 * 1000:>8.2f} {p99 * 1000:>8.2f}{extra}")
+    return p50 - base50, p99 - base99, errors
+
+
+def _verdict(added: dict[str, tuple[float, float, int]]) -> bool:
+    """Our added p50 under a quarter of LiteLLM's, and no errors on either."""
+    ours, theirs = added["route serve"][0], added["litellm proxy"][0]
+    ratio = ours / theirs if theirs > 0 else float("inf")
+    ok = ratio < 0.25 and added["route serve"][2] == 0 and added["litellm proxy"][2] == 0
+    print(f"{'':>7} added p50: route serve / litellm proxy = {ratio:.3f}  (target < 0.25: {'met' if ok else 'NOT met'})")
+    return ok
+
+
 def _run(targets, scale: float) -> int:
     print(f"SIMULATED backend: ttft {PROFILE['bench']['ttft_s'] * 1000:.0f} ms, "
           f"{PROFILE['bench']['answer_tokens']} tokens at {PROFILE['bench']['tokens_per_s']:.0f} tok/s, streamed")
@@ -174,19 +192,10 @@ def _run(targets, scale: float) -> int:
         results = {name: asyncio.run(_level(url, model, key, clients, n)) for name, url, model, key in targets}
         base50 = _percentile(results["direct"][0], 50)
         base99 = _percentile(results["direct"][0], 99)
-        added = {}
-        for name, (times, errors) in results.items():
-            p50, p99 = _percentile(times, 50), _percentile(times, 99)
-            added[name] = (p50 - base50, p99 - base99, errors)
-            extra = "" if name == "direct" else f" {(p50 - base50) * 1000:>10.2f} {(p99 - base99) * 1000:>10.2f}"
-            print(f"{clients:>7} {name:<14} {len(times):>5} {errors:>4} {p50 * 1000:>8.2f} {p99 * 1000:>8.2f}{extra}")
+        added = {name: _report_row(clients, name, times, errors, base50, base99)
+                 for name, (times, errors) in results.items()}
         if "litellm proxy" in added:
-            ours, theirs = added["route serve"][0], added["litellm proxy"][0]
-            ratio = ours / theirs if theirs > 0 else float("inf")
-            ok = ratio < 0.25 and added["route serve"][2] == 0 and added["litellm proxy"][2] == 0
-            verdicts.append(ok)
-            print(f"{'':>7} added p50: route serve / litellm proxy = {ratio:.3f}  (target < 0.25: "
-                  f"{'met' if ok else 'NOT met'})")
+            verdicts.append(_verdict(added))
     if verdicts:
         print("target met at every concurrency" if all(verdicts) else "target NOT met at every concurrency")
     return 0

@@ -27,6 +27,7 @@ __all__ = [
     "order_candidates",
     "over_budget",
     "parse_verdict",
+    "read_confidence",
 ]
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+#.-]*)[^\n]*\n(.*?)```", re.DOTALL)
@@ -172,6 +173,12 @@ def parse_verdict(reply: str, nonce: str, count: int, *, want_answer: bool = Fal
         notes.append("no answer tag in a synthesis reply")
     ok = ranking_ok and how == "strict" and confidence is not None and answer_how == "strict"
     return Verdict(ranking, confidence, _parse_refine(raw_refine), answer, notes, ok)
+
+
+def read_confidence(text: str, nonce: str) -> float | None:
+    """The confidence in (part of) an arbiter reply, or None when it gives none (yet)."""
+    raw, _ = _tag(text, "confidence", nonce)
+    return _parse_confidence(raw if raw is not None else _line(text, "confidence"))
 
 
 def _read_ranking(reply: str, nonce: str, count: int, notes: list[str]) -> tuple[list[list[int]], bool]:

@@ -111,7 +111,7 @@ class DecayedHistogram:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {"bins": {str(i): round(w, 9) for i, w in self.bins.items()}, "weight": self.weight,
+        return {"bins": {str(i): w for i, w in self.bins.items()}, "weight": self.weight,
                 "total": self.total, "count": self.count}
 
     @classmethod
@@ -197,13 +197,15 @@ class LatencyModel:
         return 1.0 / (self.prior.tokens_per_s or 50.0)
 
     def _estimate(self, hist: DecayedHistogram, prior: float, q: float) -> float:
-        """Prior and measurement blended by weight: the prior fades as samples arrive."""
+        """Prior and measurement blended by weight. The prior counts as `prior_weight` samples at
+        first and fades linearly to nothing once twice that many have been measured: a prior
+        that is far off must not linger in the estimate."""
         prior_q = prior * (_PRIOR_SPREAD if q > 0.5 else 1.0)
         measured = hist.quantile(q)
         if measured is None:
             return prior_q
-        w = hist.weight
-        return (self.prior_weight * prior_q + w * measured) / (self.prior_weight + w)
+        prior_w = self.prior_weight * max(0.0, 1.0 - hist.count / (2 * self.prior_weight or 1))
+        return (prior_w * prior_q + hist.weight * measured) / (prior_w + hist.weight)
 
     # -- prediction -----------------------------------------------------------------------
 

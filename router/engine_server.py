@@ -84,7 +84,10 @@ def create_app(backend: Backend, served_name: str | None = None):
 
     @app.get("/healthz")
     async def healthz() -> dict[str, Any]:
-        return {"status": "ok", "model": name, "backend": backend.kind}
+        health: dict[str, Any] = {"status": "ok", "model": name, "backend": backend.kind}
+        if (stats := getattr(backend, "stats", None)) is not None:
+            health["engine"] = stats  # requests done, cancelled, failed; denoising steps run
+        return health
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:

@@ -130,48 +130,40 @@ class Executor:
 
     async def _run(self, decision: Decision, request: Request, failures: list[BackendError], *,
                    streaming: bool) -> AsyncIterator[Chunk]:
-        deadline = Deadline(decision.deadline_s)
-        hedges = (decision.details or {}).get("hedge_after_s", {}) if self._hedge else {}
-        p95 = {c["backend"]: c["p95_s"] for c in (decision.details or {}).get("candidates", ())}
-        skipped: list[str] = []
-        queue = list(decision.candidates)
-        last_resort = False
-        while queue or (skipped and not last_resort):
-            if not queue:  # every remaining candidate was behind an open breaker: try them anyway
-                queue, skipped, last_resort = skipped, [], True
-            name = queue.pop(0)
-            if deadline.expired():
-                failures.append(BackendTimeout("the request's deadline passed before this backend could be tried",
-                                               backend=name))
-                break
-            if not last_resort and not self._allow(name):
-                skipped.append(name)
-                continue
-            backup = queue[0] if queue and name in hedges and not last_resort else None
-            if backup is None and not streaming:
-                completion = await self._call(name, request, deadline, failures, p95)
-                if completion is not None:
-                    yield FinalChunk(completion)
+        plan = _Plan(decision, self._hedge)
+        if streaming or plan.hedges:
+            body = self._race(plan, request, failures, streaming)
+        else:
+            body = self._one_by_one(plan, request, failures)
+        async with contextlib.aclosing(body) as chunks:
+            async for chunk in chunks:
+                yield chunk
+                if isinstance(chunk, FinalChunk):
                     return
-                continue
-            started: list[str] = []
-            race = self._race(name, backup, hedges.get(name), request, deadline, failures, p95, started, streaming)
-            async with contextlib.aclosing(race) as chunks:
-                done = False
-                async for chunk in chunks:
-                    done = done or isinstance(chunk, FinalChunk)
-                    if streaming or isinstance(chunk, FinalChunk):
-                        yield chunk
-                if done:
-                    return
-            if backup in started:
-                queue.remove(backup)  # it ran (and failed) as the hedge: not again
         raise AllBackendsFailed(_failure_summary(decision), failures)
 
-    async def _call(self, name: str, request: Request, deadline: Deadline, failures: list[BackendError],
-                    p95: Mapping[str, float]) -> Completion | None:
+    def _next(self, plan: _Plan) -> str | None:
+        """The next candidate to start, breaker permitting, or None when there is none."""
+        while True:
+            name = plan.pop()
+            if name is None or plan.last_resort or self._allow(name):
+                return name
+            plan.skipped.append(name)
+
+    async def _one_by_one(self, plan: _Plan, request: Request, failures: list[BackendError]) -> AsyncIterator[Chunk]:
+        """Plain calls in turn, no streams: the cheapest path when nothing is hedged."""
+        while (name := self._next(plan)) is not None:
+            if plan.deadline.expired():
+                failures.append(_too_late(name))
+                return
+            completion = await self._call(name, request, plan, failures)
+            if completion is not None:
+                yield FinalChunk(completion)
+                return
+
+    async def _call(self, name: str, request: Request, plan: _Plan, failures: list[BackendError]) -> Completion | None:
         """One plain (non-streamed) call with the time that is left."""
-        remaining = deadline.remaining()
+        remaining = plan.deadline.remaining()
         started = time.perf_counter()
         try:
             async with asyncio.timeout(remaining):  # a guard for backends that overrun their timeout
@@ -185,57 +177,51 @@ class Executor:
             self._report(name, time.perf_counter() - started, completion=completion)
             return completion
         failures.append(error)
-        self._report(name, time.perf_counter() - started, error=error, p95=p95)
+        self._report(name, time.perf_counter() - started, error=error, p95=plan.p95)
         return None
 
-    @staticmethod
-    def _hedge_due(primary: _Lane, hedge_after_s: float | None, p95: Mapping[str, float], streaming: bool) -> float | None:
-        """Seconds after the primary started at which to start the backup: its p95 to first
-        content while none has come; for a plain call, also its p95 to the end, so a backend whose
-        first token is on time but whose decoding has slowed down is hedged too."""
-        if primary.first_text_at is None:
-            return hedge_after_s
-        return None if streaming else p95.get(primary.name)
-
-    async def _race(self, name: str, backup: str | None, hedge_after_s: float | None, request: Request,
-                    deadline: Deadline, failures: list[BackendError], p95: Mapping[str, float],
-                    started: list[str], streaming: bool) -> AsyncIterator[Chunk]:
-        """Stream `name`; start `backup` if `name` shows no text by `hedge_after_s` (appending it to
-        `started`). A streaming caller commits to the first lane that yields text; a plain call
-        takes whichever lane finishes first. Yields the committed lane's chunks; returns without
-        a FinalChunk when every lane failed."""
-        remaining = deadline.remaining()
-        lane_request = request.with_options(timeout_s=remaining) if remaining is not None else request
+    async def _race(self, plan: _Plan, request: Request, failures: list[BackendError],
+                    streaming: bool) -> AsyncIterator[Chunk]:
+        """Candidates as streams ("lanes"): the next one starts when every running lane failed,
+        or when a hedge is due. A streaming caller commits to the first lane that yields text; a
+        plain call takes whichever lane finishes first. Yields only the committed lane's chunks."""
         queue: asyncio.Queue = asyncio.Queue()
-        lanes = [_Lane(name, self._backend(name), lane_request, queue)]
-        # The backup must start by then to still meet the deadline at its own p95.
-        latest_backup_s = None if remaining is None or backup not in p95 else remaining - p95[backup]
+        lanes: list[_Lane] = []
         committed: _Lane | None = None
+
+        def start() -> bool:
+            name = self._next(plan)
+            if name is None:
+                return False
+            if plan.deadline.expired():
+                failures.append(_too_late(name))
+                return False
+            remaining = plan.deadline.remaining()
+            lane_request = request.with_options(timeout_s=remaining) if remaining is not None else request
+            lanes.append(_Lane(name, self._backend(name), lane_request, queue))
+            return True
+
         try:
+            start()
             while lanes:
-                wait = deadline.remaining()
-                due = self._hedge_due(lanes[0], hedge_after_s, p95, streaming) if backup and not committed else None
-                if due is not None and latest_backup_s is not None:
-                    due = min(due, max(0.0, latest_backup_s))
-                if due is not None:
-                    hedge_in = max(0.0, due - lanes[0].elapsed)
+                wait = plan.deadline.remaining()
+                hedge_in = None if committed else self._hedge_in(plan, lanes[-1], streaming)
+                if hedge_in is not None:
                     wait = hedge_in if wait is None else min(wait, hedge_in)
                 try:
                     async with asyncio.timeout(wait):
                         lane, item = await queue.get()
                 except TimeoutError:
-                    if deadline.expired():
+                    if plan.deadline.expired():
                         for lane in lanes:
                             error = BackendTimeout("no answer within the request's deadline", backend=lane.name)
                             failures.append(error)
-                            self._report(lane.name, lane.elapsed, error=error, streamed=True, p95=p95)
+                            self._report(lane.name, lane.elapsed, error=error, streamed=True, p95=plan.p95)
+                            if lane is committed:
+                                raise error  # text already reached the caller: no fallback now
                         return  # `finally` cancels the lanes
-                    if self._allow(backup):
-                        remaining = deadline.remaining()
-                        backup_request = request.with_options(timeout_s=remaining) if remaining is not None else request
-                        lanes.append(_Lane(backup, self._backend(backup), backup_request, queue))
-                        started.append(backup)
-                    backup = None
+                    if not start():
+                        plan.hedges = {}  # nothing left to hedge with
                     continue
                 if lane not in lanes:
                     continue  # a late item from a lane already dropped
@@ -243,22 +229,16 @@ class Executor:
                     lanes.remove(lane)
                     if not isinstance(item, BackendError):
                         raise item
-                    self._report(lane.name, lane.elapsed, error=item, streamed=True, p95=p95)
+                    self._report(lane.name, lane.elapsed, error=item, streamed=True, p95=plan.p95)
                     if lane is committed:
                         raise item  # text already reached the caller; no fallback now
                     failures.append(item)
-                    if not lanes and backup is not None:
-                        return  # the primary failed before the hedge was due: next candidate, normally
+                    if not lanes:
+                        start()  # fall back: the next candidate, now
                     continue
                 if committed is None and isinstance(item, (TextChunk, FinalChunk) if streaming else FinalChunk):
                     committed = lane
-                    for loser in [other for other in lanes if other is not lane]:
-                        lanes.remove(loser)
-                        await loser.cancel()
-                        self._report(loser.name, loser.elapsed, cancelled=True, streamed=True,
-                                     error=BackendTimeout("cancelled: another backend answered first (hedge)",
-                                                          backend=loser.name))
-                    backup = None
+                    await self._cancel_losers(lanes, lane)
                     for held in lane.buffer:
                         yield held
                     lane.buffer.clear()
@@ -275,6 +255,71 @@ class Executor:
         finally:
             for lane in lanes:
                 await lane.cancel()
+
+    async def _cancel_losers(self, lanes: list[_Lane], winner: _Lane) -> None:
+        for loser in [other for other in lanes if other is not winner]:
+            lanes.remove(loser)
+            await loser.cancel()
+            self._report(loser.name, loser.elapsed, cancelled=True, streamed=True,
+                         error=BackendTimeout("cancelled: another backend answered first (hedge)", backend=loser.name))
+
+    @staticmethod
+    def _hedge_in(plan: _Plan, newest: _Lane, streaming: bool) -> float | None:
+        """Seconds from now until the next candidate should join the race, or None.
+
+        Due when the newest lane is past its p95 to first content with none yet (for a plain
+        call, also when it is past its p95 to the end: its first token was on time but decoding
+        slowed down), and in any case no later than the next candidate's p95 before the deadline."""
+        following = plan.peek()
+        if newest.name not in plan.hedges or following is None:
+            return None
+        if newest.first_text_at is None:
+            due = plan.hedges[newest.name]
+        elif not streaming and newest.name in plan.p95:
+            due = plan.p95[newest.name]
+        else:
+            return None
+        hedge_in = due - newest.elapsed
+        remaining = plan.deadline.remaining()
+        if remaining is not None and following in plan.p95:
+            hedge_in = min(hedge_in, remaining - plan.p95[following])
+        return max(0.0, hedge_in)
+
+
+class _Plan:
+    """The candidates still to try, and what the decision predicted about them."""
+
+    def __init__(self, decision: Decision, hedge: bool):
+        details = decision.details or {}
+        self.deadline = Deadline(decision.deadline_s)
+        self.hedges: dict[str, float] = dict(details.get("hedge_after_s", {})) if hedge else {}
+        self.p95: dict[str, float] = {c["backend"]: c["p95_s"] for c in details.get("candidates", ())}
+        self.queue = list(decision.candidates)
+        self.skipped: list[str] = []  # behind an open breaker: tried last, if nothing else answers
+        self.last_resort = False
+
+    def _index(self) -> int:
+        """The first queued candidate predicted to fit in the time left, else the first."""
+        remaining = self.deadline.remaining()
+        if remaining is not None:
+            for i, name in enumerate(self.queue):
+                if self.p95.get(name, float("inf")) <= remaining:
+                    return i
+        return 0
+
+    def peek(self) -> str | None:
+        if self.queue:
+            return self.queue[self._index()]
+        return self.skipped[0] if self.skipped and not self.last_resort else None
+
+    def pop(self) -> str | None:
+        if not self.queue and self.skipped and not self.last_resort:
+            self.queue, self.skipped, self.last_resort = self.skipped, [], True
+        return self.queue.pop(self._index()) if self.queue else None
+
+
+def _too_late(name: str) -> BackendTimeout:
+    return BackendTimeout("the request's deadline passed before this backend could be tried", backend=name)
 
 
 def _failure_summary(decision: Decision) -> str:

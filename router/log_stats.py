@@ -8,6 +8,7 @@ rate is errors over all requests that were not cancelled by the client.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -55,13 +56,19 @@ def summarize(rows: Iterable[Mapping[str, Any]]) -> list[BackendStats]:
     return sorted(stats, key=lambda s: (-s.requests, s.backend))
 
 
+def _present(rows: list[Mapping[str, Any]], key: str) -> list[float]:
+    return [r[key] for r in rows if r.get(key) is not None]
+
+
+def _total(rows: list[Mapping[str, Any]], key: str) -> float:
+    return sum(r.get(key) or 0 for r in rows)
+
+
 def _one(backend: str, rows: list[Mapping[str, Any]], total: int) -> BackendStats:
     ok = [r for r in rows if r.get("status") == "ok"]
-    errors = sum(1 for r in rows if r.get("status") == "error")
-    cancelled = sum(1 for r in rows if r.get("status") == "cancelled")
-    latencies = [r["total_s"] for r in ok if r.get("total_s") is not None]
-    ttfts = [r["ttft_s"] for r in ok if r.get("ttft_s") is not None]
-    rates = [r["decode_tps"] for r in ok if r.get("decode_tps")]
+    statuses = Counter(r.get("status") for r in rows)
+    errors, cancelled = statuses["error"], statuses["cancelled"]
+    latencies = _present(ok, "total_s")
     counted = len(rows) - cancelled
     return BackendStats(
         backend=backend,
@@ -72,9 +79,9 @@ def _one(backend: str, rows: list[Mapping[str, Any]], total: int) -> BackendStat
         error_rate=errors / counted if counted else 0.0,
         p50_s=percentile(latencies, 50),
         p95_s=percentile(latencies, 95),
-        ttft_p50_s=percentile(ttfts, 50),
-        tokens_per_s=percentile(rates, 50),
-        input_tokens=sum(r.get("input_tokens") or 0 for r in rows),
-        output_tokens=sum(r.get("output_tokens") or 0 for r in rows),
-        cost_usd=sum(r.get("cost_usd") or 0.0 for r in rows),
+        ttft_p50_s=percentile(_present(ok, "ttft_s"), 50),
+        tokens_per_s=percentile([v for v in _present(ok, "decode_tps") if v], 50),
+        input_tokens=int(_total(rows, "input_tokens")),
+        output_tokens=int(_total(rows, "output_tokens")),
+        cost_usd=float(_total(rows, "cost_usd")),
     )

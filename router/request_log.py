@@ -1,11 +1,12 @@
 """The request log: one `RequestRecord` per routed request, appended to the local Store.
 
 The Router registers `RequestLog.observe` as a request observer (see `attach_request_log`), so
-the CLI, the Python API and the server all log the same way. Observing costs one queue put on the
-caller's thread; turning the Outcome into a record and writing it happen on one background
-writer thread per database file, in batches (one transaction per batch), so the event loop never
-waits on SQLite. The writer thread starts on the first record and ends after a few idle seconds;
-`flush()` waits for everything queued so far, and pending records are flushed at exit.
+the CLI, the Python API and the server all log the same way. Observing costs one deque append on
+the caller's thread; turning Outcomes into records and writing them happen on one background
+writer thread per database file, which wakes every 0.2 s and writes what is pending in one
+transaction, so the event loop never waits on SQLite (nor on the GIL for a woken thread). The
+thread starts on the first record and ends after a few idle seconds; `flush()` waits for
+everything queued so far, and pending records are flushed at exit.
 
 Prompts (the last user turn) and answers are stored unless `log.store_content` is false. API keys
 never are: a record is built only from the routing decision and the completion.
@@ -17,14 +18,14 @@ import asyncio
 import atexit
 import logging
 import os
-import queue
 import threading
 import time
+from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from backends.types import last_user_text
-from router.decision import Outcome
+from router.decision import Outcome, RouteResult
 from router.store import RequestRecord, Store, default_store_path
 
 if TYPE_CHECKING:
@@ -34,14 +35,14 @@ __all__ = ["RequestLog", "attach_request_log", "record_from"]
 
 _LOG = logging.getLogger(__name__)
 _ERROR_CHARS = 2000  # an error message longer than this is cut; bodies can be huge
+_INTERVAL_S = 0.2  # how often the writer thread looks for records
 _IDLE_EXIT_S = 3.0  # the writer thread ends after this long without records
-_BATCH_MAX = 1000
+_BATCH_MAX = 1000  # records per transaction
 
 
 def record_from(outcome: Outcome, *, store_content: bool = True, ended_at: float | None = None) -> RequestRecord:
     """The RequestRecord for one finished request. Pure: no I/O."""
     decision = outcome.decision
-    result, error = outcome.result, outcome.error
     ended_at = time.time() if ended_at is None else ended_at
     info: dict[str, Any] = dict(decision.as_dict())
     info["elapsed_s"] = outcome.elapsed_s
@@ -54,89 +55,121 @@ def record_from(outcome: Outcome, *, store_content: bool = True, ended_at: float
         "decision": info,
         "prompt": last_user_text(outcome.messages) if store_content else None,
     }
-    if result is not None:
-        c = result.completion
-        if result.failures:
-            info["fallbacks"] = [{"backend": e.backend, "error": type(e).__name__} for e in result.failures]
-        trace = c.metadata.get("trace")
-        fields.update(
-            status="ok", backend=c.backend, model=c.model,
-            trace_id=c.metadata.get("trace_id") or (trace.get("id") if isinstance(trace, dict) else None),
-            input_tokens=c.usage.input_tokens, output_tokens=c.usage.output_tokens, cost_usd=c.cost_usd,
-            ttft_s=c.timings.ttft_s, total_s=c.timings.total_s, decode_tps=c.timings.decode_tps,
-            answer=c.text if store_content else None, simulated=bool(c.metadata.get("simulated")),
-        )
+    if outcome.result is not None:
+        fields.update(_answered(outcome.result, info, store_content))
     else:
-        failures = getattr(error, "exceptions", None) or ()
-        last = failures[-1] if failures else error
-        cancelled = isinstance(error, asyncio.CancelledError)
-        if failures:
-            info["failures"] = [{"backend": getattr(e, "backend", None), "error": type(e).__name__} for e in failures]
-        fields.update(
-            status="cancelled" if cancelled else "error",
-            backend=getattr(last, "backend", None) or decision.chosen,
-            error_type=type(error).__name__,
-            error=(str(error) or ("the client went away" if cancelled else type(error).__name__))[:_ERROR_CHARS],
-            total_s=outcome.elapsed_s,
-        )
+        fields.update(_failed(outcome, info))
     return RequestRecord(**fields)
 
 
+def _answered(result: RouteResult, info: dict[str, Any], store_content: bool) -> dict[str, Any]:
+    c = result.completion
+    if result.failures:
+        info["fallbacks"] = [{"backend": e.backend, "error": type(e).__name__} for e in result.failures]
+    trace = c.metadata.get("trace")
+    return dict(
+        status="ok", backend=c.backend, model=c.model,
+        trace_id=c.metadata.get("trace_id") or (trace.get("id") if isinstance(trace, dict) else None),
+        input_tokens=c.usage.input_tokens, output_tokens=c.usage.output_tokens, cost_usd=c.cost_usd,
+        ttft_s=c.timings.ttft_s, total_s=c.timings.total_s, decode_tps=c.timings.decode_tps,
+        answer=c.text if store_content else None, simulated=bool(c.metadata.get("simulated")),
+    )
+
+
+def _failed(outcome: Outcome, info: dict[str, Any]) -> dict[str, Any]:
+    error = outcome.error
+    failures = getattr(error, "exceptions", None) or ()
+    last = failures[-1] if failures else error
+    cancelled = isinstance(error, asyncio.CancelledError)
+    if failures:
+        info["failures"] = [{"backend": getattr(e, "backend", None), "error": type(e).__name__} for e in failures]
+    message = str(error) or ("the client went away" if cancelled else type(error).__name__)
+    return dict(
+        status="cancelled" if cancelled else "error",
+        backend=getattr(last, "backend", None) or outcome.decision.chosen,
+        error_type=type(error).__name__,
+        error=message[:_ERROR_CHARS],
+        total_s=outcome.elapsed_s,
+    )
+
+
 class _Writer:
-    """The one background writer for one database file in this process."""
+    """The one background writer for one database file in this process.
+
+    `put` only appends to a deque: it never wakes the writer thread, because on CPython a woken
+    thread competes for the GIL with the event loop that just served the request. The writer
+    wakes on its own every `_INTERVAL_S` (or when flushed) and writes everything pending in one
+    transaction."""
 
     def __init__(self, path: Path):
         self.path = path
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._pending: deque[tuple[Outcome, bool, float]] = deque()
         self._lock = threading.Lock()
-        self._done = threading.Condition(self._lock)
+        self._settled = threading.Condition(self._lock)
+        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
-        self._queued = 0  # records handed in; guarded by _lock
-        self._settled = 0  # records written or dropped; guarded by _lock
+        self._busy = False  # a batch is taken but not yet written; guarded by _lock
         self.dropped = 0
 
     def put(self, item: tuple[Outcome, bool, float]) -> None:
-        self._queue.put(item)
+        self._pending.append(item)  # atomic; the writer drains it
+        if self._thread is None:  # read after the append: see _run's exit for why that order matters
+            self._ensure_thread()
+        if len(self._pending) >= _BATCH_MAX:
+            self._wake.set()  # a burst: write now rather than hold it all in memory
+
+    def _ensure_thread(self) -> None:
         with self._lock:
-            self._queued += 1
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name=f"route-log-{self.path.name}", daemon=True)
                 self._thread.start()
 
     def flush(self, timeout_s: float = 10.0) -> bool:
-        """Wait until every record queued before this call is written; False on timeout."""
+        """Wait until every record queued before this call is written (or dropped); False on timeout."""
         deadline = time.monotonic() + timeout_s
+        if self._pending:
+            self._ensure_thread()
         with self._lock:
-            target = self._queued
-            while self._settled < target:
+            while self._pending or self._busy:
+                self._wake.set()
                 remaining = deadline - time.monotonic()
-                if remaining <= 0 or not self._done.wait(remaining):
-                    return self._settled >= target
+                if remaining <= 0:
+                    return False
+                self._settled.wait(min(remaining, 0.05))
         return True
 
     def _run(self) -> None:
         store: Store | None = None
+        idle_s = 0.0
         try:
             while True:
-                try:
-                    first = self._queue.get(timeout=_IDLE_EXIT_S)
-                except queue.Empty:
-                    with self._lock:
-                        if self._queue.empty():
-                            self._thread = None  # the next put starts a new thread
-                            return
+                self._wake.wait(_INTERVAL_S)
+                self._wake.clear()
+                with self._lock:
+                    batch = [self._pending.popleft() for _ in range(min(len(self._pending), _BATCH_MAX))]
+                    self._busy = bool(batch)
+                if batch:
+                    idle_s = 0.0
+                    store = store or self._open()
+                    self._write(store, batch)
                     continue
-                batch = [first]
-                while len(batch) < _BATCH_MAX:
-                    try:
-                        batch.append(self._queue.get_nowait())
-                    except queue.Empty:
-                        break
-                store = store or self._open()
-                self._write(store, batch)
+                idle_s += _INTERVAL_S
+                if idle_s >= _IDLE_EXIT_S and self._retire():
+                    return
         finally:
             if store is not None:
                 store.close()
+
+    def _retire(self) -> bool:
+        """End this thread unless records arrived. `_thread` is cleared before `_pending` is read,
+        and `put` appends before it reads `_thread`: so either this sees the record or `put` sees
+        no thread and starts one."""
+        with self._lock:
+            self._thread = None
+            if not self._pending:
+                return True
+            self._thread = threading.current_thread()
+            return False
 
     def _open(self) -> Store | None:
         try:
@@ -154,8 +187,8 @@ class _Writer:
             self.dropped += len(batch)
             _LOG.warning("request log: %d records not written to %s: %s", len(batch), self.path, exc)
         with self._lock:
-            self._settled += len(batch)
-            self._done.notify_all()
+            self._busy = False
+            self._settled.notify_all()
 
 
 _writers: dict[Path, _Writer] = {}

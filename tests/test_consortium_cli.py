@@ -94,3 +94,12 @@ def test_ask_a_consortium_whose_members_all_fail_exits_3_with_a_message(sim, tmp
     failed = route("-c", str(config), "-m", "cns-glm", "hi", cwd=tmp_path)
     assert failed.returncode == 3 and failed.stdout == ""
     assert "all 5 member calls failed" in failed.stderr and "Traceback" not in failed.stderr
+
+
+def test_save_into_a_broken_user_config_reports_its_line_and_changes_nothing(tmp_path, route_home):
+    user_config = route_home / "config" / "config.yaml"
+    user_config.parent.mkdir(parents=True)
+    user_config.write_text("backends:\n  a: {kind: openai, model: a\n")
+    result = route("consortium", "save", "cns", "-m", "a*2", "--arbiter", "a", cwd=tmp_path)
+    assert result.returncode == 2 and "config.yaml:" in result.stderr and "Traceback" not in result.stderr
+    assert user_config.read_text() == "backends:\n  a: {kind: openai, model: a\n"

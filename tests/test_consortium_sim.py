@@ -4,6 +4,7 @@ example end to end, a hanging member, adversarial candidates and malformed arbit
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from pathlib import Path
 
@@ -78,6 +79,7 @@ async def test_users_nested_example_end_to_end(sim):
     assert (c.usage.input_tokens, c.usage.output_tokens) == (inp, out) and out > 0
     assert c.cost_usd > 0
     assert trace["stopped"].startswith("confidence 0.90")
+    assert json.loads(json.dumps(trace)) == trace  # plain JSON data, no default= needed
 
 
 async def test_a_hanging_member_times_out_over_http_and_the_rest_answer(sim):
@@ -121,7 +123,7 @@ async def test_adversarial_candidate_cannot_forge_the_ranking(sim):
 async def test_arbiter_reply_without_tags_falls_back_and_records_it(sim):
     sim.update_profile("glm-5.2", **FAST)
     sim.script("mercury-2", ["They are all fine, I suppose."])
-    router = router_for(sim, "  cns:\n    members: [glm-5.2*3]\n    arbiter: mercury-2\n")
+    router = router_for(sim, "  cns:\n    members: [glm-5.2*3]\n    arbiter: mercury-2\n    max_iterations: 3\n")
     async with router:
         result = await router.acomplete("hi", model="cns")
     rnd = result.completion.metadata["trace"]["rounds"][0]
@@ -129,7 +131,8 @@ async def test_arbiter_reply_without_tags_falls_back_and_records_it(sim):
     assert result.text in texts and result.text  # a real member answer, never empty
     assert "no usable ranking" in rnd["arbiter"]["fallback"]
     assert rnd["arbiter"]["verdict"]["format_ok"] is False
-    assert result.completion.metadata["trace"]["stopped"].startswith("the arbiter gave no confidence")
+    trace = result.completion.metadata["trace"]
+    assert trace["stopped"].startswith("the arbiter gave no confidence") and len(trace["rounds"]) == 1
 
 
 async def test_synthesis_reply_missing_tags(sim):

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import httpx
@@ -164,25 +165,48 @@ def _final(chunks):
     return chunks[-1].completion
 
 
+def _split(chunks) -> tuple[list[DraftChunk], str]:
+    """The drafts, and the committed text joined."""
+    drafts = [c for c in chunks if isinstance(c, DraftChunk)]
+    return drafts, "".join(c.text for c in chunks if isinstance(c, TextChunk))
+
+
+def _sse_events(response) -> list[dict]:
+    lines = [line for line in response.iter_lines() if line.startswith("data: ")]
+    return [json.loads(line[6:]) for line in lines if line != "data: [DONE]"]
+
+
+def _sse_text_and_finish(events: list[dict]) -> tuple[str, str | None]:
+    choices = [choice for event in events for choice in event["choices"]]
+    finishes = [choice["finish_reason"] for choice in choices if choice["finish_reason"]]
+    return "".join(choice["delta"].get("content") or "" for choice in choices), (finishes or [None])[-1]
+
+
 @torch_only
 async def test_generation_end_to_end_streams_drafts_then_committed_canvases(backend):
     chunks = await _collect(backend, max_tokens=3 * CANVAS, extra={"seed": 1})
     completion = _final(chunks)
-    drafts = [c for c in chunks if isinstance(c, DraftChunk)]
-    text = "".join(c.text for c in chunks if isinstance(c, TextChunk))
-    assert text == completion.text and completion.text.strip()
+    drafts, text = _split(chunks)
+    assert text == completion.text
+    assert completion.text.strip()
     stats = completion.diffusion
-    assert stats.canvas_length == CANVAS and stats.canvases == 3  # the tiny model never emits EOS
+    assert (stats.canvas_length, stats.canvases) == (CANVAS, 3)  # the tiny model never emits EOS
     assert completion.finish_reason == "length"
     assert stats.denoising_steps == len(drafts)  # put_draft is called once per decoder forward pass
     assert {d.canvas for d in drafts} == set(range(stats.canvases))
     assert completion.metadata["tokens_per_forward"] == pytest.approx(
         completion.usage.output_tokens / stats.denoising_steps, rel=0.2)
-    assert completion.usage.input_tokens > 5 and completion.timings.ttft_s is not None
-    assert completion.metadata["device"] == "cpu" and completion.metadata["dtype"] == "float32"
+
+
+@torch_only
+async def test_drafts_come_first_and_the_completion_says_where_it_ran(backend):
+    chunks = await _collect(backend, max_tokens=CANVAS, extra={"seed": 1})
+    completion = _final(chunks)
     # The first draft precedes the first committed text: that is what the live view shows.
-    first_text = next(i for i, c in enumerate(chunks) if isinstance(c, TextChunk))
-    assert isinstance(chunks[0], DraftChunk) and first_text > 0
+    assert isinstance(chunks[0], DraftChunk)
+    assert completion.usage.input_tokens > 5
+    assert completion.timings.ttft_s > completion.metadata["first_draft_s"]
+    assert (completion.metadata["device"], completion.metadata["dtype"]) == ("cpu", "float32")
 
 
 @torch_only
@@ -465,7 +489,8 @@ def engine_server(backend):
 @torch_only
 def test_engine_server_health_and_models(engine_server):
     root = engine_server.base_url.removesuffix("/v1")
-    assert httpx.get(f"{root}/healthz").json()["status"] == "ok"
+    health = httpx.get(f"{root}/healthz").json()
+    assert health["status"] == "ok" and set(health["engine"]) == {"done", "cancelled", "failed", "denoising_steps"}
     assert [m["id"] for m in httpx.get(f"{engine_server.base_url}/models").json()["data"]] == ["tiny-dg"]
 
 
@@ -475,22 +500,33 @@ def test_engine_server_plain_and_streamed_completions_agree(engine_server):
     body = {"model": "tiny-dg", "messages": PROMPT, "max_tokens": 2 * CANVAS, "seed": 9}
     plain = httpx.post(url, json=body, timeout=60).json()
     text = plain["choices"][0]["message"]["content"]
-    assert text.strip() and plain["usage"]["completion_tokens"] > 0 and plain["diffusion"]["denoising_steps"] > 0
+    assert text.strip()
+    assert plain["usage"]["completion_tokens"] > 0
+    assert plain["diffusion"]["denoising_steps"] > 0
 
-    pieces, finish, usage = [], None, None
     with httpx.stream("POST", url, json={**body, "stream": True, "stream_options": {"include_usage": True}},
                       timeout=60) as response:
         assert response.headers["content-type"].startswith("text/event-stream")
-        for line in response.iter_lines():
-            if not line.startswith("data: ") or line == "data: [DONE]":
-                continue
-            event = json.loads(line[6:])
-            usage = event.get("usage") or usage
-            for choice in event["choices"]:
-                pieces.append(choice["delta"].get("content") or "")
-                finish = choice["finish_reason"] or finish
-    assert "".join(pieces) == text  # committed text only: no draft ever reaches an OpenAI client
-    assert finish in ("stop", "length") and usage["completion_tokens"] == plain["usage"]["completion_tokens"]
+        events = _sse_events(response)
+    streamed, finish = _sse_text_and_finish(events)
+    assert streamed == text  # committed text only: no draft ever reaches an OpenAI client
+    assert finish == "length"  # the tiny model never emits EOS
+    assert events[-1]["usage"]["completion_tokens"] == plain["usage"]["completion_tokens"]
+
+
+@torch_only
+def test_engine_server_client_hanging_up_stops_generation(engine_server, backend):
+    engine = backend.load()
+    before = dict(engine.stats)
+    body = {"messages": PROMPT, "max_tokens": 400 * CANVAS, "confidence_threshold": 1e-12, "stream": True}
+    with httpx.stream("POST", f"{engine_server.base_url}/chat/completions", json=body, timeout=30) as response:
+        assert next(response.iter_lines()).startswith("data: ")  # the role event: generation has started
+    for _ in range(500):  # the connection is closed; the server's stream is cancelled, then the job
+        if engine.stats["cancelled"] > before["cancelled"]:
+            break
+        time.sleep(0.01)
+    assert engine.stats["cancelled"] == before["cancelled"] + 1
+    assert engine.stats["denoising_steps"] - before["denoising_steps"] < 400  # of the 3,200 it would have run
 
 
 @torch_only
@@ -551,7 +587,7 @@ def test_route_engine_serve_answers_over_http(tiny_path):
                     break
             except httpx.ConnectError:
                 pass
-            __import__("time").sleep(0.05)
+            time.sleep(0.05)
         body = {"model": "tiny", "messages": PROMPT, "max_tokens": CANVAS}
         answer = httpx.post(f"{base_url}/chat/completions", json=body, timeout=60).json()
         assert answer["model"] == "tiny" and answer["choices"][0]["message"]["content"].strip()

@@ -155,3 +155,79 @@ def test_observe_does_not_write_on_the_callers_thread(tmp_path, monkeypatch):
     log.observe(Outcome(_decision(), [], "api", 0.1, error=RuntimeError("x")))
     assert log.flush()
     assert writers and threading.current_thread().name not in writers
+
+
+def test_summarize_per_backend_figures():
+    from router.log_stats import percentile, summarize
+
+    assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5 and percentile([], 50) is None
+    rows = [{"backend": "a", "status": "ok", "total_s": t, "ttft_s": t / 10, "decode_tps": 100.0 * t,
+             "output_tokens": 10, "input_tokens": 1, "cost_usd": 0.5} for t in (1.0, 2.0, 3.0)]
+    rows += [{"backend": "b", "status": "error", "total_s": 9.0},
+             {"backend": "b", "status": "ok", "total_s": 0.5, "output_tokens": 4, "cost_usd": 0.25},
+             {"backend": "b", "status": "cancelled", "total_s": 0.1}]
+    a, b = summarize(rows)
+    assert (a.backend, a.requests, a.share, a.p50_s, a.ttft_p50_s, a.tokens_per_s) == ("a", 3, 0.5, 2.0, 0.2, 200.0)
+    assert a.p95_s == pytest.approx(2.9) and a.cost_usd == 1.5 and a.output_tokens == 30 and a.error_rate == 0
+    assert (b.requests, b.errors, b.cancelled, b.error_rate, b.p50_s) == (3, 1, 1, 0.5, 0.5)
+
+
+def test_route_log_and_stats_commands_read_the_log(sim, tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from router.cli.app import app
+
+    config = _config(sim)
+    del config["backends"]["fast"]["api_key"]
+    with Router(load_config(config), source="cli") as router:
+        router.complete("first")
+        sim.set_faults("m-fast", ["500"])
+        with pytest.raises(AllBackendsFailed):
+            router.complete("second")
+        router.request_log.flush()
+    import yaml
+
+    config_file = tmp_path / "c.yaml"
+    config_file.write_text(yaml.safe_dump(config))
+    runner = CliRunner()
+    shown = runner.invoke(app, ["log", "--json", "-c", str(config_file)])
+    assert shown.exit_code == 0, shown.output
+    records = [json.loads(line) for line in shown.stdout.splitlines()]
+    assert [(r["prompt"], r["status"]) for r in records] == [("second", "error"), ("first", "ok")]
+    errors = runner.invoke(app, ["log", "--json", "--status", "error", "-c", str(config_file)])
+    assert [json.loads(line)["prompt"] for line in errors.stdout.splitlines()] == ["second"]
+    stats = runner.invoke(app, ["stats", "--json", "--since", "1h", "-c", str(config_file)])
+    assert stats.exit_code == 0, stats.output
+    [fast] = json.loads(stats.stdout)["backends"]
+    assert (fast["backend"], fast["requests"], fast["errors"], fast["error_rate"]) == ("fast", 2, 1, 0.5)
+    table = runner.invoke(app, ["stats", "-c", str(config_file)])
+    assert table.exit_code == 0 and "fast" in table.stdout
+    bad = runner.invoke(app, ["stats", "--since", "soon", "-c", str(config_file)])
+    assert bad.exit_code == 2 and "--since" in bad.output
+    plot = tmp_path / "latency.png"
+    drawn = runner.invoke(app, ["stats", "--plot", str(plot), "-c", str(config_file)])
+    try:
+        import matplotlib  # noqa: F401  (the optional `plot` extra)
+    except ImportError:
+        assert drawn.exit_code == 2 and "plot extra" in drawn.output and not plot.exists()
+    else:
+        assert drawn.exit_code == 0 and plot.read_bytes().startswith(b"\x89PNG")
+
+
+def test_route_ask_logs_unless_no_log(sim, tmp_path):
+    import yaml
+    from typer.testing import CliRunner
+
+    from router.cli.app import app
+
+    config = _config(sim)
+    del config["backends"]["fast"]["api_key"]
+    config_file = tmp_path / "c.yaml"
+    config_file.write_text(yaml.safe_dump(config))
+    runner = CliRunner()
+    assert runner.invoke(app, ["ask", "--no-log", "-c", str(config_file), "unlogged"]).exit_code == 0
+    assert runner.invoke(app, ["ask", "-c", str(config_file), "logged"]).exit_code == 0
+    RequestLog().flush()
+    assert [(r["source"], r["prompt"]) for r in Store().recent(5)] == [("cli", "logged")]

@@ -124,6 +124,9 @@ def test_bad_requests_are_400s_in_openai_shape(client, server):
     assert caught.value.body["param"] == "temperature"
     raw = httpx.post(f"{server.base_url}/chat/completions", content=b"{not json", headers={"content-type": "application/json"})
     assert raw.status_code == 400 and raw.json()["error"]["type"] == "invalid_request_error"
+    assert httpx.get(f"{server.base_url}/chat/completions").json()["error"]["code"] == "invalid_request"  # 405
+    missing = httpx.get(f"{server.base_url}/embeddings")
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
 
 
 def test_backend_failures_map_to_503_504_and_stream_errors(client, sim, server):

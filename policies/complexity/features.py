@@ -19,7 +19,7 @@ from functools import lru_cache
 
 from policies.complexity.lexicon import CLASSES, JOINERS, WORDS, stem_pattern
 
-__all__ = ["FEATURES", "LEXICON", "analysed_text", "extract", "script_profile"]
+__all__ = ["FEATURES", "LEXICON", "NON_LATIN", "SCRIPT_BOUND", "analysed_text", "extract", "script_profile"]
 
 HEAD_CHARS = 6000  # characters read from the start of a long prompt
 TAIL_CHARS = 2000  # ... and from its end (the question often comes last)
@@ -56,6 +56,14 @@ FEATURES: tuple[str, ...] = (
     "history_turns",  # log1p(earlier messages in the conversation)
     "history_tokens",  # log1p(estimated tokens of the earlier messages)
 )
+
+# Features that only Latin script can show (capital letters, English word length and openers):
+# for text mostly in other scripts the model reads them as "typical" (the training mean), so a
+# Korean or Chinese prompt is not scored below its English translation for lacking capitals.
+SCRIPT_BOUND: tuple[int, ...] = tuple(
+    FEATURES.index(f) for f in ("capitals", "wh_factoid", "open_question", "avg_word_len")
+)
+NON_LATIN = FEATURES.index("non_latin")
 
 LEXICON: dict[str, int] = {}  # word -> index in CLASSES (or _JOINER)
 for _i, _name in enumerate(CLASSES):

@@ -2,17 +2,22 @@
 
 Two stages, both deterministic:
 
-1. Word weights: for each word seen in at least `min_df` training prompts, the shrunken mean
-   of the label's deviation from its dataset's mean over the prompts that contain it:
-   sum(residual) / (prompts + word_prior). Rare words shrink towards 0, so a word refines
-   the score only when many prompts agree on it. A prompt's `vocabulary` feature is the mean
-   weight of its words. For the second stage it is computed out of fold (cross-fitting), so
-   its weight reflects how well word weights predict prompts they were not counted on.
+1. Word weights: for each word seen in at least `min_df` training prompts (function words and
+   lexicon words excluded, `EXCLUDED_WORDS`), the shrunken mean of the label's deviation from
+   its dataset's mean over the prompts that contain it: sum(residual) / (prompts + word_prior).
+   A prompt's `vocabulary` feature is the mean weight of its words. For the second stage it is
+   computed out of fold (cross-fitting), so its weight reflects how well word weights predict
+   prompts they were not counted on.
 2. Logistic regression (Newton's method) on the standardised hand-designed features plus
    `vocabulary`, with one intercept per dataset (so base rates that differ between
-   benchmarks do not bend the features) and an L2 pull of every weight towards its prior
-   (`PRIORS`). Features the data cannot speak to (`FIXED`: code, non-Latin scripts,
-   conversation history) keep their prior weight and enter as a fixed offset.
+   benchmarks do not bend the features) and a strong L2 pull of every weight towards its
+   hand-set prior (`PRIORS`): the shared records are grade-school math and multiple-choice
+   exams, and what they alone would teach (length barely matters, formulas and long words mean
+   easy) does not carry over to chat, code or writing. Features the data cannot speak to
+   (`FIXED`: code, non-Latin scripts, chit-chat, conversation history) keep their prior.
+   The fitted vocabulary weight is then scaled, separately for prompts with lettered choices
+   (`exam_boost`) and for the rest (`vocabulary_boost`), by factors chosen by cross-validated
+   APGR; the model caps each vocabulary term (`vocabulary_cap`).
 
 Label: y = (hosted - local + 1) / 2, whose expectation is monotone in the quality gained by
 sending the prompt up.
@@ -27,9 +32,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from policies.complexity.features import FEATURES, LEXICON, extract
+from policies.complexity.features import FEATURES, LEXICON, NON_LATIN, SCRIPT_BOUND, extract
 from policies.complexity.lexicon import STOPWORDS
-from policies.complexity.model import MODEL_FEATURES, VOCABULARY, Weights, vocabulary_value
+from policies.complexity.model import EXAM_VOCABULARY, MODEL_FEATURES, VOCABULARY, Weights, vocabulary_value
 
 __all__ = ["EXCLUDED_WORDS", "FIXED", "PRIORS", "Design", "LearnOptions", "dataset_of", "design", "learn", "subset"]
 
@@ -42,8 +47,8 @@ PRIORS: dict[str, float] = {
     "non_latin": 0.3,  # small local models are weaker outside English; the content counts more
     "lines": 0.05,
     "sentences": 0.0,
-    "clauses": 0.1,
-    "capitals": 0.1,
+    "clauses": 0.2,  # clause nesting and named things to track: the most telling structural
+    "capitals": 0.2,  # signals on both shared sets after length (training part, feature alone)
     "questions": 0.1,
     "list_items": 0.3,
     "choices": 0.0,
@@ -67,6 +72,7 @@ PRIORS: dict[str, float] = {
     "history_turns": 0.3,
     "history_tokens": 0.05,
     VOCABULARY: 0.0,
+    EXAM_VOCABULARY: 0.0,
 }
 
 # Features the shared GSM8K/MMLU records cannot speak to (almost no code, non-Latin text,
@@ -74,11 +80,13 @@ PRIORS: dict[str, float] = {
 # keep the prior.
 FIXED = frozenset(
     {"non_latin", "code_fences", "code_cc", "code_effort", "code_mi_deficit", "lex_simple",
-     "lex_creative", "history_turns", "history_tokens"}
+     "lex_creative", "history_turns", "history_tokens", EXAM_VOCABULARY}
 )  # fmt: skip
 
-# Words that never enter the learned vocabulary: function words, and words already in the
-# hand-set lexicons (a benchmark must not flip "probability" or "prove" to mean easy).
+# Words that never enter the learned vocabulary: function words (they say how a prompt is
+# phrased, not what it asks, and carry one benchmark's style: "i", "my" in MMLU's first-person
+# moral scenarios), and words already in the hand-set lexicons (a benchmark must not flip
+# "probability" or "prove" to mean easy).
 EXCLUDED_WORDS = STOPWORDS | frozenset(LEXICON)
 
 
@@ -88,12 +96,18 @@ class LearnOptions:
     2,700 is what 10k records weigh, so 10,000 lets the data move a weight a fifth of the way).
     `word_prior`: pseudo-prompts with residual 0 added to every word's mean.
     `l2_vocabulary`: pull of the vocabulary feature's weight towards 0, same units.
-    `vocabulary_cap`: the most logits the vocabulary term may add or take away."""
+    `vocabulary_boost`: factor on the fitted vocabulary weight. Logistic regression on these soft
+    labels gives the out-of-fold vocabulary less weight than ranking prompts would; the factor
+    is chosen by cross-validated APGR, and `vocabulary_cap` bounds what it can do.
+    `exam_boost`: the same for the vocabulary term of prompts with lettered choices.
+    `vocabulary_cap`: the most logits each vocabulary term may add or take away."""
 
     l2_features: float = 10_000.0
     word_prior: float = 200.0
-    l2_vocabulary: float = 1_000.0
-    vocabulary_cap: float = 0.5
+    l2_vocabulary: float = 1.0
+    vocabulary_boost: float = 1.0
+    exam_boost: float = 1.0
+    vocabulary_cap: float = 1.5
     balance: float = 0.5  # 0: every record weighs 1; 1: every dataset weighs the same in total
     min_df: int = 20  # a word enters the vocabulary when this many training prompts contain it
     cross_fit_folds: int = 5
@@ -246,9 +260,16 @@ def learn(d: Design, opts: LearnOptions = LearnOptions()) -> Weights:
             if folds[i] == f:
                 vocab[i] = vocabulary_value(d.words[i], part.get)
 
-    columns = [list(col) for col in zip(*d.dense)] + [vocab]
+    choices = FEATURES.index("choices")
+    v_mean = sum(vocab) / n
+    exam = [(v - v_mean) * x[choices] for v, x in zip(vocab, d.dense)]  # as the model computes it
+    columns = [list(col) for col in zip(*d.dense)] + [vocab, exam]
     names = list(MODEL_FEATURES)
-    means = [sum(c) / n for c in columns]
+    means = [sum(c) / n for c in columns[:-1]] + [0.0]  # the exam term is 0 off exams
+    for i in range(n):  # as the model reads them (see features.SCRIPT_BOUND)
+        if columns[NON_LATIN][i] >= 0.5:
+            for j in SCRIPT_BOUND:
+                columns[j][i] = means[j]
     stds = [math.sqrt(sum((v - mu) ** 2 for v in c) / n) or 1.0 for c, mu in zip(columns, means)]
     free = [j for j, f in enumerate(names) if f not in FIXED]
     fixed = [j for j, f in enumerate(names) if f in FIXED]
@@ -263,12 +284,16 @@ def learn(d: Design, opts: LearnOptions = LearnOptions()) -> Weights:
         offsets.append(sum(PRIORS[names[j]] * (columns[j][i] - means[j]) for j in fixed))
     prior = [0.0] * len(groups) + [PRIORS.get(names[j], 0.0) * stds[j] for j in free]
     # intercepts are free; `vocabulary` is pulled towards 0, every other feature to its prior
-    l2 = [0.0] * len(groups) + [opts.l2_vocabulary if names[j] == VOCABULARY else opts.l2_features for j in free]
+    vocabularies = (VOCABULARY, EXAM_VOCABULARY)
+    l2 = [0.0] * len(groups) + [opts.l2_vocabulary if names[j] in vocabularies else opts.l2_features for j in free]
     theta = _newton(rows, offsets, d.labels, sw, prior, l2, opts.newton_steps)
 
     weights = {names[j]: PRIORS[names[j]] for j in fixed}
     for pos, j in enumerate(free):
         weights[names[j]] = theta[len(groups) + pos] / stds[j]
+    fitted = weights[VOCABULARY]  # one fitted weight; the exam term adds the difference
+    weights[VOCABULARY] = fitted * opts.vocabulary_boost
+    weights[EXAM_VOCABULARY] = fitted * (opts.exam_boost - opts.vocabulary_boost)
     group_weight = Counter()
     for g, w in zip(d.groups, sw):
         group_weight[g] += w

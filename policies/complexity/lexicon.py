@@ -107,6 +107,7 @@ def stem_pattern() -> tuple[re.Pattern[str], dict[str, int]]:
     alternation = "|".join(re.escape(s) for s in sorted(index, key=len, reverse=True))
     return re.compile(alternation), index
 
+
 # Function words: they say how a prompt is phrased, not what it asks, and they are where a
 # vocabulary fitted on a few benchmarks picks up style ("i", "my": one benchmark's
 # first-person moral scenarios), so the learned vocabulary leaves them out.

@@ -3,9 +3,13 @@
     logit = bias + sum_i w_i * (x_i - mean_i)        (i over FEATURES and "vocabulary")
     value = sigmoid(logit)
 
-where "vocabulary" is the mean learned weight of the prompt's words (0 for unknown words),
-and its term is clipped to +-`vocabulary_cap` logits: words learned from a few benchmarks may
-refine the score of a prompt but never outvote its structure and the general word lists.
+where "vocabulary" is the mean learned weight of the prompt's words (0 for unknown words) and
+"vocabulary_exam" the same value less its training mean, for a prompt offering lettered answer
+choices (0 otherwise, so it moves no other prompt).
+Each vocabulary term is clipped to +-`vocabulary_cap` logits: words learned from a few
+benchmarks may refine the score of a prompt but never outvote its structure and the general
+word lists. The exam term lets the words weigh more where they were shown to work (subject
+knowledge decides exam questions) without leaking into chat, code or writing prompts.
 
 Features are centred on their training means, so `Score.base` (the sigmoid of the bias) is the
 score of a typical training prompt and each contribution says how far that feature moved
@@ -27,11 +31,12 @@ from typing import Any
 from collections.abc import Callable
 
 from backends.types import Message, content_text
-from policies.complexity.features import FEATURES, HISTORY_TURNS, extract
+from policies.complexity.features import FEATURES, HISTORY_TURNS, NON_LATIN, SCRIPT_BOUND, extract
 from policies.scoring import Score
 
 __all__ = [
     "DEFAULT_WEIGHTS",
+    "EXAM_VOCABULARY",
     "MODEL_FEATURES",
     "VOCABULARY",
     "ComplexityScorer",
@@ -43,7 +48,9 @@ __all__ = [
 DEFAULT_WEIGHTS = Path(__file__).with_name("weights.json")
 FORMAT = "latency-router/complexity-weights"
 VOCABULARY = "vocabulary"  # the feature holding the mean learned word weight
-MODEL_FEATURES: tuple[str, ...] = (*FEATURES, VOCABULARY)
+EXAM_VOCABULARY = "vocabulary_exam"  # the same, in prompts that offer lettered choices (else 0)
+MODEL_FEATURES: tuple[str, ...] = (*FEATURES, VOCABULARY, EXAM_VOCABULARY)
+_CHOICES = FEATURES.index("choices")
 _LOGIT_CAP = 30.0  # keeps exp() finite; sigmoid(30) = 1 - 1e-13
 
 
@@ -142,6 +149,8 @@ class ComplexityScorer:
         self._m = [weights.means.get(k, 0.0) for k in MODEL_FEATURES]
         self._vget = weights.vocabulary.get
         self._cap = weights.vocabulary_cap
+        self._vmean = weights.means.get(VOCABULARY, 0.0)
+        self._m[-1] = 0.0  # the exam term is centred by construction
         self._bias = weights.bias
         self._base = _sigmoid(weights.bias)
 
@@ -156,9 +165,15 @@ class ComplexityScorer:
         self, text: str, history_turns: int = 0, history_chars: int = 0
     ) -> tuple[list[float], list[float]]:
         values, words = extract(text, history_turns, history_chars)
-        values.append(sum(map(self._vget, words, repeat(0.0))) / len(words) if words else 0.0)
+        if values[NON_LATIN] >= 0.5:  # features only Latin script shows: read as typical
+            for i in SCRIPT_BOUND:
+                values[i] = self._m[i]
+        vocab = sum(map(self._vget, words, repeat(0.0))) / len(words) if words else 0.0
+        values += (vocab, (vocab - self._vmean) * values[_CHOICES])  # exam term: 0 off exams
         parts = [w * (x - m) for w, x, m in zip(self._w, values, self._m)]
-        parts[-1] = max(-self._cap, min(self._cap, parts[-1]))  # the vocabulary term
+        cap = self._cap
+        parts[-2] = max(-cap, min(cap, parts[-2]))  # the vocabulary terms
+        parts[-1] = max(-cap, min(cap, parts[-1]))
         return values, parts
 
     def score_text(self, text: str, history_turns: int = 0, history_chars: int = 0) -> float:

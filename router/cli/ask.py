@@ -67,9 +67,49 @@ def _show_explain(out: Output, decision) -> None:
             value = decision.score.features.get(name)
             shown = f"{value:g}" if isinstance(value, (int, float)) else "-"
             table.add_row(f"  {name}", f"{contribution:+.4f}  (value {shown})")
-    for name, detail in (decision.details or {}).items():
-        table.add_row(name, str(detail))
+    details = dict(decision.details or {})
+    rows = details.pop("candidates", [])
+    details.pop("why", None)  # already part of the reason
+    for name, detail in details.items():
+        if detail is not None and name != "hedge_after_s":
+            table.add_row(name, str(detail))
     out.out.print(table)
+    if rows:
+        out.out.print(_candidate_table(rows, decision.details.get("hedge_after_s") or {}))
+
+
+def _candidate_table(rows: list[dict[str, Any]], hedges: dict[str, float]):
+    """Predicted time and cost per candidate, in the order they would be tried."""
+    from rich.table import Table
+
+    table = Table(title="candidates, in order (predicted from measured latency, or config priors)",
+                  title_justify="left")
+    for column in ("backend", "tier", "p50 s", "p95 s", "cost $", "deadline", "breaker", "samples", "hedge at s"):
+        table.add_column(column, justify="left" if column in ("backend", "tier", "breaker") else "right")
+    for row in rows:
+        meets = row.get("meets_deadline")
+        table.add_row(
+            row["backend"], row.get("tier", "-"), f"{row['p50_s']:.3f}", f"{row['p95_s']:.3f}",
+            f"{row['cost_usd']:.6f}" if "cost_usd" in row else "-",
+            "-" if meets is None else ("meets" if meets else "misses"),
+            row.get("breaker", "-"), str(row.get("samples", 0)),
+            f"{hedges[row['backend']]:.3f}" if row["backend"] in hedges else "-",
+        )
+    return table
+
+
+def _attach_latency_store(router, out: Output) -> None:
+    """Learned latency from earlier runs, saved again at close: consecutive runs learn together."""
+    import sqlite3
+    from pathlib import Path
+
+    from router.store import Store
+
+    path = router.config.log.path
+    try:
+        router.latency.attach_store(Store(Path(path).expanduser() if path else None))
+    except (OSError, RuntimeError, sqlite3.Error) as exc:
+        out.info(f"[dim]latency history unavailable ({exc}); routing on config priors[/]")
 
 
 def _show_stats(out: Output, c) -> None:
@@ -125,9 +165,12 @@ def register(app: typer.Typer) -> None:
         max_tokens: Annotated[int | None, typer.Option("--max-tokens", min=1)] = None,
         temperature: Annotated[float | None, typer.Option("--temperature", min=0.0, max=2.0)] = None,
         deadline: Annotated[str | None, typer.Option("--deadline", help="Whole-request deadline: 500ms, 2s, 1m.")] = None,
+        prefer: Annotated[str | None, typer.Option(
+            "--prefer", help="fast | cheap | best: what to optimise among backends that meet the deadline.")] = None,
         config: Annotated[str | None, typer.Option("-c", "--config", help="Config file (default: search order).")] = None,
         quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Only the answer; no notes on stderr.")] = False,
         watch: Annotated[bool, typer.Option("--watch", help="Diffusion backends: show the canvas denoising in place.")] = False,
+        no_log: Annotated[bool, typer.Option("--no-log", help="Do not write this request to the request log.")] = False,
     ) -> None:
         from router.cli.durations import parse_duration
         from router.config_loader import load_config
@@ -138,13 +181,15 @@ def register(app: typer.Typer) -> None:
         loaded = load_config(config)
         from router.core import Router
 
-        router = Router(loaded, source="cli")
-        decision = router.decide(messages, model=model, deadline_s=deadline_s)
+        router = Router(loaded, source="cli", log=False if no_log else None)
+        _attach_latency_store(router, out)
+        decision = router.decide(messages, model=model, deadline_s=deadline_s, max_tokens=max_tokens, prefer=prefer)
         if explain:
             _show_explain(out, decision)
             return
         _show_decision(out, decision)
-        options = dict(model=model, max_tokens=max_tokens, temperature=temperature, deadline_s=deadline_s)
+        options = dict(model=model, max_tokens=max_tokens, temperature=temperature, deadline_s=deadline_s,
+                       prefer=prefer)
         from backends.errors import AllBackendsFailed
 
         import contextlib

@@ -7,6 +7,7 @@ rest of it as written; a new user config starts as a copy of the shipped default
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from typing import Annotated, Any
 
@@ -30,8 +31,12 @@ class LiveMembers:
         self.name = name
         self.rows: dict[tuple[str, str], dict[str, Any]] = {}
         self.started = time.perf_counter()
+        self.on_answer: Callable[[], None] = lambda: None  # the answer starts streaming to stdout
 
     def handle(self, event: dict[str, Any]) -> None:
+        if event.get("type") == "answer":
+            self.on_answer()
+            return
         if event.get("type") not in ("member", "arbiter"):
             return
         key = (event["path"], ("arbiter " if event["type"] == "arbiter" else "") + event["id"])
@@ -63,8 +68,23 @@ def live_view(router, name: str, out: Output):
 
     view = LiveMembers(name)
     router.backend(name).add_listener(view.handle)
-    with Live(view, console=out.err, refresh_per_second=8, transient=False):
+    # stdout stays the answer's alone (no redirect); the table freezes when the answer starts,
+    # so a terminal showing both is not redrawn over the streaming text.
+    live = Live(view, console=out.err, refresh_per_second=8, transient=False,
+                redirect_stdout=False, redirect_stderr=False)
+
+    def stop() -> None:
+        if live.is_started:
+            live.stop()
+            if not out.err.is_terminal:
+                out.err.line()  # rich ends the last frame with a newline only on terminals
+
+    view.on_answer = stop
+    live.start(refresh=True)
+    try:
         yield view
+    finally:
+        stop()
 
 
 # -- commands -----------------------------------------------------------------------------
@@ -159,8 +179,12 @@ def register(app: typer.Typer) -> None:
             entry = _entry(members, arbiter, judging, options)
         except ValueError as exc:  # pydantic's ValidationError is a ValueError
             raise UsageError(f"consortium {name!r} is invalid: {exc}") from None
+        from router.config_loader import parse_config
+
         path = user_config_file()
-        loaded = write_config(path, add_entry(_user_text(), name, entry, replace=force))
+        text = _user_text()
+        parse_config(text, str(path))  # a broken file is reported with its line, not edited
+        loaded = write_config(path, add_entry(text, name, entry, replace=force))
         if json_output:
             out.data({"saved": name, "path": str(path), "entry": entry})
         else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -19,7 +20,7 @@ def _store(config: str | None):
     from router.store import Store
 
     path = load_config(config).config.log.path
-    return Store(path)
+    return Store(Path(path).expanduser() if path else None)
 
 
 def _since(value: str | None) -> float | None:

@@ -10,9 +10,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from backends.base import Backend
-from backends.errors import AllBackendsFailed, BackendError
-from backends.types import Completion, Message, Request, Usage
-from policies.judging import Verdict, order_candidates, parse_verdict
+from backends.errors import AllBackendsFailed, BackendError, MalformedResponse
+from backends.types import Completion, FinalChunk, Message, Request, TextChunk, Usage
+from policies.judging import Verdict, order_candidates, parse_verdict, read_confidence
+from router.consortium.answer_stream import AnswerStream
 from router.consortium.budget import Reservation, RunContext, emit, gives_up
 from router.consortium.prompts import Candidate, arbiter_prompt
 from router.consortium.spec import ConsortiumConfig
@@ -31,6 +32,7 @@ class Judgement:
     confidence: float | None
     refine: list[str]
     usage: Usage
+    streamed: bool = False  # the answer already went out to the caller as it was written
 
 
 def _context_tokens(spec: ConsortiumConfig, arbiter: Backend) -> int:
@@ -39,9 +41,13 @@ def _context_tokens(spec: ConsortiumConfig, arbiter: Backend) -> int:
 
 async def judge(messages: Sequence[Message], candidates: Sequence[Candidate], arbiter: Backend,
                 spec: ConsortiumConfig, run: RunContext, record: ArbiterRecord, *,
-                reserved: Reservation | None, remaining: Callable[[], float | None]) -> Judgement:
+                reserved: Reservation | None, remaining: Callable[[], float | None],
+                stream_to: Callable[[str], None] | None = None,
+                is_final: Callable[[float | None], bool] | None = None) -> Judgement:
     """The round's answer from `candidates` (at least one). `reserved`: the budget call put
-    aside for the arbiter at the start of the round (None for a nested arbiter)."""
+    aside for the arbiter at the start of the round (None for a nested arbiter).
+    `stream_to` (synthesis only) receives the answer as the arbiter writes it, if
+    `is_final(confidence)` says this round's answer is the one to return."""
     call = _ArbiterCall(arbiter, spec, run, record, reserved, remaining)
     if len(candidates) == 1:
         call.give_back()
@@ -53,17 +59,29 @@ async def judge(messages: Sequence[Message], candidates: Sequence[Candidate], ar
                             context_tokens=_context_tokens(spec, arbiter), reply_tokens=spec.arbiter_max_tokens)
     record.prompt_chars = sum(len(str(m["content"])) for m in prompt.messages)
     record.truncated = prompt.truncated
-    reply = await call.ask(prompt.messages)
+    streamer = None
+    if stream_to is not None and is_final is not None and spec.judging == "synthesis":
+        streamer = AnswerStream(nonce, lambda prefix: is_final(read_confidence(prefix, nonce)), stream_to)
+    reply = await call.ask(prompt.messages, streamer)
     if reply is None:
         return _without_arbiter(candidates, record)
+    return _judgement(reply, nonce, candidates, spec, record, streamer)
+
+
+def _judgement(reply: Completion, nonce: str, candidates: Sequence[Candidate], spec: ConsortiumConfig,
+               record: ArbiterRecord, streamer: AnswerStream | None) -> Judgement:
+    """The round's outcome from the arbiter's reply, with every fallback recorded."""
     verdict = parse_verdict(reply.text, nonce, len(candidates), want_answer=spec.judging == "synthesis")
     record.verdict = verdict.as_dict()
     order = order_candidates(verdict.ranking, [c.metrics for c in candidates])
     record.order = [candidates[i].source for i in order]
-    answer = _answer(reply.text, verdict, candidates, order, spec, record)
+    streamed = streamer.text if streamer is not None else ""
+    answer = streamed or _answer(reply.text, verdict, candidates, order, spec, record)
+    if streamed and not streamer.closed:
+        record.fallback = "the answer tag was never closed; the answer is the text streamed until the end"
     if verdict.notes and record.fallback is None:
         record.fallback = "; ".join(verdict.notes)
-    return Judgement(answer, order[0], verdict.confidence, verdict.refine, reply.usage)
+    return Judgement(answer, order[0], verdict.confidence, verdict.refine, reply.usage, streamed=bool(streamed))
 
 
 def _without_arbiter(candidates: Sequence[Candidate], record: ArbiterRecord) -> Judgement:
@@ -109,8 +127,9 @@ class _ArbiterCall:
         emit(self.run, {"type": "arbiter", "path": self.run.path, "id": self.record.arbiter, "status": status,
                         **fields})
 
-    async def ask(self, messages: list[Message]) -> Completion | None:
-        """The arbiter's reply, or None when every attempt failed (each is in the record)."""
+    async def ask(self, messages: list[Message], streamer: AnswerStream | None = None) -> Completion | None:
+        """The arbiter's reply, or None when every attempt failed (each is in the record).
+        Once answer text has gone out through `streamer`, a failure is raised, not retried."""
         tries = 1 + (0 if self.nested else self.spec.retries)
         for attempt in range(1, tries + 1):
             left = self.remaining()
@@ -120,10 +139,13 @@ class _ArbiterCall:
                 break
             started = time.perf_counter()
             try:
-                completion = await self._attempt(messages, left)
+                completion = await self._attempt(messages, left, streamer)
             except (BackendError, AllBackendsFailed) as exc:
                 self.record.errors.append({"attempt": attempt, "error": type(exc).__name__, "message": str(exc),
                                            "elapsed_s": time.perf_counter() - started})
+                if streamer is not None and streamer.text:
+                    self.record.status = "failed"
+                    raise  # part of the answer reached the caller: another reply would garble it
                 if gives_up(exc):
                     break
                 continue
@@ -135,7 +157,8 @@ class _ArbiterCall:
         self._emit("failed", error=self.record.errors[-1]["message"] if self.record.errors else None)
         return None
 
-    async def _attempt(self, messages: list[Message], left: float | None) -> Completion:
+    async def _attempt(self, messages: list[Message], left: float | None,
+                       streamer: AnswerStream | None) -> Completion:
         if self.reserved is not None and self.reserved.open:
             self.reserved.spend()
         elif not self.nested:
@@ -143,6 +166,18 @@ class _ArbiterCall:
         self.record.status = "running"
         self._emit("running")
         request = Request(messages=messages, max_tokens=self.spec.arbiter_max_tokens, timeout_s=left)
-        completion = await self.arbiter.complete(request)
+        if streamer is None:
+            completion = await self.arbiter.complete(request)
+        else:
+            completion = await _streamed(self.arbiter, request, streamer)
         self.record.completion, self.record.status = completion, "done"
         return completion
+
+
+async def _streamed(arbiter: Backend, request: Request, streamer: AnswerStream) -> Completion:
+    async for chunk in arbiter.stream(request):
+        if isinstance(chunk, TextChunk):
+            streamer.feed(chunk.text)
+        elif isinstance(chunk, FinalChunk):
+            return chunk.completion
+    raise MalformedResponse("stream ended without a final completion", backend=arbiter.name, model=arbiter.model)

@@ -12,6 +12,7 @@ that is itself a consortium runs nested, charging the same call budget.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -20,7 +21,7 @@ from backends.base import Backend, BackendSettings
 from backends.errors import AllBackendsFailed, BackendError, UsageError
 from backends.types import Chunk, Completion, FinalChunk, Request, TextChunk, Timings, Usage
 from policies.judging import code_metrics, over_budget
-from router.consortium.arbiter import judge
+from router.consortium.arbiter import Judgement, judge
 from router.consortium.budget import (
     MAX_DEPTH,
     BudgetExhausted,
@@ -56,14 +57,39 @@ class Consortium(Backend):
         self.listeners.append(listener)
 
     async def stream(self, request: Request) -> AsyncIterator[Chunk]:
-        # The answer exists only once the arbiter has ruled, so it arrives as one piece;
-        # progress before that goes to listeners.
-        completion = await self.complete(request)
-        if completion.text:
-            yield TextChunk(completion.text)
+        """The answer's text, then the FinalChunk. A synthesis streams as the arbiter writes it
+        (in the final round); a ranked answer arrives whole once the arbiter has chosen it.
+        Progress before that goes to listeners."""
+        queue: asyncio.Queue[str | None] = asyncio.Queue()
+        task = asyncio.create_task(self._complete(request, queue.put_nowait), name=f"consortium {self.name}")
+        task.add_done_callback(lambda _: queue.put_nowait(None))
+        sent = ""
+        try:
+            while (piece := await queue.get()) is not None:
+                if not sent:
+                    self._answer_starts()
+                sent += piece
+                yield TextChunk(piece)
+            completion = task.result()
+        finally:
+            if not task.done():  # the caller stopped reading: stop calling models
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        rest = completion.text[len(sent):]  # the run keeps what was streamed as the answer's start
+        if rest:
+            if not sent:
+                self._answer_starts()
+            yield TextChunk(rest)
         yield FinalChunk(completion)
 
+    def _answer_starts(self) -> None:
+        for listener in self.listeners:
+            listener({"type": "answer", "path": self.name, "status": "streaming"})
+
     async def complete(self, request: Request) -> Completion:
+        return await self._complete(request, None)
+
+    async def _complete(self, request: Request, sink: Callable[[str], None] | None) -> Completion:
         var = current_run()
         parent = var.get()
         if parent is not None and parent.depth + 1 > MAX_DEPTH:
@@ -78,7 +104,7 @@ class Consortium(Backend):
         )
         token = var.set(run)
         try:
-            return await _Run(self, run, request).execute()
+            return await _Run(self, run, request, sink).execute()
         finally:
             var.reset(token)
 
@@ -96,8 +122,10 @@ def _reject_complex(candidates: list[Candidate], done: list[MemberRecord], recor
 class _Run:
     """One run of one consortium: rounds until confident, out of iterations, or out of budget."""
 
-    def __init__(self, consortium: Consortium, run: RunContext, request: Request):
+    def __init__(self, consortium: Consortium, run: RunContext, request: Request,
+                 sink: Callable[[str], None] | None = None):
         self.c = consortium
+        self.sink = sink  # gets the final synthesis as the arbiter writes it
         self.spec = consortium.spec
         self.run = run
         self.request = request
@@ -113,25 +141,32 @@ class _Run:
         return None if self.deadline is None else self.deadline - time.monotonic()
 
     async def execute(self) -> Completion:
-        spec = self.spec
         messages = self.request.messages
-        answer, confidence = "", None
-        for iteration in range(1, spec.max_iterations + 1):
+        judgement = None
+        for iteration in range(1, self.spec.max_iterations + 1):
             if iteration > 1 and not self._can_iterate():
                 break
-            answer, confidence, refine = await self._round(iteration, messages)
-            if iteration >= spec.min_iterations:
-                if confidence is None:
-                    self.stopped = "the arbiter gave no confidence; not iterating further"
-                    break
-                if confidence >= spec.confidence_threshold:
-                    self.stopped = f"confidence {confidence:.2f} reached the threshold {spec.confidence_threshold:.2f}"
-                    break
-            messages = refinement_messages(self.request.messages, answer, refine)
-        else:
-            if len(self.rounds) == spec.max_iterations and self.stopped is None:
-                self.stopped = f"max_iterations ({spec.max_iterations}) reached"
-        return self._completion(answer, confidence)
+            judgement = await self._round(iteration, messages)
+            self.stopped = self._stop_reason(iteration, judgement.confidence, judgement.streamed)
+            if self.stopped:
+                break
+            messages = refinement_messages(self.request.messages, judgement.answer, judgement.refine)
+        return self._completion(judgement.answer, judgement.confidence)
+
+    def _stop_reason(self, iteration: int, confidence: float | None, streamed: bool = False) -> str | None:
+        """Why this round is the last, or None to refine the answer in another round."""
+        spec = self.spec
+        if iteration >= spec.max_iterations:
+            return f"max_iterations ({spec.max_iterations}) reached"
+        if iteration < spec.min_iterations:
+            return None
+        if confidence is None:
+            return "the arbiter gave no confidence; not iterating further"
+        if confidence >= spec.confidence_threshold:
+            return f"confidence {confidence:.2f} reached the threshold {spec.confidence_threshold:.2f}"
+        if streamed:  # the confidence came after the answer, which the caller already has
+            return "the answer was already streamed; not iterating further"
+        return None
 
     def _can_iterate(self) -> bool:
         left = self.remaining()
@@ -161,7 +196,7 @@ class _Run:
                 records.append(MemberRecord(entry.model, sample))
         return slots
 
-    async def _round(self, iteration: int, messages) -> tuple[str, float | None, list[str]]:
+    async def _round(self, iteration: int, messages) -> Judgement:
         started = time.perf_counter()
         records: list[MemberRecord] = []
         slots = self._slots(messages, records)
@@ -176,7 +211,8 @@ class _Run:
                 self._account(r.completion)
             candidates = self._candidates(iteration, record)
             judgement = await judge(messages, candidates, arbiter, self.spec, self.run, record.arbiter,
-                                    reserved=reserved, remaining=self.remaining)
+                                    reserved=reserved, remaining=self.remaining, stream_to=self.sink,
+                                    is_final=lambda confidence: self._stop_reason(iteration, confidence) is not None)
         finally:
             if reserved is not None:
                 reserved.release()  # no-op once the arbiter spent it
@@ -184,7 +220,7 @@ class _Run:
         record.answer, record.confidence = judgement.answer, judgement.confidence
         record.wall_s = time.perf_counter() - started
         self.run_event("round", iteration=iteration, status="done", confidence=judgement.confidence)
-        return judgement.answer, judgement.confidence, judgement.refine
+        return judgement
 
     def _reserve_arbiter(self, arbiter: Backend, iteration: int) -> Reservation | None:
         """Put the arbiter's call aside before the members start, so they cannot spend the last

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 from fastapi import FastAPI
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.routing import Route
 
@@ -119,6 +120,13 @@ def create_app(router: Router, *, api_key: str | None = None, body_limit_bytes: 
     @app.get("/metrics")
     async def prometheus() -> Response:
         return Response(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def openai_shaped(request, exc: StarletteHTTPException) -> Response:
+        # Unknown paths and wrong methods answer in the same error shape as everything else.
+        body = ApiError(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}",
+                        code="not_found" if exc.status_code == 404 else "invalid_request").body()
+        return Response(body, status_code=exc.status_code, media_type="application/json", headers=exc.headers)
 
     if api_key:
         app.add_middleware(_BearerAuth, token=api_key)

@@ -102,6 +102,14 @@ def _decision_headers(decision: Decision) -> list[tuple[bytes, bytes]]:
     return headers
 
 
+async def _first_content(chunks) -> TextChunk | FinalChunk | None:
+    """The first text (or the final chunk of an empty answer); diffusion drafts are skipped."""
+    async for chunk in chunks:
+        if not isinstance(chunk, DraftChunk):
+            return chunk
+    return None
+
+
 class ChatCompletions:
     """The ASGI callable. `router.source` should be "server" so the request log says so."""
 
@@ -216,11 +224,7 @@ class ChatCompletions:
         # Wait for the first content before answering: until then a failure of every backend can
         # still be a proper HTTP error status rather than an error event inside a 200 stream.
         try:
-            first = None
-            async for chunk in chunks:
-                if not isinstance(chunk, DraftChunk):
-                    first = chunk
-                    break
+            first = await _first_content(chunks)
         except RouteError as exc:
             await send_error(send, error_for_failure(exc))
             return

@@ -50,26 +50,33 @@ def error_body(message: str, kind: str, code: str | None = None, param: str | No
     return orjson.dumps({"error": {"message": message, "type": kind, "param": param, "code": code}})
 
 
+# (every failure is one of these types, status, error type, code), first match wins.
+_STATUS_RULES = (
+    ((BadRequest,), 400, "invalid_request_error", "upstream_bad_request"),  # the request's own fault
+    ((RateLimited,), 429, "rate_limit_error", "upstream_rate_limited"),
+    ((BackendTimeout,), 504, "server_error", "upstream_timeout"),
+    ((BackendUnavailable, BackendTimeout, RateLimited), 503, "server_error", "upstream_unavailable"),
+)
+
+
 def error_for_failure(exc: BaseException) -> ApiError:
     """Map a routing failure to a status: the request's fault 400, rate limits 429, timeouts 504,
     unreachable or failing backends 503, anything else from upstream 502."""
-    errors = list(getattr(exc, "exceptions", None) or [exc]) if isinstance(exc, AllBackendsFailed) else [exc]
+    errors = list(getattr(exc, "exceptions", None) or [exc])
     message = str(exc)
-    if errors and all(isinstance(e, BadRequest) for e in errors):
-        return ApiError(400, message, code="upstream_bad_request")
-    if errors and all(isinstance(e, RateLimited) for e in errors):
-        retry = min((e.retry_after for e in errors if e.retry_after is not None), default=None)
-        headers = {"retry-after": f"{max(1, round(retry))}"} if retry is not None else None
-        return ApiError(429, message, kind="rate_limit_error", code="upstream_rate_limited", headers=headers)
-    if errors and all(isinstance(e, BackendTimeout) for e in errors):
-        return ApiError(504, message, kind="server_error", code="upstream_timeout")
-    if errors and all(isinstance(e, (BackendUnavailable, BackendTimeout, RateLimited)) for e in errors):
-        return ApiError(503, message, kind="server_error", code="upstream_unavailable")
-    if any(isinstance(e, AuthError) for e in errors):
-        return ApiError(502, message, kind="server_error", code="upstream_auth_failed")
     if isinstance(exc, BackendError | AllBackendsFailed):
-        return ApiError(502, message, kind="server_error", code="upstream_error")
+        for types, status, kind, code in _STATUS_RULES:
+            if all(isinstance(e, types) for e in errors):
+                return ApiError(status, message, kind=kind, code=code,
+                                headers=_retry_after(errors) if status == 429 else None)
+        code = "upstream_auth_failed" if any(isinstance(e, AuthError) for e in errors) else "upstream_error"
+        return ApiError(502, message, kind="server_error", code=code)
     return ApiError(500, f"internal error: {type(exc).__name__}", kind="server_error", code="internal_error")
+
+
+def _retry_after(errors: list[BaseException]) -> dict[str, str] | None:
+    waits = [e.retry_after for e in errors if getattr(e, "retry_after", None) is not None]
+    return {"retry-after": f"{max(1, round(min(waits)))}"} if waits else None
 
 
 def new_id() -> str:
