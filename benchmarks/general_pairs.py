@@ -4,7 +4,7 @@
 
 `tests/data/general_pairs.jsonl` holds hand-written pairs `{"id", "category", "easy", "hard"}`
 (optionally `lang`) across open-ended chat, everyday questions, coding (some with fenced code),
-math, writing, science and domain exams, multi-part instructions and twelve-odd languages,
+math, writing, science and domain exams, multi-part instructions and ten languages,
 where a careful practitioner would agree the hard prompt needs a frontier model more. About a
 sixth of the pairs have the easy prompt longer, so length alone cannot get them all.
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -65,27 +65,31 @@ def auc(easy: Sequence[float], hard: Sequence[float]) -> float:
     return sum(_win(h, e) for h in hard for e in easy) / (len(hard) * len(easy))
 
 
-def report(score: Callable[[str], float], pairs: Sequence[dict[str, Any]], threshold: float | None = None) -> dict:
-    """Pair accuracy overall, per category and per language, global AUC and threshold shares."""
-    scored = [(score(p["easy"]), score(p["hard"])) for p in pairs]
-    by_cat: dict[str, list] = defaultdict(list)
-    by_lang: dict[str, list] = defaultdict(list)
+def _grouped(pairs: Sequence[dict[str, Any]], scored: list[tuple[float, float]], key: str) -> dict[str, float]:
+    groups: dict[str, list] = defaultdict(list)
     for p, s in zip(pairs, scored):
-        by_cat[p["category"]].append(s)
-        by_lang[p.get("lang", "en")].append(s)
+        groups[p.get(key, "en")].append(s)
+    return {g: pair_accuracy(v) for g, v in sorted(groups.items())}
+
+
+def report(score: Callable[[str], float], pairs: Sequence[dict[str, Any]], threshold: float | None = None) -> dict:
+    """Pair accuracy overall, per category and per language, global AUC, score quantiles and
+    (given a threshold) the share of easy and of hard prompts at or above it."""
+    scored = [(score(p["easy"]), score(p["hard"])) for p in pairs]
+    easy, hard = [e for e, _ in scored], [h for _, h in scored]
     out: dict[str, Any] = {
         "pairs": len(pairs),
         "accuracy": pair_accuracy(scored),
-        "auc": auc([e for e, _ in scored], [h for _, h in scored]),
-        "by_category": {c: pair_accuracy(v) for c, v in sorted(by_cat.items())},
-        "by_language": {c: pair_accuracy(v) for c, v in sorted(by_lang.items())},
-        "n_by_category": {c: len(v) for c, v in sorted(by_cat.items())},
+        "auc": auc(easy, hard),
+        "by_category": _grouped(pairs, scored, "category"),
+        "by_language": _grouped(pairs, scored, "lang"),
+        "n_by_category": dict(sorted(Counter(p["category"] for p in pairs).items())),
+        "easy_quantiles": quantiles(easy),
+        "hard_quantiles": quantiles(hard),
     }
-    out["easy_quantiles"] = quantiles([e for e, _ in scored])
-    out["hard_quantiles"] = quantiles([h for _, h in scored])
     if threshold is not None:
-        out["easy_above_threshold"] = sum(e >= threshold for e, _ in scored) / len(scored)
-        out["hard_above_threshold"] = sum(h >= threshold for _, h in scored) / len(scored)
+        out["easy_above_threshold"] = sum(e >= threshold for e in easy) / len(easy)
+        out["hard_above_threshold"] = sum(h >= threshold for h in hard) / len(hard)
     return out
 
 

@@ -282,6 +282,8 @@ class Executor:
         hedge_in = due - newest.elapsed
         remaining = plan.deadline.remaining()
         if remaining is not None and following in plan.p95:
+            if plan.p50.get(following, 0.0) > remaining:
+                return None  # it would most likely be cut off by the deadline: not worth paying for
             hedge_in = min(hedge_in, remaining - plan.p95[following])
         return max(0.0, hedge_in)
 
@@ -294,6 +296,7 @@ class _Plan:
         self.deadline = Deadline(decision.deadline_s)
         self.hedges: dict[str, float] = dict(details.get("hedge_after_s", {})) if hedge else {}
         self.p95: dict[str, float] = {c["backend"]: c["p95_s"] for c in details.get("candidates", ())}
+        self.p50: dict[str, float] = {c["backend"]: c["p50_s"] for c in details.get("candidates", ())}
         self.queue = list(decision.candidates)
         self.skipped: list[str] = []  # behind an open breaker: tried last, if nothing else answers
         self.last_resort = False

@@ -137,9 +137,12 @@ def _learn(model: LatencyModel, attempt: Attempt, now: float) -> None:
     if attempt.cancelled:
         model.observe_censored(attempt.elapsed_s, now=now)
         return
-    model.observe_failure(now=now)
     if isinstance(attempt.error, BackendTimeout):
+        # Slow, not broken (and often only cut short by a tight overall deadline): the time
+        # it ran is a lower bound on its latency, not a failure to count.
         model.observe_censored(attempt.elapsed_s, now=now)
+        return
+    model.observe_failure(now=now)
 
 
 def _merge_into_store(store: Store, fresh: Mapping[str, LatencyModel],

@@ -123,7 +123,9 @@ async def test_budget_is_enforced_across_deep_nesting():
         "l3": {"members": ["l2*2"], "arbiter": "arb", "budget": 9},
     })
     completion = await reg["l3"].complete(ask())
-    assert calls(leaf, arb) <= 9
+    # Every call of the budget is used (inner arbiters hold nothing of it), none more.
+    assert calls(leaf, arb) == 9
+    assert completion.metadata["trace"]["rounds"][0]["arbiter"]["status"] == "done"  # its call was kept
     assert completion.metadata["calls"] == calls(leaf, arb)
     trace = completion.metadata["trace"]
     assert trace["budget"] == {"owner": "l3", "limit": 9, "used": calls(leaf, arb)}
@@ -238,3 +240,23 @@ async def test_listeners_see_every_member_of_nested_runs():
     await reg["outer"].complete(ask())
     done = {(e["path"], e["id"]) for e in events if e["type"] == "member" and e["status"] == "done"}
     assert done == {("outer", "inner#1"), ("outer", "leaf#1"), ("outer/inner", "leaf#1"), ("outer/inner", "leaf#2")}
+
+
+def test_reservation_is_kept_from_members_but_checked_against_budgets_above():
+    from router.consortium.budget import CallBudget
+
+    top = CallBudget(3, "top")
+    inner = CallBudget(2, "inner", parent=top)
+    held = inner.reserve()
+    inner.take("a member")
+    with pytest.raises(BudgetExhausted, match="'inner'"):
+        inner.take("another member")  # the last inner call is the arbiter's
+    top.take("a sibling")
+    top.take("another sibling")  # the top budget is now spent, reservation or not
+    with pytest.raises(BudgetExhausted, match="'top'"):
+        held.spend("the arbiter")
+    held.release()
+    assert (top.used, inner.used, inner.reserved) == (3, 1, 0)
+    unlimited = CallBudget(None, "free", parent=CallBudget(1, "capped"))
+    unlimited.reserve().spend("the arbiter")
+    assert unlimited.available() == 0

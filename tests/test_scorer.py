@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ from typer.testing import CliRunner
 from backends.errors import UsageError
 from benchmarks.general_pairs import PAIRS, load_pairs, report
 from policies.complexity import DEFAULT_WEIGHTS, ComplexityScorer
+from policies.complexity.model import EXAM_VOCABULARY
 from policies.complexity.fit import DEFAULT_DATA, calibrate_threshold, group_apgr, load_records, split
 from policies.routing_eval import apgr, quality_curve
 from policies.scoring import build_scorer
@@ -146,6 +149,25 @@ def test_general_pairs_rank_the_harder_prompt_higher(scorer: ComplexityScorer) -
     assert ours["accuracy"] >= PAIRS_BAR and ours["accuracy"] >= length["accuracy"] + 0.08, (ours, length)
     assert ours["auc"] > length["auc"] + 0.05  # one threshold for all: hard above easy overall
     assert min(ours["by_category"].values()) >= 0.9, ours["by_category"]
+
+
+def _logit(p: float) -> float:
+    return math.log(p / (1.0 - p))
+
+
+def test_learned_vocabulary_is_capped_and_exam_only_where_choices(scorer: ComplexityScorer) -> None:
+    w = scorer.weights
+    top = max(w.vocabulary, key=w.vocabulary.get)
+    no_words = ComplexityScorer(replace(w, vocabulary={}))
+    no_exam = ComplexityScorer(replace(w, weights={**w.weights, EXAM_VOCABULARY: 0.0}))
+    stuffed = " ".join([top] * 40)  # every word the most "hard" one the benchmarks taught
+    exam = f"Which is right about {top}?\nA. {top}\nB. {top}\nC. {top}\nD. {top}\nAnswer:"
+    for text in (stuffed, exam):
+        moved = _logit(scorer.score_text(text)) - _logit(no_words.score_text(text))
+        assert 0.0 < moved <= 2 * w.vocabulary_cap + 1e-9, (text, moved)
+    # the exam term moves prompts with lettered choices only
+    assert no_exam.score_text(stuffed) == scorer.score_text(stuffed)
+    assert no_exam.score_text(exam) != scorer.score_text(exam)
 
 
 def test_code_blocks_raise_the_score(scorer: ComplexityScorer) -> None:

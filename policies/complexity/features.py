@@ -192,6 +192,13 @@ def _non_ascii(t: str, utf8: bytes) -> tuple[bytes, list[str], float, float, Cou
     return punct.encode("ascii"), words, per_char, non_latin, lex
 
 
+def _opener_and_word_length(t: str, words: list[str]) -> tuple[tuple[float, float], float]:
+    """((factoid opener, open-question opener), mean letters per word - 4.5) of Latin words."""
+    first = words[0] if words and t.lstrip()[:1].isascii() else ""
+    opener = (1.0 if first in _FACTOID_OPENERS else 0.0, 1.0 if first in _OPEN_OPENERS else 0.0)
+    return opener, (sum(map(len, words)) / len(words) - 4.5) if words else 0.0
+
+
 def extract(text: str, history_turns: int = 0, history_chars: int = 0) -> tuple[list[float], list[str]]:
     """Feature values (in `FEATURES` order) and the words of the analysed text.
 
@@ -204,14 +211,12 @@ def extract(text: str, history_turns: int = 0, history_chars: int = 0) -> tuple[
         words = b.translate(_WORD_BYTES).decode("ascii").split()
         lex = Counter(map(LEXICON.get, words))
         per_char, non_latin = 0.25, 0.0
-        n_words, n_letters = len(words), sum(map(len, words))
     else:
         punct, all_words, per_char, non_latin, lex = _non_ascii(t, b)
         words = [w for w in all_words if w.isascii()]  # vocabulary and word length: ASCII only
-        n_words, n_letters = len(words), sum(map(len, words))
         b += punct
     log1p = math.log1p
-    first = words[0] if words and t.lstrip()[:1].isascii() else ""  # opening word, if Latin
+    opener, word_len = _opener_and_word_length(t, words)
     code = _code_features(t) if "```" in t else (0.0, 0.0, 0.0, 0.0)
     values = [
         log1p(len(text) * per_char),
@@ -237,9 +242,9 @@ def extract(text: str, history_turns: int = 0, history_chars: int = 0) -> tuple[
         log1p(lex[4]),
         log1p(lex[5]),
         log1p(lex[6]),
-        1.0 if first in _FACTOID_OPENERS else 0.0,
-        1.0 if first in _OPEN_OPENERS else 0.0,
-        (n_letters / n_words - 4.5) if n_words else 0.0,
+        opener[0],
+        opener[1],
+        word_len,
         log1p(history_turns),
         log1p(history_chars / 4.0),
     ]

@@ -106,7 +106,7 @@ class LearnOptions:
     word_prior: float = 200.0
     l2_vocabulary: float = 1.0
     vocabulary_boost: float = 1.0
-    exam_boost: float = 1.0
+    exam_boost: float = 16.0  # what cross-validation chose on the shared data
     vocabulary_cap: float = 1.5
     balance: float = 0.5  # 0: every record weighs 1; 1: every dataset weighs the same in total
     min_df: int = 20  # a word enters the vocabulary when this many training prompts contain it
@@ -240,15 +240,10 @@ def _newton(
     return theta
 
 
-def learn(d: Design, opts: LearnOptions = LearnOptions()) -> Weights:
-    """Weights fitted on a design; deterministic for the given options."""
+def _out_of_fold_vocabulary(d: Design, residuals: list[float], sw: list[float], opts: LearnOptions) -> list[float]:
+    """Each prompt's vocabulary value from word weights fitted without its fold, so stage 2 sees
+    how word weights do on prompts they were not counted on."""
     n = len(d.labels)
-    sw = _sample_weights(d.groups, opts.balance)
-    residuals = _residuals(d, sw)
-    words_table = _word_weights(d.words, residuals, sw, opts)
-    table = {w: x for w, x in words_table.items() if abs(x) >= opts.prune}
-
-    # out-of-fold vocabulary values, so stage 2 sees how word weights do on unseen prompts
     folds = [fold_of(i, opts.cross_fit_folds, "cross-fit") for i in d.ids]
     vocab = [0.0] * n
     for f in range(opts.cross_fit_folds):
@@ -259,18 +254,33 @@ def learn(d: Design, opts: LearnOptions = LearnOptions()) -> Weights:
         for i in range(n):
             if folds[i] == f:
                 vocab[i] = vocabulary_value(d.words[i], part.get)
+    return vocab
 
+
+def _columns(d: Design, vocab: list[float]) -> tuple[list[list[float]], list[float], list[float]]:
+    """(columns in MODEL_FEATURES order as the model reads them, their means, their std devs)."""
+    n = len(d.labels)
     choices = FEATURES.index("choices")
     v_mean = sum(vocab) / n
     exam = [(v - v_mean) * x[choices] for v, x in zip(vocab, d.dense)]  # as the model computes it
     columns = [list(col) for col in zip(*d.dense)] + [vocab, exam]
-    names = list(MODEL_FEATURES)
     means = [sum(c) / n for c in columns[:-1]] + [0.0]  # the exam term is 0 off exams
-    for i in range(n):  # as the model reads them (see features.SCRIPT_BOUND)
+    for i in range(n):  # see features.SCRIPT_BOUND
         if columns[NON_LATIN][i] >= 0.5:
             for j in SCRIPT_BOUND:
                 columns[j][i] = means[j]
     stds = [math.sqrt(sum((v - mu) ** 2 for v in c) / n) or 1.0 for c, mu in zip(columns, means)]
+    return columns, means, stds
+
+
+def learn(d: Design, opts: LearnOptions = LearnOptions()) -> Weights:
+    """Weights fitted on a design; deterministic for the given options."""
+    n = len(d.labels)
+    sw = _sample_weights(d.groups, opts.balance)
+    residuals = _residuals(d, sw)
+    table = {w: x for w, x in _word_weights(d.words, residuals, sw, opts).items() if abs(x) >= opts.prune}
+    columns, means, stds = _columns(d, _out_of_fold_vocabulary(d, residuals, sw, opts))
+    names = list(MODEL_FEATURES)
     free = [j for j, f in enumerate(names) if f not in FIXED]
     fixed = [j for j, f in enumerate(names) if f in FIXED]
     groups = sorted(set(d.groups))
@@ -284,8 +294,7 @@ def learn(d: Design, opts: LearnOptions = LearnOptions()) -> Weights:
         offsets.append(sum(PRIORS[names[j]] * (columns[j][i] - means[j]) for j in fixed))
     prior = [0.0] * len(groups) + [PRIORS.get(names[j], 0.0) * stds[j] for j in free]
     # intercepts are free; `vocabulary` is pulled towards 0, every other feature to its prior
-    vocabularies = (VOCABULARY, EXAM_VOCABULARY)
-    l2 = [0.0] * len(groups) + [opts.l2_vocabulary if names[j] in vocabularies else opts.l2_features for j in free]
+    l2 = [0.0] * len(groups) + [opts.l2_vocabulary if names[j] == VOCABULARY else opts.l2_features for j in free]
     theta = _newton(rows, offsets, d.labels, sw, prior, l2, opts.newton_steps)
 
     weights = {names[j]: PRIORS[names[j]] for j in fixed}
@@ -294,7 +303,7 @@ def learn(d: Design, opts: LearnOptions = LearnOptions()) -> Weights:
     fitted = weights[VOCABULARY]  # one fitted weight; the exam term adds the difference
     weights[VOCABULARY] = fitted * opts.vocabulary_boost
     weights[EXAM_VOCABULARY] = fitted * (opts.exam_boost - opts.vocabulary_boost)
-    group_weight = Counter()
+    group_weight: Counter[str] = Counter()
     for g, w in zip(d.groups, sw):
         group_weight[g] += w
     bias = sum(theta[gindex[g]] * w for g, w in group_weight.items()) / n

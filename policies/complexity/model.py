@@ -1,6 +1,6 @@
 """The learned complexity scorer: logistic regression over hand-designed features and words.
 
-    logit = bias + sum_i w_i * (x_i - mean_i)        (i over FEATURES and "vocabulary")
+    logit = bias + sum_i w_i * (x_i - mean_i)        (i over FEATURES and the two vocabulary terms)
     value = sigmoid(logit)
 
 where "vocabulary" is the mean learned weight of the prompt's words (0 for unknown words) and

@@ -122,6 +122,7 @@ class _ArbiterCall:
     def give_back(self) -> None:
         if self.reserved is not None:
             self.reserved.release()
+            self.reserved = None
 
     def _emit(self, status: str, **fields) -> None:
         emit(self.run, {"type": "arbiter", "path": self.run.path, "id": self.record.arbiter, "status": status,
@@ -159,10 +160,10 @@ class _ArbiterCall:
 
     async def _attempt(self, messages: list[Message], left: float | None,
                        streamer: AnswerStream | None) -> Completion:
-        if self.reserved is not None and self.reserved.open:
-            self.reserved.spend()
+        if self.reserved is not None:
+            self.reserved.spend("the arbiter")  # a retry after the first try is charged anew
         elif not self.nested:
-            self.run.budget.take("the arbiter")  # a retry: the reservation was the first try
+            self.run.budget.take("the arbiter")
         self.record.status = "running"
         self._emit("running")
         request = Request(messages=messages, max_tokens=self.spec.arbiter_max_tokens, timeout_s=left)

@@ -33,24 +33,37 @@ def gives_up(error: Exception) -> bool:
 
 
 class Reservation:
-    """One call put aside; spend it or release it (either at most once; both are idempotent)."""
+    """A round's arbiter call, put aside in the consortium's own budget (if it has a limit) so
+    its members cannot spend it. Budgets above are not held: nested consortia running side by
+    side would otherwise each hold a call and starve the members. Spend or release it once."""
 
-    def __init__(self, budget: CallBudget):
+    def __init__(self, budget: CallBudget, held: bool):
         self._budget = budget
+        self._held = held
         self.open = True
 
-    def spend(self) -> None:
-        if self.open:
-            self.open = False
-            for budget in self._budget._chain():
-                budget.reserved -= 1
-                budget.used += 1
+    def spend(self, what: str) -> None:
+        """Charge the call: from the put-aside one, still checked against the budgets above."""
+        if not self.open:
+            self._budget.take(what)
+            return
+        self.open = False
+        if not self._held:
+            self._budget.take(what)
+            return
+        self._budget.reserved -= 1
+        try:
+            self._budget.take(what)
+        except BudgetExhausted:
+            self._budget.reserved += 1
+            self.open = True
+            raise
 
     def release(self) -> None:
         if self.open:
             self.open = False
-            for budget in self._budget._chain():
-                budget.reserved -= 1
+            if self._held:
+                self._budget.reserved -= 1
 
 
 class CallBudget:
@@ -87,13 +100,13 @@ class CallBudget:
             budget.used += 1
 
     def reserve(self) -> Reservation | None:
-        """Put one call aside (for a round's arbiter), or None if some budget has none free."""
-        available = self.available()
-        if available is not None and available <= 0:
+        """Put one call aside in this budget (see Reservation), or None if it has none free."""
+        if self.limit is None:
+            return Reservation(self, held=False)
+        if self.limit - self.used - self.reserved <= 0:
             return None
-        for budget in self._chain():
-            budget.reserved += 1
-        return Reservation(self)
+        self.reserved += 1
+        return Reservation(self, held=True)
 
     def as_dict(self) -> dict[str, Any]:
         return {"owner": self.owner, "limit": self.limit, "used": self.used}

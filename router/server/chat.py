@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +26,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ChatCompletions", "read_body", "send_error"]
 
-_LOG = logging.getLogger("uvicorn.error")
 _JSON = (b"content-type", b"application/json")
 _SSE = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
 
@@ -126,6 +124,11 @@ class ChatCompletions:
             model = self._model_for(call)
         except ApiError as err:
             await send_error(send, err)
+            return
+        except RouteError as exc:  # e.g. a backend that cannot be built from its config
+            await send_error(send, ApiError(400 if exc.exit_code == 2 else 502, str(exc),
+                                            kind="invalid_request_error" if exc.exit_code == 2 else "server_error",
+                                            code="invalid_request" if exc.exit_code == 2 else "upstream_error"))
             return
         except _ClientGone:
             return
