@@ -200,8 +200,9 @@ class OpenAIBackend(Backend):
         try:
             async for chunk in self._parse_lines(lines, state, deadline, started, diffusing):
                 yield chunk
+            await _drain(lines)
         finally:
-            await lines.aclose()  # we stop at [DONE]; close the generator rather than leave it to GC
+            await lines.aclose()  # close the generator rather than leave it to GC
         if diffusing and state.parts:
             yield TextChunk(state.parts[-1])  # the last draft is the answer: the only committed text
         simulated = response.headers.get("x-simulated") == "true"
@@ -252,6 +253,17 @@ class OpenAIBackend(Backend):
                     await client.aclose()
                 except RuntimeError:
                     pass  # a client from another, still-open loop: dropped with that loop
+
+
+async def _drain(lines, limit_s: float = 0.05) -> None:
+    """Read past [DONE] to the end of the body: only a fully read response lets httpx put the
+    connection back in its pool; otherwise every stream would pay for a new connection."""
+    try:
+        async with asyncio.timeout(limit_s):
+            async for _ in lines:
+                pass
+    except (TimeoutError, httpx.HTTPError):
+        pass  # a server that keeps the body open after [DONE]: give up reuse, keep the answer
 
 
 @dataclass

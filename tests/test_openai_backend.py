@@ -259,3 +259,14 @@ async def test_connection_refused_is_unavailable():
                                                       max_retries=1, backoff_initial_s=0.01))
     with pytest.raises(BackendUnavailable, match="cannot connect"):
         await backend.complete(PROMPT)
+
+
+async def test_streams_reuse_one_pooled_connection(sim):
+    backend = _sim_backend(sim)
+    for _ in range(3):
+        async for _chunk in backend.stream(PROMPT):
+            pass
+    (client,) = backend._clients.values()
+    # httpx keeps a connection only when the body was read to its end after [DONE]
+    assert len(client._transport._pool.connections) == 1
+    await backend.aclose()
