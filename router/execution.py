@@ -1,17 +1,20 @@
 """The attempt loop: try a decision's candidates in order within one overall deadline.
 
-    for each candidate (breaker permitting):
-        call it with the time that is left          -> success: done
-        if a hedge is planned and it has shown no first content by its p95 to first content,
-        start the next candidate too; the first to finish wins, the other is cancelled
-        failure or timeout                          -> record it, next candidate
-    candidates skipped by an open breaker are tried last, if time is left
-    nothing worked                                  -> AllBackendsFailed (an exception group)
+    start the first candidate (breaker permitting) with the time that is left
+    every running call failed                  -> start the next candidate now (fallback)
+    hedging on, and the newest call is late    -> start the next candidate too (hedge); "late"
+        means no first content by its p95 to first content, or (plain calls) not finished by
+        its p95, or the next candidate must start now to meet the deadline at its own p95
+    a call finishes                            -> it wins; every other call is cancelled
+    the deadline passes                        -> everything is cancelled
+    candidates behind an open breaker are tried last, and only when nothing else is left
+    nothing worked                             -> AllBackendsFailed (an exception group)
 
-A hedged call runs each backend's stream in its own task ("lane") feeding one queue; the loser's
-task is cancelled and its stream closed through `aclosing`, so no task or connection outlives
-the request. Streaming callers commit to the first lane that yields text: switching models after
-text reached the caller would garble the answer.
+Each call in a race is a backend's stream pumped by its own task ("lane") into one queue; a
+loser's task is cancelled and its stream closed through `aclosing`, so no task or connection
+outlives the request. Streaming callers commit to the first lane that yields text: switching
+models after text reached the caller would garble the answer. Without hedging, a plain call
+uses `Backend.complete`, one candidate at a time.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
+
 from backends.base import Backend
 from backends.errors import AllBackendsFailed, BackendError, BackendTimeout, BadRequest, MalformedResponse
 from backends.retry import Deadline
@@ -47,6 +51,8 @@ class _Lane:
             async with contextlib.aclosing(backend.stream(request)) as chunks:
                 async for chunk in chunks:
                     queue.put_nowait((self, chunk))
+                    if isinstance(chunk, FinalChunk):
+                        return
             queue.put_nowait((self, MalformedResponse("stream ended without a final completion",
                                                       backend=self.name)))
         except asyncio.CancelledError:

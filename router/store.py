@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from backends.errors import ConfigError
 from router.paths import user_data_dir
 
 __all__ = ["RequestRecord", "Store", "default_store_path"]
@@ -115,7 +116,8 @@ class Store:
     def _migrate(self, conn: sqlite3.Connection) -> None:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
-            raise RuntimeError(f"{self.path} was written by a newer version of route (schema {version})")
+            raise ConfigError(f"{self.path} was written by a newer version of route (schema {version}, this one "
+                              f"knows {SCHEMA_VERSION}); upgrade route, or move the file aside to start a new log.")
         if version == SCHEMA_VERSION:
             return
         conn.execute("BEGIN IMMEDIATE")

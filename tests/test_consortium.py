@@ -54,6 +54,8 @@ async def test_quorum_met_cancels_the_rest_and_leaks_no_task():
     assert states.count("done") == 3 and states.count("cancelled") == 2
     assert asyncio.all_tasks() == before  # every member task finished or was cancelled and awaited
     assert completion.text in {"answer 0", "answer 1", "answer 2"}
+    # the request log keys its record to this id
+    assert completion.metadata["trace_id"] == completion.metadata["trace"]["id"] and len(completion.metadata["trace_id"]) == 32
 
 
 async def test_grace_period_lets_a_close_straggler_in():

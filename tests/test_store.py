@@ -9,6 +9,8 @@ import time
 
 import pytest
 
+from backends.errors import ConfigError
+
 from router.store import SCHEMA_VERSION, RequestRecord, Store
 
 WRITERS, PER_WRITER = 8, 1000
@@ -55,7 +57,7 @@ def test_a_store_written_by_a_newer_version_is_refused(tmp_path):
     conn = sqlite3.connect(path)
     conn.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
     conn.close()
-    with pytest.raises(RuntimeError, match="newer version"):
+    with pytest.raises(ConfigError, match="newer version"):
         Store(path)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -276,6 +277,7 @@ class _Run:
     def _completion(self, answer: str, confidence: float | None) -> Completion:
         wall = time.perf_counter() - self.t0
         trace = {
+            "id": uuid.uuid4().hex,  # ties the request log's record to this trace
             "consortium": self.c.name,
             "judging": self.spec.judging,
             "arbiter": self.spec.arbiter,
@@ -288,7 +290,8 @@ class _Run:
             "cost_usd": self.cost,
             "wall_s": wall,
         }
-        metadata: dict[str, Any] = {"trace": trace, "consortium": self.c.name, "calls": self.run.budget.used}
+        metadata: dict[str, Any] = {"trace": trace, "trace_id": trace["id"], "consortium": self.c.name,
+                                    "calls": self.run.budget.used}
         if self.simulated:
             metadata["simulated"] = True
         return Completion(text=answer, backend=self.c.name, model=self.c.model, finish_reason="stop",
