@@ -6,8 +6,9 @@
 One simulated OpenAI-compatible server on loopback (backends/simulator) serves five models:
 a fast local diffusion model, a fast hosted diffusion model, a slow expensive frontier model, a
 mid-priced model that degrades halfway through the run (runtime profile update), and one that
-fails intermittently (a quarter of its requests: half HTTP 500, half a hung connection). The same mixed workload (short and long
-prompts, several max_tokens and deadlines, open-loop arrivals) is run through
+fails intermittently (a quarter of its requests: half HTTP 500, half a hung connection). The
+same mixed workload (short and long prompts, several max_tokens and deadlines, open-loop
+arrivals) is run through
 
   * our Router (tiers from the prompt-length scorer, the live latency model, deadlines,
     breakers, hedging), and
@@ -16,10 +17,12 @@ prompts, several max_tokens and deadlines, open-loop arrivals) is run through
     deadline as its timeout, fallbacks between the groups, and the same number of retries.
 
 Each request goes to the tier our scorer picks, for both routers, so quality constraints match.
+Neither router has seen a request before the run; ours starts from the config's latency priors.
 Reported per router: share of requests answered within their deadline, p50/p95/p99 end-to-end
-latency (failed requests count at the time they failed), total simulated cost (a hedged call that
-lost the race is charged its input and the output generated before it was cancelled), and
-failed requests.
+latency (failed requests count at the time they failed), total simulated cost (a hedged call
+that lost the race is charged its input and the output generated before it was cancelled), and
+failed requests. Our deadline is a hard limit (a request not answered in time fails); litellm's
+timeout is per attempt, so its retries can answer late: a deadline miss, not a failure.
 All simulator timings are multiplied by --scale (default 0.25) to fit a few minutes; ratios
 between backends, and between timings and deadlines, are kept.
 """
@@ -301,8 +304,9 @@ def summarise(run: Run) -> dict:
 
 
 def report(ours: dict, theirs: dict, args) -> None:
-    print(f"\n{args.requests} requests, ~{args.rate:g}/s open loop, seed {args.seed}; simulator timings x{args.scale:g} "
-          f"(ratios kept; deadlines scaled alike); 'degrader' slows down at request {args.requests // 2}.")
+    print(f"\n{args.requests} requests, ~{args.rate:g}/s open loop, seed {args.seed}. SIMULATED backends; "
+          f"timings scaled x{args.scale:g}\n(ratios kept, deadlines scaled alike); 'degrader' slows down at request "
+          f"{args.requests // 2}; 'flaky' fails {FLAKY_FAULT_RATE:.0%} of its calls (500 or hang).")
     print(f"{'':28}{'route (ours)':>16}{'litellm.Router':>16}{'ratio':>10}")
     rows = [("deadline hits", "deadline_hits", "{:.1%}"), ("p50 latency (s)", "p50_s", "{:.3f}"),
             ("p95 latency (s)", "p95_s", "{:.3f}"), ("p99 latency (s)", "p99_s", "{:.3f}"),

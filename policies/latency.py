@@ -107,7 +107,8 @@ class DecayedHistogram:
 
     def copy(self) -> DecayedHistogram:
         out = DecayedHistogram.__new__(DecayedHistogram)
-        out.keep, out.bins, out.weight, out.total, out.count = self.keep, dict(self.bins), self.weight, self.total, self.count
+        out.keep, out.bins, out.count = self.keep, dict(self.bins), self.count
+        out.weight, out.total = self.weight, self.total
         return out
 
     def to_dict(self) -> dict[str, Any]:

@@ -109,8 +109,10 @@ def _winner(tiers: Sequence[Tier], chosen: int, rows: Mapping[str, _Row], inputs
         if not pool:
             continue
         row = _pick(pool, inputs.prefer, inputs.cost_tolerance)
-        where = "" if index == chosen else f" (escalated to tier {tiers[index].name!r}: nothing in the chosen tier meets the deadline)"
-        limit = f" with p95 {row.prediction.p95_s:.2f}s <= deadline {inputs.deadline_s:.2f}s" if inputs.deadline_s else ""
+        where = "" if index == chosen else (f" (escalated to tier {tiers[index].name!r}: "
+                                            "nothing in the chosen tier meets the deadline)")
+        limit = (f" with p95 {row.prediction.p95_s:.2f}s <= deadline {inputs.deadline_s:.2f}s"
+                 if inputs.deadline_s else "")
         return row, f"{row.name} is the {goal} candidate{limit}{where}"
     pool = [r for r in rows.values() if not r.blocked] or list(rows.values())
     row = min(pool, key=lambda r: (r.prediction.p95_s, r.cost_usd))
