@@ -162,7 +162,8 @@ def plan_route(tiers: Sequence[Tier], chosen: int, inputs: RouteInputs) -> Plan:
         if explored is not None:
             hedge_after[explored.name] = min(explored.prediction.first_p95_s, winner.prediction.first_p50_s)
     if explored is not None:
-        why = f"exploring {explored.name} ({explore_why}), hedged by {winner.name}; {why}"
+        backup = f"hedged by {winner.name}" if inputs.hedge else f"then {winner.name}"
+        why = f"exploring {explored.name} ({explore_why}), {backup}; {why}"
     details: dict[str, Any] = {
         "prefer": inputs.prefer,
         "why": why,

@@ -6,6 +6,10 @@
 
 `complete()` and `stream()` are thin sync wrappers for scripts; inside async code use the `a`
 versions (the wrappers refuse to run inside a running event loop).
+
+Within the scorer's tier, `router.latency` (live per-backend latency models) and `router.breakers`
+decide which backend goes first (policies/selection.py); router/execution.py runs the attempts.
+`router.latency.attach_store(Store())` loads what earlier processes learned and saves to it.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ whatever the store holds now, inside one write transaction, so no process clobbe
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -94,7 +95,7 @@ class LatencyTracker:
         if explored:
             self.exploring.discard(explored)
         if self._store is not None and self._clock() - self._last_flush >= self.flush_interval_s:
-            self.flush()
+            self._flush_in_background()
 
     # -- persistence ----------------------------------------------------------------------
 
@@ -108,14 +109,43 @@ class LatencyTracker:
 
     def flush(self) -> None:
         """Merge this process's new samples into the store and adopt the merged state."""
+        fresh = self._take_fresh()
+        if fresh:
+            self._adopt(_merge_into_store(self._store, fresh, self.models))
+
+    def _take_fresh(self) -> dict[str, LatencyModel]:
         if self._store is None or not self._fresh:
-            return
+            return {}
         fresh, self._fresh = self._fresh, {}
-        merged = _merge_into_store(self._store, {n: m for n, m in fresh.items() if n in self.models},
-                                   self.models)
-        for name, model in merged.items():
-            self.models[name] = model
         self._last_flush = self._clock()
+        return {n: m for n, m in fresh.items() if n in self.models}
+
+    def _adopt(self, merged: Mapping[str, LatencyModel]) -> None:
+        """Take the store's merged state, plus whatever was learned while it was being written."""
+        for name, model in merged.items():
+            pending = self._fresh.get(name)
+            self.models[name] = model.merged(pending) if pending is not None else model
+
+    def _flush_in_background(self) -> None:
+        """Inside an event loop the write (which may wait for another process's lock) runs on a
+        worker thread; the merged state is adopted back on the loop."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.flush()
+            return
+        fresh = self._take_fresh()
+        if not fresh:
+            return
+        future = loop.run_in_executor(None, _merge_into_store, self._store, fresh, dict(self.models))
+
+        def done(f: asyncio.Future) -> None:
+            if f.cancelled() or f.exception() is not None:
+                _LOG.warning("could not save learned latency: %s", f.exception() if not f.cancelled() else "cancelled")
+                return
+            self._adopt(f.result())
+
+        future.add_done_callback(done)
 
     def snapshot(self) -> dict[str, dict[str, Any]]:
         return {name: model.to_dict() for name, model in self.models.items()}

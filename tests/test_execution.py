@@ -173,6 +173,39 @@ async def test_a_hedge_rescues_a_hanging_backend_within_the_deadline(sim):
     await router.aclose()
 
 
+async def test_a_plain_call_is_hedged_when_decoding_slows_down_after_a_prompt_first_token(sim):
+    sim.update_profile("crawl-m", ttft_s=0.02, tokens_per_s=10.0, answer_tokens=50)  # ~5 s in all
+    sim.update_profile("ok-m", ttft_s=0.02, answer_tokens=50)
+    cfg = config(sim, {"crawl": {"model": "crawl-m"}, "ok": {"model": "ok-m", "price": {"input": 1, "output": 1}}},
+                 hedge=True)
+    router = Router.from_config(cfg)
+    seed(router, "crawl", "ok")  # both measured at ~0.06 s for a whole answer
+    started = time.perf_counter()
+    result = await router.acomplete("hi", deadline_s=4.0)
+    assert result.decision.chosen == "crawl"
+    assert result.backend == "ok"
+    assert time.perf_counter() - started < 1.0
+    assert await asyncio.to_thread(wait_for, lambda: sim.stats("crawl-m")["in_flight"] == 0)
+    await router.aclose()
+
+
+async def test_the_next_candidate_starts_early_enough_to_meet_the_deadline(sim):
+    # The first backend's p95 to first token (~1 s) is past the deadline's last safe moment for
+    # the backup (0.6 s - its p95 of ~0.3 s): the backup starts then, not at the first one's p95.
+    sim.update_profile("late-m", ttft_s=3.0, answer_tokens=5)
+    sim.update_profile("ok-m", ttft_s=0.1, answer_tokens=5)
+    cfg = config(sim, {"late": {"model": "late-m"}, "ok": {"model": "ok-m", "price": {"input": 1, "output": 1}}},
+                 hedge=True)
+    router = Router.from_config(cfg)
+    seed(router, "late", first_s=1.0)
+    seed(router, "ok", first_s=0.3)
+    started = time.perf_counter()
+    result = await router.acomplete("hi", deadline_s=0.6)
+    assert result.backend == "ok"
+    assert time.perf_counter() - started < 0.6
+    await router.aclose()
+
+
 async def test_falls_back_on_failure_and_the_breaker_then_skips_the_broken_backend(sim):
     sim.update_profile("broken-m", fault="500")
     sim.update_profile("ok-m", answer_tokens=5)
