@@ -242,7 +242,7 @@ class Router:
         started = time.perf_counter()
         try:
             result = await self._attempt_in_order(decision, request)
-        except Exception as exc:
+        except (Exception, asyncio.CancelledError) as exc:  # a caller that gave up is an outcome too
             self._finish(Outcome(decision, messages, self.source, time.perf_counter() - started, error=exc))
             raise
         self._finish(Outcome(decision, messages, self.source, time.perf_counter() - started, result=result))
@@ -351,9 +351,11 @@ class RouteStream:
         try:
             async for chunk in self._attempt_in_order():
                 yield chunk
-        except Exception as exc:
+        except (Exception, asyncio.CancelledError, GeneratorExit) as exc:
+            # GeneratorExit: the consumer stopped reading (a client that hung up); log it as cancelled.
+            error = asyncio.CancelledError() if isinstance(exc, GeneratorExit) else exc
             self._router._finish(Outcome(self.decision, messages, self._router.source,
-                                         time.perf_counter() - started, error=exc))
+                                         time.perf_counter() - started, error=error))
             raise
         self._router._finish(Outcome(self.decision, messages, self._router.source,
                                      time.perf_counter() - started, result=self.result))

@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
 
 from backends.base import Backend
 from backends.errors import AllBackendsFailed, BackendError, BackendTimeout, BadRequest, MalformedResponse
@@ -191,76 +192,108 @@ class Executor:
         """Candidates as streams ("lanes"): the next one starts when every running lane failed,
         or when a hedge is due. A streaming caller commits to the first lane that yields text; a
         plain call takes whichever lane finishes first. Yields only the committed lane's chunks."""
-        queue: asyncio.Queue = asyncio.Queue()
-        lanes: list[_Lane] = []
-        committed: _Lane | None = None
-
-        def start() -> bool:
-            name = self._next(plan)
-            if name is None:
-                return False
-            if plan.deadline.expired():
-                failures.append(_too_late(name))
-                return False
-            remaining = plan.deadline.remaining()
-            lane_request = request.with_options(timeout_s=remaining) if remaining is not None else request
-            lanes.append(_Lane(name, self._backend(name), lane_request, queue))
-            return True
-
+        race = _Race(plan, request, failures, streaming)
         try:
-            start()
-            while lanes:
-                wait = plan.deadline.remaining()
-                hedge_in = None if committed else self._hedge_in(plan, lanes[-1], streaming)
-                if hedge_in is not None:
-                    wait = hedge_in if wait is None else min(wait, hedge_in)
-                try:
-                    async with asyncio.timeout(wait):
-                        lane, item = await queue.get()
-                except TimeoutError:
-                    if plan.deadline.expired():
-                        for lane in lanes:
-                            error = BackendTimeout("no answer within the request's deadline", backend=lane.name)
-                            failures.append(error)
-                            self._report(lane.name, lane.elapsed, error=error, streamed=True, p95=plan.p95)
-                            if lane is committed:
-                                raise error  # text already reached the caller: no fallback now
+            self._start(race)
+            while race.lanes:
+                got = await self._wait(race)
+                if got is None:  # the deadline passed or a hedge is due
+                    if not self._on_timeout(race):
                         return  # `finally` cancels the lanes
-                    if not start():
-                        plan.hedges = {}  # nothing left to hedge with
                     continue
-                if lane not in lanes:
+                lane, item = got
+                if lane not in race.lanes:
                     continue  # a late item from a lane already dropped
                 if isinstance(item, BaseException):
-                    lanes.remove(lane)
-                    if not isinstance(item, BackendError):
-                        raise item
-                    self._report(lane.name, lane.elapsed, error=item, streamed=True, p95=plan.p95)
-                    if lane is committed:
-                        raise item  # text already reached the caller; no fallback now
-                    failures.append(item)
-                    if not lanes:
-                        start()  # fall back: the next candidate, now
+                    self._on_error(race, lane, item)
                     continue
-                if committed is None and isinstance(item, (TextChunk, FinalChunk) if streaming else FinalChunk):
-                    committed = lane
-                    await self._cancel_losers(lanes, lane)
-                    for held in lane.buffer:
+                if race.commits_to(item):
+                    # Held chunks are yielded here, not gathered by a helper generator: an
+                    # abandoned inner generator would be finalized by a task of its own.
+                    for held in await self._commit(race, lane):
                         yield held
-                    lane.buffer.clear()
-                if isinstance(item, TextChunk) and lane.first_text_at is None:
-                    lane.first_text_at = lane.elapsed
-                if lane is not committed:
-                    if streaming:
-                        lane.buffer.append(item)  # drafts before any text: shown only if this lane wins
-                    continue
-                if isinstance(item, FinalChunk):
-                    self._report(lane.name, lane.elapsed, completion=item.completion, streamed=True)
-                    lanes.remove(lane)
-                yield item
+                chunk = self._forward(race, lane, item)
+                if chunk is not None:
+                    yield chunk
         finally:
-            for lane in lanes:
+            for lane in race.lanes:
                 await lane.cancel()
+
+    def _start(self, race: _Race) -> bool:
+        """Start the next candidate's lane with the time that is left; False when none can start."""
+        plan = race.plan
+        name = self._next(plan)
+        if name is None:
+            return False
+        if plan.deadline.expired():
+            race.failures.append(_too_late(name))
+            return False
+        remaining = plan.deadline.remaining()
+        lane_request = race.request.with_options(timeout_s=remaining) if remaining is not None else race.request
+        race.lanes.append(_Lane(name, self._backend(name), lane_request, race.queue))
+        return True
+
+    async def _wait(self, race: _Race) -> tuple[_Lane, Chunk | BaseException] | None:
+        """The next (lane, item) off the queue, or None when the deadline or a hedge is due first."""
+        wait = race.plan.deadline.remaining()
+        hedge_in = None if race.committed else self._hedge_in(race.plan, race.lanes[-1], race.streaming)
+        if hedge_in is not None:
+            wait = hedge_in if wait is None else min(wait, hedge_in)
+        try:
+            async with asyncio.timeout(wait):
+                return await race.queue.get()
+        except TimeoutError:
+            return None
+
+    def _on_timeout(self, race: _Race) -> bool:
+        """A wait ran out: end the race at the deadline, else start a hedge. False when it is over."""
+        if race.plan.deadline.expired():
+            self._time_out(race)
+            return False
+        if not self._start(race):
+            race.plan.hedges = {}  # nothing left to hedge with
+        return True
+
+    def _time_out(self, race: _Race) -> None:
+        """Report every running lane as timed out; raises if the committed lane is among them."""
+        for lane in race.lanes:
+            error = BackendTimeout("no answer within the request's deadline", backend=lane.name)
+            race.failures.append(error)
+            self._report(lane.name, lane.elapsed, error=error, streamed=True, p95=race.plan.p95)
+            if lane is race.committed:
+                raise error  # text already reached the caller: no fallback now
+
+    def _on_error(self, race: _Race, lane: _Lane, item: BaseException) -> None:
+        """A lane failed: drop it, and fall back to the next candidate if no lane is left."""
+        race.lanes.remove(lane)
+        if not isinstance(item, BackendError):
+            raise item
+        self._report(lane.name, lane.elapsed, error=item, streamed=True, p95=race.plan.p95)
+        if lane is race.committed:
+            raise item  # text already reached the caller; no fallback now
+        race.failures.append(item)
+        if not race.lanes:
+            self._start(race)  # fall back: the next candidate, now
+
+    async def _commit(self, race: _Race, lane: _Lane) -> list[Chunk]:
+        """Commit to `lane`, cancel the others, and hand back the chunks it held until now."""
+        race.committed = lane
+        await self._cancel_losers(race.lanes, lane)
+        held, lane.buffer = lane.buffer, []
+        return held
+
+    def _forward(self, race: _Race, lane: _Lane, item: Chunk) -> Chunk | None:
+        """The chunk to pass on to the caller, or None while `lane` is not (yet) the one committed to."""
+        if isinstance(item, TextChunk) and lane.first_text_at is None:
+            lane.first_text_at = lane.elapsed
+        if lane is not race.committed:
+            if race.streaming:
+                lane.buffer.append(item)  # drafts before any text: shown only if this lane wins
+            return None
+        if isinstance(item, FinalChunk):
+            self._report(lane.name, lane.elapsed, completion=item.completion, streamed=True)
+            race.lanes.remove(lane)
+        return item
 
     async def _cancel_losers(self, lanes: list[_Lane], winner: _Lane) -> None:
         for loser in [other for other in lanes if other is not winner]:
@@ -292,6 +325,23 @@ class Executor:
                 return None  # it would most likely be cut off by the deadline: not worth paying for
             hedge_in = min(hedge_in, remaining - plan.p95[following])
         return max(0.0, hedge_in)
+
+
+@dataclass
+class _Race:
+    """The state of one race, shared by the steps of `Executor._race`."""
+
+    plan: _Plan
+    request: Request
+    failures: list[BackendError]
+    streaming: bool
+    queue: asyncio.Queue = field(default_factory=asyncio.Queue)
+    lanes: list[_Lane] = field(default_factory=list)
+    committed: _Lane | None = None
+
+    def commits_to(self, item: Chunk) -> bool:
+        """Whether `item` settles the race: first text for a streaming caller, else the answer."""
+        return self.committed is None and isinstance(item, (TextChunk, FinalChunk) if self.streaming else FinalChunk)
 
 
 class _Plan:

@@ -10,7 +10,6 @@ whatever the store holds now, inside one write transaction, so no process clobbe
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -177,25 +176,16 @@ def _learn(model: LatencyModel, attempt: Attempt, now: float) -> None:
 
 def _merge_into_store(store: Store, fresh: Mapping[str, LatencyModel],
                       live: Mapping[str, LatencyModel]) -> dict[str, LatencyModel]:
-    """Read, merge and write in one IMMEDIATE transaction, so concurrent flushes serialise."""
-    conn = store._conn()  # the store's per-thread connection; a read-merge-write needs one transaction
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        rows = {row[0]: row[1] for row in conn.execute("SELECT backend, state FROM latency_state")}
-        merged: dict[str, LatencyModel] = {}
+    """Merge this process's fresh samples into what other processes stored, atomically."""
+    merged: dict[str, LatencyModel] = {}
+
+    def merge(stored: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         for name, samples in fresh.items():
             base = live[name].fresh()
-            if name in rows and not base.load_dict(json.loads(rows[name])):
+            if name in stored and not base.load_dict(stored[name]):
                 _LOG.info("discarding stored latency state of %s: written for another setup", name)
             merged[name] = base.merged(samples)
-        now = time.time()
-        conn.executemany(
-            "INSERT INTO latency_state (backend, state, updated) VALUES (?, ?, ?) "
-            "ON CONFLICT(backend) DO UPDATE SET state = excluded.state, updated = excluded.updated",
-            [(name, json.dumps(model.to_dict()), now) for name, model in merged.items()],
-        )
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
+        return {name: model.to_dict() for name, model in merged.items()}
+
+    store.update_latency(merge)
     return merged

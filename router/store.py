@@ -11,7 +11,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,7 @@ from typing import Any
 from backends.errors import ConfigError
 from router.paths import user_data_dir
 
-__all__ = ["RequestRecord", "Store", "default_store_path"]
+__all__ = ["RequestRecord", "Store", "default_store_path", "store_for"]
 
 _MIGRATIONS: tuple[str, ...] = (
     """
@@ -62,6 +62,12 @@ SCHEMA_VERSION = len(_MIGRATIONS)
 
 def default_store_path() -> Path:
     return user_data_dir() / "route.db"
+
+
+def store_for(config) -> Store:
+    """The store a config points at: `log.path`, else the user data dir."""
+    path = config.log.path
+    return Store(Path(path).expanduser() if path else None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,12 +205,17 @@ class Store:
         return {row["backend"]: json.loads(row["state"]) for row in rows}
 
     def save_latency(self, states: dict[str, dict[str, Any]]) -> None:
-        if not states:
-            return
-        now = time.time()
+        self.update_latency(lambda stored: states)
+
+    def update_latency(self, merge: Callable[[dict[str, dict[str, Any]]], dict[str, dict[str, Any]]]) -> None:
+        """Read every stored state, let `merge` compute the ones to write, and write them, in one
+        IMMEDIATE transaction: concurrent processes' read-merge-writes serialise, none is lost."""
         conn = self._conn()
         conn.execute("BEGIN IMMEDIATE")
         try:
+            stored = {row[0]: json.loads(row[1]) for row in conn.execute("SELECT backend, state FROM latency_state")}
+            states = merge(stored)
+            now = time.time()
             conn.executemany(
                 "INSERT INTO latency_state (backend, state, updated) VALUES (?, ?, ?) "
                 "ON CONFLICT(backend) DO UPDATE SET state = excluded.state, updated = excluded.updated",

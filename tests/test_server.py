@@ -225,6 +225,8 @@ def test_client_timeout_on_a_plain_request_cancels_the_upstream(server, sim):
     with pytest.raises(openai.APITimeoutError):
         impatient.chat.completions.create(model="slow", messages=[{"role": "user", "content": "hi"}])
     assert wait_for(lambda: sim.stats("m-slow")["cancelled"] == 1, 3.0), sim.stats("m-slow")
+    router = server.app.state.router  # the router itself logs a caller that gave up
+    assert wait_for(lambda: router.request_log.flush() and Store().recent(1)[0]["status"] == "cancelled")
 
 
 def test_shutdown_drains_in_flight_streams(sim):

@@ -28,7 +28,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from policies.complexity.learn import LearnOptions, dataset_of, design, fold_of, learn, subset
+from policies.complexity.learn import Design, LearnOptions, dataset_of, design, fold_of, learn, subset
 from policies.complexity.model import ComplexityScorer, Weights
 from policies.routing_eval import apgr, quality_curve
 
@@ -129,19 +129,26 @@ def fit(
     fold = [fold_of(i, folds, "cv") for i in d.ids]
     results = []
     for changes in grid:
-        opts = replace(options, **changes)
-        per_group: dict[str, float] = defaultdict(float)
-        for f in range(folds):
-            scorer = ComplexityScorer(learn(subset(d, [i for i, g in enumerate(fold) if g != f]), opts))
-            valid = [r for r, g in zip(records, fold) if g == f]
-            for g, value in group_apgr(scorer, valid).items():
-                per_group[g] += value / folds
+        per_group = _cv_apgr(d, records, fold, folds, replace(options, **changes))
         mean = sum(per_group.values()) / max(1, len(per_group))
         results.append({"options": changes, "cv_apgr": dict(per_group), "mean": round(mean, 4)})
         log(f"cv {changes}: " + ", ".join(f"{g} {a:.3f}" for g, a in per_group.items()))
     chosen = max(results, key=lambda r: r["mean"])["options"] if results else {}
     weights = learn(d, replace(options, **chosen))
     return weights, {"chosen": chosen, "cross_validation": results}
+
+
+def _cv_apgr(
+    d: Design, records: Sequence[dict[str, Any]], fold: Sequence[int], folds: int, opts: LearnOptions
+) -> dict[str, float]:
+    """Per dataset, the validation-fold APGR of `opts` averaged over the `folds` folds."""
+    per_group: dict[str, float] = defaultdict(float)
+    for f in range(folds):
+        scorer = ComplexityScorer(learn(subset(d, [i for i, g in enumerate(fold) if g != f]), opts))
+        valid = [r for r, g in zip(records, fold) if g == f]
+        for g, value in group_apgr(scorer, valid).items():
+            per_group[g] += value / folds
+    return per_group
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -211,33 +211,49 @@ def _newton(
     prior: list[float], l2: list[float], steps: int,
 ) -> list[float]:  # fmt: skip
     """Weighted logistic regression with an L2 pull of strength `l2[a]` towards `prior[a]`."""
-    dim = len(prior)
     theta = list(prior)
     for _ in range(steps):
-        grad = [0.0] * dim
-        hess = [[0.0] * dim for _ in range(dim)]
-        for x, o, y, w in zip(rows, offsets, labels, sw):
-            z = o + sum(t * v for t, v in zip(theta, x))
-            p = 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
-            r, h = (p - y) * w, p * (1.0 - p) * w
-            for a in range(dim):
-                xa = x[a]
-                if xa:
-                    grad[a] += r * xa
-                    ha = h * xa
-                    row = hess[a]
-                    for b in range(a, dim):
-                        row[b] += ha * x[b]
-        for a in range(dim):
-            for b in range(a):
-                hess[a][b] = hess[b][a]
-            grad[a] += l2[a] * (theta[a] - prior[a])
-            hess[a][a] += l2[a] + 1e-9
+        grad, hess = _gradient_and_hessian(rows, offsets, labels, sw, theta)
+        _add_pull(grad, hess, theta, prior, l2)
         step = _solve(hess, grad)
         theta = [t - s for t, s in zip(theta, step)]
         if max(abs(s) for s in step) < 1e-7:
             break
     return theta
+
+
+def _gradient_and_hessian(
+    rows: list[list[float]], offsets: list[float], labels: list[float], sw: list[float], theta: list[float],
+) -> tuple[list[float], list[list[float]]]:  # fmt: skip
+    """The weighted log-loss's gradient and Hessian at `theta`; only the Hessian's upper
+    triangle is filled (it is symmetric), and zero features are skipped (most are zero)."""
+    dim = len(theta)
+    grad = [0.0] * dim
+    hess = [[0.0] * dim for _ in range(dim)]
+    for x, o, y, w in zip(rows, offsets, labels, sw):
+        z = o + sum(t * v for t, v in zip(theta, x))
+        p = 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
+        r, h = (p - y) * w, p * (1.0 - p) * w
+        for a in range(dim):
+            xa = x[a]
+            if xa:
+                grad[a] += r * xa
+                ha = h * xa
+                row = hess[a]
+                for b in range(a, dim):
+                    row[b] += ha * x[b]
+    return grad, hess
+
+
+def _add_pull(
+    grad: list[float], hess: list[list[float]], theta: list[float], prior: list[float], l2: list[float]
+) -> None:
+    """Mirror the Hessian's upper triangle and add the L2 pull towards `prior`, in place."""
+    for a in range(len(theta)):
+        for b in range(a):
+            hess[a][b] = hess[b][a]
+        grad[a] += l2[a] * (theta[a] - prior[a])
+        hess[a][a] += l2[a] + 1e-9
 
 
 def _out_of_fold_vocabulary(d: Design, residuals: list[float], sw: list[float], opts: LearnOptions) -> list[float]:
@@ -273,45 +289,91 @@ def _columns(d: Design, vocab: list[float]) -> tuple[list[list[float]], list[flo
     return columns, means, stds
 
 
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """Where things sit in stage 2's parameter vector: one intercept per dataset (`groups`,
+    sorted), then the standardised `free` features; `fixed` features keep their prior.
+    `free` and `fixed` index `names` (MODEL_FEATURES order)."""
+
+    names: list[str]
+    free: list[int]
+    fixed: list[int]
+    groups: list[str]
+    gindex: dict[str, int]
+
+    @classmethod
+    def of(cls, groups: Sequence[str]) -> _Layout:
+        names = list(MODEL_FEATURES)
+        ordered = sorted(set(groups))
+        return cls(
+            names,
+            [j for j, f in enumerate(names) if f not in FIXED],
+            [j for j, f in enumerate(names) if f in FIXED],
+            ordered,
+            {g: i for i, g in enumerate(ordered)},
+        )
+
+
+def _rows(
+    d: Design, lay: _Layout, columns: list[list[float]], means: list[float], stds: list[float]
+) -> tuple[list[list[float]], list[float]]:
+    """Stage 2's design rows (dataset one-hot, then standardised free features) and each row's
+    fixed offset (the fixed features' contribution at their prior)."""
+    rows, offsets = [], []
+    for i in range(len(d.labels)):
+        onehot = [0.0] * len(lay.groups)
+        onehot[lay.gindex[d.groups[i]]] = 1.0
+        rows.append(onehot + [(columns[j][i] - means[j]) / stds[j] for j in lay.free])
+        offsets.append(sum(PRIORS[lay.names[j]] * (columns[j][i] - means[j]) for j in lay.fixed))
+    return rows, offsets
+
+
+def _prior_and_pull(lay: _Layout, stds: list[float], opts: LearnOptions) -> tuple[list[float], list[float]]:
+    """Each parameter's prior (in standardised units) and the strength of the pull towards it."""
+    prior = [0.0] * len(lay.groups) + [PRIORS.get(lay.names[j], 0.0) * stds[j] for j in lay.free]
+    # intercepts are free; `vocabulary` is pulled towards 0, every other feature to its prior
+    l2 = [0.0] * len(lay.groups) + [
+        opts.l2_vocabulary if lay.names[j] == VOCABULARY else opts.l2_features for j in lay.free
+    ]
+    return prior, l2
+
+
+def _feature_weights(lay: _Layout, theta: list[float], stds: list[float], opts: LearnOptions) -> dict[str, float]:
+    """Per-feature weights in raw units: the fitted ones unstandardised, the fixed ones at their
+    prior, and the vocabulary weight split into its plain and exam terms by the boosts."""
+    weights = {lay.names[j]: PRIORS[lay.names[j]] for j in lay.fixed}
+    for pos, j in enumerate(lay.free):
+        weights[lay.names[j]] = theta[len(lay.groups) + pos] / stds[j]
+    fitted = weights[VOCABULARY]  # one fitted weight; the exam term adds the difference
+    weights[VOCABULARY] = fitted * opts.vocabulary_boost
+    weights[EXAM_VOCABULARY] = fitted * (opts.exam_boost - opts.vocabulary_boost)
+    return weights
+
+
+def _bias(groups: Sequence[str], sw: Sequence[float], lay: _Layout, theta: list[float]) -> float:
+    """The dataset intercepts averaged with each dataset's share of the sample weight."""
+    group_weight: Counter[str] = Counter()
+    for g, w in zip(groups, sw):
+        group_weight[g] += w
+    return sum(theta[lay.gindex[g]] * w for g, w in group_weight.items()) / len(groups)
+
+
 def learn(d: Design, opts: LearnOptions = LearnOptions()) -> Weights:
     """Weights fitted on a design; deterministic for the given options."""
-    n = len(d.labels)
     sw = _sample_weights(d.groups, opts.balance)
     residuals = _residuals(d, sw)
     table = {w: x for w, x in _word_weights(d.words, residuals, sw, opts).items() if abs(x) >= opts.prune}
     columns, means, stds = _columns(d, _out_of_fold_vocabulary(d, residuals, sw, opts))
-    names = list(MODEL_FEATURES)
-    free = [j for j, f in enumerate(names) if f not in FIXED]
-    fixed = [j for j, f in enumerate(names) if f in FIXED]
-    groups = sorted(set(d.groups))
-    gindex = {g: i for i, g in enumerate(groups)}
-
-    rows, offsets = [], []
-    for i in range(n):
-        onehot = [0.0] * len(groups)
-        onehot[gindex[d.groups[i]]] = 1.0
-        rows.append(onehot + [(columns[j][i] - means[j]) / stds[j] for j in free])
-        offsets.append(sum(PRIORS[names[j]] * (columns[j][i] - means[j]) for j in fixed))
-    prior = [0.0] * len(groups) + [PRIORS.get(names[j], 0.0) * stds[j] for j in free]
-    # intercepts are free; `vocabulary` is pulled towards 0, every other feature to its prior
-    l2 = [0.0] * len(groups) + [opts.l2_vocabulary if names[j] == VOCABULARY else opts.l2_features for j in free]
+    lay = _Layout.of(d.groups)
+    rows, offsets = _rows(d, lay, columns, means, stds)
+    prior, l2 = _prior_and_pull(lay, stds, opts)
     theta = _newton(rows, offsets, d.labels, sw, prior, l2, opts.newton_steps)
-
-    weights = {names[j]: PRIORS[names[j]] for j in fixed}
-    for pos, j in enumerate(free):
-        weights[names[j]] = theta[len(groups) + pos] / stds[j]
-    fitted = weights[VOCABULARY]  # one fitted weight; the exam term adds the difference
-    weights[VOCABULARY] = fitted * opts.vocabulary_boost
-    weights[EXAM_VOCABULARY] = fitted * (opts.exam_boost - opts.vocabulary_boost)
-    group_weight: Counter[str] = Counter()
-    for g, w in zip(d.groups, sw):
-        group_weight[g] += w
-    bias = sum(theta[gindex[g]] * w for g, w in group_weight.items()) / n
+    weights = _feature_weights(lay, theta, stds, opts)
     return Weights(
-        bias=round(bias, 6),
-        weights={f: round(weights[f], 6) for f in names},
-        means={f: round(mu, 6) for f, mu in zip(names, means)},
+        bias=round(_bias(d.groups, sw, lay, theta), 6),
+        weights={f: round(weights[f], 6) for f in lay.names},
+        means={f: round(mu, 6) for f, mu in zip(lay.names, means)},
         vocabulary={w: round(x, 5) for w, x in sorted(table.items())},
         vocabulary_cap=opts.vocabulary_cap,
-        metadata={"dataset_intercepts": {g: round(theta[gindex[g]], 6) for g in groups}},
+        metadata={"dataset_intercepts": {g: round(theta[lay.gindex[g]], 6) for g in lay.groups}},
     )

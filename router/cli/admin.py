@@ -29,6 +29,19 @@ def _backend_rows(loaded):
         }
 
 
+def _sim_profiles(path: str | None):
+    """The simulator's profiles, each also able to judge as a consortium arbiter, so a consortium
+    pointed at `route sim` gets well-formed (simulated) verdicts instead of parse fallbacks."""
+    from dataclasses import replace
+
+    from backends.simulator import DEFAULT_PROFILES, load_profiles
+    from router.consortium.simulated import judge_when_asked
+
+    respond = judge_when_asked()
+    profiles = load_profiles(path) if path else dict(DEFAULT_PROFILES)
+    return {name: replace(p, responder=p.responder or respond) for name, p in profiles.items()}
+
+
 def register(app: typer.Typer) -> None:
     from router.cli.app import handle_errors
 
@@ -90,7 +103,7 @@ def register(app: typer.Typer) -> None:
         host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
         profiles: Annotated[str | None, typer.Option("--profiles", help="YAML file of model profiles.")] = None,
     ) -> None:
-        from backends.simulator import load_profiles, serve
+        from backends.simulator import serve
 
         Output().info(f"[bold yellow]SIMULATED[/] model server on http://{host}:{port}/v1 — answers are fake")
-        serve(host=host, port=port, profiles=load_profiles(profiles) if profiles else None)
+        serve(host=host, port=port, profiles=_sim_profiles(profiles))

@@ -70,19 +70,11 @@ def handle_errors(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _register_commands() -> None:
-    from router.cli import admin, ask
+    # Each module imports only typer at the top; its command bodies import what they need.
+    from router.cli import admin, ask, consortium_cmds, engine_cmds, scoring_cmds, serve_cmds
 
-    ask.register(app)
-    admin.register(app)
-    for module in ("router.cli.scoring_cmds", "router.cli.consortium_cmds", "router.cli.serve_cmds",
-                   "router.cli.engine_cmds"):
-        try:
-            registered = __import__(module, fromlist=["register"])
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
-            continue
-        registered.register(app)
+    for module in (ask, admin, scoring_cmds, consortium_cmds, serve_cmds, engine_cmds):
+        module.register(app)
 
 
 _register_commands()

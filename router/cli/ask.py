@@ -101,14 +101,13 @@ def _candidate_table(rows: list[dict[str, Any]], hedges: dict[str, float]):
 def _attach_latency_store(router, out: Output) -> None:
     """Learned latency from earlier runs, saved again at close: consecutive runs learn together."""
     import sqlite3
-    from pathlib import Path
 
-    from router.store import Store
+    from backends.errors import ConfigError
+    from router.store import store_for
 
-    path = router.config.log.path
     try:
-        router.latency.attach_store(Store(Path(path).expanduser() if path else None))
-    except (OSError, RuntimeError, sqlite3.Error) as exc:
+        router.latency.attach_store(store_for(router.config))
+    except (OSError, ConfigError, sqlite3.Error) as exc:
         out.info(f"[dim]latency history unavailable ({exc}); routing on config priors[/]")
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -17,10 +16,9 @@ __all__ = ["register"]
 def _store(config: str | None):
     """The request-log Store the config points at (`log.path`, else the user data dir)."""
     from router.config_loader import load_config
-    from router.store import Store
+    from router.store import store_for
 
-    path = load_config(config).config.log.path
-    return Store(Path(path).expanduser() if path else None)
+    return store_for(load_config(config).config)
 
 
 def _since(value: str | None) -> float | None:
@@ -115,11 +113,14 @@ def register(app: typer.Typer) -> None:
         from router.core import Router
         from router.server.runner import api_key_from_env
         from router.server.runner import serve as run_server
+        from router.store import store_for
 
         out = Output()
         key = api_key_from_env(host, api_key_env)
         loaded = load_config(config)
         router = Router(loaded, source="server", log=False if no_log else None)
+        # What earlier runs learned about latency; the app's shutdown (router.aclose) saves it back.
+        router.latency.attach_store(store_for(router.config))
         shown = f"[{host}]" if ":" in host else host
         out.info(f"route serve: http://{shown}:{port}/v1 · config {loaded.path} · models: auto, "
                  f"{', '.join(router.names())} · auth {'on ($' + api_key_env + ')' if key else 'off (loopback)'} · "

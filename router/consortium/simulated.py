@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from backends.types import Message, content_text
 
-__all__ = ["arbiter_responder", "read_candidates"]
+__all__ = ["arbiter_responder", "judge_when_asked", "read_candidates"]
 
 _NONCE = re.compile(r"<ranking-([0-9a-f]+)>")
 
@@ -53,5 +53,17 @@ def arbiter_responder(*, confidence: float = 0.9, score: Callable[[str], float] 
             best = re.sub(r"\n\[(code metrics|TRUNCATED)[^\n]*", "", candidates[order[0]])
             reply += f"<answer-{nonce}>{best}</answer-{nonce}>\n"
         return reply
+
+    return respond
+
+
+def judge_when_asked(**options) -> Callable[[list[Message]], str | None]:
+    """A responder that judges arbiter prompts and returns None for every other prompt, so the
+    simulator answers those as the plain model it simulates (`route sim` uses it for every model)."""
+    judge = arbiter_responder(**options)
+
+    def respond(messages: list[Message]) -> str | None:
+        nonce, _ = read_candidates(messages)
+        return judge(messages) if nonce else None
 
     return respond

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from typing import TYPE_CHECKING, Any
 
 from backends.errors import RouteError, UsageError
 from backends.types import DraftChunk, FinalChunk, TextChunk
-from router.decision import Decision, Outcome
+from router.decision import Decision
 from router.server.parse import ChatCall, parse_chat
 from router.server.wire import DONE, ApiError, ChunkWriter, completion_body, error_for_failure
 
@@ -211,16 +210,9 @@ class ChatCompletions:
             return
         decision = route_stream.decision
         self.metrics.decided(decision)
-        started = time.perf_counter()
-        try:
-            async with contextlib.aclosing(route_stream.__aiter__()) as chunks:
-                await self._pump(call, decision, chunks, send, watch)
-        except asyncio.CancelledError:
-            if watch.gone:
-                # RouteStream reports only finished requests; a client that left is one too.
-                self.router._finish(Outcome(decision, call.messages, self.router.source,
-                                            time.perf_counter() - started, error=asyncio.CancelledError()))
-            raise
+        # A client that leaves cancels this task; RouteStream reports that outcome to the log itself.
+        async with contextlib.aclosing(route_stream.__aiter__()) as chunks:
+            await self._pump(call, decision, chunks, send, watch)
 
     async def _pump(self, call: ChatCall, decision: Decision, chunks, send, watch: _ClientWatch) -> None:
         writer = ChunkWriter(call.model)
