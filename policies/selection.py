@@ -101,19 +101,29 @@ def _tier_order(tiers: Sequence[Tier], chosen: int, prefer: Prefer) -> list[int]
     return [chosen, *stronger, *weaker]
 
 
-def _winner(tiers: Sequence[Tier], chosen: int, rows: Mapping[str, _Row], inputs: RouteInputs) -> tuple[_Row, str]:
-    goal = {"cheap": f"fastest of the cheapest (within {inputs.cost_tolerance:.0%})", "fast": "fastest (p50)",
+def _goal(inputs: RouteInputs) -> str:
+    """What the preference asks of the winner, in words."""
+    return {"cheap": f"fastest of the cheapest (within {inputs.cost_tolerance:.0%})", "fast": "fastest (p50)",
             "best": "strongest tier, then cheapest"}[inputs.prefer]
-    for index in _tier_order(tiers, chosen, inputs.prefer):
-        pool = [rows[n] for n in tiers[index].backends if not rows[n].blocked and rows[n].feasible]
-        if not pool:
-            continue
-        row = _pick(pool, inputs.prefer, inputs.cost_tolerance)
-        where = "" if index == chosen else (f" (escalated to tier {tiers[index].name!r}: "
-                                            "nothing in the chosen tier meets the deadline)")
-        limit = (f" with p95 {row.prediction.p95_s:.2f}s <= deadline {inputs.deadline_s:.2f}s"
-                 if inputs.deadline_s else "")
-        return row, f"{row.name} is the {goal} candidate{limit}{where}"
+
+
+def _open_and_feasible(tier: Tier, rows: Mapping[str, _Row]) -> list[_Row]:
+    """The tier's backends whose breaker is not open and whose p95 meets the deadline."""
+    return [rows[n] for n in tier.backends if not rows[n].blocked and rows[n].feasible]
+
+
+def _winner_why(row: _Row, tier: Tier, escalated: bool, inputs: RouteInputs) -> str:
+    """Why `row` (picked from `tier`) wins: the goal, the deadline it meets, any escalation."""
+    where = "" if not escalated else (f" (escalated to tier {tier.name!r}: "
+                                      "nothing in the chosen tier meets the deadline)")
+    limit = (f" with p95 {row.prediction.p95_s:.2f}s <= deadline {inputs.deadline_s:.2f}s"
+             if inputs.deadline_s else "")
+    return f"{row.name} is the {_goal(inputs)} candidate{limit}{where}"
+
+
+def _smallest_p95(rows: Mapping[str, _Row], inputs: RouteInputs) -> tuple[_Row, str]:
+    """The last resort when no tier has an open, feasible backend: the smallest p95 (open breakers
+    preferred)."""
     pool = [r for r in rows.values() if not r.blocked] or list(rows.values())
     row = min(pool, key=lambda r: (r.prediction.p95_s, r.cost_usd))
     if inputs.deadline_s is not None:
@@ -121,30 +131,79 @@ def _winner(tiers: Sequence[Tier], chosen: int, rows: Mapping[str, _Row], inputs
     return row, f"every backend's breaker is open; {row.name} has the smallest p95"
 
 
+def _winner(tiers: Sequence[Tier], chosen: int, rows: Mapping[str, _Row], inputs: RouteInputs) -> tuple[_Row, str]:
+    for index in _tier_order(tiers, chosen, inputs.prefer):
+        pool = _open_and_feasible(tiers[index], rows)
+        if pool:
+            row = _pick(pool, inputs.prefer, inputs.cost_tolerance)
+            return row, _winner_why(row, tiers[index], index != chosen, inputs)
+    return _smallest_p95(rows, inputs)
+
+
+def _explorable(row: _Row, winner: _Row, inputs: RouteInputs) -> bool:
+    """Whether `row` may be tried ahead of the winner at all."""
+    if row.name == winner.name or row.blocked or row.name in inputs.exploring:
+        return False
+    return row.feasible or inputs.hedge  # without a hedge behind it, exploring would risk the deadline
+
+
+def _explore_reason(row: _Row, inputs: RouteInputs) -> str | None:
+    """Why an explorable backend should be measured now, or None when its estimate will do."""
+    model = inputs.models.get(row.name)
+    if model is None or model.samples == 0:
+        return "untried"
+    if row.name in inputs.half_open:
+        return "breaker half-open: probing whether it recovered"
+    if inputs.now - model.last_ts > inputs.stale_after_s and inputs.explore_roll < inputs.explore_rate:
+        return f"no sample for over {inputs.stale_after_s:.0f}s"
+    return None
+
+
 def _explore(tiers: Sequence[Tier], chosen: int, rows: Mapping[str, _Row], winner: _Row,
              inputs: RouteInputs) -> tuple[_Row | None, str]:
     for name in tiers[chosen].backends:
         row = rows[name]
-        if name == winner.name or row.blocked or name in inputs.exploring:
+        if not _explorable(row, winner, inputs):
             continue
-        if not (row.feasible or inputs.hedge):
-            continue  # without a hedge behind it, exploring would risk the deadline
-        model = inputs.models.get(name)
-        if model is None or model.samples == 0:
-            return row, "untried"
-        if name in inputs.half_open:
-            return row, "breaker half-open: probing whether it recovered"
-        if inputs.now - model.last_ts > inputs.stale_after_s and inputs.explore_roll < inputs.explore_rate:
-            return row, f"no sample for over {inputs.stale_after_s:.0f}s"
+        reason = _explore_reason(row, inputs)
+        if reason is not None:
+            return row, reason
     return None, ""
 
 
 def _fallbacks(rows: Mapping[str, _Row], first: Sequence[str]) -> list[str]:
-    rest = [r for r in rows.values() if r.name not in first]
-    good = [r.name for r in rest if r.feasible and not r.blocked]  # fallback_order: quality first
-    late = sorted((r for r in rest if not r.feasible and not r.blocked), key=lambda r: r.prediction.p95_s)
-    blocked = [r.name for r in rest if r.blocked]
-    return [*good, *(r.name for r in late), *blocked]
+    """The rest after `first`: those meeting the deadline (in fallback_order: quality first),
+    then those that would not (smallest p95 first), then those behind an open breaker."""
+    good: list[_Row] = []
+    late: list[_Row] = []
+    blocked: list[_Row] = []
+    for row in rows.values():
+        if row.name not in first:
+            (blocked if row.blocked else good if row.feasible else late).append(row)
+    late.sort(key=lambda r: r.prediction.p95_s)  # stable: ties keep fallback_order
+    return [r.name for r in (*good, *late, *blocked)]
+
+
+def _hedge_after(rows: Mapping[str, _Row], candidates: Sequence[str], explored: _Row | None,
+                 winner: _Row) -> dict[str, float]:
+    """Seconds after which each candidate gets the next one started behind it."""
+    # Start the next candidate when this one is later than its own p95 to first content;
+    # an explored backend is backed up as soon as the winner would usually have answered.
+    hedge_after = {n: rows[n].prediction.first_p95_s for n in candidates}
+    if explored is not None:
+        hedge_after[explored.name] = min(explored.prediction.first_p95_s, winner.prediction.first_p50_s)
+    return hedge_after
+
+
+def _breaker_state(row: _Row, inputs: RouteInputs) -> str:
+    return "open" if row.blocked else ("half-open" if row.name in inputs.half_open else "closed")
+
+
+def _candidate_details(tiers: Sequence[Tier], row: _Row, inputs: RouteInputs) -> dict[str, Any]:
+    """What the plan predicted about one candidate, for `Decision.details`."""
+    return {"backend": row.name, "tier": tiers[row.tier].name, **row.prediction.as_dict(),
+            "cost_usd": round(row.cost_usd, 8), "meets_deadline": row.feasible,
+            "breaker": _breaker_state(row, inputs)}
 
 
 def plan_route(tiers: Sequence[Tier], chosen: int, inputs: RouteInputs) -> Plan:
@@ -154,13 +213,7 @@ def plan_route(tiers: Sequence[Tier], chosen: int, inputs: RouteInputs) -> Plan:
     explored, explore_why = _explore(tiers, chosen, rows, winner, inputs)
     first = [winner.name] if explored is None else [explored.name, winner.name]
     candidates = [*first, *_fallbacks(rows, first)]
-    hedge_after: dict[str, float] = {}
-    if inputs.hedge:
-        # Start the next candidate when this one is later than its own p95 to first content;
-        # an explored backend is backed up as soon as the winner would usually have answered.
-        hedge_after = {n: rows[n].prediction.first_p95_s for n in candidates}
-        if explored is not None:
-            hedge_after[explored.name] = min(explored.prediction.first_p95_s, winner.prediction.first_p50_s)
+    hedge_after = _hedge_after(rows, candidates, explored, winner) if inputs.hedge else {}
     if explored is not None:
         backup = f"hedged by {winner.name}" if inputs.hedge else f"then {winner.name}"
         why = f"exploring {explored.name} ({explore_why}), {backup}; {why}"
@@ -168,12 +221,7 @@ def plan_route(tiers: Sequence[Tier], chosen: int, inputs: RouteInputs) -> Plan:
         "prefer": inputs.prefer,
         "why": why,
         "explore": explored.name if explored else None,
-        "candidates": [
-            {"backend": n, "tier": tiers[rows[n].tier].name, **rows[n].prediction.as_dict(),
-             "cost_usd": round(rows[n].cost_usd, 8), "meets_deadline": rows[n].feasible,
-             "breaker": "open" if rows[n].blocked else ("half-open" if n in inputs.half_open else "closed")}
-            for n in candidates
-        ],
+        "candidates": [_candidate_details(tiers, rows[n], inputs) for n in candidates],
     }
     if hedge_after:
         details["hedge_after_s"] = {n: round(s, 4) for n, s in hedge_after.items()}

@@ -350,12 +350,12 @@ def _feature_weights(lay: _Layout, theta: list[float], stds: list[float], opts: 
     return weights
 
 
-def _bias(groups: Sequence[str], sw: Sequence[float], lay: _Layout, theta: list[float]) -> float:
+def _bias(d: Design, sw: Sequence[float], lay: _Layout, theta: list[float]) -> float:
     """The dataset intercepts averaged with each dataset's share of the sample weight."""
     group_weight: Counter[str] = Counter()
-    for g, w in zip(groups, sw):
+    for g, w in zip(d.groups, sw):
         group_weight[g] += w
-    return sum(theta[lay.gindex[g]] * w for g, w in group_weight.items()) / len(groups)
+    return sum(theta[lay.gindex[g]] * w for g, w in group_weight.items()) / len(d.labels)
 
 
 def learn(d: Design, opts: LearnOptions = LearnOptions()) -> Weights:
@@ -370,7 +370,7 @@ def learn(d: Design, opts: LearnOptions = LearnOptions()) -> Weights:
     theta = _newton(rows, offsets, d.labels, sw, prior, l2, opts.newton_steps)
     weights = _feature_weights(lay, theta, stds, opts)
     return Weights(
-        bias=round(_bias(d.groups, sw, lay, theta), 6),
+        bias=round(_bias(d, sw, lay, theta), 6),
         weights={f: round(weights[f], 6) for f in lay.names},
         means={f: round(mu, 6) for f, mu in zip(lay.names, means)},
         vocabulary={w: round(x, 5) for w, x in sorted(table.items())},
