@@ -134,7 +134,7 @@ def _check_references(config: Config, path: str, lines: dict[tuple, int]) -> Non
 
 
 def _check_tiers(config: Config, path: str, lines: dict[tuple, int]) -> None:
-    """Bands must ascend and only the last tier may be open-ended."""
+    """Tier names are unique, only the last tier is open-ended, and band edges ascend."""
     tiers = config.routing.tiers
     seen: dict[str, int] = {}
     for t, tier in enumerate(tiers):
@@ -143,18 +143,24 @@ def _check_tiers(config: Config, path: str, lines: dict[tuple, int]) -> None:
             raise ConfigError(f"tier name {tier.name!r} is used twice (tiers {seen[tier.name]} and {t}); "
                               "tier names must be unique.", path=path, line=_line_for(lines, at + ("name",)))
         seen[tier.name] = t
-        last = t == len(tiers) - 1
-        if last and tier.below is not None and tier.below != 1.0:
-            raise ConfigError(f"the last tier ({tier.name!r}) must have no `below`: it takes every score above "
-                              "the other bands. Remove its `below`.", path=path, line=_line_for(lines, at + ("below",)))
-        if not last and tier.below is None:
-            raise ConfigError(f"tier {tier.name!r} needs `below` (only the last tier may omit it); add "
-                              "`below: 0.5` or similar.", path=path, line=_line_for(lines, at))
+        problem = _band_problem(tier, last=t == len(tiers) - 1)
+        if problem:
+            line = _line_for(lines, at + ("below",)) if tier.below is not None else _line_for(lines, at)
+            raise ConfigError(problem, path=path, line=line)
     edges = [(t, tier.below) for t, tier in enumerate(tiers[:-1]) if isinstance(tier.below, float)]
     for (_, low), (t, high) in zip(edges, edges[1:]):
         if high <= low:
             raise ConfigError(f"tier `below` edges must ascend: {high} comes after {low}; order the tiers from "
                               "the lowest band to the highest.", path=path, line=_line_for(lines, ("routing", "tiers", t, "below")))
+
+
+def _band_problem(tier, *, last: bool) -> str | None:
+    if last and tier.below is not None and tier.below != 1.0:
+        return (f"the last tier ({tier.name!r}) must have no `below`: it takes every score above the other "
+                "bands. Remove its `below`.")
+    if not last and tier.below is None:
+        return f"tier {tier.name!r} needs `below` (only the last tier may omit it); add `below: 0.5` or similar."
+    return None
 
 
 # -- line bookkeeping ---------------------------------------------------------------------

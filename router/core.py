@@ -60,6 +60,7 @@ class Router:
         breaker = self.config.routing.breaker
         self.breakers = BreakerBoard(time.monotonic, BreakerSettings(breaker.failures, breaker.cooldown_ms / 1000))
         self._random = random.Random()  # exploration rolls; tests may seed it
+        self._prices = {name: spec.settings(name).price for name, spec in self.config.backends.items()}
         # The request log: one record per routed request, written off the event loop.
         # `log` overrides the config's `log.enabled` (the CLI's --no-log).
         self.request_log = None
@@ -147,34 +148,33 @@ class Router:
         Within the scorer's tier, the latency model's predictions pick the backend (see
         policies/selection.py); `Decision.details` holds each candidate's predicted p50/p95 time
         and cost. `prefer` is fast | cheap | best (default: routing.prefer)."""
-        default_deadline = self.config.routing.deadline_ms
         prefer = self._check_prefer(prefer)
         if model and model != "auto":
-            if model not in self.config.backends and model not in self.config.consortia and model not in self._backends:
-                raise UsageError(f"unknown model {model!r}. Configured names: {', '.join(self.names())}. "
-                                 "Run `route models` to list them.")
-            if deadline_s is None and default_deadline:
-                deadline_s = default_deadline / 1000
-            prediction = self.latency.model(model).predict(max_tokens)
-            return Decision(candidates=(model,), reason=f"{model} was asked for by name", forced=True,
-                            deadline_s=deadline_s,
-                            details={"candidates": [{"backend": model, **prediction.as_dict()}]})
+            return self._decide_forced(model, deadline_s, max_tokens)
         score = self.scorer.score(messages)
         index = pick_tier(score.value, self.tiers)
         tier = self.tiers[index]
-        band = f"score {score.value:.3f} < {tier.below:.3f}" if tier.below is not None else f"score {score.value:.3f} is above every other band"
         if deadline_s is None:
-            ms = tier.deadline_ms or default_deadline
-            deadline_s = ms / 1000 if ms else None
+            deadline_s = _seconds(tier.deadline_ms or self.config.routing.deadline_ms)
         plan = plan_route(self.tiers, index, self._route_inputs(messages, deadline_s, max_tokens, prefer))
         return Decision(
             candidates=plan.candidates,
-            reason=f"{band}: tier {tier.name!r}; {plan.why}",
+            reason=f"{_band(score.value, tier)}: tier {tier.name!r}; {plan.why}",
             score=score,
             tier=tier.name,
             deadline_s=deadline_s,
             details=plan.details,
         )
+
+    def _decide_forced(self, model: str, deadline_s: float | None, max_tokens: int | None) -> Decision:
+        if model not in self.config.backends and model not in self.config.consortia and model not in self._backends:
+            raise UsageError(f"unknown model {model!r}. Configured names: {', '.join(self.names())}. "
+                             "Run `route models` to list them.")
+        if deadline_s is None:
+            deadline_s = _seconds(self.config.routing.deadline_ms)
+        prediction = self.latency.model(model).predict(max_tokens)
+        return Decision(candidates=(model,), reason=f"{model} was asked for by name", forced=True,
+                        deadline_s=deadline_s, details={"candidates": [{"backend": model, **prediction.as_dict()}]})
 
     def _check_prefer(self, prefer: str | None) -> str:
         prefer = prefer or self.config.routing.prefer
@@ -191,7 +191,7 @@ class Router:
         chars = sum(len(str(m.get("content") or "")) for m in messages)
         return RouteInputs(
             models={name: self.latency.model(name) for name in names},
-            prices={name: spec.settings(name).price for name, spec in self.config.backends.items()},
+            prices=self._prices,
             input_tokens=chars // 4,  # ~4 characters per token: close enough for a cost estimate
             max_tokens=max_tokens,
             deadline_s=deadline_s,
@@ -331,6 +331,16 @@ class Router:
 
     async def __aexit__(self, *exc_info) -> None:
         await self.aclose()
+
+
+def _seconds(ms: float | None) -> float | None:
+    return ms / 1000 if ms else None
+
+
+def _band(score: float, tier: Tier) -> str:
+    if tier.below is None:
+        return f"score {score:.3f} is above every other band"
+    return f"score {score:.3f} < {tier.below:.3f}"
 
 
 class RouteStream:

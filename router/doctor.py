@@ -41,18 +41,22 @@ def _check_openai(name: str, spec: BackendConfig, timeout_s: float) -> Check:
         response = httpx.get(f"{base}/models", headers=headers, timeout=timeout_s)
     except httpx.HTTPError as exc:
         return Check(name, False, f"cannot reach {base} ({type(exc).__name__}); is the server running?")
-    simulated = " [SIMULATED]" if response.headers.get("x-simulated") == "true" else ""
     if response.status_code in (401, 403):
         return Check(name, False, f"{base} refused the key (HTTP {response.status_code})")
     if response.status_code >= 400:
         return Check(name, False, f"{base}/models answered HTTP {response.status_code}")
-    try:
-        served = [m.get("id") for m in response.json().get("data", [])]
-    except (ValueError, AttributeError):
-        served = []
+    simulated = " [SIMULATED]" if response.headers.get("x-simulated") == "true" else ""
+    served = _served_models(response)
     if served and spec.model not in served:
         return Check(name, True, f"reachable at {base}{simulated}, but it lists {served[:5]}, not {spec.model!r}")
     return Check(name, True, f"reachable at {base}{simulated}")
+
+
+def _served_models(response) -> list[str]:
+    try:
+        return [m.get("id") for m in response.json().get("data", [])]
+    except (ValueError, AttributeError):
+        return []
 
 
 def _check_local(name: str, spec: BackendConfig) -> Check:

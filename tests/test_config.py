@@ -110,6 +110,8 @@ MALFORMED = [
     pytest.param(VALID.replace("routing:\n  tiers:", "routing:\n  tires:"), 13, r"unknown key 'tires'.*Did you mean 'tiers'", id="typo-section"),
     pytest.param("backends: {}\nrouting:\n  tiers: [{name: a, backends: [x]}]\n", 1, r"backends: dictionary should have at least 1 item", id="no-backends"),
     pytest.param(VALID.replace("    decoding: diffusion\n", "    decoding: diffusion\n    timeout_s: 0\n"), 7, r"timeout_s: input should be greater than 0", id="zero-timeout"),
+    pytest.param(VALID.replace("      backends: [hosted]\n", "      below: 0.9\n      backends: [hosted]\n    - name: top\n      backends: [hosted]\n").replace("below: 0.5", "below: 0.95"),
+                 18, r"edges must ascend: 0.9 comes after 0.95", id="descending-edges"),
     pytest.param(VALID.replace("- name: hosted", "- name: local"), 17, r"tier name 'local' is used twice", id="duplicate-tier"),
 ]
 

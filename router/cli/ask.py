@@ -56,26 +56,32 @@ def _show_explain(out: Output, decision) -> None:
     table = Table(title="routing decision (no model was called)", show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column()
-    table.add_row("chosen", decision.chosen)
-    table.add_row("reason", decision.reason)
-    table.add_row("fallbacks", ", ".join(decision.candidates[1:]) or "-")
-    if decision.deadline_s is not None:
-        table.add_row("deadline", f"{decision.deadline_s:.3f} s")
-    if decision.score is not None:
-        table.add_row("score", f"{decision.score.value:.4f} ({decision.score.scorer})")
-        for name, contribution in decision.score.top(6):
-            value = decision.score.features.get(name)
-            shown = f"{value:g}" if isinstance(value, (int, float)) else "-"
-            table.add_row(f"  {name}", f"{contribution:+.4f}  (value {shown})")
-    details = dict(decision.details or {})
-    rows = details.pop("candidates", [])
-    details.pop("why", None)  # already part of the reason
-    for name, detail in details.items():
-        if detail is not None and name != "hedge_after_s":
-            table.add_row(name, str(detail))
+    for name, value in _decision_rows(decision):
+        table.add_row(name, value)
     out.out.print(table)
+    rows = (decision.details or {}).get("candidates")
     if rows:
         out.out.print(_candidate_table(rows, decision.details.get("hedge_after_s") or {}))
+
+
+def _decision_rows(decision) -> list[tuple[str, str]]:
+    rows = [("chosen", decision.chosen), ("reason", decision.reason),
+            ("fallbacks", ", ".join(decision.candidates[1:]) or "-")]
+    if decision.deadline_s is not None:
+        rows.append(("deadline", f"{decision.deadline_s:.3f} s"))
+    if decision.score is not None:
+        rows.append(("score", f"{decision.score.value:.4f} ({decision.score.scorer})"))
+        rows += [(f"  {name}", f"{contribution:+.4f}  (value {_number(decision.score.features.get(name))})")
+                 for name, contribution in decision.score.top(6)]
+    # `why` is already part of the reason; candidates and hedge times get their own table
+    skip = {"candidates", "why", "hedge_after_s"}
+    rows += [(name, str(detail)) for name, detail in (decision.details or {}).items()
+             if name not in skip and detail is not None]
+    return rows
+
+
+def _number(value) -> str:
+    return f"{value:g}" if isinstance(value, (int, float)) else "-"
 
 
 def _candidate_table(rows: list[dict[str, Any]], hedges: dict[str, float]):

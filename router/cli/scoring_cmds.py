@@ -10,7 +10,7 @@ import json
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -18,6 +18,9 @@ from rich.table import Table
 
 from backends.errors import UsageError
 from policies.routing_eval import RoutingReport, baseline_reports, evaluate, quality_curve
+
+if TYPE_CHECKING:
+    from policies.complexity.model import Weights
 
 __all__ = ["eval_table", "register"]
 
@@ -179,39 +182,57 @@ def calibrate(
     json_out: Annotated[bool, typer.Option("--json", help="machine-readable summary")] = False,
 ) -> None:
     """Fit weights on labelled records and set the threshold for a target hosted share."""
-    from dataclasses import replace
+    from policies.complexity.fit import calibrated, split
 
-    from policies.complexity import ComplexityScorer
-    from policies.complexity.fit import calibrated, fit, group_apgr, split
-
-    if not 0.0 < hosted_share < 1.0:
-        raise UsageError(f"--hosted-share must be between 0 and 1 (exclusive), got {hosted_share}.")
-    if not 0.0 <= holdout < 1.0:
-        raise UsageError(f"--holdout must be in [0, 1), got {holdout}.")
+    _check_shares(hosted_share, holdout)
     required = ("id", "prompt") if threshold_only else ("id", "prompt", "local", "hosted")
     records = _records(data, required)
     train, test = split(records, holdout)
     if not train:
         raise UsageError(f"no records left to fit on after holding out {holdout:.0%}; lower --holdout.")
-    if threshold_only:
-        fitted = _scorer(weights).weights
-    else:
-        _err.print(f"fitting on {len(train)} records (cross-validated), holding out {len(test)}")
-        fitted, info = fit(train, log=_err.print)
-        fitted = replace(fitted, metadata={**fitted.metadata, "fitted_on": [data.name], "holdout": holdout, **info})
+    fitted = _scorer(weights).weights if threshold_only else _fit(train, len(test), data, holdout)
     fitted = calibrated(fitted, train, hosted_share)
     fitted.save(out)
     summary: dict[str, Any] = {"out": str(out), "threshold": fitted.threshold, "hosted_share": hosted_share}
-    if test:
-        scorer = ComplexityScorer(fitted)
-        up = sum(scorer.score_text(r["prompt"]) >= fitted.threshold for r in test)
-        summary["held_out_hosted_share"] = up / len(test)
-        if "local" in test[0] and "hosted" in test[0]:
-            summary["held_out_apgr"] = group_apgr(scorer, test)
+    summary.update(_held_out_summary(fitted, test))
     if json_out:
         print(json.dumps(summary))
     else:
         _err.print(summary)
+
+
+def _check_shares(hosted_share: float, holdout: float) -> None:
+    if not 0.0 < hosted_share < 1.0:
+        raise UsageError(f"--hosted-share must be between 0 and 1 (exclusive), got {hosted_share}.")
+    if not 0.0 <= holdout < 1.0:
+        raise UsageError(f"--holdout must be in [0, 1), got {holdout}.")
+
+
+def _fit(train: list[dict[str, Any]], held_out: int, data: Path, holdout: float) -> Weights:
+    """Weights fitted (cross-validated) on `train`, with where they came from in their metadata."""
+    from dataclasses import replace
+
+    from policies.complexity.fit import fit
+
+    _err.print(f"fitting on {len(train)} records (cross-validated), holding out {held_out}")
+    fitted, info = fit(train, log=_err.print)
+    return replace(fitted, metadata={**fitted.metadata, "fitted_on": [data.name], "holdout": holdout, **info})
+
+
+def _held_out_summary(fitted: Weights, test: list[dict[str, Any]]) -> dict[str, Any]:
+    """How the calibrated weights do on the held-out records: their hosted share, and per-dataset
+    APGR when the records carry quality labels. Empty without held-out records."""
+    from policies.complexity import ComplexityScorer
+    from policies.complexity.fit import group_apgr
+
+    if not test:
+        return {}
+    scorer = ComplexityScorer(fitted)
+    up = sum(scorer.score_text(r["prompt"]) >= fitted.threshold for r in test)
+    summary: dict[str, Any] = {"held_out_hosted_share": up / len(test)}
+    if "local" in test[0] and "hosted" in test[0]:
+        summary["held_out_apgr"] = group_apgr(scorer, test)
+    return summary
 
 
 def register(app: typer.Typer) -> None:
