@@ -112,13 +112,13 @@ def _open_and_feasible(tier: Tier, rows: Mapping[str, _Row]) -> list[_Row]:
     return [rows[n] for n in tier.backends if not rows[n].blocked and rows[n].feasible]
 
 
-def _winner_why(row: _Row, tier: Tier, escalated: bool, inputs: RouteInputs) -> str:
+def _winner_why(row: _Row, goal: str, tier: Tier, escalated: bool, inputs: RouteInputs) -> str:
     """Why `row` (picked from `tier`) wins: the goal, the deadline it meets, any escalation."""
-    where = "" if not escalated else (f" (escalated to tier {tier.name!r}: "
-                                      "nothing in the chosen tier meets the deadline)")
+    where = (f" (escalated to tier {tier.name!r}: nothing in the chosen tier meets the deadline)"
+             if escalated else "")
     limit = (f" with p95 {row.prediction.p95_s:.2f}s <= deadline {inputs.deadline_s:.2f}s"
              if inputs.deadline_s else "")
-    return f"{row.name} is the {_goal(inputs)} candidate{limit}{where}"
+    return f"{row.name} is the {goal} candidate{limit}{where}"
 
 
 def _smallest_p95(rows: Mapping[str, _Row], inputs: RouteInputs) -> tuple[_Row, str]:
@@ -132,11 +132,14 @@ def _smallest_p95(rows: Mapping[str, _Row], inputs: RouteInputs) -> tuple[_Row, 
 
 
 def _winner(tiers: Sequence[Tier], chosen: int, rows: Mapping[str, _Row], inputs: RouteInputs) -> tuple[_Row, str]:
+    """The backend to try first, and why: the preferred one of the nearest tier (in preference
+    order) with an open breaker and a p95 within the deadline, else the smallest p95."""
+    goal = _goal(inputs)
     for index in _tier_order(tiers, chosen, inputs.prefer):
         pool = _open_and_feasible(tiers[index], rows)
         if pool:
             row = _pick(pool, inputs.prefer, inputs.cost_tolerance)
-            return row, _winner_why(row, tiers[index], index != chosen, inputs)
+            return row, _winner_why(row, goal, tiers[index], index != chosen, inputs)
     return _smallest_p95(rows, inputs)
 
 

@@ -64,6 +64,19 @@ def default_store_path() -> Path:
     return user_data_dir() / "route.db"
 
 
+def _enable_wal(conn: sqlite3.Connection, attempts: int = 100) -> None:
+    """Switch to WAL. Two processes creating the file at once can get SQLITE_BUSY here without
+    the busy timeout applying (the switch needs an exclusive lock), so retry briefly."""
+    for attempt in range(attempts):
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc) or attempt == attempts - 1:
+                raise
+            time.sleep(0.02)
+
+
 def store_for(config) -> Store:
     """The store a config points at: `log.path`, else the user data dir."""
     path = config.log.path
@@ -112,9 +125,9 @@ class Store:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable on app crash, fast
             conn.execute("PRAGMA busy_timeout=30000")
+            _enable_wal(conn)
+            conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable on app crash, fast
             conn.row_factory = sqlite3.Row
             self._local.conn = conn
         return conn
