@@ -13,18 +13,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from backends.errors import UsageError
-from policies.routing_eval import RoutingReport, baseline_reports, evaluate, quality_curve
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from policies.complexity.model import Weights
+    from policies.routing_eval import RoutingReport
 
 __all__ = ["eval_table", "register"]
 
-_err = Console(stderr=True)
+def _err():
+    """The stderr console, built on first use: `route --help` must not pay for rich's import."""
+    from rich.console import Console
+
+    return Console(stderr=True)
 
 WeightsOpt = Annotated[
     Path | None,
@@ -83,6 +87,8 @@ def _fmt(x: float | None, pct: bool = False) -> str:
 
 def eval_table(reports: Sequence[RoutingReport], title: str) -> Table:
     """A rich table of routing reports, one row per policy."""
+    from rich.table import Table
+
     table = Table(title=title)
     for col in ("policy", "APGR", "CPT(50%)", "CPT(80%)", "PGR@50%", "quality@50%"):
         table.add_column(col, justify="left" if col == "policy" else "right")
@@ -138,6 +144,8 @@ def score(
 
 def evaluate_records(scorer: Any, records: Sequence[dict[str, Any]]) -> tuple[list[RoutingReport], list[float]]:
     """The scorer's report followed by the baselines, all on these records."""
+    from policies.routing_eval import baseline_reports, evaluate
+
     prompts = [r["prompt"] for r in records]
     local = [float(r["local"]) for r in records]
     hosted = [float(r["hosted"]) for r in records]
@@ -158,8 +166,12 @@ def eval_(
     if json_out:
         print(json.dumps({"data": str(data), "records": len(records), "reports": [r.as_dict() for r in reports]}))
     else:
+        from rich.console import Console
+
         Console().print(eval_table(reports, f"{data.name}: {len(records)} prompts"))
     if plot is not None:
+        from policies.routing_eval import quality_curve
+
         local = [float(r["local"]) for r in records]
         hosted = [float(r["hosted"]) for r in records]
         curves = {
@@ -169,7 +181,7 @@ def eval_(
             "oracle": quality_curve([h - lo for h, lo in zip(hosted, local)], local, hosted),
         }
         _plot(plot, curves)
-        _err.print(f"wrote {plot}")
+        _err().print(f"wrote {plot}")
 
 
 def calibrate(
@@ -198,7 +210,7 @@ def calibrate(
     if json_out:
         print(json.dumps(summary))
     else:
-        _err.print(summary)
+        _err().print(summary)
 
 
 def _check_shares(hosted_share: float, holdout: float) -> None:
@@ -214,8 +226,8 @@ def _fit(train: list[dict[str, Any]], held_out: int, data: Path, holdout: float)
 
     from policies.complexity.fit import fit
 
-    _err.print(f"fitting on {len(train)} records (cross-validated), holding out {held_out}")
-    fitted, info = fit(train, log=_err.print)
+    _err().print(f"fitting on {len(train)} records (cross-validated), holding out {held_out}")
+    fitted, info = fit(train, log=_err().print)
     return replace(fitted, metadata={**fitted.metadata, "fitted_on": [data.name], "holdout": holdout, **info})
 
 
