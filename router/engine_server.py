@@ -14,8 +14,6 @@ as vLLM does.
 from __future__ import annotations
 
 import json
-import socket
-import threading
 import time
 import uuid
 from typing import Any
@@ -25,6 +23,7 @@ from starlette.requests import Request as HTTPRequest  # at module level: FastAP
 from backends.base import Backend
 from backends.diffusion_engine import GENERATION_KEYS
 from backends.errors import BackendError, BackendTimeout, RouteError, UsageError
+from backends.threaded_server import ThreadedServer
 from backends.types import Completion, FinalChunk, Request, TextChunk
 
 __all__ = ["EngineServer", "create_app"]
@@ -155,77 +154,10 @@ async def _sse(backend: Backend, request: Request, name: str, include_usage: boo
     yield "data: [DONE]\n\n"
 
 
-class EngineServer:
+class EngineServer(ThreadedServer):
     """`create_app(backend)` under uvicorn: on a thread (`start`/`stop`, for tests) or blocking (`run`)."""
 
     def __init__(self, backend: Backend, *, host: str = "127.0.0.1", port: int = 8000, served_name: str | None = None):
         self.backend = backend
-        self.app = create_app(backend, served_name)
-        self.host = host
-        self.port = port
-        self._server = None
-        self._thread: threading.Thread | None = None
-        self._sock: socket.socket | None = None
-
-    @property
-    def base_url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}/v1"
-
-    def _uvicorn(self):
-        import uvicorn
-
-        config = uvicorn.Config(self.app, log_config=None, log_level="warning", access_log=False,
-                                timeout_graceful_shutdown=2)
-        return uvicorn.Server(config)
-
-    def bind(self) -> EngineServer:
-        """Claim the port now (so `port=0` resolves to a real one, and a busy port fails early)."""
-        if self._sock is None:
-            self._sock = self._socket()
-        return self
-
-    def _socket(self) -> socket.socket:
-        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((self.host, self.port))
-        except OSError as exc:
-            sock.close()
-            raise UsageError(f"cannot listen on {self.host}:{self.port} ({exc.strerror}); pick another --port") from None
-        self.port = sock.getsockname()[1]
-        return sock
-
-    def run(self) -> None:
-        """Serve until interrupted (Ctrl-C)."""
-        self.bind()
-        self._server = self._uvicorn()
-        self._server.run(sockets=[self._sock])
-
-    def start(self, timeout_s: float = 10.0) -> EngineServer:
-        self.bind()
-        self._server = self._uvicorn()
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]},
-                                        name="engine-server", daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + timeout_s
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                self._server.should_exit = True
-                raise RuntimeError(f"engine server did not start on {self.base_url}")
-            time.sleep(0.005)
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(10)
-            self._thread = None
-
-    def __enter__(self) -> EngineServer:
-        return self.start()
-
-    def __exit__(self, *exc_info) -> None:
-        self.stop()
+        super().__init__(create_app(backend, served_name), host=host, port=port, name="engine-server",
+                         timeout_graceful_shutdown=2)

@@ -11,9 +11,6 @@ they are safe to call from async tests too.
 from __future__ import annotations
 
 import asyncio
-import socket
-import threading
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -23,6 +20,7 @@ import uvicorn
 
 from backends.simulator.app import create_app
 from backends.simulator.profiles import SimProfile, load_profiles
+from backends.threaded_server import ThreadedServer
 
 __all__ = ["SimServer", "serve"]
 
@@ -30,69 +28,25 @@ ProfilesSource = str | Path | Mapping[str, SimProfile | Mapping[str, Any]] | Non
 _EMPTY_STATS = {"requests": 0, "completed": 0, "in_flight": 0, "cancelled": 0, "faults": 0}
 
 
-class SimServer:
+class SimServer(ThreadedServer):
     """The simulator on a loopback port (0 = any free port), served by uvicorn on a thread."""
 
     def __init__(self, profiles: ProfilesSource = None, host: str = "127.0.0.1", port: int = 0):
-        self.app = create_app(None if profiles is None else load_profiles(profiles))
-        self.host = host
-        self._requested_port = port
-        self.port = 0
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
+        app = create_app(None if profiles is None else load_profiles(profiles))
+        # A short graceful shutdown ends hung requests that clients still hold open.
+        super().__init__(app, host=host, port=port, name="sim-server", timeout_graceful_shutdown=2)
         self._control: httpx.Client | None = None
 
-    @property
-    def url(self) -> str:
-        """Server root, e.g. http://127.0.0.1:40123."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
-
-    @property
-    def base_url(self) -> str:
-        """What an OpenAI client or litellm's `api_base` wants: the root plus /v1."""
-        return f"{self.url}/v1"
-
     def start(self, timeout_s: float = 10.0) -> SimServer:
-        sock = _bind(self.host, self._requested_port)
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(
-            self.app,
-            log_config=None,  # a library must not reconfigure the host program's logging
-            log_level="warning",
-            access_log=False,
-            lifespan="on",
-            timeout_graceful_shutdown=2,  # seconds; ends hung requests still held open
-        )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [sock]}, name="sim-server", daemon=True
-        )
-        self._thread.start()
-        deadline = time.monotonic() + timeout_s
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                self._server.should_exit = True
-                sock.close()
-                raise RuntimeError(f"simulated server did not start on {self.url}")
-            time.sleep(0.005)
+        super().start(timeout_s)
         self._control = httpx.Client(base_url=self.url, trust_env=False, timeout=10.0)
         return self
 
-    def stop(self) -> None:
+    def stop(self, timeout_s: float = 10.0) -> None:
         if self._control is not None:
             self._control.close()
             self._control = None
-        if self._server is not None and self._thread is not None:
-            self._server.should_exit = True
-            self._thread.join(timeout=10.0)
-        self._server = self._thread = None
-
-    def __enter__(self) -> SimServer:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
+        super().stop(timeout_s)
 
     async def __aenter__(self) -> SimServer:
         return await asyncio.to_thread(self.start)
@@ -141,15 +95,3 @@ def serve(host: str = "127.0.0.1", port: int = 8000, profiles: ProfilesSource = 
     app = create_app(None if profiles is None else load_profiles(profiles))
     uvicorn.run(app, host=host, port=port, log_level="info", access_log=False,
                 timeout_graceful_shutdown=2)
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-    sock = socket.socket(family, kind, proto)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind(address)
-    except OSError:
-        sock.close()
-        raise
-    return sock

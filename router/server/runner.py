@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import socket
-import threading
-import time
 from typing import TYPE_CHECKING
 
 from backends.errors import UsageError
+from backends.threaded_server import ThreadedServer
 
 if TYPE_CHECKING:
     from router.core import Router
@@ -55,34 +53,29 @@ def api_key_from_env(host: str, env_name: str | None) -> str | None:
     return key
 
 
-def _config(app, host: str, port: int, drain_timeout_s: float, log_level: str):
+def _options(drain_timeout_s: float, log_level: str) -> dict:
     import uvicorn
 
-    return uvicorn.Config(
-        app, host=host, port=port,
-        log_config=None if log_level == "warning" else uvicorn.config.LOGGING_CONFIG,
-        log_level=log_level,
-        access_log=False,  # a log line per request costs more than the routing itself
-        lifespan="on",
-        timeout_graceful_shutdown=drain_timeout_s,
-        timeout_keep_alive=30,  # editors keep one connection open between requests
-    )
+    return {
+        "log_config": None if log_level == "warning" else uvicorn.config.LOGGING_CONFIG,
+        "log_level": log_level,
+        "timeout_graceful_shutdown": drain_timeout_s,
+        "timeout_keep_alive": 30,  # editors keep one connection open between requests
+    }
 
 
 def serve(router: Router, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT, api_key: str | None = None,
           body_limit_bytes: int | None = None, drain_timeout_s: float = DEFAULT_DRAIN_S) -> None:
     """Serve until interrupted (blocking). `api_key` is the token itself (see api_key_from_env)."""
-    import uvicorn
-
     from router.server.app import DEFAULT_BODY_LIMIT, create_app
 
     if api_key is None and not is_loopback(host):
         raise UsageError(f"refusing to bind {host} without an API key; see `route serve --help` (--api-key-env)")
     app = create_app(router, api_key=api_key, body_limit_bytes=body_limit_bytes or DEFAULT_BODY_LIMIT)
-    uvicorn.Server(_config(app, host, port, drain_timeout_s, "info")).run()
+    ThreadedServer(app, host=host, port=port, name="route-server", **_options(drain_timeout_s, "info")).run()
 
 
-class RouteServer:
+class RouteServer(ThreadedServer):
     """The app on a loopback port (0 = any free port), served by uvicorn on a thread.
 
         with RouteServer(router) as server:
@@ -93,55 +86,5 @@ class RouteServer:
                  body_limit_bytes: int | None = None, drain_timeout_s: float = 5.0):
         from router.server.app import DEFAULT_BODY_LIMIT, create_app
 
-        self.app = create_app(router, api_key=api_key, body_limit_bytes=body_limit_bytes or DEFAULT_BODY_LIMIT)
-        self.host = host
-        self._port = port
-        self.port = 0
-        self._drain = drain_timeout_s
-        self._server = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-    @property
-    def base_url(self) -> str:
-        return f"{self.url}/v1"
-
-    def start(self, timeout_s: float = 10.0) -> RouteServer:
-        import uvicorn
-
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.host, self._port))
-        self.port = sock.getsockname()[1]
-        self._server = uvicorn.Server(_config(self.app, self.host, self.port, self._drain, "warning"))
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},
-                                        name="route-server", daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + timeout_s
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                self._server.should_exit = True
-                sock.close()
-                raise RuntimeError(f"route server did not start on {self.url}")
-            time.sleep(0.005)
-        return self
-
-    def begin_shutdown(self) -> None:
-        """What SIGTERM does: stop accepting, let in-flight requests finish."""
-        if self._server is not None:
-            self._server.should_exit = True
-
-    def stop(self, timeout_s: float = 15.0) -> None:
-        self.begin_shutdown()
-        if self._thread is not None:
-            self._thread.join(timeout=timeout_s)
-        self._server = self._thread = None
-
-    def __enter__(self) -> RouteServer:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
+        app = create_app(router, api_key=api_key, body_limit_bytes=body_limit_bytes or DEFAULT_BODY_LIMIT)
+        super().__init__(app, host=host, port=port, name="route-server", **_options(drain_timeout_s, "warning"))
