@@ -10,8 +10,7 @@ Attributes are imported on first use so that `route --help` stays fast.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from router.lazy import lazy_exports
 
 __all__ = [
     "AllBackendsFailed",
@@ -41,13 +40,4 @@ _HOMES = {
     "UsageError": "backends.errors",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _HOMES.get(name)
-    if module is None:
-        raise AttributeError(f"module 'router' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES)

@@ -9,8 +9,7 @@ Attributes are imported on first use so that loading the config schema stays che
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from router.lazy import lazy_exports
 
 __all__ = [
     "BudgetExhausted",
@@ -36,13 +35,4 @@ _HOMES = {
     "resolve_tree": "router.consortium.graph",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _HOMES.get(name)
-    if module is None:
-        raise AttributeError(f"module 'router.consortium' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES)

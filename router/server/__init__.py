@@ -8,8 +8,7 @@ Attributes are imported on first use so that `route --help` never pays for FastA
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from router.lazy import lazy_exports
 
 __all__ = ["DEFAULT_BODY_LIMIT", "RouteServer", "api_key_from_env", "create_app", "is_loopback", "serve"]
 
@@ -22,13 +21,4 @@ _HOMES = {
     "serve": "router.server.runner",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _HOMES.get(name)
-    if module is None:
-        raise AttributeError(f"module 'router.server' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES)
