@@ -263,7 +263,7 @@ class _Run:
             model=backend.model,
             finish_reason=finish_reason,
             usage=usage,
-            timings=Timings.measure(self.ttft, total, usage.output_tokens),
+            timings=Timings.measure(self.ttft, total, usage.output_tokens, diffusion=True),
             cost_usd=backend.settings.price.cost(usage),
             diffusion=DiffusionStats(canvases=max(result.canvases, 1), denoising_steps=result.denoising_steps or None,
                                      canvas_length=loaded.canvas_length),

@@ -117,7 +117,7 @@ class OpenAIBackend(Backend):
             model=self.model,
             finish_reason=finish_reason,
             usage=usage,
-            timings=Timings.measure(ttft, total, usage.output_tokens),
+            timings=Timings.measure(ttft, total, usage.output_tokens, diffusion=diffusion is not None),
             cost_usd=self.settings.price.cost(usage),
             diffusion=diffusion,
             tool_calls=tool_calls or None,

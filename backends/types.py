@@ -104,8 +104,10 @@ class Timings:
     decode_tps: float | None = None
 
     @classmethod
-    def measure(cls, ttft_s: float | None, total_s: float, output_tokens: int) -> Timings:
-        decode_s = total_s - (ttft_s or 0.0)
+    def measure(cls, ttft_s: float | None, total_s: float, output_tokens: int, *, diffusion: bool = False) -> Timings:
+        """For a diffusion engine, text arrives a whole canvas at a time, so a rate "after the first
+        token" is meaningless: its decode rate is output tokens over the whole generation."""
+        decode_s = total_s if diffusion else total_s - (ttft_s or 0.0)
         tps = output_tokens / decode_s if output_tokens > 1 and decode_s > 1e-6 else None
         return cls(ttft_s=ttft_s, total_s=total_s, decode_tps=tps)
 

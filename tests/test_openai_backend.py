@@ -270,3 +270,13 @@ async def test_streams_reuse_one_pooled_connection(sim):
     # httpx keeps a connection only when the body was read to its end after [DONE]
     assert len(client._transport._pool.connections) == 1
     await backend.aclose()
+
+
+async def test_diffusion_decode_rate_is_over_the_whole_generation(sim):
+    # One canvas arrives in one piece: a rate "after the first token" would divide by ~0 s.
+    sim.update_profile("canvas-model", decoding="diffusion", canvas_s=0.1, ttft_s=0.0, answer_tokens=100)
+    backend = _sim_backend(sim, model="canvas-model", decoding="diffusion")
+    chunks = [c async for c in backend.stream(PROMPT)]
+    timings = chunks[-1].completion.timings
+    assert timings.ttft_s is not None and timings.ttft_s >= 0.09
+    assert 100 / (timings.total_s + 0.01) < timings.decode_tps < 100 / 0.09  # ~1,000 tok/s, not ~1e5
