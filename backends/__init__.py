@@ -1,4 +1,4 @@
-"""One async Backend interface for every model, and the factory that builds one by kind.
+"""One async Backend interface for every model, and the registry that builds one by kind.
 
 Implementations are imported only when a backend of their kind is built: the litellm and
 diffusion-local kinds pull in heavy libraries that `route --help` must never pay for.
@@ -6,9 +6,10 @@ diffusion-local kinds pull in heavy libraries that `route --help` must never pay
 
 from __future__ import annotations
 
-import importlib
-
+from backends.assembly import Delta
 from backends.base import Backend, BackendSettings, Decoding
+from backends.capabilities import Capabilities
+from backends.deadline import Deadline
 from backends.errors import (
     AllBackendsFailed,
     AuthError,
@@ -37,7 +38,6 @@ from backends.types import (
 )
 
 __all__ = [
-    "BACKEND_KINDS",
     "AllBackendsFailed",
     "AuthError",
     "Backend",
@@ -46,10 +46,13 @@ __all__ = [
     "BackendTimeout",
     "BackendUnavailable",
     "BadRequest",
+    "Capabilities",
     "Chunk",
     "Completion",
     "ConfigError",
+    "Deadline",
     "Decoding",
+    "Delta",
     "DiffusionStats",
     "DraftChunk",
     "FinalChunk",
@@ -64,22 +67,8 @@ __all__ = [
     "Usage",
     "UsageError",
     "build_backend",
+    "kinds",
+    "register_kind",
 ]
 
-# kind -> "module:Class"; the key is what config's `kind:` says.
-BACKEND_KINDS: dict[str, str] = {
-    "openai": "backends.openai_http:OpenAIBackend",
-    "litellm": "backends.litellm_backend:LiteLLMBackend",
-    "diffusion-local": "backends.diffusion_local:DiffusionLocalBackend",
-    "fake": "backends.fake:FakeBackend",
-}
-
-
-def build_backend(kind: str, settings: BackendSettings) -> Backend:
-    try:
-        target = BACKEND_KINDS[kind]
-    except KeyError:
-        raise ConfigError(f"unknown backend kind {kind!r}; use one of: {', '.join(BACKEND_KINDS)}") from None
-    module_name, class_name = target.split(":")
-    cls = getattr(importlib.import_module(module_name), class_name)
-    return cls(settings)
+from backends.registry import build_backend, kinds, register_kind  # noqa: E402  (after the types it builds on)

@@ -1,22 +1,35 @@
 """The one interface every model implements, local or hosted, and the settings it is built from.
 
-A backend implements `stream()`, an async generator of chunks that always ends with a
-FinalChunk; `complete()` is written once here on top of it. Backends whose non-streaming call is
-cheaper (a plain HTTP POST) override `complete()` too.
+The base class does the plumbing once: the attempt's deadline, translating errors into ours
+with the backend's name attached, assembling chunks and the Completion (usage estimate, cost,
+timings, tool calls, drafts). A provider implements only its wire call, `_wire()`: an async
+generator of Deltas for one attempt. Retries, budgets, breakers and latency learning are not a
+backend's business: the router's call path owns them (router/calls.py).
+
+Backends that produce chunks some other way (the in-process engine, a consortium) override
+`stream()` and `complete()` directly.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
-from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
+from abc import ABC
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from backends.errors import AuthError, MalformedResponse
-from backends.types import Chunk, Completion, FinalChunk, Price, Request
+from pydantic import BaseModel
 
-__all__ = ["Backend", "BackendSettings", "Decoding"]
+from backends.assembly import Assembly, Delta
+from backends.capabilities import Capabilities
+from backends.deadline import Deadline
+from backends.errors import AuthError, BackendError, BackendTimeout, BackendUnavailable, MalformedResponse
+from backends.params import NoOptions
+from backends.types import Chunk, Completion, FinalChunk, Price, Request, Usage
+
+__all__ = ["Backend", "BackendSettings", "Decoding", "Delta"]
 
 Decoding = Literal["autoregressive", "diffusion"]
 
@@ -33,14 +46,16 @@ class BackendSettings:
     price: Price = field(default_factory=Price)
     decoding: Decoding = "autoregressive"
     canvas_length: int = 256
-    timeout_s: float = 60.0  # per request, retries included, unless the request says less
-    max_retries: int = 2
+    timeout_s: float = 60.0  # one attempt, unless the request says less
+    max_retries: int = 2  # applied by the router's call path, not by the backend
     backoff_initial_s: float = 0.25
     context_window: int | None = None
-    # Sent with every request, merged under the request's own `extra`.
+    # Validated generation parameters, sent with every request under the request's own `extra`.
     params: dict[str, Any] = field(default_factory=dict)
-    # Kind-specific settings (e.g. the diffusion-local engine's device and dtype).
+    # Kind-specific settings (e.g. the diffusion-local engine's device and dtype), validated.
     options: dict[str, Any] = field(default_factory=dict)
+    # Provider-specific parameters sent verbatim, deliberately unchecked.
+    passthrough: dict[str, Any] = field(default_factory=dict)
 
     def api_key(self) -> str | None:
         """The key from the environment, read at call time; AuthError if it is configured but unset."""
@@ -60,11 +75,13 @@ class BackendSettings:
 class Backend(ABC):
     """One model behind one async interface."""
 
-    kind: ClassVar[str]
-    can_stream: ClassVar[bool] = True
-    supports_tools: ClassVar[bool] = False
+    kind: ClassVar[str] = ""
+    capabilities: ClassVar[Capabilities] = Capabilities()
     # True for test doubles and the simulator: shown to users wherever the answer appears.
     simulated: ClassVar[bool] = False
+    # Schemas of the config's `params:` and `options:` for this kind (checked at load).
+    params_model: ClassVar[type[BaseModel]] = NoOptions
+    options_model: ClassVar[type[BaseModel]] = NoOptions
 
     def __init__(self, settings: BackendSettings):
         self.settings = settings
@@ -77,18 +94,123 @@ class Backend(ABC):
     def model(self) -> str:
         return self.settings.model
 
-    @abstractmethod
-    def stream(self, request: Request) -> AsyncIterator[Chunk]:
-        """Yield TextChunk (and, for diffusion engines, DraftChunk) items, then one FinalChunk."""
+    @property
+    def endpoint(self) -> str | None:
+        """Where requests go, for error messages (never carries credentials)."""
+        return None
+
+    def where(self) -> dict[str, str]:
+        """The error context every BackendError of this backend carries."""
+        return {"backend": self.name, "model": self.model}
+
+    # -- what a provider implements ---------------------------------------------------------
+
+    def _wire(self, request: Request, deadline: Deadline, *, stream: bool) -> AsyncIterator[Delta]:
+        """One attempt on the wire: the answer as Deltas (a non-streamed reply is one Delta).
+        Raise BackendErrors, or let third-party errors out for `_translate`."""
+        raise NotImplementedError(f"{type(self).__name__} implements neither _wire() nor stream()")
+
+    def _translate(self, exc: Exception) -> BackendError:
+        """A third-party error from `_wire` in our error tree."""
+        return BackendUnavailable(f"{type(exc).__name__}: {str(exc)[:300]}", **self.where())
+
+    def cost(self, usage: Usage) -> float:
+        return self.settings.price.cost(usage)
+
+    async def check(self) -> str:
+        """A cheap reachability check for `route doctor`: what was found, or a BackendError."""
+        self.settings.api_key()
+        return "configured"
+
+    # -- the interface, written once ----------------------------------------------------------
+
+    def deadline(self, request: Request) -> Deadline:
+        """This attempt's deadline: the request's time left, capped by the backend's timeout."""
+        return Deadline(self.settings.timeout_s).within(request.timeout_s)
+
+    def stream(self, request: Request) -> AsyncGenerator[Chunk, None]:
+        """TextChunk (and DraftChunk) items, then one FinalChunk."""
+        return self._run(request, stream=True)
 
     async def complete(self, request: Request) -> Completion:
-        async for chunk in self.stream(request):
-            if isinstance(chunk, FinalChunk):
-                return chunk.completion
-        raise MalformedResponse("stream ended without a final completion", backend=self.name, model=self.model)
+        # A backend that implements stream() alone is folded from its stream.
+        wired = type(self)._wire is not Backend._wire
+        async with contextlib.aclosing(self._run(request, stream=False) if wired else self.stream(request)) as chunks:
+            async for chunk in chunks:
+                if isinstance(chunk, FinalChunk):
+                    return chunk.completion
+        raise MalformedResponse("stream ended without a final completion", **self.where())
+
+    async def _run(self, request: Request, *, stream: bool) -> AsyncGenerator[Chunk, None]:
+        deadline = self.deadline(request)
+        answer = Assembly(self)
+        wire = _WireTask(self._wire(request, deadline, stream=stream), self.name)
+        try:
+            while (delta := await self._next(wire, deadline, answer.ttft is not None)) is not None:
+                for chunk in answer.apply(delta):
+                    yield chunk
+        finally:
+            wire.stop()
+        for chunk in answer.finish():
+            yield chunk
+
+    async def _next(self, wire: _WireTask, deadline: Deadline, answering: bool) -> Delta | None:
+        try:
+            async with asyncio.timeout(deadline.remaining()):
+                return await wire.next()
+        except TimeoutError as exc:
+            where = f" from {self.endpoint}" if self.endpoint else ""
+            what = f"the stream{where} stalled past the deadline" if answering else f"no answer{where} within the deadline"
+            raise BackendTimeout(what, **self.where()) from exc
+        except BackendError:
+            raise
+        except Exception as exc:  # third-party errors: translated in one place per kind
+            raise self._translate(exc) from exc
 
     async def aclose(self) -> None:
         """Release connections or engines. Safe to call twice."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, model={self.model!r})"
+
+
+_END = object()
+
+
+class _WireTask:
+    """Runs a wire call in a task of its own, so that however the caller is stopped -- a timeout,
+    a hedge that lost, a client that hung up, several of these at once -- the wire call receives
+    exactly one cancellation. httpcore closes a connection in a shielded block that a second
+    pending cancellation of the same task interrupts, leaving the upstream request open (and a
+    paid generation running); one cancellation of a task nobody else cancels cannot be doubled."""
+
+    _running: ClassVar[set[asyncio.Task[None]]] = set()  # strong references until cleanup ends
+
+    def __init__(self, deltas: AsyncIterator[Delta], name: str):
+        self._queue: asyncio.Queue[object] = asyncio.Queue()
+        self._task = asyncio.create_task(self._pump(deltas), name=f"route-wire-{name}")
+        self._running.add(self._task)
+        self._task.add_done_callback(self._running.discard)
+
+    async def _pump(self, deltas: AsyncIterator[Delta]) -> None:
+        try:
+            async for delta in deltas:
+                self._queue.put_nowait(delta)
+            self._queue.put_nowait(_END)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # handed to the reader, which translates it
+            self._queue.put_nowait(exc)
+
+    async def next(self) -> Delta | None:
+        item = await self._queue.get()
+        if item is _END:
+            return None
+        if isinstance(item, BaseException):
+            raise item
+        assert isinstance(item, Delta)
+        return item
+
+    def stop(self) -> None:
+        """Cancel the wire call once; its own cleanup (closing the connection) runs to the end."""
+        self._task.cancel()

@@ -212,7 +212,22 @@ class LatencyModel:
 
     @property
     def samples(self) -> int:
-        return self.first.count + self.unit.count
+        """Calls measured: each answered or abandoned call adds one time-to-first-content sample."""
+        return self.first.count
+
+    def summary(self) -> dict[str, Any]:
+        """What was learned, in seconds, for `route models` and /metrics: first content (first
+        token, or first canvas for diffusion) and the per-unit time (per token, or per canvas)."""
+        prediction = self.predict()
+        unit50 = self._estimate(self.unit, self._prior_unit(), 0.5)
+        out: dict[str, Any] = {"samples": self.samples, "ttft_p50_s": round(prediction.first_p50_s, 4),
+                               "ttft_p95_s": round(prediction.first_p95_s, 4),
+                               "failure_rate": round(prediction.failure_rate, 3)}
+        if self.decoding == "diffusion":
+            out["canvas_p50_s"] = round(unit50, 4)
+        else:
+            out["tokens_per_s"] = round(1.0 / unit50, 1) if unit50 > 0 else None
+        return out
 
     def failure_rate(self) -> float:
         return self.failures.mean() or 0.0

@@ -6,7 +6,7 @@ Units are in the key names: `_ms`, `_s`, prices in dollars per million tokens.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -38,7 +38,7 @@ class LatencyPrior(_Strict):
 
 
 class BackendConfig(_Strict):
-    kind: Literal["openai", "litellm", "diffusion-local", "fake"]
+    kind: str = Field(min_length=1, description="a registered backend kind (backends/registry.py)")
     model: str = Field(min_length=1)
     base_url: str | None = None
     api_key: str | None = Field(None, description="an environment reference: ${NAME}")
@@ -48,8 +48,9 @@ class BackendConfig(_Strict):
     timeout_s: float = Field(60.0, gt=0)
     max_retries: int = Field(2, ge=0, le=10)
     context_window: int | None = Field(None, gt=0)
-    params: dict[str, Any] = Field(default_factory=dict)
-    options: dict[str, Any] = Field(default_factory=dict)
+    params: dict[str, Any] = Field(default_factory=dict, description="generation parameters, checked per kind")
+    options: dict[str, Any] = Field(default_factory=dict, description="the backend's own settings, checked per kind")
+    passthrough: dict[str, Any] = Field(default_factory=dict, description="provider parameters sent verbatim, unchecked")
     latency: LatencyPrior | None = None
 
     @field_validator("api_key")
@@ -89,6 +90,7 @@ class BackendConfig(_Strict):
             context_window=self.context_window,
             params=dict(self.params),
             options=dict(self.options),
+            passthrough=dict(self.passthrough),
         )
 
 
@@ -145,6 +147,11 @@ class RoutingConfig(_Strict):
     hedge: bool = Field(False, description="start the next candidate when the first is past its p95 to first token")
     breaker: BreakerConfig = BreakerConfig()
     latency: LatencyModelConfig = LatencyModelConfig()
+    max_concurrency: int = Field(128, ge=1, le=65536, description="upstream requests in flight at once, over "
+                                 "every request and consortium of this router")
+    retries: dict[Literal["BackendTimeout", "RateLimited", "BackendUnavailable", "MalformedResponse"],
+                  Annotated[int, Field(ge=0, le=10)]] = Field(
+        default_factory=dict, description="retries per error class, overriding each backend's max_retries")
 
 
 class LogConfig(_Strict):

@@ -108,7 +108,42 @@ def _validate(data: dict, path: str, lines: dict[tuple, int]) -> Config:
     except ValidationError as exc:
         raise _config_error(exc, path, lines) from None
     _check_references(config, path, lines)
+    _check_backend_kinds(config, path, lines)
     return config
+
+
+def _check_backend_kinds(config: Config, path: str, lines: dict[tuple, int]) -> None:
+    """Each backend's kind is registered, and its `params` / `options` fit that kind's schema."""
+    from backends.registry import kind_of, kinds
+
+    for name, spec in config.backends.items():
+        if spec.kind not in kinds():
+            known = ", ".join(repr(k) for k in kinds())
+            raise ConfigError(f"backends.{name}.kind must be one of {known} (got {spec.kind!r}).{_did_you_mean(spec.kind, kinds())}",
+                              path=path, line=_line_for(lines, ("backends", name, "kind")))
+        kind = kind_of(spec.kind)
+        for section, schema in (("params", kind.params), ("options", kind.options)):
+            try:
+                schema.model_validate(getattr(spec, section))
+            except ValidationError as exc:
+                raise _section_error(exc, schema, (name, section), spec.kind, path, lines) from None
+
+
+def _section_error(exc: ValidationError, schema: Any, where: tuple[str, str], kind: str, path: str,
+                   lines: dict[tuple, int]) -> ConfigError:
+    name, section = where
+    error = exc.errors()[0]
+    key = str(error["loc"][0]) if error["loc"] else ""
+    line = _line_for(lines, ("backends", name, section, *error["loc"])) or _line_for(lines, ("backends", name, section))
+    if error["type"] == "extra_forbidden":
+        allowed = sorted(schema.model_fields)
+        hint = _did_you_mean(key, allowed)
+        extra = (" Provider-specific parameters no schema can know go in `passthrough:`, which is sent verbatim."
+                 if section == "params" else "")
+        return ConfigError(f"backends.{name}.{section}: unknown key {key!r} for kind {kind!r}.{hint} "
+                           f"Allowed: {', '.join(allowed) or 'none'}.{extra}", path=path, line=line)
+    return ConfigError(f"backends.{name}.{section}.{key}: {error['msg']} (got {error.get('input')!r}).",
+                       path=path, line=line)
 
 
 def _check_references(config: Config, path: str, lines: dict[tuple, int]) -> None:

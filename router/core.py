@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import random
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
@@ -31,12 +32,15 @@ from policies.selection import RouteInputs, plan_route
 from policies.tiers import Tier, fallback_order, pick_tier
 from router.config_loader import LoadedConfig, load_config
 from router.decision import Attempt, Decision, Outcome, RouteResult
+from router.calls import CallPath
 from router.execution import Executor
 from router.latency_tracker import LatencyTracker
 
 __all__ = ["Router", "RouteStream"]
 
-Observer = Callable[[Attempt, Decision], None]
+_LOG = logging.getLogger("route")
+
+Observer = Callable[[Attempt, "Decision | None"], None]
 RequestObserver = Callable[[Outcome], None]
 
 
@@ -51,14 +55,16 @@ class Router:
         self.scorer: Scorer = self._build_scorer()
         self.tiers: tuple[Tier, ...] = self._build_tiers()
         self._backends: dict[str, Backend] = dict(backends or {})
-        self._observers: list[Observer] = []
         self._request_observers: list[RequestObserver] = []
         self._sync_loop: asyncio.AbstractEventLoop | None = None
-        # The live latency model learns from every attempt; breakers guard every call.
-        self.latency = LatencyTracker.from_config(self.config)
-        self._observers.append(self.latency.observe)
         breaker = self.config.routing.breaker
         self.breakers = BreakerBoard(time.monotonic, BreakerSettings(breaker.failures, breaker.cooldown_ms / 1000))
+        # Every model call, routed or not, goes through this one path (router/calls.py).
+        self.calls = CallPath(self.backend, breakers=self.breakers, max_concurrency=self.config.routing.max_concurrency,
+                              retry_per_class=dict(self.config.routing.retries))
+        # The live latency model learns from every attempt anywhere: routed, member or arbiter.
+        self.latency = LatencyTracker.from_config(self.config)
+        self.calls.add_observer(self.latency.observe)
         self._random = random.Random()  # exploration rolls; tests may seed it
         self._prices = {name: spec.settings(name).price for name, spec in self.config.backends.items()}
         # The request log: one record per routed request, written off the event loop.
@@ -70,9 +76,35 @@ class Router:
             self.request_log = attach_request_log(self)
 
     @classmethod
-    def from_config(cls, source: str | Any | dict | None = None, **kwargs: Any) -> Router:
-        """From a path, a dict, or (None) the config search order."""
-        return cls(load_config(source), **kwargs)
+    def from_config(cls, source: str | Any | dict | None = None, *, persist: bool = False, **kwargs: Any) -> Router:
+        """From a path, a dict, or (None) the config search order. `persist` loads what earlier
+        runs learned (latency) from the local store and saves back to it, so consecutive
+        processes learn together; an unusable store leaves routing on config priors, with a warning."""
+        router = cls(load_config(source), **kwargs)
+        if persist:
+            router.persist()
+        return router
+
+    def persist(self, *, warn: bool = True) -> str | None:
+        """Attach the local store for learned state. When it cannot be used: the reason (and,
+        with `warn`, one logged warning); routing then runs on config priors."""
+        import sqlite3
+
+        from router.store import store_for
+
+        try:
+            self.latency.attach_store(store_for(self.config))
+        except (OSError, ConfigError, sqlite3.Error) as exc:
+            if warn:
+                _LOG.warning("latency history unavailable (%s); routing on config priors", exc)
+            return str(exc)
+        return None
+
+    def state(self) -> dict[str, dict[str, Any]]:
+        """Per backend: what the latency model learned and the breaker's state (for `route
+        models`, /metrics and agents that want to look before they call)."""
+        return {name: {"latency": self.latency.model(name).summary(), "breaker": self.breakers[name].state}
+                for name in self.config.backends}
 
     # -- construction ---------------------------------------------------------------------
 
@@ -124,12 +156,14 @@ class Router:
     def _build_consortium(self, name: str) -> Backend:
         from router.consortium.consortium import Consortium
 
-        # Members and arbiter resolve through self.backend, so a member that is a consortium nests.
-        return Consortium(name, self.config.consortia[name], resolve=self.backend)
+        # Members and arbiter resolve through self.backend, so a member that is a consortium nests;
+        # every call they make goes through self.calls.
+        return Consortium(name, self.config.consortia[name], resolve=self.backend, calls=self.calls)
 
     def add_observer(self, observer: Observer) -> None:
-        """Called after every backend attempt (success or failure), e.g. to learn latency or log."""
-        self._observers.append(observer)
+        """Called after every backend attempt anywhere (routed, consortium member or arbiter;
+        answered, failed or cancelled), e.g. to learn latency or count metrics."""
+        self.calls.add_observer(observer)
 
     def add_request_observer(self, observer: RequestObserver) -> None:
         """Called once at the end of every routed request (after fallbacks), e.g. by the request log."""
@@ -219,10 +253,6 @@ class Router:
             stop = [stop]
         return Request(messages=messages, max_tokens=max_tokens, temperature=temperature, stop=stop, extra=extra)
 
-    def _notify(self, attempt: Attempt, decision: Decision) -> None:
-        for observer in self._observers:
-            observer(attempt, decision)
-
     async def acomplete(
         self,
         prompt_or_messages: str | list[Message],
@@ -252,9 +282,7 @@ class Router:
         """The attempt loop lives in router/execution.py: fallbacks, breakers, deadline, hedging."""
         self.latency.begin(decision)
         try:
-            executor = Executor(self.backend, lambda attempt: self._notify(attempt, decision),
-                                breakers=self.breakers, hedge=self.config.routing.hedge)
-            return await executor.complete(decision, request)
+            return await Executor(self.calls, hedge=self.config.routing.hedge).complete(decision, request)
         finally:
             self.latency.end(decision)
 
@@ -374,8 +402,7 @@ class RouteStream:
         """Fallback before the first text, hedging and the deadline: see router/execution.py."""
         router = self._router
         router.latency.begin(self.decision)
-        executor = Executor(router.backend, lambda attempt: router._notify(attempt, self.decision),
-                            breakers=router.breakers, hedge=router.config.routing.hedge)
+        executor = Executor(router.calls, hedge=router.config.routing.hedge)
 
         def keep(result: RouteResult) -> None:
             self.result = result

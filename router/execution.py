@@ -22,34 +22,32 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
-from backends.base import Backend
-from backends.errors import AllBackendsFailed, BackendError, BackendTimeout, BadRequest, MalformedResponse
-from backends.retry import Deadline
+from backends.deadline import Deadline
+from backends.errors import AllBackendsFailed, BackendError, BackendTimeout, MalformedResponse
 from backends.types import Chunk, Completion, FinalChunk, Request, TextChunk
-from policies.breaker import BreakerBoard
-from router.decision import Attempt, Decision, RouteResult
+from router.calls import DEADLINE, CallOptions, CallPath
+from router.decision import Decision, RouteResult
 
 __all__ = ["Executor"]
 
-Notify = Callable[[Attempt], None]
 
 
 class _Lane:
     """One backend's stream, pumped by a task into the race's shared queue."""
 
-    def __init__(self, name: str, backend: Backend, request: Request, queue: asyncio.Queue):
+    def __init__(self, name: str, calls: CallPath, request: Request, options: CallOptions, queue: asyncio.Queue):
         self.name = name
         self.started = time.perf_counter()
         self.first_text_at: float | None = None
         self.buffer: list[Chunk] = []  # chunks held back until this lane is committed to
-        self.task = asyncio.create_task(self._pump(backend, request, queue), name=f"route-lane-{name}")
+        self.task = asyncio.create_task(self._pump(calls, request, options, queue), name=f"route-lane-{name}")
 
-    async def _pump(self, backend: Backend, request: Request, queue: asyncio.Queue) -> None:
+    async def _pump(self, calls: CallPath, request: Request, options: CallOptions, queue: asyncio.Queue) -> None:
         try:
-            async with contextlib.aclosing(backend.stream(request)) as chunks:
+            async with contextlib.aclosing(calls.stream(self.name, request, options)) as chunks:
                 async for chunk in chunks:
                     queue.put_nowait((self, chunk))
                     if isinstance(chunk, FinalChunk):
@@ -65,50 +63,28 @@ class _Lane:
     def elapsed(self) -> float:
         return time.perf_counter() - self.started
 
-    async def cancel(self) -> None:
-        self.task.cancel()
+    async def cancel(self, reason: str | None = None) -> None:
+        """Stop the lane; `reason` DEADLINE tells the call path it timed out (not merely lost)."""
+        self.task.cancel(reason)
         with contextlib.suppress(asyncio.CancelledError):
             await self.task
 
 
 class Executor:
-    """Runs a Decision: fallbacks, breakers, the overall deadline and optional hedging."""
+    """Runs a Decision: fallbacks, the overall deadline and optional hedging. Each candidate is
+    called through the call path, which owns retries, breakers, budgets and observers."""
 
-    def __init__(self, backend: Callable[[str], Backend], notify: Notify, *, breakers: BreakerBoard | None = None,
-                 hedge: bool = False):
-        self._backend = backend
-        self._notify = notify
-        self._breakers = breakers
+    def __init__(self, calls: CallPath, *, hedge: bool = False):
+        self._calls = calls
         self._hedge = hedge
 
-    # -- bookkeeping ----------------------------------------------------------------------
-
     def _allow(self, name: str) -> bool:
-        return self._breakers is None or self._breakers[name].allow()
+        return self._calls.breakers[name].allow()
 
-    def _verdict(self, name: str, error: BackendError | None, elapsed: float, p95: Mapping[str, float]) -> None:
-        if self._breakers is None:
-            return
-        breaker = self._breakers[name]
-        if error is None:
-            breaker.record_success()
-        elif isinstance(error, BadRequest):
-            breaker.release()  # the request's fault, not the backend's
-        elif isinstance(error, BackendTimeout) and elapsed < p95.get(name, 0.0):
-            breaker.release()  # cut short by a tight overall deadline: no evidence against it
-        else:
-            breaker.record_failure()
-
-    def _report(self, name: str, elapsed: float, *, completion: Completion | None = None,
-                error: BackendError | None = None, streamed: bool = False, cancelled: bool = False,
-                p95: Mapping[str, float] | None = None) -> None:
-        if cancelled:
-            if self._breakers is not None:
-                self._breakers[name].release()
-        else:
-            self._verdict(name, error, elapsed, p95 or {})
-        self._notify(Attempt(name, elapsed, completion=completion, error=error, streamed=streamed,
-                             cancelled=cancelled))
+    def _options(self, plan: _Plan, decision: Decision, name: str) -> CallOptions:
+        # The breaker was asked when the candidate was picked (open ones go last, on purpose).
+        return CallOptions(deadline=plan.deadline, decision=decision, p95_s=plan.p95.get(name),
+                           check_breaker=False)
 
     # -- public ---------------------------------------------------------------------------
 
@@ -170,22 +146,11 @@ class Executor:
 
     async def _call(self, name: str, request: Request, plan: _Plan, failures: list[BackendError]) -> Completion | None:
         """One plain (non-streamed) call with the time that is left."""
-        remaining = plan.deadline.remaining()
-        started = time.perf_counter()
         try:
-            async with asyncio.timeout(remaining):  # a guard for backends that overrun their timeout
-                completion = await self._backend(name).complete(
-                    request.with_options(timeout_s=remaining) if remaining is not None else request)
-        except TimeoutError:
-            error: BackendError = BackendTimeout("no answer within the request's deadline", backend=name)
+            return await self._calls.complete(name, request, self._options(plan, plan.decision, name))
         except BackendError as exc:
-            error = exc
-        else:
-            self._report(name, time.perf_counter() - started, completion=completion)
-            return completion
-        failures.append(error)
-        self._report(name, time.perf_counter() - started, error=error, p95=plan.p95)
-        return None
+            failures.append(exc)
+            return None
 
     async def _race(self, plan: _Plan, request: Request, failures: list[BackendError],
                     streaming: bool) -> AsyncIterator[Chunk]:
@@ -217,7 +182,7 @@ class Executor:
                     yield chunk
         finally:
             for lane in race.lanes:
-                await lane.cancel()
+                await lane.cancel(DEADLINE if race.timed_out else None)
 
     def _start(self, race: _Race) -> bool:
         """Start the next candidate's lane with the time that is left; False when none can start."""
@@ -228,9 +193,8 @@ class Executor:
         if plan.deadline.expired():
             race.failures.append(_too_late(name))
             return False
-        remaining = plan.deadline.remaining()
-        lane_request = race.request.with_options(timeout_s=remaining) if remaining is not None else race.request
-        race.lanes.append(_Lane(name, self._backend(name), lane_request, race.queue))
+        options = self._options(plan, plan.decision, name)
+        race.lanes.append(_Lane(name, self._calls, race.request, options, race.queue))
         return True
 
     async def _wait(self, race: _Race) -> tuple[_Lane, Chunk | BaseException] | None:
@@ -255,11 +219,12 @@ class Executor:
         return True
 
     def _time_out(self, race: _Race) -> None:
-        """Report every running lane as timed out; raises if the committed lane is among them."""
+        """Every running lane timed out (the race's `finally` stops them, telling the call path
+        so); raises if the committed lane is among them."""
+        race.timed_out = True
         for lane in race.lanes:
             error = BackendTimeout("no answer within the request's deadline", backend=lane.name)
             race.failures.append(error)
-            self._report(lane.name, lane.elapsed, error=error, streamed=True, p95=race.plan.p95)
             if lane is race.committed:
                 raise error  # text already reached the caller: no fallback now
 
@@ -268,7 +233,6 @@ class Executor:
         race.lanes.remove(lane)
         if not isinstance(item, BackendError):
             raise item
-        self._report(lane.name, lane.elapsed, error=item, streamed=True, p95=race.plan.p95)
         if lane is race.committed:
             raise item  # text already reached the caller; no fallback now
         race.failures.append(item)
@@ -291,16 +255,13 @@ class Executor:
                 lane.buffer.append(item)  # drafts before any text: shown only if this lane wins
             return None
         if isinstance(item, FinalChunk):
-            self._report(lane.name, lane.elapsed, completion=item.completion, streamed=True)
             race.lanes.remove(lane)
         return item
 
     async def _cancel_losers(self, lanes: list[_Lane], winner: _Lane) -> None:
         for loser in [other for other in lanes if other is not winner]:
             lanes.remove(loser)
-            await loser.cancel()
-            self._report(loser.name, loser.elapsed, cancelled=True, streamed=True,
-                         error=BackendTimeout("cancelled: another backend answered first (hedge)", backend=loser.name))
+            await loser.cancel()  # reported by the call path as cancelled: not the backend's fault
 
     @staticmethod
     def _hedge_in(plan: _Plan, newest: _Lane, streaming: bool) -> float | None:
@@ -338,6 +299,7 @@ class _Race:
     queue: asyncio.Queue = field(default_factory=asyncio.Queue)
     lanes: list[_Lane] = field(default_factory=list)
     committed: _Lane | None = None
+    timed_out: bool = False
 
     def commits_to(self, item: Chunk) -> bool:
         """Whether `item` settles the race: first text for a streaming caller, else the answer."""
@@ -348,6 +310,7 @@ class _Plan:
     """The candidates still to try, and what the decision predicted about them."""
 
     def __init__(self, decision: Decision, hedge: bool):
+        self.decision = decision
         details = decision.details or {}
         self.deadline = Deadline(decision.deadline_s)
         self.hedges: dict[str, float] = dict(details.get("hedge_after_s", {})) if hedge else {}

@@ -8,38 +8,16 @@ import time
 
 import pytest
 
-from backends.base import BackendSettings
 from backends.errors import AllBackendsFailed, BackendUnavailable, UsageError
-from backends.fake import FakeBackend, FakeStep
-from backends.types import Request, last_user_text
+from backends.fake import FakeStep
+from backends.types import last_user_text
+from policies.breaker import BreakerBoard
+from router.calls import CallPath
 from router.consortium.budget import BudgetExhausted
 from router.consortium.consortium import Consortium
 from router.consortium.simulated import arbiter_responder, read_candidates
 from router.consortium.spec import ConsortiumConfig
-
-
-def fake(name, steps=None, responder=None):
-    return FakeBackend(BackendSettings(name=name, model=name), steps=steps, responder=responder)
-
-
-def build(backends: dict, consortia: dict[str, dict]) -> dict:
-    """Consortia resolving names through one shared dict, as Router.backend does."""
-    registry = dict(backends)
-    for name, spec in consortia.items():
-        registry[name] = Consortium(name, ConsortiumConfig.model_validate(spec), resolve=registry.__getitem__)
-    return registry
-
-
-def ask(text="What is 2+2?") -> Request:
-    return Request(messages=[{"role": "user", "content": text}])
-
-
-def arbiter(**kw):
-    return fake("arb", responder=lambda req: arbiter_responder(**kw)(req.messages))
-
-
-def calls(*backends) -> int:
-    return sum(len(b.calls) for b in backends)
+from tests.helpers import arbiter, ask, build, calls, fake
 
 
 async def test_quorum_met_cancels_the_rest_and_leaks_no_task():
@@ -151,8 +129,9 @@ async def test_budget_too_small_for_even_one_round_is_an_error():
 
 async def test_code_built_self_loop_stops_at_the_depth_limit():
     registry: dict = {"arb": arbiter()}
+    path = CallPath(registry.__getitem__, breakers=BreakerBoard(time.monotonic))
     registry["loop"] = Consortium("loop", ConsortiumConfig(members=[{"model": "loop"}], arbiter="arb"),
-                                  resolve=registry.__getitem__)
+                                  resolve=registry.__getitem__, calls=path)
     with pytest.raises(UsageError, match="nested more than"):
         await registry["loop"].complete(ask())
 

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.test_consortium_sim import use_arbiter
+from tests.helpers import use_arbiter
 
 ROUTE = [sys.executable, "-m", "router.cli"]
 

@@ -3,7 +3,6 @@ example end to end, a hanging member, adversarial candidates and malformed arbit
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 from pathlib import Path
@@ -11,32 +10,10 @@ from pathlib import Path
 import pytest
 
 from router.config_loader import parse_config
-from router.consortium.simulated import arbiter_responder
 from router.core import Router
+from tests.helpers import router_for, use_arbiter
 
 FAST = dict(ttft_s=0.02, tokens_per_s=None)
-
-
-def use_arbiter(sim, model: str = "mercury-2", **kw) -> list[int]:
-    """Make the simulated `model` answer arbiter prompts in our format; returns the list that
-    records how many candidate blocks each prompt held."""
-    seen: list[int] = []
-    state = sim.app.state.sim
-    state.profiles[model] = dataclasses.replace(state.profile(model), responder=arbiter_responder(seen=seen, **kw))
-    return seen
-
-
-def router_for(sim, consortia: str) -> Router:
-    text = f"""\
-backends:
-  glm-5.2: {{kind: openai, model: glm-5.2, base_url: "{sim.base_url}", price: {{input: 0.6, output: 2.2}}}}
-  k2.6: {{kind: openai, model: k2.6, base_url: "{sim.base_url}"}}
-  mercury-2: {{kind: openai, model: mercury-2, base_url: "{sim.base_url}", price: {{input: 0.25, output: 0.75}}}}
-routing:
-  tiers: [{{name: all, backends: [glm-5.2]}}]
-consortia:
-{consortia}"""
-    return Router(parse_config(text, "sim.yaml"))
 
 
 def leaf_calls(trace: dict) -> tuple[int, int, int]:

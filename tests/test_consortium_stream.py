@@ -12,8 +12,7 @@ from backends.errors import BackendError
 from backends.types import FinalChunk, TextChunk
 from router.consortium.answer_stream import AnswerStream
 from router.consortium.simulated import arbiter_responder, read_candidates
-from tests.test_consortium import ask, build, fake
-from tests.test_consortium_sim import router_for
+from tests.helpers import ask, build, fake, router_for
 
 
 async def collect(stream):

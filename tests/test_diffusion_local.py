@@ -459,7 +459,6 @@ async def test_canvas_view_draws_drafts_then_committed_text(backend):
 @torch_only
 def test_cli_engine_info_reports_config_and_memory(tiny_path):
     import torch
-
     from transformers import DiffusionGemmaForBlockDiffusion
 
     result = _cli("engine", "info", str(tiny_path), "--json")

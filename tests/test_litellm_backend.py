@@ -12,6 +12,7 @@ from backends import build_backend
 from backends.base import BackendSettings
 from backends.errors import AuthError, BackendTimeout, BackendUnavailable, RateLimited
 from backends.types import FinalChunk, Price, Request, TextChunk
+from tests.helpers import call
 
 PROMPT = Request(messages=[{"role": "user", "content": "Name three prime numbers."}])
 
@@ -50,7 +51,7 @@ async def test_stream_through_litellm(sim):
 
 async def test_server_error_is_retried_by_us_not_by_litellm(sim):
     sim.set_faults("sim-hosted", ["500", None])
-    completion = await _backend(sim, max_retries=1).complete(PROMPT)
+    completion = await call(_backend(sim, max_retries=1), PROMPT)
     assert completion.text
     assert sim.stats("sim-hosted")["requests"] == 2  # exactly one retry: litellm's own are off
 
@@ -58,7 +59,7 @@ async def test_server_error_is_retried_by_us_not_by_litellm(sim):
 async def test_persistent_server_error_becomes_unavailable(sim):
     sim.set_faults("sim-hosted", ["500", "500"])
     with pytest.raises(BackendUnavailable):
-        await _backend(sim, max_retries=1).complete(PROMPT)
+        await call(_backend(sim, max_retries=1), PROMPT)
 
 
 async def test_rate_limit_is_translated(sim):

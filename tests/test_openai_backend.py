@@ -22,6 +22,7 @@ from backends.errors import (
 from backends.http_errors import parse_retry_after
 from backends.openai_http import OpenAIBackend
 from backends.types import FinalChunk, Price, Request, TextChunk
+from tests.helpers import call
 
 PROMPT = Request(messages=[{"role": "user", "content": "What is the capital of France?"}])
 
@@ -98,7 +99,7 @@ async def test_server_errors_are_retried_then_succeed():
         status = next(statuses)
         return httpx.Response(status, json=_ok_body() if status == 200 else {"error": "busy"})
 
-    completion = await _mock_backend(handler, max_retries=2).complete(PROMPT)
+    completion = await call(_mock_backend(handler, max_retries=2), PROMPT)
     assert completion.text == "Paris."
 
 
@@ -110,7 +111,7 @@ async def test_retries_run_out_and_the_last_error_is_raised():
         return httpx.Response(500, text="boom")
 
     with pytest.raises(BackendUnavailable, match="HTTP 500: boom"):
-        await _mock_backend(handler, max_retries=2).complete(PROMPT)
+        await call(_mock_backend(handler, max_retries=2), PROMPT)
     assert len(calls) == 3
 
 
@@ -177,7 +178,7 @@ async def test_sim_diffusion_backend_reports_canvases(sim):
 
 async def test_sim_500_then_ok_is_retried(sim):
     sim.set_faults("sim-model", ["500", "500", None])
-    completion = await _sim_backend(sim, max_retries=2).complete(PROMPT)
+    completion = await call(_sim_backend(sim, max_retries=2), PROMPT)
     assert completion.text.startswith("[simulated")
     assert sim.stats("sim-model")["requests"] == 3
 
@@ -186,7 +187,7 @@ async def test_sim_429_honours_retry_after(sim):
     sim.update_profile("sim-model", retry_after_s=0.3)
     sim.set_faults("sim-model", ["429", None])
     started = time.perf_counter()
-    completion = await _sim_backend(sim).complete(PROMPT)
+    completion = await call(_sim_backend(sim), PROMPT)
     assert completion.text and time.perf_counter() - started >= 0.3
 
 
@@ -195,7 +196,7 @@ async def test_sim_429_beyond_the_deadline_is_not_waited_for(sim):
     sim.set_faults("sim-model", ["429", None])
     started = time.perf_counter()
     with pytest.raises(RateLimited) as caught:
-        await _sim_backend(sim, timeout_s=2.0).complete(PROMPT)
+        await call(_sim_backend(sim, timeout_s=2.0), PROMPT.with_options(timeout_s=2.0))
     assert caught.value.retry_after == 30 and time.perf_counter() - started < 1.0
 
 
@@ -203,7 +204,7 @@ async def test_sim_hang_is_cut_at_the_deadline(sim):
     sim.set_faults("sim-model", ["hang", "hang", "hang"])
     started = time.perf_counter()
     with pytest.raises(BackendTimeout):
-        await _sim_backend(sim, max_retries=2).complete(Request(messages=PROMPT.messages, timeout_s=0.5))
+        await call(_sim_backend(sim, max_retries=2), Request(messages=PROMPT.messages, timeout_s=0.5))
     assert time.perf_counter() - started < 1.5
 
 

@@ -10,7 +10,13 @@ import asyncio
 import pytest
 
 from backends.base import BackendSettings
-from backends.errors import AllBackendsFailed, BackendTimeout, BackendUnavailable, BadRequest, UsageError
+from backends.errors import (
+    AllBackendsFailed,
+    BackendTimeout,
+    BackendUnavailable,
+    BadRequest,
+    UsageError,
+)
 from backends.fake import FakeBackend, FakeStep
 from backends.types import FinalChunk, TextChunk
 from router import Router
@@ -32,8 +38,9 @@ SHORT, LONG = "hi", "x" * 500
 
 
 def _router(local_steps=(), hosted_steps=(), config=CONFIG) -> tuple[Router, FakeBackend, FakeBackend]:
-    local = FakeBackend(BackendSettings(name="local", model="local-model"), steps=list(local_steps))
-    hosted = FakeBackend(BackendSettings(name="hosted", model="hosted-model"), steps=list(hosted_steps))
+    # No retries: these tests are about fallback; retries have their own tests (test_calls.py).
+    local = FakeBackend(BackendSettings(name="local", model="local-model", max_retries=0), steps=list(local_steps))
+    hosted = FakeBackend(BackendSettings(name="hosted", model="hosted-model", max_retries=0), steps=list(hosted_steps))
     return Router.from_config(config, backends={"local": local, "hosted": hosted}), local, hosted
 
 

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from policies.routing_eval import apgr, baseline_reports, cpt, evaluate, pgr, quality_at, quality_curve
+from policies.routing_eval import (
+    apgr,
+    baseline_reports,
+    cpt,
+    evaluate,
+    pgr,
+    quality_at,
+    quality_curve,
+)
 
 # four prompts: only the first two gain from the hosted model
 LOCAL = [0.0, 0.0, 1.0, 1.0]

@@ -18,8 +18,14 @@ from typer.testing import CliRunner
 from backends.errors import UsageError
 from benchmarks.general_pairs import PAIRS, load_pairs, report
 from policies.complexity import DEFAULT_WEIGHTS, ComplexityScorer
+from policies.complexity.fit import (
+    DEFAULT_DATA,
+    calibrate_threshold,
+    group_apgr,
+    load_records,
+    split,
+)
 from policies.complexity.model import EXAM_VOCABULARY
-from policies.complexity.fit import DEFAULT_DATA, calibrate_threshold, group_apgr, load_records, split
 from policies.routing_eval import apgr, quality_curve
 from policies.scoring import build_scorer
 from router.cli.scoring_cmds import register

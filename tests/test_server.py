@@ -12,30 +12,12 @@ import httpx
 import openai
 import pytest
 
-from router.config_loader import load_config
 from router.consortium.simulated import arbiter_responder
-from router.core import Router
 from router.server import RouteServer
 from router.store import Store
+from tests.helpers import make_router
 
 FAST = {"ttft_s": 0.0, "tokens_per_s": None}
-
-
-def make_router(sim, *, timeout_s: float = 10.0, **top) -> Router:
-    def backend(model: str) -> dict:
-        return {"kind": "openai", "model": model, "base_url": sim.base_url, "max_retries": 0, "timeout_s": timeout_s}
-
-    config = {
-        "backends": {"small": backend("m-small"), "big": backend("m-big"), "slow": backend("m-slow"),
-                     "glm": backend("glm-5.2"), "arbiter": backend("mercury-2"),
-                     "offline": {"kind": "fake", "model": "fake-1"}},
-        "routing": {"scorer": {"kind": "length", "threshold_chars": 200},
-                    "tiers": [{"name": "low", "below": 0.5, "backends": ["small"]},
-                              {"name": "high", "backends": ["big"]}]},
-        "consortia": {"pair": {"members": ["glm*2"], "arbiter": "arbiter", "judging": "rank"}},
-        **top,
-    }
-    return Router(load_config(config), source="server")
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from backends.errors import UsageError
 from router.cli.app import app
 from router.server import RouteServer, api_key_from_env, is_loopback
-from tests.test_server import make_router
+from tests.helpers import make_router
 
 TOKEN = "t0ken-" + "x" * 32
 

@@ -11,7 +11,13 @@ import httpx
 import pytest
 
 from backends.errors import ConfigError
-from backends.simulator import DEFAULT_PROFILES, SimProfile, SimServer, create_app, load_profiles
+from backends.simulator import (
+    DEFAULT_PROFILES,
+    SimProfile,
+    SimServer,
+    create_app,
+    load_profiles,
+)
 from backends.simulator.answers import split_tokens
 
 USER = [{"role": "user", "content": "Explain block diffusion in one short paragraph please"}]

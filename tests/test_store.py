@@ -10,7 +10,6 @@ import time
 import pytest
 
 from backends.errors import ConfigError
-
 from router.store import SCHEMA_VERSION, RequestRecord, Store
 
 WRITERS, PER_WRITER = 8, 1000

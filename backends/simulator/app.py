@@ -9,7 +9,7 @@ time the router, not the simulator: a zero-delay profile must cost well under a 
     POST /sim/faults            {"model", "sequence": ["500", null, ...]}  one per request
     POST /sim/script            {"model", "replies": [...]}  exact replies, cycling
     POST /sim/profiles          {"model", <SimProfile fields>}  change a profile at runtime
-    GET  /sim/stats             per-model requests, completed, in_flight, cancelled, faults
+    GET  /sim/stats             per-model requests, completed, in_flight, peak_in_flight, cancelled, faults
     POST /sim/reset             back to the starting profiles; no faults, scripts or stats
 
 A request's fault comes from the `x-sim-fault` header, else the next queued one, else the
@@ -43,7 +43,7 @@ _LOG = logging.getLogger("uvicorn.error")  # uvicorn configures this one; ours w
 _FINGERPRINT = "simulated"
 _LABEL = (b"x-simulated", b"true")
 _SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
-_STAT_KEYS = ("requests", "completed", "in_flight", "cancelled", "faults")
+_STAT_KEYS = ("requests", "completed", "in_flight", "peak_in_flight", "cancelled", "faults")
 
 
 class SimState:
@@ -66,6 +66,8 @@ class SimState:
     def count(self, model: str, key: str, delta: int = 1) -> int:
         stats = self.stats.setdefault(model, Counter())
         stats[key] += delta
+        if key == "in_flight":
+            stats["peak_in_flight"] = max(stats["peak_in_flight"], stats[key])
         return stats[key]
 
     def choose_fault(self, model: str, header: str | None, number: int) -> str | None:

@@ -53,20 +53,29 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         from router.config_loader import load_config
 
+        from router.core import Router
+
         out = Output(json_mode=json_output)
         loaded = load_config(config)
         rows = list(_backend_rows(loaded))
         consortia = sorted(loaded.config.consortia)
+        router = Router(loaded, log=False)
+        router.persist(warn=False)  # what earlier runs learned, from the local store
+        state = router.state()
+        for row in rows:
+            row.update(state[row["name"]])
         if json_output:
             out.data({"config": loaded.path, "backends": rows, "consortia": consortia})
             return
         from rich.table import Table
 
         table = Table(title=f"backends ({loaded.path})", title_justify="left")
-        for column in ("name", "kind", "model", "decoding", "key", "$/Mtok in", "$/Mtok out"):
+        for column in ("name", "kind", "model", "key", "$/Mtok in/out", "samples", "ttft p50/p95 s", "breaker"):
             table.add_column(column)
         for r in rows:
-            table.add_row(r["name"], r["kind"], r["model"], r["decoding"], r["key"], f"{r['price_in']:g}", f"{r['price_out']:g}")
+            lat = r["latency"]
+            table.add_row(r["name"], r["kind"], r["model"], r["key"], f"{r['price_in']:g}/{r['price_out']:g}",
+                          str(lat["samples"]), f"{lat['ttft_p50_s']:.2f}/{lat['ttft_p95_s']:.2f}", r["breaker"])
         out.out.print(table)
         if consortia:
             out.out.print("consortia: " + ", ".join(consortia))

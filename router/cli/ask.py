@@ -106,15 +106,9 @@ def _candidate_table(rows: list[dict[str, Any]], hedges: dict[str, float]):
 
 def _attach_latency_store(router, out: Output) -> None:
     """Learned latency from earlier runs, saved again at close: consecutive runs learn together."""
-    import sqlite3
-
-    from backends.errors import ConfigError
-    from router.store import store_for
-
-    try:
-        router.latency.attach_store(store_for(router.config))
-    except (OSError, ConfigError, sqlite3.Error) as exc:
-        out.info(f"[dim]latency history unavailable ({exc}); routing on config priors[/]")
+    problem = router.persist(warn=False)
+    if problem:
+        out.info(f"[dim]latency history unavailable ({problem}); routing on config priors[/]")
 
 
 def _show_stats(out: Output, c) -> None:

@@ -113,14 +113,13 @@ def register(app: typer.Typer) -> None:
         from router.core import Router
         from router.server.runner import api_key_from_env
         from router.server.runner import serve as run_server
-        from router.store import store_for
 
         out = Output()
         key = api_key_from_env(host, api_key_env)
         loaded = load_config(config)
         router = Router(loaded, source="server", log=False if no_log else None)
         # What earlier runs learned about latency; the app's shutdown (router.aclose) saves it back.
-        router.latency.attach_store(store_for(router.config))
+        router.persist()
         shown = f"[{host}]" if ":" in host else host
         out.info(f"route serve: http://{shown}:{port}/v1 · config {loaded.path} · models: auto, "
                  f"{', '.join(router.names())} · auth {'on ($' + api_key_env + ')' if key else 'off (loopback)'} · "

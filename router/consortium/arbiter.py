@@ -3,18 +3,22 @@ turn it into the round's answer. Every fallback is written into the ArbiterRecor
 
 from __future__ import annotations
 
+import contextlib
 import re
 import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from backends.base import Backend
+from backends.deadline import Deadline
 from backends.errors import AllBackendsFailed, BackendError, MalformedResponse
 from backends.types import Completion, FinalChunk, Message, Request, TextChunk, Usage
 from policies.judging import Verdict, order_candidates, parse_verdict, read_confidence
+from router.calls import CallOptions, CallPath
 from router.consortium.answer_stream import AnswerStream
-from router.consortium.budget import Reservation, RunContext, emit, gives_up
+from router.consortium.budget import Reservation, RunContext, emit
 from router.consortium.prompts import Candidate, arbiter_prompt
 from router.consortium.spec import ConsortiumConfig
 from router.consortium.trace import ArbiterRecord
@@ -41,14 +45,14 @@ def _context_tokens(spec: ConsortiumConfig, arbiter: Backend) -> int:
 
 async def judge(messages: Sequence[Message], candidates: Sequence[Candidate], arbiter: Backend,
                 spec: ConsortiumConfig, run: RunContext, record: ArbiterRecord, *,
-                reserved: Reservation | None, remaining: Callable[[], float | None],
+                reserved: Reservation | None, deadline: Deadline, calls: CallPath,
                 stream_to: Callable[[str], None] | None = None,
                 is_final: Callable[[float | None], bool] | None = None) -> Judgement:
     """The round's answer from `candidates` (at least one). `reserved`: the budget call put
     aside for the arbiter at the start of the round (None for a nested arbiter).
     `stream_to` (synthesis only) receives the answer as the arbiter writes it, if
     `is_final(confidence)` says this round's answer is the one to return."""
-    call = _ArbiterCall(arbiter, spec, run, record, reserved, remaining)
+    call = _ArbiterCall(arbiter, spec, run, record, reserved, deadline, calls)
     if len(candidates) == 1:
         call.give_back()
         record.status, record.fallback = "skipped", "only one candidate: nothing to judge"
@@ -109,12 +113,14 @@ def _answer(text: str, verdict: Verdict, candidates: Sequence[Candidate], order:
 
 
 class _ArbiterCall:
-    """Asks the arbiter, with retries, charging the budget (the round's reservation first)."""
+    """Asks the arbiter through the call path (which retries and charges the budget, the round's
+    reservation first), recording every failed attempt."""
 
     def __init__(self, arbiter: Backend, spec: ConsortiumConfig, run: RunContext, record: ArbiterRecord,
-                 reserved: Reservation | None, remaining: Callable[[], float | None]):
-        self.arbiter, self.spec, self.run, self.record, self.remaining = arbiter, spec, run, record, remaining
-        self.nested = getattr(arbiter, "kind", None) == "consortium"
+                 reserved: Reservation | None, deadline: Deadline, calls: CallPath):
+        self.arbiter, self.spec, self.run, self.record = arbiter, spec, run, record
+        self.deadline, self.calls = deadline, calls
+        self.nested = arbiter.capabilities.composite
         self.reserved = reserved
         if self.nested:
             self.give_back()  # a nested arbiter charges its own calls
@@ -124,61 +130,60 @@ class _ArbiterCall:
             self.reserved.release()
             self.reserved = None
 
-    def _emit(self, status: str, **fields) -> None:
+    def _emit(self, status: str, **fields: Any) -> None:
         emit(self.run, {"type": "arbiter", "path": self.run.path, "id": self.record.arbiter, "status": status,
                         **fields})
 
+    def _failed_attempt(self, error: BaseException, elapsed_s: float) -> None:
+        self.record.errors.append({"attempt": len(self.record.errors) + 1, "error": type(error).__name__,
+                                   "message": str(error), "elapsed_s": elapsed_s})
+
     async def ask(self, messages: list[Message], streamer: AnswerStream | None = None) -> Completion | None:
         """The arbiter's reply, or None when every attempt failed (each is in the record).
-        Once answer text has gone out through `streamer`, a failure is raised, not retried."""
-        tries = 1 + (0 if self.nested else self.spec.retries)
-        for attempt in range(1, tries + 1):
-            left = self.remaining()
-            if left is not None and left <= 0:
-                self.record.errors.append({"attempt": attempt, "error": "BackendTimeout",
-                                           "message": "the consortium's deadline passed before the arbiter was asked"})
-                break
-            started = time.perf_counter()
-            try:
-                completion = await self._attempt(messages, left, streamer)
-            except (BackendError, AllBackendsFailed) as exc:
-                self.record.errors.append({"attempt": attempt, "error": type(exc).__name__, "message": str(exc),
-                                           "elapsed_s": time.perf_counter() - started})
-                if streamer is not None and streamer.text:
-                    self.record.status = "failed"
-                    raise  # part of the answer reached the caller: another reply would garble it
-                if gives_up(exc):
-                    break
-                continue
-            self.record.latency_s = time.perf_counter() - started
-            self._emit("done", latency_s=self.record.latency_s, tokens=completion.usage.output_tokens)
-            return completion
+        Once answer text has gone out through `streamer`, a failure is raised."""
+        if self.deadline.expired():
+            self.record.errors.append({"attempt": 1, "error": "BackendTimeout",
+                                       "message": "the consortium's deadline passed before the arbiter was asked"})
+            return self._gave_up()
+        options = CallOptions(deadline=self.deadline, retries=self.spec.retries, label="the arbiter",
+                              reservation=self.reserved, on_error=self._failed_attempt)
+        self.reserved = None  # the call path spends it
+        request = Request(messages=messages, max_tokens=self.spec.arbiter_max_tokens)
+        self.record.status = "running"
+        self._emit("running")
+        started = time.perf_counter()
+        try:
+            if streamer is None:
+                completion = await self.calls.complete(self.arbiter.name, request, options)
+            else:
+                completion = await _streamed(self.calls, self.arbiter.name, request, options, streamer)
+        except (BackendError, AllBackendsFailed) as exc:
+            if not self.record.errors or self.record.errors[-1]["message"] != str(exc):
+                self._failed_attempt(exc, time.perf_counter() - started)
+            if streamer is not None and streamer.text:
+                self.record.status = "failed"
+                raise  # part of the answer reached the caller: another reply would garble it
+            if options.reservation is not None:
+                options.reservation.release()  # no-op once spent
+            return self._gave_up()
+        self.record.completion, self.record.status = completion, "done"
+        self.record.latency_s = time.perf_counter() - started
+        self._emit("done", latency_s=self.record.latency_s, tokens=completion.usage.output_tokens)
+        return completion
+
+    def _gave_up(self) -> None:
         self.give_back()
         self.record.status = "failed"
         self._emit("failed", error=self.record.errors[-1]["message"] if self.record.errors else None)
         return None
 
-    async def _attempt(self, messages: list[Message], left: float | None,
-                       streamer: AnswerStream | None) -> Completion:
-        if self.reserved is not None:
-            self.reserved.spend("the arbiter")  # a retry after the first try is charged anew
-        elif not self.nested:
-            self.run.budget.take("the arbiter")
-        self.record.status = "running"
-        self._emit("running")
-        request = Request(messages=messages, max_tokens=self.spec.arbiter_max_tokens, timeout_s=left)
-        if streamer is None:
-            completion = await self.arbiter.complete(request)
-        else:
-            completion = await _streamed(self.arbiter, request, streamer)
-        self.record.completion, self.record.status = completion, "done"
-        return completion
 
-
-async def _streamed(arbiter: Backend, request: Request, streamer: AnswerStream) -> Completion:
-    async for chunk in arbiter.stream(request):
-        if isinstance(chunk, TextChunk):
-            streamer.feed(chunk.text)
-        elif isinstance(chunk, FinalChunk):
-            return chunk.completion
-    raise MalformedResponse("stream ended without a final completion", backend=arbiter.name, model=arbiter.model)
+async def _streamed(calls: CallPath, name: str, request: Request, options: CallOptions,
+                    streamer: AnswerStream) -> Completion:
+    async with contextlib.aclosing(calls.stream(name, request, options)) as chunks:
+        async for chunk in chunks:
+            if isinstance(chunk, TextChunk):
+                streamer.feed(chunk.text)
+            elif isinstance(chunk, FinalChunk):
+                return chunk.completion
+    raise MalformedResponse("stream ended without a final completion", backend=name)

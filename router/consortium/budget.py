@@ -1,20 +1,22 @@
 """The call budget of a nested consortium run, and the run context nested consortia inherit.
 
 A consortium that is a member (or the arbiter) of another runs inside the outer one's task, so
-a ContextVar carries the run down: every model call anywhere in the tree is charged to the
-innermost budget and to each budget above it, and fails once any of them is spent.
+a ContextVar carries the run down: every upstream attempt anywhere in the tree (retries
+included) is charged by the router's call path to the innermost budget and to each budget above
+it, and fails once any of them is spent.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from backends.errors import BackendError, BackendTimeout
+from backends.errors import BackendError
 
-__all__ = ["BudgetExhausted", "CallBudget", "Reservation", "RunContext", "current_run", "emit", "gives_up"]
+__all__ = ["BudgetExhausted", "CallBudget", "Reservation", "RunContext", "current_run", "emit"]
 
 MAX_DEPTH = 32  # consortia inside consortia; config forbids cycles, this stops code-built ones
 
@@ -23,13 +25,6 @@ class BudgetExhausted(BackendError):
     """No model call is left in the run's budget. Never retried."""
 
     retryable = False
-
-
-def gives_up(error: Exception) -> bool:
-    """True for errors another attempt cannot fix (a timeout or a 5xx might go away)."""
-    if isinstance(error, BudgetExhausted):
-        return True
-    return isinstance(error, BackendError) and not error.retryable and not isinstance(error, BackendTimeout)
 
 
 class Reservation:
@@ -123,6 +118,9 @@ class RunContext:
     path: str  # e.g. "cns-meta/cns-glm#2": where in the tree events come from
     depth: int
     listeners: list[Listener] = field(default_factory=list)
+    # Every enclosing consortium's `max_concurrency`, outermost first: a model call anywhere in
+    # the tree holds a slot in each, so nesting cannot multiply the limit.
+    limits: tuple[asyncio.Semaphore, ...] = ()
 
 
 _CURRENT: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar("consortium_run", default=None)

@@ -2,12 +2,13 @@
 while the arbiter is unsure. It is a Backend itself, so it can be a member or the arbiter of
 another consortium, or be named wherever a backend is.
 
-    cns = Consortium("cns-glm", spec, resolve=router.backend)
+    cns = Consortium("cns-glm", spec, resolve=router.backend, calls=router.calls)
     completion = await cns.complete(Request(messages=[{"role": "user", "content": "..."}]))
     completion.metadata["trace"]   # every member answer, arbiter decision, timing, token, cost
 
-Members and the arbiter are looked up through `resolve(name)` when a run starts, so a member
-that is itself a consortium runs nested, charging the same call budget.
+Members and the arbiter are looked up through `resolve(name)` when a run starts and called
+through the router's call path (`calls`), so a member that is itself a consortium runs nested,
+charging the same call budget and holding the same concurrency slots.
 """
 
 from __future__ import annotations
@@ -16,12 +17,15 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from backends.base import Backend, BackendSettings
+from backends.capabilities import Capabilities
+from backends.deadline import Deadline
 from backends.errors import AllBackendsFailed, BackendError, UsageError
 from backends.types import Chunk, Completion, FinalChunk, Request, TextChunk, Timings, Usage
 from policies.judging import code_metrics, over_budget
+from router.calls import CallPath
 from router.consortium.arbiter import Judgement, judge
 from router.consortium.budget import (
     MAX_DEPTH,
@@ -44,12 +48,14 @@ class Consortium(Backend):
     """N models (or N samples of one) and an arbiter, behind the Backend interface."""
 
     kind = "consortium"
+    capabilities: ClassVar[Capabilities] = Capabilities(composite=True)
 
-    def __init__(self, name: str, spec: ConsortiumConfig, resolve: Callable[[str], Backend], *,
+    def __init__(self, name: str, spec: ConsortiumConfig, resolve: Callable[[str], Backend], calls: CallPath, *,
                  listeners: list[Listener] | None = None):
         super().__init__(BackendSettings(name=name, model=f"consortium:{name}", max_retries=0))
         self.spec = spec
         self._resolve = resolve
+        self.calls = calls
         self.listeners: list[Listener] = list(listeners or [])
 
     def add_listener(self, listener: Listener) -> None:
@@ -96,12 +102,13 @@ class Consortium(Backend):
         if parent is not None and parent.depth + 1 > MAX_DEPTH:
             raise UsageError(f"consortium {self.name!r} is nested more than {MAX_DEPTH} deep; "
                              "a consortium probably contains itself")
-        budget = CallBudget(self.spec.budget, self.name, parent.budget if parent else None)
+        budget = CallBudget(self.spec.effective_budget, self.name, parent.budget if parent else None)
         run = RunContext(
             budget=budget,
             path=f"{parent.path}/{self.name}" if parent else self.name,
             depth=parent.depth + 1 if parent else 0,
             listeners=[*(parent.listeners if parent else []), *self.listeners],
+            limits=(*(parent.limits if parent else ()), asyncio.Semaphore(self.spec.max_concurrency)),
         )
         token = var.set(run)
         try:
@@ -131,15 +138,12 @@ class _Run:
         self.run = run
         self.request = request
         self.t0 = time.perf_counter()
-        self.deadline = None if request.timeout_s is None else time.monotonic() + request.timeout_s
+        self.deadline = Deadline(request.timeout_s)
         self.rounds: list[RoundRecord] = []
         self.usage = Usage()
         self.cost = 0.0
         self.simulated = False
         self.stopped: str | None = None
-
-    def remaining(self) -> float | None:
-        return None if self.deadline is None else self.deadline - time.monotonic()
 
     async def execute(self) -> Completion:
         messages = self.request.messages
@@ -170,8 +174,7 @@ class _Run:
         return None
 
     def _can_iterate(self) -> bool:
-        left = self.remaining()
-        if left is not None and left <= 0:
+        if self.deadline.expired():
             self.stopped = "the deadline passed; no further iteration"
             return False
         available = self.run.budget.available()
@@ -187,13 +190,13 @@ class _Run:
             msgs = member_messages(messages, entry.system or self.spec.system)
             for sample in range(1, entry.n + 1):
                 extra = dict(self.request.extra)
-                if entry.n > 1 and backend.kind == "openai" and "seed" not in extra:
+                if entry.n > 1 and backend.capabilities.seed and "seed" not in extra:
                     # N samples of one model must differ; OpenAI-compatible servers take a seed.
                     extra["seed"] = sample
                 temperature = entry.temperature if entry.temperature is not None else self.request.temperature
                 request = Request(messages=msgs, max_tokens=self.request.max_tokens, temperature=temperature,
                                   stop=self.request.stop, extra=extra)
-                slots.append(Slot(entry, sample, backend, request))
+                slots.append(Slot(entry, sample, entry.model, request))
                 records.append(MemberRecord(entry.model, sample))
         return slots
 
@@ -207,12 +210,13 @@ class _Run:
         self.run_event("round", iteration=iteration, status="running")
         reserved = self._reserve_arbiter(arbiter, iteration)
         try:
-            await run_members(slots, records, self.run, self.spec, self.t0, self.remaining)
+            await run_members(slots, records, self.run, self.spec, self.t0, self.deadline, self.c.calls)
             for r in records:
                 self._account(r.completion)
             candidates = self._candidates(iteration, record)
             judgement = await judge(messages, candidates, arbiter, self.spec, self.run, record.arbiter,
-                                    reserved=reserved, remaining=self.remaining, stream_to=self.sink,
+                                    reserved=reserved, deadline=self.deadline, calls=self.c.calls,
+                                    stream_to=self.sink,
                                     is_final=lambda confidence: self._stop_reason(iteration, confidence) is not None)
         finally:
             if reserved is not None:
@@ -226,7 +230,7 @@ class _Run:
     def _reserve_arbiter(self, arbiter: Backend, iteration: int) -> Reservation | None:
         """Put the arbiter's call aside before the members start, so they cannot spend the last
         of the budget. A nested arbiter charges its own calls: nothing to put aside."""
-        if arbiter.kind == "consortium":
+        if arbiter.capabilities.composite:
             return None
         reserved = self.run.budget.reserve()
         if reserved is None:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from backends.errors import ConfigError
-from router.consortium.spec import ConsortiumConfig
+from router.consortium.spec import DEFAULT_BUDGET, ConsortiumConfig
 
 __all__ = ["check_consortia", "find_cycle", "resolve_tree"]
 
@@ -44,6 +44,26 @@ def check_consortia(consortia: Mapping[str, ConsortiumConfig], backends: Mapping
             "member or as arbiter, at any depth; remove one of these references.",
             path=path, line=line_of("consortia", cycle[0]),
         )
+    _check_budgets(consortia, path, line_of)
+
+
+def _check_budgets(consortia: Mapping[str, ConsortiumConfig], path: str, line_of: LineOf) -> None:
+    """A run whose planned calls (no retries, max_iterations rounds) exceed its budget would be
+    cut off on every run: refuse it now rather than bill a truncated answer."""
+    memo: dict[str, int] = {}
+    for name, spec in consortia.items():
+        worst = calls_per_run(name, consortia, worst=True, memo=memo)
+        if worst > spec.effective_budget:
+            which = f"its budget of {spec.budget}" if spec.budget is not None else \
+                f"the default budget of {DEFAULT_BUDGET} (no `budget:` set)"
+            line = line_of("consortia", name, "budget") if spec.budget is not None else line_of("consortia", name)
+            raise ConfigError(
+                f"consortium {name!r} plans {worst} model calls per run (every member sample and arbiter, "
+                f"nested consortia expanded, {spec.max_iterations} iteration(s)), more than {which}. "
+                f"Set `budget: {worst}` or more (retries are charged to it too), or use fewer samples, "
+                "members or iterations.",
+                path=path, line=line,
+            )
 
 
 def _hint(name: str, known: set[str]) -> str:
@@ -103,16 +123,22 @@ def resolve_tree(name: str, consortia: Mapping[str, ConsortiumConfig],
         "arbiter": resolve_tree(spec.arbiter, consortia, backends),
         "members": members,
         "calls_per_run": calls_per_run(name, consortia),
-        "budget": spec.budget,
+        "worst_case_calls": calls_per_run(name, consortia, worst=True),
+        "budget": spec.effective_budget,
     }
 
 
-def calls_per_run(name: str, consortia: Mapping[str, ConsortiumConfig], *, worst: bool = False) -> int:
+def calls_per_run(name: str, consortia: Mapping[str, ConsortiumConfig], *, worst: bool = False,
+                  memo: dict[str, int] | None = None) -> int:
     """Model calls of one run without retries: every member sample and one arbiter call per
-    iteration, expanded through nested consortia. `worst` uses max_iterations, else min."""
+    iteration, expanded through nested consortia. `worst` uses max_iterations, else min.
+    `memo` makes a graph with shared sub-consortia cost one visit per consortium."""
     if name not in consortia:
         return 1
-    spec = consortia[name]
-    per_round = sum(m.n * calls_per_run(m.model, consortia, worst=worst) for m in spec.members)
-    per_round += calls_per_run(spec.arbiter, consortia, worst=worst)
-    return per_round * (spec.max_iterations if worst else spec.min_iterations)
+    memo = {} if memo is None else memo
+    if name not in memo:
+        spec = consortia[name]
+        per_round = sum(m.n * calls_per_run(m.model, consortia, worst=worst, memo=memo) for m in spec.members)
+        per_round += calls_per_run(spec.arbiter, consortia, worst=worst, memo=memo)
+        memo[name] = per_round * (spec.max_iterations if worst else spec.min_iterations)
+    return memo[name]

@@ -1,18 +1,19 @@
-"""One round's fan-out: every member sample concurrently, under a concurrency limit, each with
-its own timeout and retries, until the quorum is met; the rest get a grace period, then are
-cancelled and awaited (no task outlives the round)."""
+"""One round's fan-out: every member sample concurrently, each through the router's call path
+(its timeout, retries, budget and concurrency limits), until the quorum is met; the rest get a
+grace period, then are cancelled and awaited (no task outlives the round)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-
-from backends.base import Backend
-from backends.errors import AllBackendsFailed, BackendError, BackendTimeout, RouteError
+from backends.deadline import Deadline
+from backends.errors import AllBackendsFailed, BackendError
 from backends.types import FinalChunk, Message, Request, TextChunk
-from router.consortium.budget import RunContext, emit, gives_up
+from router.calls import CallOptions, CallPath
+from router.consortium.budget import RunContext, emit
 from router.consortium.spec import ConsortiumConfig, MemberSpec
 from router.consortium.trace import MemberRecord
 
@@ -27,7 +28,7 @@ class Slot:
 
     spec: MemberSpec
     sample: int
-    backend: Backend
+    name: str
     request: Request
 
 
@@ -41,82 +42,60 @@ def member_messages(messages: Sequence[Message], system: str | None) -> list[Mes
     return [{"role": "system", "content": merged}, *rest]
 
 
-def _is_consortium(backend: Backend) -> bool:
-    return getattr(backend, "kind", None) == "consortium"
-
-
 class _Fanout:
-    """The members of one round, sharing a semaphore, the run's budget and its deadline."""
+    """The members of one round, sharing the run's budget, concurrency limit and deadline. Every
+    call goes through the router's call path, which retries, charges the budget, holds the
+    concurrency slots, feeds the breakers and the latency model."""
 
-    def __init__(self, run: RunContext, spec: ConsortiumConfig, t0: float, remaining: Callable[[], float | None]):
+    def __init__(self, run: RunContext, spec: ConsortiumConfig, t0: float, deadline: Deadline, calls: CallPath):
         self.run = run
         self.spec = spec
         self.t0 = t0  # perf_counter at the start of the consortium run
-        self.remaining = remaining
-        self.sem = asyncio.Semaphore(spec.max_concurrency)
+        self.deadline = deadline
+        self.calls = calls
 
     async def call(self, slot: Slot, record: MemberRecord) -> None:
         """Fill `record` with the member's answer or its failures; raises only on cancellation
         and on errors that are not model failures."""
-        tries = 1 + (0 if _is_consortium(slot.backend) else self.spec.retries)  # a consortium retries inside
+        started = time.perf_counter()
+
+        def failed_attempt(error: BaseException, elapsed_s: float) -> None:
+            record.attempts.append({"attempt": len(record.attempts) + 1, "error": type(error).__name__,
+                                    "message": str(error), "elapsed_s": elapsed_s})
+
+        options = CallOptions(deadline=self.deadline, retries=self.spec.retries, label=f"member {record.label}",
+                              attempt_timeout_s=self.spec.member_timeout_s, on_error=failed_attempt)
         try:
-            for attempt in range(1, tries + 1):
-                left = self.remaining()
-                if left is not None and left <= 0:
-                    record.attempts.append({"attempt": attempt, "error": "BackendTimeout",
-                                            "message": "the consortium's deadline passed before this attempt"})
-                    break
-                started = time.perf_counter()
-                error = await self.attempt(slot, record, self.spec.member_timeout_s if left is None
-                                           else min(self.spec.member_timeout_s, left))
-                if error is None:
-                    return
-                record.attempts.append({"attempt": attempt, "error": type(error).__name__, "message": str(error),
-                                        "elapsed_s": time.perf_counter() - started})
-                if gives_up(error):
-                    break
+            record.status, record.started_s = "running", started - self.t0
+            emit(self.run, _event(self.run, record))
+            await _stream_into(self.calls, slot, record, self.run, options)
+        except (BackendError, AllBackendsFailed) as exc:
+            if not record.attempts or record.attempts[-1]["message"] != str(exc):
+                failed_attempt(exc, time.perf_counter() - started)  # refused before it ran, or a nested run
             record.status = "failed"
             emit(self.run, _event(self.run, record))
+            return
         except asyncio.CancelledError:
             record.status = "cancelled"
             emit(self.run, _event(self.run, record))
             raise
-
-    async def attempt(self, slot: Slot, record: MemberRecord, limit: float) -> RouteError | None:
-        """One try within `limit` seconds; the error, or None when `record` holds the answer."""
-        async with self.sem:
-            started = time.perf_counter()
-            try:
-                if not _is_consortium(slot.backend):
-                    self.run.budget.take(f"member {record.label}")  # a consortium charges its own calls
-                record.status, record.started_s = "running", started - self.t0
-                emit(self.run, _event(self.run, record))
-                async with asyncio.timeout(limit):
-                    await _stream_into(slot, record, self.run, limit)
-            except TimeoutError:
-                return BackendTimeout(f"no answer within the member timeout of {limit:.3g} s",
-                                      backend=slot.backend.name, model=slot.backend.model)
-            except (BackendError, AllBackendsFailed) as exc:
-                return exc
         record.latency_s = time.perf_counter() - started
         record.status = "done"
         emit(self.run, _event(self.run, record))
-        return None
 
 
-async def _stream_into(slot: Slot, record: MemberRecord, run: RunContext, limit: float) -> None:
-    request = slot.request.with_options(timeout_s=limit)
+async def _stream_into(calls: CallPath, slot: Slot, record: MemberRecord, run: RunContext,
+                       options: CallOptions) -> None:
     record.streamed_tokens = 0
-    async for chunk in slot.backend.stream(request):
-        if isinstance(chunk, TextChunk):
-            record.streamed_tokens += 1
-            if record.status != "streaming" or record.streamed_tokens % _STREAM_EVENT_EVERY == 0:
-                record.status = "streaming"
-                emit(run, _event(run, record))
-        elif isinstance(chunk, FinalChunk):
-            record.completion = chunk.completion
-    if record.completion is None:
-        raise BackendError("stream ended without a final completion", backend=slot.backend.name)
+    async with contextlib.aclosing(calls.stream(slot.name, slot.request, options)) as chunks:
+        async for chunk in chunks:
+            if isinstance(chunk, TextChunk):
+                record.streamed_tokens += 1
+                if record.status != "streaming" or record.streamed_tokens % _STREAM_EVENT_EVERY == 0:
+                    record.status = "streaming"
+                    emit(run, _event(run, record))
+            elif isinstance(chunk, FinalChunk):
+                record.completion = chunk.completion
 
 
 def _event(run: RunContext, record: MemberRecord) -> dict:
@@ -129,10 +108,11 @@ def _event(run: RunContext, record: MemberRecord) -> dict:
 
 
 async def run_members(slots: Sequence[Slot], records: Sequence[MemberRecord], run: RunContext,
-                      spec: ConsortiumConfig, t0: float, remaining: Callable[[], float | None]) -> None:
+                      spec: ConsortiumConfig, t0: float, deadline: Deadline, calls: CallPath) -> None:
     """Run every slot, stop waiting once `spec.quorum` answered (default: all), give stragglers
     `spec.grace_s`, cancel what is left and wait for the cancellations to finish."""
-    fanout = _Fanout(run, spec, t0, remaining)
+    fanout = _Fanout(run, spec, t0, deadline, calls)
+    remaining = deadline.remaining
     for record in records:
         emit(run, _event(run, record))
     tasks = {asyncio.create_task(fanout.call(s, r), name=f"member {r.label}"): r

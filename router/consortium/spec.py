@@ -17,10 +17,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-__all__ = ["ConsortiumConfig", "MemberSpec", "parse_member"]
+__all__ = ["DEFAULT_BUDGET", "ConsortiumConfig", "MemberSpec", "parse_member"]
 
 _SHORT = re.compile(r"^(?P<name>[^*\s](?:[^*]*[^*\s])?)\s*(?:\*\s*(?P<n>\d+))?$")
 MAX_SAMPLES = 64  # per member entry; more is almost certainly a typo (and a bill)
+# Upstream requests one run may make when `budget:` is unset, retries included. Large enough for
+# the usual panels (the README's nested example plans 26 calls at most) with room for retries;
+# small enough that a typo like `*64` at three levels is refused at load, not billed.
+DEFAULT_BUDGET = 64
 
 
 class _Strict(BaseModel):
@@ -76,7 +80,8 @@ class ConsortiumConfig(_Strict):
     quorum: int | None = Field(None, ge=1, description="answers that are enough; default: every member")
     grace_s: float = Field(0.0, ge=0, description="after the quorum, wait this long for the rest")
     max_concurrency: int = Field(8, ge=1, le=256)
-    budget: int | None = Field(None, ge=1, description="most model calls for the whole nested run")
+    budget: int | None = Field(None, ge=1, description="most upstream requests (retries included) for the "
+                               f"whole nested run; default {DEFAULT_BUDGET}")
     complexity_budget: float | None = Field(
         None, gt=1.0, description="reject a candidate whose code is this many times more complex than the median"
     )
@@ -101,6 +106,10 @@ class ConsortiumConfig(_Strict):
         if self.quorum is not None and self.quorum > self.size:
             raise ValueError(f"quorum {self.quorum} exceeds the {self.size} member samples; lower it")
         return self
+
+    @property
+    def effective_budget(self) -> int:
+        return DEFAULT_BUDGET if self.budget is None else self.budget
 
     @property
     def size(self) -> int:

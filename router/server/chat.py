@@ -151,7 +151,7 @@ class ChatCompletions:
     def _supports_tools(self, name: str) -> bool:
         known = self._tools.get(name)
         if known is None:
-            known = self._tools[name] = bool(getattr(self.router.backend(name), "supports_tools", False))
+            known = self._tools[name] = self.router.backend(name).capabilities.tools
         return known
 
     def _model_for(self, call: ChatCall) -> str:

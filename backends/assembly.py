@@ -1,0 +1,124 @@
+"""Turns a provider's wire deltas into chunks and, at the end, the one Completion: written once
+here, so a backend kind is only its wire call.
+
+Handles what every provider needs: time to first token, tool calls that arrive in pieces, usage
+(estimated, and marked so, when the server sends none), cost, diffusion canvases, drafts that
+replace the whole answer so far (Mercury's `diffusing` stream), and the simulator's label.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from backends.types import Chunk, Completion, DiffusionStats, DraftChunk, FinalChunk, TextChunk, Timings, Usage
+
+if TYPE_CHECKING:
+    from backends.base import Backend
+
+__all__ = ["Assembly", "Delta"]
+
+
+@dataclass(slots=True)
+class Delta:
+    """One piece of an answer as the provider sent it. `draft` replaces the whole answer so far
+    (diffusion drafts); `tool_calls` are OpenAI stream deltas (keyed by `index`, arguments in
+    string pieces); a non-streamed reply is one Delta holding everything."""
+
+    text: str = ""
+    draft: str | None = None
+    tool_calls: Sequence[Mapping[str, Any]] = ()
+    usage: Usage | None = None
+    finish_reason: str | None = None
+    simulated: bool = False
+
+
+@dataclass
+class Assembly:
+    """What a stream has told us so far, and the Completion it adds up to."""
+
+    backend: Backend
+    started: float = field(default_factory=time.perf_counter)  # perf_counter seconds
+    parts: list[str] = field(default_factory=list)
+    draft: str | None = None
+    drafts: int = 0
+    usage: Usage | None = None
+    finish_reason: str | None = None
+    ttft: float | None = None
+    simulated: bool = False
+    tool_calls: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def apply(self, delta: Delta) -> list[Chunk]:
+        """Fold one delta in; the chunks it produces for the caller."""
+        self.usage = delta.usage or self.usage
+        self.finish_reason = delta.finish_reason or self.finish_reason
+        self.simulated = self.simulated or delta.simulated
+        for call in delta.tool_calls:
+            _merge_tool_call(self.tool_calls, call)
+        if delta.draft:
+            self._first_content()
+            self.drafts += 1
+            self.draft = delta.draft
+            return [DraftChunk(delta.draft, step=self.drafts)]
+        if delta.text:
+            self._first_content()
+            self.parts.append(delta.text)
+            return [TextChunk(delta.text)]
+        return []
+
+    def _first_content(self) -> None:
+        if self.ttft is None:
+            self.ttft = time.perf_counter() - self.started
+
+    def finish(self) -> list[Chunk]:
+        """The last chunks: a diffusing stream's final draft (its only committed text), then the
+        FinalChunk."""
+        chunks: list[Chunk] = []
+        if self.draft is not None and not self.parts:
+            self.parts.append(self.draft)
+            chunks.append(TextChunk(self.draft))
+        chunks.append(FinalChunk(self.completion()))
+        return chunks
+
+    def completion(self) -> Completion:
+        settings = self.backend.settings
+        text = "".join(self.parts)
+        metadata: dict[str, Any] = {"simulated": True} if self.simulated else {}
+        usage = self.usage
+        if usage is None:
+            # Servers that omit usage still get a cost estimate; say it is one.
+            usage = Usage(output_tokens=max(1, len(text) // 4) if text else 0)
+            metadata["usage_estimated"] = True
+        diffusion = None
+        if settings.decoding == "diffusion":
+            canvases = DiffusionStats.canvases_for(usage.output_tokens, settings.canvas_length)
+            diffusion = DiffusionStats(canvases=canvases, canvas_length=settings.canvas_length)
+        total = time.perf_counter() - self.started
+        calls = [self.tool_calls[i] for i in sorted(self.tool_calls)]
+        return Completion(
+            text=text,
+            backend=self.backend.name,
+            model=self.backend.model,
+            finish_reason=self.finish_reason,
+            usage=usage,
+            timings=Timings.measure(self.ttft, total, usage.output_tokens, diffusion=diffusion is not None),
+            cost_usd=self.backend.cost(usage),
+            diffusion=diffusion,
+            tool_calls=calls or None,
+            metadata=metadata,
+        )
+
+
+def _merge_tool_call(calls: dict[int, dict[str, Any]], delta: Mapping[str, Any]) -> None:
+    """Stream deltas carry a tool call in pieces keyed by index; arguments arrive as string parts."""
+    slot = calls.setdefault(int(delta.get("index") or 0),
+                            {"type": "function", "function": {"name": "", "arguments": ""}})
+    if delta.get("id"):
+        slot["id"] = delta["id"]
+    function = delta.get("function") or {}
+    if function.get("name"):
+        slot["function"]["name"] += function["name"]
+    if function.get("arguments"):
+        slot["function"]["arguments"] += function["arguments"]

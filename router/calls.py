@@ -1,0 +1,308 @@
+"""The one entry point for every model call: routed requests, forced `-m`, consortium members,
+arbiters, iteration rounds and both servers all call a backend through `CallPath`.
+
+For one call to one backend it owns, in this order per attempt:
+
+    budget       charge the innermost consortium run and every run around it (upstream attempts,
+                 retries included); a spent budget fails the attempt, never retried
+    breaker      refuse a backend whose breaker is open (unless the caller already decided to
+                 try it as a last resort); record success / failure / release afterwards
+    concurrency  a slot in the global limit (`routing.max_concurrency`) and in every enclosing
+                 consortium's `max_concurrency`, so nesting cannot multiply either
+    deadline     the attempt gets the time left; a stream is cut at the deadline too
+    retries      the one tenacity policy (backends/retry.py), within the deadline; a stream is
+                 retried only before its first chunk reached the caller
+    observers    every attempt -- answered, failed or cancelled -- reaches the attempt observers
+                 (latency learning, metrics) with its elapsed time
+
+Composite backends (a consortium) make their own calls through this path, so for them it only
+times the call and reports it: no retry, no budget, no slot, no breaker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from dataclasses import dataclass
+
+from backends.base import Backend
+from backends.deadline import Deadline
+from backends.errors import BackendError, BackendTimeout, BackendUnavailable, BadRequest, MalformedResponse
+from backends.retry import RetryPolicy, call_with_retries
+from backends.types import Chunk, Completion, FinalChunk, Request
+from policies.breaker import BreakerBoard
+from router.consortium.budget import Reservation, current_run
+from router.decision import Attempt, Decision
+
+__all__ = ["DEADLINE", "AttemptObserver", "CallOptions", "CallPath"]
+
+# The cancellation message of a call stopped because its deadline passed: reported as a timeout
+# (evidence about the backend), not as a caller that went away.
+DEADLINE = "route: the request's deadline passed"
+
+AttemptObserver = Callable[[Attempt, "Decision | None"], None]
+
+
+@dataclass(frozen=True, slots=True)
+class CallOptions:
+    """How one call is made. `retries` overrides the backend's `max_retries` (a consortium's
+    `retries`); `label` names the call in budget messages; `reservation` is the budget call a
+    consortium put aside for its arbiter; `p95_s` is what the caller predicted (a timeout before
+    it is no evidence against the backend); `check_breaker` False when the caller already asked
+    the breaker (the router's fallback order tries open breakers last, deliberately);
+    `attempt_timeout_s` limits each attempt (a consortium's member_timeout_s) inside `deadline`;
+    `on_error(error, elapsed_s)` hears of every failed attempt (a consortium's trace)."""
+
+    deadline: Deadline
+    decision: Decision | None = None
+    retries: int | None = None
+    label: str = ""
+    reservation: Reservation | None = None
+    p95_s: float | None = None
+    check_breaker: bool = True
+    attempt_timeout_s: float | None = None
+    on_error: Callable[[BaseException, float], None] | None = None
+
+    def attempt_deadline(self) -> Deadline:
+        return self.deadline.within(self.attempt_timeout_s)
+
+
+class _Slots:
+    """The global concurrency limit, one semaphore per event loop (a semaphore is bound to the
+    loop it first waited on; the sync API and the servers run different loops)."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self._by_loop: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
+
+    def current(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        sem = self._by_loop.get(loop)
+        if sem is None:
+            for stale in [lp for lp in self._by_loop if lp.is_closed()]:
+                del self._by_loop[stale]
+            sem = self._by_loop[loop] = asyncio.Semaphore(self.limit)
+        return sem
+
+
+class CallPath:
+    """Calls backends by name, with every guarantee listed in the module docstring."""
+
+    def __init__(self, resolve: Callable[[str], Backend], *, breakers: BreakerBoard, max_concurrency: int = 128,
+                 retry_per_class: dict[str, int] | None = None):
+        self._resolve = resolve
+        self.breakers = breakers
+        self._slots = _Slots(max_concurrency)
+        self._retry_per_class = dict(retry_per_class or {})
+        self.observers: list[AttemptObserver] = []
+        self.in_flight = 0  # leaf attempts holding a slot right now (read by metrics and tests)
+        self.peak_in_flight = 0
+
+    def add_observer(self, observer: AttemptObserver) -> None:
+        self.observers.append(observer)
+
+    # -- public -----------------------------------------------------------------------------
+
+    async def complete(self, name: str, request: Request, options: CallOptions) -> Completion:
+        """One plain call, retried as the policy allows within the deadline."""
+        backend = self._resolve(name)
+        if backend.capabilities.composite:
+            return await self._composite(backend, request, options)
+        return await call_with_retries(lambda: self._complete_once(backend, request, options),
+                                       policy=self._policy(backend, options), deadline=options.deadline)
+
+    async def stream(self, name: str, request: Request, options: CallOptions) -> AsyncGenerator[Chunk, None]:
+        """Chunks of one backend; attempts that fail before their first chunk are retried."""
+        backend = self._resolve(name)
+        attempt: _StreamAttempt | None = None
+        try:
+            if backend.capabilities.composite:
+                attempt = await self._open(backend, request, options, composite=True)
+            else:
+                attempt = await call_with_retries(lambda: self._open(backend, request, options),
+                                                  policy=self._policy(backend, options), deadline=options.deadline)
+            async for chunk in attempt.rest():
+                yield chunk
+        finally:
+            if attempt is not None:
+                await attempt.close()
+
+    # -- one attempt ------------------------------------------------------------------------
+
+    def _policy(self, backend: Backend, options: CallOptions) -> RetryPolicy:
+        retries = backend.settings.max_retries if options.retries is None else options.retries
+        return RetryPolicy(retries, backend.settings.backoff_initial_s, self._retry_per_class)
+
+    def _admit(self, backend: Backend, options: CallOptions) -> None:
+        """Budget first (a refused call costs nothing), then the breaker."""
+        run = current_run().get()
+        what = options.label or backend.name
+        if options.reservation is not None:
+            options.reservation.spend(what)
+        elif run is not None:
+            run.budget.take(what)
+        if options.check_breaker and not self.breakers[backend.name].allow():
+            raise BackendUnavailable("circuit breaker is open after repeated failures; skipped until its "
+                                     "cooldown ends", **backend.where())
+
+    @contextlib.asynccontextmanager
+    async def _slot(self) -> AsyncIterator[None]:
+        """A slot in the global limit and in every enclosing consortium's, outermost first (one
+        order for every call, so two calls never wait on each other's slots)."""
+        run = current_run().get()
+        limits = [self._slots.current(), *(run.limits if run is not None else ())]
+        async with contextlib.AsyncExitStack() as stack:
+            for sem in limits:
+                await stack.enter_async_context(sem)
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+            try:
+                yield
+            finally:
+                self.in_flight -= 1
+
+    async def _complete_once(self, backend: Backend, request: Request, options: CallOptions) -> Completion:
+        self._admit(backend, options)
+        started = time.perf_counter()
+        try:
+            async with self._slot():
+                remaining = options.attempt_deadline().remaining()
+                async with asyncio.timeout(remaining):  # a guard for backends that overrun their timeout
+                    completion = await backend.complete(request.with_options(timeout_s=remaining))
+        except TimeoutError as exc:
+            self._failed(backend.name, exc, started, options, streamed=False)
+            raise BackendTimeout("no answer within the request's deadline", **backend.where()) from exc
+        except BaseException as exc:
+            self._failed(backend.name, exc, started, options, streamed=False)
+            raise
+        self._answered(backend.name, completion, started, options, streamed=False)
+        return completion
+
+    async def _open(self, backend: Backend, request: Request, options: CallOptions, *,
+                    composite: bool = False) -> _StreamAttempt:
+        """Start one streamed attempt and wait for its first chunk."""
+        if not composite:
+            self._admit(backend, options)
+        attempt = _StreamAttempt(self, backend, request, options, composite=composite)
+        try:
+            await attempt.start()
+        except BaseException:
+            await attempt.close()
+            raise
+        return attempt
+
+    async def _composite(self, backend: Backend, request: Request, options: CallOptions) -> Completion:
+        started = time.perf_counter()
+        try:
+            completion = await backend.complete(request.with_options(timeout_s=options.deadline.remaining()))
+        except BaseException as exc:
+            self._failed(backend.name, exc, started, options, streamed=False, composite=True)
+            raise
+        self._answered(backend.name, completion, started, options, streamed=False, composite=True)
+        return completion
+
+    # -- reporting ----------------------------------------------------------------------------
+
+    def _answered(self, name: str, completion: Completion, started: float, options: CallOptions, *,
+                  streamed: bool, composite: bool = False) -> None:
+        if not composite:
+            self.breakers[name].record_success()
+        self._notify(Attempt(name, time.perf_counter() - started, completion=completion, streamed=streamed),
+                     options)
+
+    def _failed(self, name: str, exc: BaseException, started: float, options: CallOptions, *, streamed: bool,
+                composite: bool = False) -> None:
+        elapsed = time.perf_counter() - started
+        if isinstance(exc, asyncio.CancelledError) and exc.args and exc.args[0] == DEADLINE:
+            exc = TimeoutError()
+        cancelled = isinstance(exc, (asyncio.CancelledError, GeneratorExit))
+        if isinstance(exc, TimeoutError):
+            exc = BackendTimeout("no answer within the request's deadline", backend=name)
+        if not isinstance(exc, BackendError) and not cancelled:
+            return  # not a model failure (a usage error, a bug): nothing to learn from it
+        if not composite:
+            self._verdict(name, exc, elapsed, options)
+        error = exc if isinstance(exc, BackendError) else BackendTimeout("cancelled: the caller stopped waiting",
+                                                                         backend=name)
+        if options.on_error is not None and not cancelled:
+            options.on_error(error, elapsed)
+        self._notify(Attempt(name, elapsed, error=error, streamed=streamed, cancelled=cancelled), options)
+
+    def _verdict(self, name: str, exc: BaseException, elapsed: float, options: CallOptions) -> None:
+        breaker = self.breakers[name]
+        p95 = options.p95_s if options.p95_s is not None else 0.0
+        if isinstance(exc, (asyncio.CancelledError, GeneratorExit, BadRequest)):
+            breaker.release()  # the caller's doing or the request's fault, not the backend's
+        elif isinstance(exc, BackendTimeout) and elapsed < p95:
+            breaker.release()  # cut short by a tight overall deadline: no evidence against it
+        else:
+            breaker.record_failure()
+
+    def _notify(self, attempt: Attempt, options: CallOptions) -> None:
+        for observer in self.observers:
+            observer(attempt, options.decision)
+
+
+class _StreamAttempt:
+    """One streamed attempt: holds its slot from the first byte to the last chunk."""
+
+    def __init__(self, path: CallPath, backend: Backend, request: Request, options: CallOptions, *,
+                 composite: bool):
+        self.path, self.backend, self.options, self.composite = path, backend, options, composite
+        self.deadline = options.attempt_deadline()
+        self.request = request.with_options(timeout_s=self.deadline.remaining())
+        self.started = time.perf_counter()
+        self.first: Chunk | None = None
+        self.done = False
+        self._stack = contextlib.AsyncExitStack()
+        self._chunks: AsyncGenerator[Chunk, None] | None = None
+
+    async def start(self) -> None:
+        if not self.composite:
+            await self._stack.enter_async_context(self.path._slot())
+        self._chunks = self.backend.stream(self.request)
+        self.first = await self._next(self.deadline)
+
+    async def _next(self, deadline: Deadline) -> Chunk:
+        assert self._chunks is not None
+        try:
+            async with asyncio.timeout(deadline.remaining()):
+                chunk = await anext(self._chunks)
+        except StopAsyncIteration:
+            error = MalformedResponse("stream ended without a final completion", **self.backend.where())
+            self._fail(error)
+            raise error from None
+        except BaseException as exc:
+            self._fail(exc)
+            if isinstance(exc, TimeoutError):
+                raise BackendTimeout("no answer within the request's deadline", **self.backend.where()) from exc
+            raise
+        if isinstance(chunk, FinalChunk):
+            self.done = True
+            self.path._answered(self.backend.name, chunk.completion, self.started, self.options, streamed=True,
+                                composite=self.composite)
+        return chunk
+
+    def _fail(self, exc: BaseException) -> None:
+        self.done = True
+        self.path._failed(self.backend.name, exc, self.started, self.options, streamed=True, composite=self.composite)
+
+    async def rest(self) -> AsyncIterator[Chunk]:
+        chunk = self.first
+        while chunk is not None:
+            yield chunk
+            if isinstance(chunk, FinalChunk):
+                return
+            chunk = await self._next(self.deadline)
+
+    async def close(self) -> None:
+        """Close the backend's stream and give the slot back; an unfinished attempt was cancelled."""
+        if not self.done:
+            self._fail(asyncio.CancelledError())
+        try:
+            if self._chunks is not None:
+                await self._chunks.aclose()
+        finally:
+            await self._stack.aclose()

@@ -1,0 +1,94 @@
+"""Helpers shared by test modules (no test module imports another)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from backends.base import BackendSettings
+from backends.deadline import Deadline
+from backends.fake import FakeBackend, FakeStep
+from backends.types import Completion, Request
+from policies.breaker import BreakerBoard
+from router import Router
+from router.calls import CallOptions, CallPath
+from router.config_loader import load_config, parse_config
+from router.consortium.consortium import Consortium
+from router.consortium.simulated import arbiter_responder
+from router.consortium.spec import ConsortiumConfig
+
+__all__ = ["arbiter", "ask", "build", "call", "calls", "fake", "make_router", "router_for", "use_arbiter"]
+
+
+async def call(backend, request: Request) -> Completion:
+    """One call to `backend` through a call path of its own (retries, deadline), as the router makes it."""
+    path = CallPath({backend.name: backend}.__getitem__, breakers=BreakerBoard(time.monotonic))
+    return await path.complete(backend.name, request, CallOptions(deadline=Deadline(request.timeout_s)))
+
+
+def fake(name: str, steps: list[FakeStep] | None = None, responder=None, *, max_retries: int = 2) -> FakeBackend:
+    return FakeBackend(BackendSettings(name=name, model=name, max_retries=max_retries), steps=steps,
+                       responder=responder)
+
+
+def build(backends: dict, consortia: dict[str, dict], *, max_concurrency: int = 128) -> dict:
+    """Consortia resolving names through one shared dict and calling through one CallPath, as a
+    Router does."""
+    registry = dict(backends)
+    path = CallPath(registry.__getitem__, breakers=BreakerBoard(time.monotonic), max_concurrency=max_concurrency)
+    for name, spec in consortia.items():
+        registry[name] = Consortium(name, ConsortiumConfig.model_validate(spec), resolve=registry.__getitem__,
+                                    calls=path)
+    return registry
+
+
+def ask(text: str = "What is 2+2?") -> Request:
+    return Request(messages=[{"role": "user", "content": text}])
+
+
+def arbiter(**kw) -> FakeBackend:
+    return fake("arb", responder=lambda req: arbiter_responder(**kw)(req.messages))
+
+
+def calls(*backends: FakeBackend) -> int:
+    return sum(len(b.calls) for b in backends)
+
+
+def use_arbiter(sim, model: str = "mercury-2", **kw) -> list[int]:
+    """Make the simulated `model` answer arbiter prompts in our format; returns the list that
+    records how many candidate blocks each prompt held."""
+    seen: list[int] = []
+    state = sim.app.state.sim
+    state.profiles[model] = dataclasses.replace(state.profile(model), responder=arbiter_responder(seen=seen, **kw))
+    return seen
+
+
+
+def router_for(sim, consortia: str) -> Router:
+    text = f"""\
+backends:
+  glm-5.2: {{kind: openai, model: glm-5.2, base_url: "{sim.base_url}", price: {{input: 0.6, output: 2.2}}}}
+  k2.6: {{kind: openai, model: k2.6, base_url: "{sim.base_url}"}}
+  mercury-2: {{kind: openai, model: mercury-2, base_url: "{sim.base_url}", price: {{input: 0.25, output: 0.75}}}}
+routing:
+  tiers: [{{name: all, backends: [glm-5.2]}}]
+consortia:
+{consortia}"""
+    return Router(parse_config(text, "sim.yaml"))
+
+
+def make_router(sim, *, timeout_s: float = 10.0, **top) -> Router:
+    def backend(model: str) -> dict:
+        return {"kind": "openai", "model": model, "base_url": sim.base_url, "max_retries": 0, "timeout_s": timeout_s}
+
+    config = {
+        "backends": {"small": backend("m-small"), "big": backend("m-big"), "slow": backend("m-slow"),
+                     "glm": backend("glm-5.2"), "arbiter": backend("mercury-2"),
+                     "offline": {"kind": "fake", "model": "fake-1"}},
+        "routing": {"scorer": {"kind": "length", "threshold_chars": 200},
+                    "tiers": [{"name": "low", "below": 0.5, "backends": ["small"]},
+                              {"name": "high", "backends": ["big"]}]},
+        "consortia": {"pair": {"members": ["glm*2"], "arbiter": "arbiter", "judging": "rank"}},
+        **top,
+    }
+    return Router(load_config(config), source="server")
