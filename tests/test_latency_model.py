@@ -56,7 +56,7 @@ def test_measurements_replace_priors_as_samples_arrive():
     prediction = model.predict(100)
     assert prediction.first_p50_s == pytest.approx(0.2, rel=0.12)
     assert prediction.p50_s == pytest.approx(1.19, rel=0.12)
-    assert prediction.samples == 200  # a first-token and a per-token sample per call
+    assert prediction.samples == 100  # one per measured call
 
 
 def test_total_only_samples_split_in_proportion_and_track_a_slowdown():

@@ -278,7 +278,7 @@ async def test_fault_hang_times_out_and_counts_cancelled(sim):
         left = time.perf_counter()
         stats = await asyncio.to_thread(wait_for_stats, sim, "test-model", cancelled=1)
         assert time.perf_counter() - left < 0.5
-        assert stats == {"requests": 1, "completed": 0, "in_flight": 0, "cancelled": 1,
+        assert stats == {"requests": 1, "completed": 0, "in_flight": 0, "peak_in_flight": 1, "cancelled": 1,
                          "faults": 1}
         # And it keeps serving.
         assert (await c.post("/chat/completions",
@@ -348,7 +348,7 @@ def test_reset_clears_faults_scripts_and_profiles(client, sim):
     assert body["choices"][0]["message"]["content"].startswith("[simulated test-model]")
     assert body["usage"]["completion_tokens"] == 40
     assert sim.stats() == {"test-model": {"requests": 1, "completed": 1, "in_flight": 0,
-                                          "cancelled": 0, "faults": 0}}
+                                          "peak_in_flight": 1, "cancelled": 0, "faults": 0}}
 
 
 def test_bad_control_requests_raise(sim):
@@ -371,7 +371,7 @@ async def test_client_disconnect_counts_cancelled(sim):
                     break
             assert sim.stats("slow")["in_flight"] == 1
     stats = await asyncio.to_thread(wait_for_stats, sim, "slow", in_flight=0, cancelled=1)
-    assert stats == {"requests": 1, "completed": 0, "in_flight": 0, "cancelled": 1, "faults": 0}
+    assert stats == {"requests": 1, "completed": 0, "in_flight": 0, "peak_in_flight": 1, "cancelled": 1, "faults": 0}
 
 
 async def test_64_concurrent_streams(sim):

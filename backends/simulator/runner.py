@@ -25,7 +25,7 @@ from backends.threaded_server import ThreadedServer
 __all__ = ["SimServer", "serve"]
 
 ProfilesSource = str | Path | Mapping[str, SimProfile | Mapping[str, Any]] | None
-_EMPTY_STATS = {"requests": 0, "completed": 0, "in_flight": 0, "cancelled": 0, "faults": 0}
+_EMPTY_STATS = {"requests": 0, "completed": 0, "in_flight": 0, "peak_in_flight": 0, "cancelled": 0, "faults": 0}
 
 
 class SimServer(ThreadedServer):
