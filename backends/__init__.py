@@ -21,6 +21,7 @@ from backends.errors import (
     MalformedResponse,
     RateLimited,
     RouteError,
+    Unsupported,
     UsageError,
 )
 from backends.types import (
@@ -64,6 +65,7 @@ __all__ = [
     "RouteError",
     "TextChunk",
     "Timings",
+    "Unsupported",
     "Usage",
     "UsageError",
     "build_backend",

@@ -3,6 +3,7 @@
     RouteError                      base of everything we raise on purpose
     ├── ConfigError                 bad config file or value (file, line); never retried
     ├── UsageError                  bad arguments from the caller; never retried
+    │   └── Unsupported             no backend it may go to can take this request (tools, images, length)
     ├── BackendError                a backend failed; carries backend name and model
     │   ├── BackendTimeout          no answer within the deadline            (retryable)
     │   ├── RateLimited             HTTP 429; `retry_after` seconds or None  (retryable)
@@ -29,6 +30,7 @@ __all__ = [
     "MalformedResponse",
     "RateLimited",
     "RouteError",
+    "Unsupported",
     "UsageError",
 ]
 
@@ -55,6 +57,15 @@ class UsageError(RouteError):
     """The caller asked for something impossible (unknown model name, bad option)."""
 
     exit_code = 2
+
+
+class Unsupported(UsageError):
+    """The request needs what the named backend, or every candidate, lacks. `need` is tools,
+    vision or context."""
+
+    def __init__(self, message: str, *, need: str):
+        self.need = need
+        super().__init__(message)
 
 
 class BackendError(RouteError):

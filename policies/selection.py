@@ -14,17 +14,18 @@ Pure: inputs in, a Plan out; time (`now`) and the exploration roll are handed in
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
 
 from backends.types import Price, Usage
 from policies.latency import LatencyModel, Prediction
 from policies.tiers import Tier, fallback_order
 
-__all__ = ["Plan", "Prefer", "RouteInputs", "plan_route"]
+__all__ = ["PREFER_CHOICES", "Candidate", "Plan", "Prefer", "RouteInputs", "forced_plan", "plan_route"]
 
+# The one definition of fast | cheap | best: config, the CLI, the server and the policy use these.
 Prefer = Literal["fast", "cheap", "best"]
-PREFER_CHOICES: tuple[str, ...] = ("fast", "cheap", "best")
+PREFER_CHOICES: tuple[Prefer, ...] = get_args(Prefer)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,10 +53,44 @@ class RouteInputs:
 
 
 @dataclass(frozen=True, slots=True)
+class Candidate:
+    """One backend the plan may try, with what the policy predicted about it. Seconds, dollars."""
+
+    name: str
+    tier: str | None
+    prediction: Prediction
+    cost_usd: float
+    meets_deadline: bool
+    breaker: str  # closed | half-open | open
+    hedge_after_s: float | None = None  # start the next candidate if this one is silent this long
+
+    def as_dict(self) -> dict[str, Any]:
+        """For display (--explain, --json): rounded."""
+        return {"backend": self.name, "tier": self.tier, **self.prediction.as_dict(),
+                "cost_usd": round(self.cost_usd, 8), "meets_deadline": self.meets_deadline, "breaker": self.breaker}
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
-    candidates: tuple[str, ...]
+    """The candidates in the order to try them; the executor consumes this, displays render it."""
+
+    candidates: tuple[Candidate, ...]
     why: str
-    details: dict[str, Any] = field(default_factory=dict)
+    prefer: Prefer = "cheap"
+    explored: str | None = None  # tried ahead of the winner to measure it
+    explore_reason: str | None = None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.candidates)
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"prefer": self.prefer, "why": self.why, "explore": self.explored,
+                               "candidates": [c.as_dict() for c in self.candidates]}
+        hedges = {c.name: round(c.hedge_after_s, 4) for c in self.candidates if c.hedge_after_s is not None}
+        if hedges:
+            out["hedge_after_s"] = hedges
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,11 +237,9 @@ def _breaker_state(row: _Row, inputs: RouteInputs) -> str:
     return "open" if row.blocked else ("half-open" if row.name in inputs.half_open else "closed")
 
 
-def _candidate_details(tiers: Sequence[Tier], row: _Row, inputs: RouteInputs) -> dict[str, Any]:
-    """What the plan predicted about one candidate, for `Decision.details`."""
-    return {"backend": row.name, "tier": tiers[row.tier].name, **row.prediction.as_dict(),
-            "cost_usd": round(row.cost_usd, 8), "meets_deadline": row.feasible,
-            "breaker": _breaker_state(row, inputs)}
+def _candidate(tiers: Sequence[Tier], row: _Row, inputs: RouteInputs, hedge_after_s: float | None) -> Candidate:
+    return Candidate(row.name, tiers[row.tier].name, row.prediction, row.cost_usd, row.feasible,
+                     _breaker_state(row, inputs), hedge_after_s)
 
 
 def plan_route(tiers: Sequence[Tier], chosen: int, inputs: RouteInputs) -> Plan:
@@ -220,12 +253,10 @@ def plan_route(tiers: Sequence[Tier], chosen: int, inputs: RouteInputs) -> Plan:
     if explored is not None:
         backup = f"hedged by {winner.name}" if inputs.hedge else f"then {winner.name}"
         why = f"exploring {explored.name} ({explore_why}), {backup}; {why}"
-    details: dict[str, Any] = {
-        "prefer": inputs.prefer,
-        "why": why,
-        "explore": explored.name if explored else None,
-        "candidates": [_candidate_details(tiers, rows[n], inputs) for n in candidates],
-    }
-    if hedge_after:
-        details["hedge_after_s"] = {n: round(s, 4) for n, s in hedge_after.items()}
-    return Plan(tuple(candidates), why, details)
+    return Plan(tuple(_candidate(tiers, rows[n], inputs, hedge_after.get(n)) for n in candidates), why,
+                inputs.prefer, explored.name if explored else None, explore_why or None)
+
+
+def forced_plan(name: str, prediction: Prediction) -> Plan:
+    """A plan of one backend the caller named: no tier, no fallback."""
+    return Plan((Candidate(name, None, prediction, 0.0, True, "closed"),), f"{name} was asked for by name")

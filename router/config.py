@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from backends.base import BackendSettings
 from backends.types import Price
+from policies.selection import Prefer
 from router.consortium.spec import ConsortiumConfig
 
 __all__ = ["BackendConfig", "BreakerConfig", "Config", "LatencyModelConfig", "LatencyPrior", "LogConfig", "PriceConfig", "RoutingConfig",
@@ -142,7 +143,7 @@ class RoutingConfig(_Strict):
     scorer: ScorerConfig = ScorerConfig()
     tiers: list[TierConfig] = Field(min_length=1)
     deadline_ms: float | None = Field(None, gt=0, description="default deadline for every request")
-    prefer: Literal["fast", "cheap", "best"] = "cheap"
+    prefer: Prefer = "cheap"
     cost_tolerance: float = Field(0.1, ge=0, description="`cheap`: costs within this fraction of the cheapest tie; the fastest wins")
     hedge: bool = Field(False, description="start the next candidate when the first is past its p95 to first token")
     breaker: BreakerConfig = BreakerConfig()

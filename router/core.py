@@ -16,19 +16,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import random
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, cast
 
 from backends import build_backend
 from backends.base import Backend
-from backends.errors import ConfigError, UsageError
+from backends.errors import ConfigError, Unsupported, UsageError
 from backends.types import Chunk, Message, Request, as_messages
 from policies.breaker import BreakerBoard, BreakerSettings
 from policies.scoring import Scorer, build_scorer
-from policies.selection import RouteInputs, plan_route
+from policies.needs import Needs
+from policies.selection import PREFER_CHOICES, Prefer, RouteInputs, forced_plan, plan_route
 from policies.tiers import Tier, fallback_order, pick_tier
 from router.config_loader import LoadedConfig, load_config
 from router.decision import Attempt, Decision, Outcome, RouteResult
@@ -176,50 +178,85 @@ class Router:
     # -- deciding -------------------------------------------------------------------------
 
     def decide(self, messages: list[Message], *, model: str | None = None, deadline_s: float | None = None,
-               max_tokens: int | None = None, prefer: str | None = None) -> Decision:
+               max_tokens: int | None = None, prefer: str | None = None, needs: Needs | None = None) -> Decision:
         """Which backends to try, in order, and why. No model call, no I/O.
 
         Within the scorer's tier, the latency model's predictions pick the backend (see
-        policies/selection.py); `Decision.details` holds each candidate's predicted p50/p95 time
-        and cost. `prefer` is fast | cheap | best (default: routing.prefer)."""
+        policies/selection.py); `Decision.plan` holds each candidate's predicted p50/p95 time
+        and cost. `prefer` is fast | cheap | best (default: routing.prefer). `needs` (tools,
+        images, context length; read off the request by acomplete/astream) leaves out backends
+        that cannot take the request; Unsupported when none can."""
         prefer = self._check_prefer(prefer)
+        unable = self._unable(needs)
         if model and model != "auto":
-            return self._decide_forced(model, deadline_s, max_tokens)
+            return self._decide_forced(model, deadline_s, max_tokens, unable)
         score = self.scorer.score(messages)
         index = pick_tier(score.value, self.tiers)
         tier = self.tiers[index]
         if deadline_s is None:
             deadline_s = _seconds(tier.deadline_ms or self.config.routing.deadline_ms)
-        plan = plan_route(self.tiers, index, self._route_inputs(messages, deadline_s, max_tokens, prefer))
+        tiers = self._capable_tiers(unable)
+        plan = plan_route(tiers, index, self._route_inputs(tiers, messages, deadline_s, max_tokens, prefer))
         return Decision(
-            candidates=plan.candidates,
-            reason=f"{_band(score.value, tier)}: tier {tier.name!r}; {plan.why}",
+            plan=plan,
+            reason=f"{_band(score.value, tier, len(self.tiers))}: tier {tier.name!r}; {plan.why}",
             score=score,
             tier=tier.name,
             deadline_s=deadline_s,
-            details=plan.details,
         )
 
-    def _decide_forced(self, model: str, deadline_s: float | None, max_tokens: int | None) -> Decision:
+    def _unable(self, needs: Needs | None) -> dict[str, str]:
+        """Backend -> the need it cannot meet (tools, vision, context), for this request."""
+        if not needs:
+            return {}
+        unable = {}
+        for name in self.names():
+            backend = self.backend(name)
+            missing = needs.missing(backend.capabilities, backend.settings.context_window)
+            if missing:
+                unable[name] = missing
+        return unable
+
+    def _capable_tiers(self, unable: Mapping[str, str]) -> tuple[Tier, ...]:
+        if not unable:
+            return self.tiers
+        tiers = tuple(dataclasses.replace(t, backends=tuple(b for b in t.backends if b not in unable))
+                      for t in self.tiers)
+        if not any(t.backends for t in tiers):
+            need = next(iter(unable.values()))
+            raise Unsupported(f"none of the backends `auto` routes to ({', '.join(unable)}) can take this request "
+                              f"({_NEED_WORDS[need]}); {self._who_can(unable, need)}", need=need)
+        return tiers
+
+    def _who_can(self, unable: Mapping[str, str], need: str) -> str:
+        able = [n for n in self.names() if n not in unable]
+        hint = f"ask for one that can: {', '.join(able)}" if able else "no configured backend can"
+        return f"{hint}, or send the request without {_NEED_WORDS[need]}"
+
+    def _decide_forced(self, model: str, deadline_s: float | None, max_tokens: int | None,
+                       unable: Mapping[str, str]) -> Decision:
         if model not in self.config.backends and model not in self.config.consortia and model not in self._backends:
             raise UsageError(f"unknown model {model!r}. Configured names: {', '.join(self.names())}. "
                              "Run `route models` to list them.")
+        if model in unable:
+            need = unable[model]
+            raise Unsupported(f"model {model!r} cannot take {_NEED_WORDS[need]}; {self._who_can(unable, need)}",
+                              need=need)
         if deadline_s is None:
             deadline_s = _seconds(self.config.routing.deadline_ms)
-        prediction = self.latency.model(model).predict(max_tokens)
-        return Decision(candidates=(model,), reason=f"{model} was asked for by name", forced=True,
-                        deadline_s=deadline_s, details={"candidates": [{"backend": model, **prediction.as_dict()}]})
+        plan = forced_plan(model, self.latency.model(model).predict(max_tokens))
+        return Decision(plan=plan, reason=plan.why, forced=True, deadline_s=deadline_s)
 
-    def _check_prefer(self, prefer: str | None) -> str:
+    def _check_prefer(self, prefer: str | None) -> Prefer:
         prefer = prefer or self.config.routing.prefer
-        if prefer not in ("fast", "cheap", "best"):
+        if prefer not in PREFER_CHOICES:
             raise UsageError(f"prefer must be fast, cheap or best (got {prefer!r}): fast picks the quickest backend "
                              "that is good enough, cheap the cheapest that meets the deadline, best the strongest.")
-        return prefer
+        return cast(Prefer, prefer)
 
-    def _route_inputs(self, messages: list[Message], deadline_s: float | None, max_tokens: int | None,
-                      prefer: str) -> RouteInputs:
-        names = fallback_order(self.tiers, 0)
+    def _route_inputs(self, tiers: tuple[Tier, ...], messages: list[Message], deadline_s: float | None,
+                      max_tokens: int | None, prefer: Prefer) -> RouteInputs:
+        names = fallback_order(tiers, 0)
         states = {name: self.breakers[name].state for name in names}
         settings = self.config.routing.latency
         chars = sum(len(str(m.get("content") or "")) for m in messages)
@@ -229,7 +266,7 @@ class Router:
             input_tokens=chars // 4,  # ~4 characters per token: close enough for a cost estimate
             max_tokens=max_tokens,
             deadline_s=deadline_s,
-            prefer=prefer,  # type: ignore[arg-type]
+            prefer=prefer,
             cost_tolerance=self.config.routing.cost_tolerance,
             blocked={n for n, st in states.items() if st == "open"},
             half_open={n for n, st in states.items() if st == "half-open"},
@@ -267,7 +304,8 @@ class Router:
     ) -> RouteResult:
         """Answer with the best backend for this prompt, falling back on failure within the deadline."""
         messages = as_messages(prompt_or_messages)
-        decision = self.decide(messages, model=model, deadline_s=deadline_s, max_tokens=max_tokens, prefer=prefer)
+        decision = self.decide(messages, model=model, deadline_s=deadline_s, max_tokens=max_tokens, prefer=prefer,
+                               needs=Needs.of(messages, extra, max_tokens))
         request = self._request(messages, max_tokens, temperature, stop, extra)
         started = time.perf_counter()
         try:
@@ -300,7 +338,8 @@ class Router:
     ) -> RouteStream:
         """A stream whose `.decision` is known before the first chunk and `.result` after the last."""
         messages = as_messages(prompt_or_messages)
-        decision = self.decide(messages, model=model, deadline_s=deadline_s, max_tokens=max_tokens, prefer=prefer)
+        decision = self.decide(messages, model=model, deadline_s=deadline_s, max_tokens=max_tokens, prefer=prefer,
+                               needs=Needs.of(messages, extra, max_tokens))
         return RouteStream(self, decision, self._request(messages, max_tokens, temperature, stop, extra))
 
     # -- sync wrappers --------------------------------------------------------------------
@@ -365,7 +404,12 @@ def _seconds(ms: float | None) -> float | None:
     return ms / 1000 if ms else None
 
 
-def _band(score: float, tier: Tier) -> str:
+_NEED_WORDS = {"tools": "`tools`", "vision": "image input", "context": "a prompt this long"}
+
+
+def _band(score: float, tier: Tier, tier_count: int) -> str:
+    if tier_count == 1:
+        return f"score {score:.3f} (one tier)"
     if tier.below is None:
         return f"score {score:.3f} is above every other band"
     return f"score {score:.3f} < {tier.below:.3f}"

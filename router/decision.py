@@ -2,32 +2,42 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from backends.errors import BackendError
 from backends.types import Completion
 from policies.scoring import Score
+from policies.selection import Plan
 
 __all__ = ["Attempt", "Decision", "Outcome", "RouteResult"]
 
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """`candidates` is the order backends will be tried in; the first is the choice."""
+    """What to try and why: the policy's typed `plan` (candidates in order, with predictions),
+    the score and tier behind it. The executor consumes the plan; --explain, --json and the
+    server's headers render it."""
 
-    candidates: tuple[str, ...]
+    plan: Plan
     reason: str
     score: Score | None = None
     tier: str | None = None
     forced: bool = False
     deadline_s: float | None = None
-    # Per-candidate predictions and notes that policies attach (latency, cost); shown by --explain.
-    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def candidates(self) -> tuple[str, ...]:
+        return self.plan.names
 
     @property
     def chosen(self) -> str:
         return self.candidates[0]
+
+    @property
+    def details(self) -> dict[str, Any]:
+        """The plan for display: per-candidate predictions, rounded."""
+        return self.plan.as_dict()
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -311,11 +311,12 @@ class _Plan:
 
     def __init__(self, decision: Decision, hedge: bool):
         self.decision = decision
-        details = decision.details or {}
+        candidates = decision.plan.candidates
         self.deadline = Deadline(decision.deadline_s)
-        self.hedges: dict[str, float] = dict(details.get("hedge_after_s", {})) if hedge else {}
-        self.p95: dict[str, float] = {c["backend"]: c["p95_s"] for c in details.get("candidates", ())}
-        self.p50: dict[str, float] = {c["backend"]: c["p50_s"] for c in details.get("candidates", ())}
+        self.hedges: dict[str, float] = {c.name: c.hedge_after_s for c in candidates
+                                         if hedge and c.hedge_after_s is not None}
+        self.p95: dict[str, float] = {c.name: c.prediction.p95_s for c in candidates}
+        self.p50: dict[str, float] = {c.name: c.prediction.p50_s for c in candidates}
         self.queue = list(decision.candidates)
         self.skipped: list[str] = []  # behind an open breaker: tried last, if nothing else answers
         self.last_resort = False

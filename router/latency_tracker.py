@@ -85,14 +85,12 @@ class LatencyTracker:
 
     def begin(self, decision: Decision) -> None:
         """A request is about to run `decision`: its explored backend is now being measured."""
-        explored = (decision.details or {}).get("explore")
-        if explored:
-            self.exploring.add(explored)
+        if decision.plan.explored:
+            self.exploring.add(decision.plan.explored)
 
     def end(self, decision: Decision) -> None:
-        explored = (decision.details or {}).get("explore")
-        if explored:
-            self.exploring.discard(explored)
+        if decision.plan.explored:
+            self.exploring.discard(decision.plan.explored)
         if self._store is not None and self._clock() - self._last_flush >= self.flush_interval_s:
             self._flush_in_background()
 
@@ -145,9 +143,6 @@ class LatencyTracker:
             self._adopt(f.result())
 
         future.add_done_callback(done)
-
-    def snapshot(self) -> dict[str, dict[str, Any]]:
-        return {name: model.to_dict() for name, model in self.models.items()}
 
 
 def _learn(model: LatencyModel, attempt: Attempt, now: float) -> None:

@@ -217,9 +217,6 @@ class Store:
         rows = self._conn().execute("SELECT backend, state FROM latency_state")
         return {row["backend"]: json.loads(row["state"]) for row in rows}
 
-    def save_latency(self, states: dict[str, dict[str, Any]]) -> None:
-        self.update_latency(lambda stored: states)
-
     def update_latency(self, merge: Callable[[dict[str, dict[str, Any]]], dict[str, dict[str, Any]]]) -> None:
         """Read every stored state, let `merge` compute the ones to write, and write them, in one
         IMMEDIATE transaction: concurrent processes' read-merge-writes serialise, none is lost."""

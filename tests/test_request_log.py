@@ -12,6 +12,8 @@ import pytest
 
 from backends.errors import AllBackendsFailed, BackendUnavailable
 from backends.types import Completion, Timings, Usage
+from policies.latency import LatencyModel
+from policies.selection import Candidate, Plan
 from router.config_loader import load_config
 from router.core import Router
 from router.decision import Decision, Outcome, RouteResult
@@ -95,7 +97,9 @@ def test_log_path_comes_from_config(sim, tmp_path):
 
 
 def _decision() -> Decision:
-    return Decision(candidates=("a", "b"), reason="test", tier="low")
+    prediction = LatencyModel().predict()
+    plan = Plan((Candidate("a", "low", prediction, 0.0, True, "closed"), Candidate("b", "low", prediction, 0.0, True, "closed")), "test")
+    return Decision(plan=plan, reason="test", tier="low")
 
 
 def test_record_from_maps_success_error_and_cancellation():

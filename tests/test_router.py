@@ -165,3 +165,34 @@ async def test_end_to_end_over_http_with_the_simulator(sim):
     assert result.text.startswith("[simulated google/diffusiongemma-26b-a4b-it]")
     assert result.completion.diffusion.canvases == 1
     assert result.as_dict()["simulated"] is True
+
+
+def test_candidates_that_cannot_take_the_request_are_left_out():
+    from backends.errors import Unsupported
+    from policies.needs import Needs
+
+    config = {
+        "backends": {"small": {"kind": "openai", "model": "s", "context_window": 50},
+                     "plain": {"kind": "fake", "model": "p"}},
+        "routing": {"scorer": {"kind": "length", "threshold_chars": 10_000},
+                    "tiers": [{"name": "low", "below": 0.5, "backends": ["small"]}, {"name": "high", "backends": ["plain"]}]},
+    }
+    router = Router.from_config(config, log=False)
+
+    def chosen(messages, **extra):
+        return router.decide(messages, needs=Needs.of(messages, extra, None)).chosen
+
+    short = [{"role": "user", "content": "hi"}]
+    assert chosen(short) == "small"
+    # A prompt longer than small's context window goes to the backend that can hold it (pre-call check).
+    assert chosen([{"role": "user", "content": "x" * 400}]) == "plain"
+    # Images only to a vision-capable backend; tools only to one that takes them.
+    image = [{"role": "user", "content": [{"type": "text", "text": "what is this?"},
+                                          {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}}]}]
+    assert chosen(image) == "small"
+    with pytest.raises(Unsupported, match="model 'plain' cannot take `tools`; ask for one that can: small") as caught:
+        router.decide(short, model="plain", needs=Needs(tools=True))
+    assert caught.value.need == "tools"
+    with pytest.raises(Unsupported, match="none of the backends") as none:
+        router.decide(image + [{"role": "user", "content": "x" * 400}], needs=Needs(vision=True, tokens=400))
+    assert none.value.need in ("vision", "context")

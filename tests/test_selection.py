@@ -53,16 +53,16 @@ def inputs(**changes) -> RouteInputs:
 
 def test_cheapest_backend_of_the_tier_that_meets_the_deadline():
     plan = plan_route(TIERS, 0, inputs(deadline_s=1.0))
-    assert plan.candidates[0] == "local-diffusion"
+    assert plan.names[0] == "local-diffusion"
     plan = plan_route(TIERS, 1, inputs(deadline_s=5.0))
-    assert plan.candidates[0] == "mid"  # cheaper than frontier, both in time
+    assert plan.names[0] == "mid"  # cheaper than frontier, both in time
     assert "cheapest" in plan.why
 
 
 def test_a_tight_deadline_moves_to_the_faster_backend_of_the_tier():
     plan = plan_route(TIERS, 0, inputs(deadline_s=0.25))
-    assert plan.candidates[0] == "hosted-diffusion"
-    rows = {c["backend"]: c for c in plan.details["candidates"]}
+    assert plan.names[0] == "hosted-diffusion"
+    rows = {c["backend"]: c for c in plan.as_dict()["candidates"]}
     assert rows["local-diffusion"]["meets_deadline"] is False
     assert rows["hosted-diffusion"]["meets_deadline"] is True
 
@@ -70,79 +70,79 @@ def test_a_tight_deadline_moves_to_the_faster_backend_of_the_tier():
 def test_escalates_to_a_stronger_tier_then_to_a_faster_one():
     # The strong tier's backends are too slow: a weaker but faster tier meets the deadline.
     plan = plan_route(TIERS, 1, inputs(deadline_s=0.5))
-    assert plan.candidates[0] == "local-diffusion"
+    assert plan.names[0] == "local-diffusion"
     assert "escalated to tier 'local'" in plan.why
     # Stronger first: from the local tier, when local cannot make it but the strong tier can.
     slow_local = {**models(), "local-diffusion": measured("diffusion", 3.0, 1.0),
                   "hosted-diffusion": measured("diffusion", 3.0, 1.0)}
     plan = plan_route(TIERS, 0, inputs(models=slow_local, deadline_s=2.0))
-    assert plan.candidates[0] == "mid"
+    assert plan.names[0] == "mid"
     assert "escalated to tier 'strong'" in plan.why
 
 
 def test_when_nothing_can_meet_the_deadline_the_smallest_p95_goes_first():
     plan = plan_route(TIERS, 1, inputs(deadline_s=0.01))
-    assert plan.candidates[0] == "hosted-diffusion"
+    assert plan.names[0] == "hosted-diffusion"
     assert "no backend's p95 meets" in plan.why
 
 
 def test_prefer_fast_and_best():
-    assert plan_route(TIERS, 0, inputs(prefer="fast")).candidates[0] == "hosted-diffusion"
-    assert plan_route(TIERS, 1, inputs(prefer="fast")).candidates[0] == "mid"
+    assert plan_route(TIERS, 0, inputs(prefer="fast")).names[0] == "hosted-diffusion"
+    assert plan_route(TIERS, 1, inputs(prefer="fast")).names[0] == "mid"
     best = plan_route(TIERS, 0, inputs(prefer="best", deadline_s=10.0))
-    assert best.candidates[0] == "mid"  # the strongest tier that can meet the deadline
+    assert best.names[0] == "mid"  # the strongest tier that can meet the deadline
     best_tight = plan_route(TIERS, 0, inputs(prefer="best", deadline_s=0.5))
-    assert best_tight.candidates[0] == "local-diffusion"
+    assert best_tight.names[0] == "local-diffusion"
 
 
 def test_near_equal_costs_tie_and_the_faster_wins():
     prices = {**PRICES, "frontier": Price(0.6, 2.3)}  # within 10% of mid, but slower
-    assert plan_route(TIERS, 1, inputs(prices=prices)).candidates[0] == "mid"
+    assert plan_route(TIERS, 1, inputs(prices=prices)).names[0] == "mid"
     faster_frontier = {**models(), "frontier": measured("autoregressive", 0.1, 1 / 500)}
     plan = plan_route(TIERS, 1, inputs(prices=prices, models=faster_frontier))
-    assert plan.candidates[0] == "frontier"
+    assert plan.names[0] == "frontier"
     assert plan_route(TIERS, 1, inputs(prices=prices, models=faster_frontier,
-                                       cost_tolerance=0.0)).candidates[0] == "mid"
+                                       cost_tolerance=0.0)).names[0] == "mid"
 
 
 def test_open_breakers_go_last_and_half_open_ones_are_probed():
     plan = plan_route(TIERS, 0, inputs(blocked={"local-diffusion"}))
-    assert plan.candidates[0] == "hosted-diffusion"
-    assert plan.candidates[-1] == "local-diffusion"
+    assert plan.names[0] == "hosted-diffusion"
+    assert plan.names[-1] == "local-diffusion"
     plan = plan_route(TIERS, 0, inputs(deadline_s=0.25, half_open={"local-diffusion"}, hedge=True))
-    assert plan.candidates[:2] == ("local-diffusion", "hosted-diffusion")
+    assert plan.names[:2] == ("local-diffusion", "hosted-diffusion")
     assert "half-open" in plan.why
 
 
 def test_untried_backends_are_explored_once_with_a_quick_hedge():
     fresh = {**models(), "hosted-diffusion": LatencyModel("diffusion", prior=Prior(canvas_s=0.2))}
     plan = plan_route(TIERS, 0, inputs(models=fresh, hedge=True))
-    assert plan.candidates[:2] == ("hosted-diffusion", "local-diffusion")
-    assert plan.details["explore"] == "hosted-diffusion"
+    assert plan.names[:2] == ("hosted-diffusion", "local-diffusion")
+    assert plan.as_dict()["explore"] == "hosted-diffusion"
     # backed up as soon as the usual winner would have answered, not at the untried one's p95
     winner_first = models()["local-diffusion"].predict(100).first_p50_s
-    assert plan.details["hedge_after_s"]["hosted-diffusion"] == pytest.approx(winner_first, abs=1e-4)
+    assert plan.as_dict()["hedge_after_s"]["hosted-diffusion"] == pytest.approx(winner_first, abs=1e-4)
     again = plan_route(TIERS, 0, inputs(models=fresh, hedge=True, exploring={"hosted-diffusion"}))
-    assert again.candidates[0] == "local-diffusion" and again.details["explore"] is None
+    assert again.names[0] == "local-diffusion" and again.as_dict()["explore"] is None
 
 
 def test_stale_backends_are_explored_at_the_configured_rate():
     stale = inputs(now=1000.0 + 400, stale_after_s=300, explore_rate=0.1, hedge=True)
-    assert plan_route(TIERS, 0, stale).details["explore"] is None  # roll 1.0: never
+    assert plan_route(TIERS, 0, stale).as_dict()["explore"] is None  # roll 1.0: never
     rolled = inputs(now=1000.0 + 400, stale_after_s=300, explore_rate=0.1, explore_roll=0.05, hedge=True)
-    assert plan_route(TIERS, 0, rolled).details["explore"] == "hosted-diffusion"
+    assert plan_route(TIERS, 0, rolled).as_dict()["explore"] == "hosted-diffusion"
 
 
 def test_details_explain_every_candidate():
     plan = plan_route(TIERS, 0, inputs(deadline_s=1.0, hedge=True))
-    rows = plan.details["candidates"]
-    assert [r["backend"] for r in rows] == list(plan.candidates)
+    rows = plan.as_dict()["candidates"]
+    assert [r["backend"] for r in rows] == list(plan.names)
     for row in rows:
         assert row["p50_s"] <= row["p95_s"]
         assert {"cost_usd", "tier", "meets_deadline", "breaker", "samples"} <= set(row)
     costs = {r["backend"]: r["cost_usd"] for r in rows}
     assert costs["local-diffusion"] == 0.0 < costs["hosted-diffusion"] < costs["mid"] < costs["frontier"]
-    assert set(plan.details["hedge_after_s"]) == set(plan.candidates)
+    assert set(plan.as_dict()["hedge_after_s"]) == set(plan.names)
 
 
 # -- through the Router ---------------------------------------------------------------------

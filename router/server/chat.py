@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING, Any
 
-from backends.errors import RouteError, UsageError
+from backends.errors import RouteError, Unsupported, UsageError
 from backends.types import DraftChunk, FinalChunk, TextChunk
 from router.decision import Decision
 from router.server.parse import ChatCall, parse_chat
@@ -115,7 +115,6 @@ class ChatCompletions:
         self.metrics = metrics
         self.body_limit = body_limit_bytes
         self._names = frozenset(router.names())
-        self._tools: dict[str, bool] = {}
 
     async def __call__(self, scope: dict, receive, send) -> None:
         try:
@@ -148,36 +147,13 @@ class ChatCompletions:
 
     # -- choosing ---------------------------------------------------------------------------
 
-    def _supports_tools(self, name: str) -> bool:
-        known = self._tools.get(name)
-        if known is None:
-            known = self._tools[name] = self.router.backend(name).capabilities.tools
-        return known
-
     def _model_for(self, call: ChatCall) -> str:
-        """The model to route with: 404 for unknown names; with tools, only backends that take them."""
+        """The model to route with: 404 for unknown names. What the request needs (tools, images,
+        context) the router checks itself when it decides."""
         if call.model != "auto" and call.model not in self._names:
             raise ApiError(404, f"unknown model {call.model!r}; GET /v1/models lists `auto`, every backend and "
                                 "every consortium", code="model_not_found", param="model")
-        if not call.tools:
-            return call.model
-        if call.model != "auto":
-            if not self._supports_tools(call.model):
-                raise self._no_tools(f"model {call.model!r} cannot take `tools`")
-            return call.model
-        candidates = self.router.decide(call.messages, max_tokens=call.max_tokens).candidates
-        capable = [name for name in candidates if self._supports_tools(name)]
-        if not capable:
-            raise self._no_tools(f"none of the backends `auto` routes this request to ({', '.join(candidates)}) "
-                                 "can take `tools`")
-        # Routing among only the capable backends would need a decision of our own: name the best one.
-        return call.model if len(capable) == len(candidates) else capable[0]
-
-    def _no_tools(self, why: str) -> ApiError:
-        capable = [n for n in sorted(self._names) if self._supports_tools(n)]
-        hint = f"ask for one that can: {', '.join(capable)}" if capable else "no configured backend can"
-        return ApiError(400, f"{why}; {hint}, or send the request without tools", code="tools_not_supported",
-                        param="tools")
+        return call.model
 
     def _options(self, call: ChatCall, model: str) -> dict[str, Any]:
         return dict(model=model, max_tokens=call.max_tokens, temperature=call.temperature, stop=call.stop,
@@ -189,7 +165,7 @@ class ChatCompletions:
         try:
             result = await self.router.acomplete(call.messages, **self._options(call, model))
         except UsageError as exc:
-            await send_error(send, ApiError(400, str(exc), code="invalid_request"))
+            await send_error(send, _usage_error(exc))
             return
         except RouteError as exc:
             await send_error(send, error_for_failure(exc))
@@ -206,7 +182,7 @@ class ChatCompletions:
         try:
             route_stream = self.router.astream(call.messages, **self._options(call, model))
         except UsageError as exc:
-            await send_error(send, ApiError(400, str(exc), code="invalid_request"))
+            await send_error(send, _usage_error(exc))
             return
         decision = route_stream.decision
         self.metrics.decided(decision)
@@ -260,3 +236,13 @@ class ChatCompletions:
         tail.append(DONE)
         watch.done = True
         await send({"type": "http.response.body", "body": b"".join(tail)})
+
+
+_NEED_PARAMS = {"tools": "tools", "vision": "messages", "context": "messages"}
+
+
+def _usage_error(exc: UsageError) -> ApiError:
+    """A 400 for what the caller asked: for a request no backend can take, which need and where."""
+    if isinstance(exc, Unsupported):
+        return ApiError(400, str(exc), code=f"{exc.need}_not_supported", param=_NEED_PARAMS.get(exc.need))
+    return ApiError(400, str(exc), code="invalid_request")

@@ -1,0 +1,52 @@
+"""What a request needs of a backend, read off the request itself: tool calls, image input, and
+room in the context window. Candidates that lack one are left out before routing (LiteLLM calls
+these pre-call checks), so a request never reaches a backend that must refuse it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from backends.capabilities import Capabilities
+from backends.types import Message
+
+__all__ = ["Needs"]
+
+_CHARS_PER_TOKEN = 4  # a cheap, conservative-enough estimate: no tokenizer on the routing path
+
+
+@dataclass(frozen=True, slots=True)
+class Needs:
+    tools: bool = False
+    vision: bool = False
+    tokens: int = 0  # prompt plus the longest answer asked for, that the context window must hold
+
+    @classmethod
+    def of(cls, messages: Sequence[Message], extra: Mapping[str, Any], max_tokens: int | None) -> Needs:
+        chars = 0
+        vision = False
+        for message in messages:
+            content = message.get("content")
+            if isinstance(content, str):
+                chars += len(content)
+            elif isinstance(content, list):
+                for part in content:
+                    if isinstance(part, Mapping):
+                        vision = vision or part.get("type") in ("image_url", "input_image", "image")
+                        chars += len(str(part.get("text") or ""))
+        return cls(tools=bool(extra.get("tools")), vision=vision, tokens=chars // _CHARS_PER_TOKEN + (max_tokens or 0))
+
+    def missing(self, capabilities: Capabilities, context_window: int | None) -> str | None:
+        """What `capabilities` lack for this request, in words; None when it can take it."""
+        if self.tools and not capabilities.tools:
+            return "tools"
+        if self.vision and not capabilities.vision:
+            return "vision"
+        if context_window is not None and self.tokens > context_window:
+            return "context"
+        return None
+
+    def __bool__(self) -> bool:
+        return self.tools or self.vision or self.tokens > 0
