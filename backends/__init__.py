@@ -23,6 +23,7 @@ from backends.errors import (
     RouteError,
     Unsupported,
     UsageError,
+    Where,
 )
 from backends.types import (
     Chunk,
@@ -68,9 +69,10 @@ __all__ = [
     "Unsupported",
     "Usage",
     "UsageError",
+    "Where",
     "build_backend",
     "kinds",
     "register_kind",
 ]
 
-from backends.registry import build_backend, kinds, register_kind  # noqa: E402  (after the types it builds on)
+from backends.registry import build_backend, kinds, register_kind

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from abc import ABC
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
@@ -25,7 +24,7 @@ from pydantic import BaseModel
 from backends.assembly import Assembly, Delta
 from backends.capabilities import Capabilities
 from backends.deadline import Deadline
-from backends.errors import AuthError, BackendError, BackendTimeout, BackendUnavailable, MalformedResponse
+from backends.errors import AuthError, BackendError, BackendTimeout, BackendUnavailable, MalformedResponse, Where
 from backends.params import NoOptions
 from backends.types import Chunk, Completion, FinalChunk, Price, Request, Usage
 
@@ -72,7 +71,7 @@ class BackendSettings:
         return key
 
 
-class Backend(ABC):
+class Backend:
     """One model behind one async interface."""
 
     kind: ClassVar[str] = ""
@@ -99,7 +98,7 @@ class Backend(ABC):
         """Where requests go, for error messages (never carries credentials)."""
         return None
 
-    def where(self) -> dict[str, str]:
+    def where(self) -> Where:
         """The error context every BackendError of this backend carries."""
         return {"backend": self.name, "model": self.model}
 

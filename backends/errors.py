@@ -19,8 +19,12 @@ with ``raise ... from exc``; retry and fallback rules look only at these types.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TypedDict
+
 __all__ = [
     "AllBackendsFailed",
+    "Where",
     "AuthError",
     "BackendError",
     "BackendTimeout",
@@ -33,6 +37,13 @@ __all__ = [
     "Unsupported",
     "UsageError",
 ]
+
+
+class Where(TypedDict):
+    """The context every BackendError carries: `raise BackendTimeout("...", **backend.where())`."""
+
+    backend: str
+    model: str
 
 
 class RouteError(Exception):
@@ -97,9 +108,10 @@ class BackendTimeout(BackendError):
 class RateLimited(BackendError):
     retryable = True
 
-    def __init__(self, message: str, *, retry_after: float | None = None, **kwargs):
+    def __init__(self, message: str, *, retry_after: float | None = None, backend: str = "", model: str = "",
+                 status: int | None = None, body: str | None = None):
         self.retry_after = retry_after  # seconds, from the Retry-After header
-        super().__init__(message, **kwargs)
+        super().__init__(message, backend=backend, model=model, status=status, body=body)
 
 
 class BackendUnavailable(BackendError):
@@ -125,10 +137,10 @@ class AllBackendsFailed(RouteError, ExceptionGroup):
 
     exit_code = 3
 
-    def __new__(cls, message: str, errors: list[Exception]):
+    def __new__(cls, message: str, errors: Sequence[Exception]):
         return super().__new__(cls, message, errors)
 
-    def __init__(self, message: str, errors: list[Exception]):
+    def __init__(self, message: str, errors: Sequence[Exception]):
         super().__init__(message, errors)
 
     def derive(self, excs):

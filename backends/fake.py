@@ -7,7 +7,7 @@ server (backends/simulator) instead, through the real backends.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 
 from backends.base import Backend, BackendSettings
@@ -42,16 +42,16 @@ class FakeBackend(Backend):
         self._script = _Script(list(steps or []), responder)
         self.calls: list[Request] = []
 
-    def _next(self, request: Request) -> FakeStep:
+    def _step(self, request: Request) -> FakeStep:
         if self._script.steps:
             return self._script.steps.pop(0)
         if self._script.responder is not None:
             return FakeStep(text=self._script.responder(request))
         return FakeStep(text=f"[fake {self.name}] {last_user_text(request.messages)[:40]}")
 
-    async def stream(self, request: Request) -> AsyncIterator[Chunk]:
+    async def stream(self, request: Request) -> AsyncGenerator[Chunk, None]:
         self.calls.append(request)
-        step = self._next(request)
+        step = self._step(request)
         if step.delay_s:
             await asyncio.sleep(step.delay_s)
         if step.error is not None:

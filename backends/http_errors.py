@@ -14,6 +14,7 @@ from backends.errors import (
     BackendUnavailable,
     BadRequest,
     RateLimited,
+    Where,
 )
 
 __all__ = ["error_for_status", "parse_retry_after", "translate_transport_error"]
@@ -37,20 +38,23 @@ def parse_retry_after(value: str | None) -> float | None:
 
 def error_for_status(status: int, headers: httpx.Headers, body: str, *, backend: str, model: str) -> BackendError:
     body = body[:_BODY_LIMIT]
-    where = dict(backend=backend, model=model, status=status, body=body)
     detail = f"HTTP {status}: {body.strip()[:300]}" if body.strip() else f"HTTP {status}"
     if status == 429:
         retry_after = parse_retry_after(headers.get("retry-after"))
-        return RateLimited(f"rate limited ({detail})", retry_after=retry_after, **where)
+        return RateLimited(f"rate limited ({detail})", retry_after=retry_after, backend=backend, model=model,
+                           status=status, body=body)
+    kind: type[BackendError]
     if status in (401, 403):
-        return AuthError(f"the server refused the API key ({detail}); check the key's environment variable", **where)
-    if status in (408, 409) or status >= 500:
-        return BackendUnavailable(f"server error ({detail})", **where)
-    return BadRequest(f"the server rejected the request ({detail})", **where)
+        kind, what = AuthError, f"the server refused the API key ({detail}); check the key's environment variable"
+    elif status in (408, 409) or status >= 500:
+        kind, what = BackendUnavailable, f"server error ({detail})"
+    else:
+        kind, what = BadRequest, f"the server rejected the request ({detail})"
+    return kind(what, backend=backend, model=model, status=status, body=body)
 
 
 def translate_transport_error(exc: httpx.HTTPError, *, url: str, backend: str, model: str) -> BackendError:
-    where = dict(backend=backend, model=model)
+    where = Where(backend=backend, model=model)
     if isinstance(exc, httpx.TimeoutException):
         return BackendTimeout(f"no answer from {url} in time ({type(exc).__name__})", **where)
     if isinstance(exc, httpx.ConnectError):

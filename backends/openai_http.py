@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
-from typing import Any, ClassVar
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any, ClassVar, cast
 
 import httpx
 
@@ -127,7 +127,7 @@ class OpenAIBackend(Backend):
             raise MalformedResponse(f"not an OpenAI chat completion: {body[:200]!r}", **self.where()) from exc
 
     async def _events(self, response: httpx.Response, simulated: bool, diffusing: bool) -> AsyncIterator[Delta]:
-        lines = response.aiter_lines()
+        lines = cast(AsyncGenerator[str, None], response.aiter_lines())
         try:
             async for line in lines:
                 if not line.startswith("data:"):  # SSE comments, event names, keep-alives
@@ -145,7 +145,8 @@ class OpenAIBackend(Backend):
             event = json.loads(data)
         except ValueError as exc:
             raise MalformedResponse(f"unparseable stream event: {data[:200]!r}", **self.where()) from exc
-        text, finish, calls = "", None, []
+        text, finish = "", None
+        calls: list[dict[str, Any]] = []
         for choice in event.get("choices") or ():
             delta = choice.get("delta") or {}
             finish = choice.get("finish_reason") or finish

@@ -42,13 +42,13 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from backends.base import BackendSettings  # noqa: E402
-from backends.openai_http import OpenAIBackend  # noqa: E402
-from backends.simulator import SimProfile, SimServer  # noqa: E402
-from backends.types import Price, Usage  # noqa: E402
-from policies.tiers import pick_tier  # noqa: E402
-from router.config_loader import load_config  # noqa: E402
-from router.core import Router  # noqa: E402
+from backends.base import BackendSettings
+from backends.openai_http import OpenAIBackend
+from backends.simulator import SimProfile, SimServer
+from backends.types import Price, Usage
+from policies.tiers import pick_tier
+from router.config_loader import load_config
+from router.core import Router
 
 # name: (simulated model, decoding, price $/Mtok in/out, config prior, unscaled sim profile)
 BACKENDS = {

@@ -18,10 +18,10 @@ import time
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-import httpx  # noqa: E402
+import httpx
 
-from backends.simulator import SimServer  # noqa: E402
-from router import Router  # noqa: E402
+from backends.simulator import SimServer
+from router import Router
 
 MODEL = "bench-zero-delay"
 PROMPT = "Give me a one-line summary of the French Revolution."

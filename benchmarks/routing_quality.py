@@ -22,7 +22,6 @@ from policies.complexity import ComplexityScorer
 from policies.complexity.fit import DEFAULT_DATA, load_records, split
 from router.cli.scoring_cmds import eval_table, evaluate_records
 
-
 QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
 
 

@@ -14,10 +14,10 @@ import os
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from backends.simulator import DEFAULT_PROFILES, SimProfile, SimServer  # noqa: E402
-from backends.types import TextChunk  # noqa: E402
-from router import Router  # noqa: E402
-from router.consortium.simulated import judge_when_asked  # noqa: E402
+from backends.simulator import DEFAULT_PROFILES, SimProfile, SimServer
+from backends.types import TextChunk
+from router import Router
+from router.consortium.simulated import judge_when_asked
 
 
 def config(base_url: str) -> dict:

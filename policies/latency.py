@@ -233,9 +233,10 @@ class LatencyModel:
         return self.failures.mean() or 0.0
 
     def learned_answer(self) -> tuple[float, float] | None:
-        if self.answer.weight < 1.0:
+        p50, p95 = self.answer.quantile(0.5), self.answer.quantile(0.95)
+        if self.answer.weight < 1.0 or p50 is None or p95 is None:
             return None
-        return self.answer.quantile(0.5), self.answer.quantile(0.95)
+        return p50, p95
 
     def _units(self, tokens: int) -> int:
         if self.decoding == "diffusion":

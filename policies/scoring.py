@@ -66,7 +66,8 @@ class Score:
 
 
 class Scorer(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def score(self, messages: list[Message]) -> Score: ...
 

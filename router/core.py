@@ -20,21 +20,21 @@ import dataclasses
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from typing import Any, cast
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
+from typing import Any
 
 from backends import build_backend
 from backends.base import Backend
 from backends.errors import ConfigError, Unsupported, UsageError
 from backends.types import Chunk, Message, Request, as_messages
 from policies.breaker import BreakerBoard, BreakerSettings
-from policies.scoring import Scorer, build_scorer
 from policies.needs import Needs
+from policies.scoring import Scorer, build_scorer
 from policies.selection import PREFER_CHOICES, Prefer, RouteInputs, forced_plan, plan_route
 from policies.tiers import Tier, fallback_order, pick_tier
+from router.calls import CallPath
 from router.config_loader import LoadedConfig, load_config
 from router.decision import Attempt, Decision, Outcome, RouteResult
-from router.calls import CallPath
 from router.execution import Executor
 from router.latency_tracker import LatencyTracker
 
@@ -63,7 +63,7 @@ class Router:
         self.breakers = BreakerBoard(time.monotonic, BreakerSettings(breaker.failures, breaker.cooldown_ms / 1000))
         # Every model call, routed or not, goes through this one path (router/calls.py).
         self.calls = CallPath(self.backend, breakers=self.breakers, max_concurrency=self.config.routing.max_concurrency,
-                              retry_per_class=dict(self.config.routing.retries))
+                              retry_per_class={str(k): v for k, v in self.config.routing.retries.items()})
         # The live latency model learns from every attempt anywhere: routed, member or arbiter.
         self.latency = LatencyTracker.from_config(self.config)
         self.calls.add_observer(self.latency.observe)
@@ -252,7 +252,7 @@ class Router:
         if prefer not in PREFER_CHOICES:
             raise UsageError(f"prefer must be fast, cheap or best (got {prefer!r}): fast picks the quickest backend "
                              "that is good enough, cheap the cheapest that meets the deadline, best the strongest.")
-        return cast(Prefer, prefer)
+        return prefer
 
     def _route_inputs(self, tiers: tuple[Tier, ...], messages: list[Message], deadline_s: float | None,
                       max_tokens: int | None, prefer: Prefer) -> RouteInputs:
@@ -424,10 +424,10 @@ class RouteStream:
         self._router = router
         self._request = request
 
-    def __aiter__(self) -> AsyncIterator[Chunk]:
+    def __aiter__(self) -> AsyncGenerator[Chunk, None]:
         return self._run()
 
-    async def _run(self) -> AsyncIterator[Chunk]:
+    async def _run(self) -> AsyncGenerator[Chunk, None]:
         started = time.perf_counter()
         messages = self._request.messages
         try:
@@ -442,7 +442,7 @@ class RouteStream:
         self._router._finish(Outcome(self.decision, messages, self._router.source,
                                      time.perf_counter() - started, result=self.result))
 
-    async def _attempt_in_order(self) -> AsyncIterator[Chunk]:
+    async def _attempt_in_order(self) -> AsyncGenerator[Chunk, None]:
         """Fallback before the first text, hedging and the deadline: see router/execution.py."""
         router = self._router
         router.latency.begin(self.decision)

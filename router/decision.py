@@ -124,4 +124,4 @@ class Outcome:
     source: str
     elapsed_s: float
     result: RouteResult | None = None
-    error: Exception | None = None
+    error: BaseException | None = None  # CancelledError too: a caller that gave up is an outcome

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 
 from backends.deadline import Deadline
@@ -100,7 +100,7 @@ class Executor:
         return RouteResult(completion, decision, tuple(failures))
 
     async def stream(self, decision: Decision, request: Request,
-                     on_result: Callable[[RouteResult], None]) -> AsyncIterator[Chunk]:
+                     on_result: Callable[[RouteResult], None]) -> AsyncGenerator[Chunk, None]:
         """Chunks of the one backend that answered; `on_result` gets the RouteResult before the
         FinalChunk is yielded."""
         failures: list[BackendError] = []
@@ -112,7 +112,7 @@ class Executor:
     # -- the loop -------------------------------------------------------------------------
 
     async def _run(self, decision: Decision, request: Request, failures: list[BackendError], *,
-                   streaming: bool) -> AsyncIterator[Chunk]:
+                   streaming: bool) -> AsyncGenerator[Chunk, None]:
         plan = _Plan(decision, self._hedge)
         if streaming or plan.hedges:
             body = self._race(plan, request, failures, streaming)
@@ -133,7 +133,7 @@ class Executor:
                 return name
             plan.skipped.append(name)
 
-    async def _one_by_one(self, plan: _Plan, request: Request, failures: list[BackendError]) -> AsyncIterator[Chunk]:
+    async def _one_by_one(self, plan: _Plan, request: Request, failures: list[BackendError]) -> AsyncGenerator[Chunk, None]:
         """Plain calls in turn, no streams: the cheapest path when nothing is hedged."""
         while (name := self._next(plan)) is not None:
             if plan.deadline.expired():
@@ -153,7 +153,7 @@ class Executor:
             return None
 
     async def _race(self, plan: _Plan, request: Request, failures: list[BackendError],
-                    streaming: bool) -> AsyncIterator[Chunk]:
+                    streaming: bool) -> AsyncGenerator[Chunk, None]:
         """Candidates as streams ("lanes"): the next one starts when every running lane failed,
         or when a hedge is due. A streaming caller commits to the first lane that yields text; a
         plain call takes whichever lane finishes first. Yields only the committed lane's chunks."""

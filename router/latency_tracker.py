@@ -107,7 +107,7 @@ class LatencyTracker:
     def flush(self) -> None:
         """Merge this process's new samples into the store and adopt the merged state."""
         fresh = self._take_fresh()
-        if fresh:
+        if fresh and self._store is not None:
             self._adopt(_merge_into_store(self._store, fresh, self.models))
 
     def _take_fresh(self) -> dict[str, LatencyModel]:
@@ -132,7 +132,7 @@ class LatencyTracker:
             self.flush()
             return
         fresh = self._take_fresh()
-        if not fresh:
+        if not fresh or self._store is None:
             return
         future = loop.run_in_executor(None, _merge_into_store, self._store, fresh, dict(self.models))
 

@@ -180,7 +180,8 @@ class Store:
     def recent(self, limit: int = 20, *, backend: str | None = None, status: str | None = None,
                since_ts: float | None = None) -> list[dict[str, Any]]:
         """Newest first."""
-        clauses, params = [], []
+        clauses: list[str] = []
+        params: list[str | float] = []
         for column, value in (("backend", backend), ("status", status)):
             if value is not None:
                 clauses.append(f"{column} = ?")

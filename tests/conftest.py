@@ -12,7 +12,7 @@ import pytest
 # litellm fetches its price map from GitHub at import unless told to use the bundled copy.
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 
-from backends.simulator import SimServer  # noqa: E402  (after the env var, on purpose)
+from backends.simulator import SimServer
 
 
 @pytest.fixture(scope="session")

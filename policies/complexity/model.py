@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import repeat
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable
 
 from backends.types import Message, content_text
 from policies.complexity.features import FEATURES, HISTORY_TURNS, NON_LATIN, SCRIPT_BOUND, extract

@@ -52,7 +52,6 @@ def register(app: typer.Typer) -> None:
         config: Annotated[str | None, typer.Option("-c", "--config")] = None,
     ) -> None:
         from router.config_loader import load_config
-
         from router.core import Router
 
         out = Output(json_mode=json_output)

@@ -189,9 +189,9 @@ def register(app: typer.Typer) -> None:
         _show_decision(out, decision)
         options = dict(model=model, max_tokens=max_tokens, temperature=temperature, deadline_s=deadline_s,
                        prefer=prefer)
-        from backends.errors import AllBackendsFailed
-
         import contextlib
+
+        from backends.errors import AllBackendsFailed
 
         view = contextlib.nullcontext()
         if decision.chosen in loaded.config.consortia and not (json_output or quiet):

@@ -81,7 +81,7 @@ def _judgement(reply: Completion, nonce: str, candidates: Sequence[Candidate], s
     record.order = [candidates[i].source for i in order]
     streamed = streamer.text if streamer is not None else ""
     answer = streamed or _answer(reply.text, verdict, candidates, order, spec, record)
-    if streamed and not streamer.closed:
+    if streamed and streamer is not None and not streamer.closed:
         record.fallback = "the answer tag was never closed; the answer is the text streamed until the end"
     if verdict.notes and record.fallback is None:
         record.fallback = "; ".join(verdict.notes)
@@ -144,7 +144,8 @@ class _ArbiterCall:
         if self.deadline.expired():
             self.record.errors.append({"attempt": 1, "error": "BackendTimeout",
                                        "message": "the consortium's deadline passed before the arbiter was asked"})
-            return self._gave_up()
+            self._gave_up()
+            return None
         options = CallOptions(deadline=self.deadline, retries=self.spec.retries, label="the arbiter",
                               reservation=self.reserved, on_error=self._failed_attempt)
         self.reserved = None  # the call path spends it
@@ -165,7 +166,8 @@ class _ArbiterCall:
                 raise  # part of the answer reached the caller: another reply would garble it
             if options.reservation is not None:
                 options.reservation.release()  # no-op once spent
-            return self._gave_up()
+            self._gave_up()
+            return None
         self.record.completion, self.record.status = completion, "done"
         self.record.latency_s = time.perf_counter() - started
         self._emit("done", latency_s=self.record.latency_s, tokens=completion.usage.output_tokens)
@@ -175,7 +177,6 @@ class _ArbiterCall:
         self.give_back()
         self.record.status = "failed"
         self._emit("failed", error=self.record.errors[-1]["message"] if self.record.errors else None)
-        return None
 
 
 async def _streamed(calls: CallPath, name: str, request: Request, options: CallOptions,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Any, ClassVar
 
 from backends.base import Backend, BackendSettings
@@ -63,7 +63,7 @@ class Consortium(Backend):
         of the consortia nested in it (for live views). It must be quick and must not raise."""
         self.listeners.append(listener)
 
-    async def stream(self, request: Request) -> AsyncIterator[Chunk]:
+    async def stream(self, request: Request) -> AsyncGenerator[Chunk, None]:
         """The answer's text, then the FinalChunk. A synthesis streams as the arbiter writes it
         (in the final round); a ranked answer arrives whole once the arbiter has chosen it.
         Progress before that goes to listeners."""
@@ -147,11 +147,12 @@ class _Run:
 
     async def execute(self) -> Completion:
         messages = self.request.messages
-        judgement = None
+        judgement = await self._round(1, messages)
         for iteration in range(1, self.spec.max_iterations + 1):
-            if iteration > 1 and not self._can_iterate():
-                break
-            judgement = await self._round(iteration, messages)
+            if iteration > 1:
+                if not self._can_iterate():
+                    break
+                judgement = await self._round(iteration, messages)
             self.stopped = self._stop_reason(iteration, judgement.confidence, judgement.streamed)
             if self.stopped:
                 break
@@ -205,7 +206,8 @@ class _Run:
         records: list[MemberRecord] = []
         slots = self._slots(messages, records)
         arbiter = self.c._resolve(self.spec.arbiter)
-        record = RoundRecord(iteration, records, ArbiterRecord(self.spec.arbiter))
+        arbiter_record = ArbiterRecord(self.spec.arbiter)
+        record = RoundRecord(iteration, records, arbiter_record)
         self.rounds.append(record)
         self.run_event("round", iteration=iteration, status="running")
         reserved = self._reserve_arbiter(arbiter, iteration)
@@ -214,14 +216,14 @@ class _Run:
             for r in records:
                 self._account(r.completion)
             candidates = self._candidates(iteration, record)
-            judgement = await judge(messages, candidates, arbiter, self.spec, self.run, record.arbiter,
+            judgement = await judge(messages, candidates, arbiter, self.spec, self.run, arbiter_record,
                                     reserved=reserved, deadline=self.deadline, calls=self.c.calls,
                                     stream_to=self.sink,
                                     is_final=lambda confidence: self._stop_reason(iteration, confidence) is not None)
         finally:
             if reserved is not None:
                 reserved.release()  # no-op once the arbiter spent it
-        self._account(record.arbiter.completion)
+        self._account(arbiter_record.completion)
         record.answer, record.confidence = judgement.answer, judgement.confidence
         record.wall_s = time.perf_counter() - started
         self.run_event("round", iteration=iteration, status="done", confidence=judgement.confidence)
@@ -244,7 +246,8 @@ class _Run:
         done = [r for r in record.members if r.status == "done"]
         if not done or (self.spec.quorum and len(done) < self.spec.quorum):
             raise self._failure(iteration, record.members, len(done))
-        candidates = [Candidate(r.completion.text, r.label, code_metrics(r.completion.text)) for r in done]
+        candidates = [Candidate(r.completion.text, r.label, code_metrics(r.completion.text))
+                      for r in done if r.completion is not None]
         if not self.spec.complexity_budget:
             return candidates
         return _reject_complex(candidates, done, record, self.spec.complexity_budget)

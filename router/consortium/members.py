@@ -9,6 +9,7 @@ import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
 from backends.deadline import Deadline
 from backends.errors import AllBackendsFailed, BackendError
 from backends.types import FinalChunk, Message, Request, TextChunk
@@ -153,8 +154,9 @@ async def _until_enough(pending: set[asyncio.Task], records: Sequence[MemberReco
         if not done:
             return pending  # the consortium's deadline passed
         for task in done:
-            if not task.cancelled() and task.exception() is not None:
-                raise task.exception()  # not a model failure (a bug, a usage error): stop the round
+            error = None if task.cancelled() else task.exception()
+            if error is not None:
+                raise error  # not a model failure (a bug, a usage error): stop the round
         answered = _answered(records)
         if answered >= needed or answered + len(pending) < needed:
             return pending

@@ -75,7 +75,9 @@ class _ClientWatch:
     def __init__(self, receive):
         self.gone = False
         self.done = False  # set before the last send: a disconnect after it is the normal end
-        self._task = asyncio.current_task()
+        task = asyncio.current_task()
+        assert task is not None  # constructed inside the request handler's task
+        self._task = task
         self._watcher = asyncio.get_running_loop().create_task(self._watch(receive))
 
     async def _watch(self, receive) -> None:
@@ -140,7 +142,9 @@ class ChatCompletions:
         except asyncio.CancelledError:
             if not watch.gone:
                 raise  # the server is stopping, not the client leaving
-            asyncio.current_task().uncancel()
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
         finally:
             watch.close()
             self.metrics.in_flight.dec()

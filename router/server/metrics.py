@@ -88,8 +88,8 @@ class Metrics:
                 self._child(self.cost, backend).inc(c.cost_usd)
         else:
             failures = getattr(outcome.error, "exceptions", None) or ()
-            backend = getattr(failures[-1], "backend", None) if failures else None
-            backend = backend or decision.chosen
+            failed = getattr(failures[-1], "backend", None) if failures else None
+            backend = str(failed or decision.chosen)
             status = "cancelled" if isinstance(outcome.error, asyncio.CancelledError) else "error"
         self._child(self.requests, model, backend, status).inc()
         self._child(self.duration, backend).observe(outcome.elapsed_s)

@@ -75,7 +75,7 @@ def error_for_failure(exc: BaseException) -> ApiError:
 
 
 def _retry_after(errors: list[BaseException]) -> dict[str, str] | None:
-    waits = [e.retry_after for e in errors if getattr(e, "retry_after", None) is not None]
+    waits = [e.retry_after for e in errors if isinstance(e, RateLimited) and e.retry_after is not None]
     return {"retry-after": f"{max(1, round(min(waits)))}"} if waits else None
 
 
