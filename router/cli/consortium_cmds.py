@@ -126,7 +126,7 @@ def _tree(node: dict[str, Any]):
         if n["kind"] == "backend":
             return f"{escape(n['name'])}{samples} [dim]({escape(str(n.get('model')))})[/]"
         return (f"[bold]{escape(n['name'])}[/]{samples} [dim]{n['judging']}, "
-                f"{n['calls_per_run']} calls per run{'' if not n.get('budget') else ', budget ' + str(n['budget'])}[/]")
+                f"{_calls(n['calls_per_run'], n['worst_case_calls'])} calls/run, budget {n['budget']}[/]")
 
     def grow(tree, n: dict[str, Any]) -> None:
         if n["kind"] != "consortium":
@@ -264,3 +264,8 @@ def register(app: typer.Typer) -> None:
             out.data(tree)
         else:
             out.out.print(_tree(tree))
+
+
+def _calls(least: int, most: int) -> str:
+    """Planned calls per run: least (min_iterations) to most (max_iterations), retries aside."""
+    return str(least) if least == most else f"{least}-{most}"
