@@ -15,6 +15,14 @@ os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 from backends.simulator import SimServer
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that use real sockets or processes are `integration`; the rest are `unit`, so
+    `pytest -m unit` runs the fast, in-process part alone."""
+    for item in items:
+        uses_sockets = "sim" in getattr(item, "fixturenames", ()) or item.get_closest_marker("integration")
+        item.add_marker(pytest.mark.integration if uses_sockets else pytest.mark.unit)
+
+
 @pytest.fixture(scope="session")
 def sim():
     """The simulated OpenAI-compatible server, on a free loopback port, for the whole session.

@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.integration  # subprocesses and servers
+
+
 ROUTE = [sys.executable, "-m", "router.cli"]
 
 

@@ -9,7 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import use_arbiter
+
+pytestmark = pytest.mark.integration  # subprocesses
 
 ROUTE = [sys.executable, "-m", "router.cli"]
 

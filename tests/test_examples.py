@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from router.config_loader import load_config
+
+pytestmark = pytest.mark.integration  # subprocesses
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

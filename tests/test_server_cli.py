@@ -17,6 +17,8 @@ import pytest
 
 from router.store import Store
 
+pytestmark = pytest.mark.integration  # subprocesses and servers
+
 TOKEN = "serve-cli-token-" + "z" * 24
 
 
