@@ -17,7 +17,8 @@ import contextlib
 import os
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeVar, cast
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel
 
@@ -26,11 +27,13 @@ from backends.capabilities import Capabilities
 from backends.deadline import Deadline
 from backends.errors import AuthError, BackendError, BackendTimeout, BackendUnavailable, MalformedResponse, Where
 from backends.params import NoOptions
+from backends.secrets import MissingVariable, expand_all
 from backends.types import Chunk, Completion, FinalChunk, Price, Request, Usage
 
 __all__ = ["Backend", "BackendSettings", "Decoding", "Delta"]
 
 Decoding = Literal["autoregressive", "diffusion"]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +58,24 @@ class BackendSettings:
     options: dict[str, Any] = field(default_factory=dict)
     # Provider-specific parameters sent verbatim, deliberately unchecked.
     passthrough: dict[str, Any] = field(default_factory=dict)
+    # Extra HTTP headers. Values, like URLs and parameters, may hold ${NAME} references,
+    # resolved from the environment per request (`resolve`), never stored resolved.
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def resolve(self, value: T) -> T:
+        """`value` (a string, or dicts and lists of them) with ${NAME} references filled in from
+        the environment; AuthError naming the variable when one is unset."""
+        try:
+            return cast(T, expand_all(value))
+        except MissingVariable as missing:
+            raise AuthError(f"environment variable {missing.name} is not set; the config of {self.name} refers "
+                            f"to it as ${{{missing.name}}}; export it (values are read from the environment only)",
+                            backend=self.name, model=self.model) from None
+
+    def url(self, path: str, default_base: str) -> str:
+        """`path` under the base URL, inserted before any query string (`?key=${KEY}` stays a query)."""
+        parts = urlsplit(self.resolve(self.base_url or default_base))
+        return urlunsplit(parts._replace(path=parts.path.rstrip("/") + path))
 
     def api_key(self) -> str | None:
         """The key from the environment, read at call time; AuthError if it is configured but unset."""

@@ -40,12 +40,15 @@ class LiteLLMBackend(Backend):
     params_model = ChatParams
 
     def _kwargs(self, request: Request, deadline: Deadline, *, stream: bool) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {**self.settings.passthrough, **self.settings.params, **request.extra}
+        kwargs: dict[str, Any] = {**self.settings.resolve(self.settings.passthrough), **self.settings.params,
+                                  **request.extra}
         kwargs.update(model=self.model, messages=request.messages, num_retries=0, max_retries=0)
         remaining = deadline.remaining()
         kwargs["timeout"] = self.settings.timeout_s if remaining is None else max(0.001, remaining)
         if self.settings.base_url:
-            kwargs["api_base"] = self.settings.base_url
+            kwargs["api_base"] = self.settings.resolve(self.settings.base_url)
+        if self.settings.headers:
+            kwargs["extra_headers"] = self.settings.resolve(self.settings.headers)
         key = self.settings.api_key()
         if key:
             kwargs["api_key"] = key

@@ -36,14 +36,14 @@ class OpenAIBackend(Backend):
     def __init__(self, settings: BackendSettings, *, transport: httpx.AsyncBaseTransport | None = None):
         super().__init__(settings)
         self._transport = transport  # tests hand in httpx.MockTransport
-        self._base = (settings.base_url or _DEFAULT_BASE_URL).rstrip("/")
-        self._url = self._base + "/chat/completions"
+        # For messages: as configured, so a ${NAME} in it never shows its value.
+        self._shown = (settings.base_url or _DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
         # An AsyncClient is bound to the loop it first ran on; the sync wrappers start new loops.
         self._clients: dict[asyncio.AbstractEventLoop, httpx.AsyncClient] = {}
 
     @property
     def endpoint(self) -> str:
-        return self._url
+        return self._shown
 
     def _client(self) -> httpx.AsyncClient:
         loop = asyncio.get_running_loop()
@@ -57,11 +57,13 @@ class OpenAIBackend(Backend):
         return client
 
     def _headers(self) -> dict[str, str]:
+        headers = self.settings.resolve(self.settings.headers)
         key = self.settings.api_key()
-        return {"Authorization": f"Bearer {key}"} if key else {}
+        return {**headers, "Authorization": f"Bearer {key}"} if key else headers
 
     def _payload(self, request: Request, *, stream: bool) -> dict[str, Any]:
-        payload: dict[str, Any] = {**self.settings.passthrough, **self.settings.params, **request.extra}
+        payload: dict[str, Any] = {**self.settings.resolve(self.settings.passthrough), **self.settings.params,
+                                   **request.extra}
         payload["model"] = self.model
         payload["messages"] = request.messages
         if request.max_tokens is not None:
@@ -77,18 +79,19 @@ class OpenAIBackend(Backend):
 
     def _translate(self, exc: Exception) -> BackendError:
         if isinstance(exc, httpx.HTTPError):
-            return translate_transport_error(exc, url=self._url, **self.where())
+            return translate_transport_error(exc, url=self._shown, **self.where())
         return super()._translate(exc)
 
     async def check(self) -> str:
         """GET /models: reachable, and the key (if any) accepted."""
         try:
-            response = await self._client().get(self._base + "/models", headers=self._headers(), timeout=5.0)
+            response = await self._client().get(self.settings.url("/models", _DEFAULT_BASE_URL),
+                                                headers=self._headers(), timeout=5.0)
         except httpx.HTTPError as exc:
             raise self._translate(exc) from exc
         if response.status_code >= 400:
             raise error_for_status(response.status_code, response.headers, response.text, **self.where())
-        return f"reachable at {self._base}"
+        return f"reachable at {self._shown.removesuffix('/chat/completions')}"
 
     # -- the wire call ----------------------------------------------------------------------
 
@@ -97,7 +100,8 @@ class OpenAIBackend(Backend):
         remaining = deadline.remaining()
         limit = self.settings.timeout_s if remaining is None else max(0.001, remaining)
         client = self._client()
-        sent = client.build_request("POST", self._url, json=payload, headers=self._headers(),
+        url = self.settings.url("/chat/completions", _DEFAULT_BASE_URL)
+        sent = client.build_request("POST", url, json=payload, headers=self._headers(),
                                     timeout=httpx.Timeout(limit, connect=min(limit, 10.0)))
         response = await client.send(sent, stream=True)
         try:

@@ -35,6 +35,7 @@ from backends.types import Chunk, Completion, FinalChunk, Request
 from policies.breaker import BreakerBoard
 from router.consortium.budget import Reservation, current_run
 from router.decision import Attempt, Decision
+from router.redaction import Redactor
 
 __all__ = ["DEADLINE", "AttemptObserver", "CallOptions", "CallPath"]
 
@@ -91,9 +92,10 @@ class CallPath:
     """Calls backends by name, with every guarantee listed in the module docstring."""
 
     def __init__(self, resolve: Callable[[str], Backend], *, breakers: BreakerBoard, max_concurrency: int = 128,
-                 retry_per_class: dict[str, int] | None = None):
+                 retry_per_class: dict[str, int] | None = None, redactor: Redactor | None = None):
         self._resolve = resolve
         self.breakers = breakers
+        self.redactor = redactor or Redactor()
         self._slots = _Slots(max_concurrency)
         self._retry_per_class = dict(retry_per_class or {})
         self.observers: list[AttemptObserver] = []
@@ -170,7 +172,8 @@ class CallPath:
             async with self._slot():
                 remaining = options.attempt_deadline().remaining()
                 async with asyncio.timeout(remaining):  # a guard for backends that overrun their timeout
-                    completion = await backend.complete(request.with_options(timeout_s=remaining))
+                    completion = self.redactor.completion(
+                        await backend.complete(request.with_options(timeout_s=remaining)))
         except TimeoutError as exc:
             self._failed(backend.name, exc, started, options, streamed=False)
             raise BackendTimeout("no answer within the request's deadline", **backend.where()) from exc
@@ -196,7 +199,8 @@ class CallPath:
     async def _composite(self, backend: Backend, request: Request, options: CallOptions) -> Completion:
         started = time.perf_counter()
         try:
-            completion = await backend.complete(request.with_options(timeout_s=options.deadline.remaining()))
+            completion = self.redactor.completion(
+                await backend.complete(request.with_options(timeout_s=options.deadline.remaining())))
         except BaseException as exc:
             self._failed(backend.name, exc, started, options, streamed=False, composite=True)
             raise
@@ -215,6 +219,7 @@ class CallPath:
     def _failed(self, name: str, exc: BaseException, started: float, options: CallOptions, *, streamed: bool,
                 composite: bool = False) -> None:
         elapsed = time.perf_counter() - started
+        self.redactor.error(exc)  # before anyone -- observer, caller, log -- sees it
         if isinstance(exc, asyncio.CancelledError) and exc.args and exc.args[0] == DEADLINE:
             exc = TimeoutError()
         cancelled = isinstance(exc, (asyncio.CancelledError, GeneratorExit))
@@ -269,7 +274,7 @@ class _StreamAttempt:
         assert self._chunks is not None
         try:
             async with asyncio.timeout(deadline.remaining()):
-                chunk = await anext(self._chunks)
+                chunk = self.path.redactor.chunk(await anext(self._chunks))
         except StopAsyncIteration:
             error = MalformedResponse("stream ended without a final completion", **self.backend.where())
             self._fail(error)

@@ -8,9 +8,10 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from backends.base import BackendSettings
+from backends.secrets import literal_secret_paths, url_secret
 from backends.types import Price
 from policies.selection import Prefer
 from router.consortium.spec import ConsortiumConfig
@@ -52,6 +53,7 @@ class BackendConfig(_Strict):
     params: dict[str, Any] = Field(default_factory=dict, description="generation parameters, checked per kind")
     options: dict[str, Any] = Field(default_factory=dict, description="the backend's own settings, checked per kind")
     passthrough: dict[str, Any] = Field(default_factory=dict, description="provider parameters sent verbatim, unchecked")
+    headers: dict[str, str] = Field(default_factory=dict, description="extra HTTP headers; ${NAME} for credentials")
     latency: LatencyPrior | None = None
 
     @field_validator("api_key")
@@ -68,8 +70,25 @@ class BackendConfig(_Strict):
     @field_validator("base_url")
     @classmethod
     def _url_has_scheme(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("http://", "https://")):
+        if value is None:
+            return value
+        secret = url_secret(value)
+        if secret is not None:  # the URL itself is not echoed: it holds the credential
+            raise ValueError(f"base_url holds {secret}; write it as an environment reference, "
+                             "e.g. https://host/v1?key=${GEMINI_API_KEY}, never the credential itself")
+        if not value.startswith(("http://", "https://")):
             raise ValueError(f"base_url must start with http:// or https:// (got {value!r})")
+        return value
+
+    @field_validator("params", "options", "passthrough", "headers")
+    @classmethod
+    def _no_literal_secrets(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        found = literal_secret_paths(value)
+        if found:
+            key = ".".join(str(p) for p in found[0])
+            raise ValueError(f"{info.field_name}.{key} is a credential written into the config; name an environment "
+                             f"variable instead, like {key}: ${{MY_API_KEY}} (the value is read at request time, "
+                             "never stored)")
         return value
 
     @property
@@ -92,6 +111,7 @@ class BackendConfig(_Strict):
             params=dict(self.params),
             options=dict(self.options),
             passthrough=dict(self.passthrough),
+            headers=dict(self.headers),
         )
 
 

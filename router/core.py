@@ -37,6 +37,7 @@ from router.config_loader import LoadedConfig, load_config
 from router.decision import Attempt, Decision, Outcome, RouteResult
 from router.execution import Executor
 from router.latency_tracker import LatencyTracker
+from router.redaction import Redactor
 
 __all__ = ["Router", "RouteStream"]
 
@@ -62,8 +63,11 @@ class Router:
         breaker = self.config.routing.breaker
         self.breakers = BreakerBoard(time.monotonic, BreakerSettings(breaker.failures, breaker.cooldown_ms / 1000))
         # Every model call, routed or not, goes through this one path (router/calls.py).
+        # Every string that leaves the process is scrubbed of the secrets this config refers to.
+        self.redactor = Redactor.for_config(self.config)
         self.calls = CallPath(self.backend, breakers=self.breakers, max_concurrency=self.config.routing.max_concurrency,
-                              retry_per_class={str(k): v for k, v in self.config.routing.retries.items()})
+                              retry_per_class={str(k): v for k, v in self.config.routing.retries.items()},
+                              redactor=self.redactor)
         # The live latency model learns from every attempt anywhere: routed, member or arbiter.
         self.latency = LatencyTracker.from_config(self.config)
         self.calls.add_observer(self.latency.observe)

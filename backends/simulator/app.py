@@ -160,7 +160,10 @@ class ChatCompletions:
             fault = state.choose_fault(model, header, number)
             if fault is not None:
                 state.count(model, "faults")
-            outcome = await self._respond(client, send, body, model, messages, fault)
+            if fault == "echo-key":
+                outcome = await _echo_credential(scope, send)
+            else:
+                outcome = await self._respond(client, send, body, model, messages, fault)
         finally:
             client.close()
             state.count(model, "in_flight", -1)
@@ -393,6 +396,14 @@ def _validate(body: Any) -> tuple[str, list[dict[str, Any]]]:
     if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
         raise ValueError("'max_tokens' must be a positive integer")
     return model, messages
+
+
+async def _echo_credential(scope: Any, send: Any) -> str:
+    sent = {name: value.decode("latin-1") for name, value in scope["headers"]}
+    key = sent.get(b"authorization", "").removeprefix("Bearer ") or scope.get("query_string", b"").decode()
+    message = f"Incorrect API key provided: {key}. You can find your API key at the provider's console."
+    await _send_json(send, 401, _error(message, "invalid_request_error"))
+    return "completed"
 
 
 def _fault_header(scope) -> str | None:

@@ -24,7 +24,9 @@ __all__ = [
 ]
 
 # What a request can be made to suffer; None means healthy.
-FAULT_KINDS = frozenset({"500", "429", "hang", "drop", "malformed", "drip"})
+# "echo-key": a 401 that repeats the caller's credential, as some providers do -- for testing
+# that the router never lets it out.
+FAULT_KINDS = frozenset({"500", "429", "hang", "drop", "malformed", "drip", "echo-key"})
 
 Responder = Callable[[list[Message]], str]
 
