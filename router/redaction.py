@@ -78,8 +78,8 @@ class Redactor:
     def chunk(self, chunk: C) -> C:
         if isinstance(chunk, (TextChunk, DraftChunk)):
             text = self.text(chunk.text)
-            return chunk if text == chunk.text else replace(chunk, text=text)  # type: ignore[return-value]
+            return chunk if text == chunk.text else replace(chunk, text=text)
         if isinstance(chunk, FinalChunk):
             completion = self.completion(chunk.completion)
-            return chunk if completion is chunk.completion else replace(chunk, completion=completion)  # type: ignore[return-value]
+            return chunk if completion is chunk.completion else replace(chunk, completion=completion)
         return chunk
