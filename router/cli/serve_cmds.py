@@ -118,6 +118,8 @@ def register(app: typer.Typer) -> None:
         key = api_key_from_env(host, api_key_env)
         loaded = load_config(config)
         router = Router(loaded, source="server", log=False if no_log else None)
+        if api_key_env:
+            router.redactor.add(api_key_env)  # clients' token: never echoed either
         # What earlier runs learned about latency; the app's shutdown (router.aclose) saves it back.
         router.persist()
         shown = f"[{host}]" if ":" in host else host
