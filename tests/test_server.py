@@ -186,6 +186,10 @@ def test_metrics_count_requests_tokens_decisions_and_breakers(client, server, si
     assert 'route_tokens_total{backend="small",direction="output"}' in text
     assert 'route_request_duration_seconds_count{backend="small"} 1.0' in text
     assert 'route_breaker_state{backend="big",state="closed"} 1.0' in text
+    # Every upstream attempt, by outcome, and what the latency model learned.
+    assert 'route_upstream_attempts_total{backend="small",outcome="ok"} 1.0' in text
+    assert 'route_upstream_attempts_total{backend="big",outcome="BackendUnavailable"} 1.0' in text
+    assert 'route_learned_latency_samples{backend="small"} 1.0' in text
     assert httpx.get(f"{server.url}/healthz").json()["status"] == "ok"
 
 

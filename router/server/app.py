@@ -84,6 +84,7 @@ def create_app(router: Router, *, api_key: str | None = None, body_limit_bytes: 
         raise ValueError("body_limit_bytes must be positive")
     metrics = Metrics(router)
     router.add_request_observer(metrics.observe)
+    router.add_observer(metrics.attempt)
     chat = ChatCompletions(router, metrics, body_limit_bytes=body_limit_bytes)
     models = _model_list(router)
 

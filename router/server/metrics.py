@@ -14,12 +14,13 @@ process, as in tests). Fed by a request observer, so every routed request counts
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
-from router.decision import Decision, Outcome
+from router.decision import Attempt, Decision, Outcome
 
 if TYPE_CHECKING:
     from router.core import Router
@@ -30,21 +31,27 @@ _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.
 _BREAKER_STATES = ("closed", "half-open", "open")
 
 
-class _BreakerCollector:
-    """Reads breaker states at scrape time, if the router keeps breakers."""
+class _StateCollector:
+    """Reads the router's public state at scrape time: breakers and what latency it learned."""
 
     def __init__(self, router: Router):
         self._router = router
 
-    def collect(self):
-        family = GaugeMetricFamily("route_breaker_state", "Circuit breaker state per backend (1 = current)",
-                                   labels=["backend", "state"])
-        board = getattr(self._router, "breakers", None)
-        states = board.states() if board is not None and hasattr(board, "states") else {}
-        for backend, current in sorted(states.items()):
-            for state in _BREAKER_STATES:
-                family.add_metric([backend, state], 1.0 if current == state else 0.0)
-        yield family
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        breakers = GaugeMetricFamily("route_breaker_state", "Circuit breaker state per backend (1 = current)",
+                                     labels=["backend", "state"])
+        ttft = GaugeMetricFamily("route_learned_ttft_seconds", "Learned time to first content (a canvas, for "
+                                 "diffusion backends)", labels=["backend", "quantile"])
+        samples = GaugeMetricFamily("route_learned_latency_samples", "Calls the latency model has measured",
+                                    labels=["backend"])
+        for backend, state in sorted(self._router.state().items()):
+            for name in _BREAKER_STATES:
+                breakers.add_metric([backend, name], 1.0 if state["breaker"] == name else 0.0)
+            latency = state["latency"]
+            ttft.add_metric([backend, "0.5"], latency["ttft_p50_s"])
+            ttft.add_metric([backend, "0.95"], latency["ttft_p95_s"])
+            samples.add_metric([backend], latency["samples"])
+        yield from (breakers, ttft, samples)
 
 
 class Metrics:
@@ -60,7 +67,9 @@ class Metrics:
         self.cost = Counter("route_cost_usd", "Cost in US dollars", ["backend"], registry=r)
         self.decisions = Counter("route_routing_decisions", "The router's first choice", ["backend", "tier"], registry=r)
         self.in_flight = Gauge("route_in_flight_requests", "Requests being answered now", registry=r)
-        r.register(_BreakerCollector(router))
+        self.attempts = Counter("route_upstream_attempts", "Upstream attempts of every call (routed, consortium "
+                                "member, arbiter), retries included", ["backend", "outcome"], registry=r)
+        r.register(_StateCollector(router))
         self._children: dict[tuple, Any] = {}  # labels() costs a lock and a dict lookup; cache the child
 
     def _child(self, metric, *labels: str):
@@ -69,6 +78,11 @@ class Metrics:
         if child is None:
             child = self._children[key] = metric.labels(*labels)
         return child
+
+    def attempt(self, attempt: Attempt, decision: Decision | None) -> None:
+        """The attempt observer: one call per upstream attempt, anywhere in the router."""
+        outcome = "cancelled" if attempt.cancelled else ("ok" if attempt.error is None else type(attempt.error).__name__)
+        self._child(self.attempts, attempt.backend, outcome).inc()
 
     def decided(self, decision: Decision) -> None:
         self._child(self.decisions, decision.chosen, decision.tier or ("forced" if decision.forced else "-")).inc()
