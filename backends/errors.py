@@ -8,6 +8,7 @@
     │   ├── BackendTimeout          no answer within the deadline            (retryable)
     │   ├── RateLimited             HTTP 429; `retry_after` seconds or None  (retryable)
     │   ├── BackendUnavailable      connect error, 5xx, dropped stream       (retryable)
+    │   │   └── BreakerOpen         skipped: its circuit breaker is open     (never retried)
     │   ├── MalformedResponse       the server answered something unparseable
     │   ├── BadRequest              HTTP 4xx other than auth and 429         (never retried)
     │   └── AuthError               missing key, HTTP 401/403                (never retried)
@@ -30,6 +31,7 @@ __all__ = [
     "BackendTimeout",
     "BackendUnavailable",
     "BadRequest",
+    "BreakerOpen",
     "ConfigError",
     "MalformedResponse",
     "RateLimited",
@@ -116,6 +118,12 @@ class RateLimited(BackendError):
 
 class BackendUnavailable(BackendError):
     retryable = True
+
+
+class BreakerOpen(BackendUnavailable):
+    """Not called at all: the backend's breaker is open. Retrying before the cooldown is pointless."""
+
+    retryable = False
 
 
 class MalformedResponse(BackendError):

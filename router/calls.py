@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from backends.base import Backend
 from backends.deadline import Deadline
-from backends.errors import BackendError, BackendTimeout, BackendUnavailable, BadRequest, MalformedResponse
+from backends.errors import BackendError, BackendTimeout, BadRequest, BreakerOpen, MalformedResponse
 from backends.retry import RetryPolicy, call_with_retries
 from backends.types import Chunk, Completion, FinalChunk, Request
 from policies.breaker import BreakerBoard
@@ -138,16 +138,20 @@ class CallPath:
         return RetryPolicy(retries, backend.settings.backoff_initial_s, self._retry_per_class)
 
     def _admit(self, backend: Backend, options: CallOptions) -> None:
-        """Budget first (a refused call costs nothing), then the breaker."""
-        run = current_run().get()
+        """The breaker first (a refused call spends no budget), then the budget, then the
+        breaker's permission (which, half-open, makes this call its probe)."""
+        breaker = self.breakers[backend.name]
+        if options.check_breaker and not breaker.would_allow():
+            raise BreakerOpen("circuit breaker is open after repeated failures; skipped until its cooldown ends",
+                              **backend.where())
         what = options.label or backend.name
+        run = current_run().get()
         if options.reservation is not None:
             options.reservation.spend(what)
         elif run is not None:
             run.budget.take(what)
-        if options.check_breaker and not self.breakers[backend.name].allow():
-            raise BackendUnavailable("circuit breaker is open after repeated failures; skipped until its "
-                                     "cooldown ends", **backend.where())
+        if options.check_breaker:
+            breaker.allow()
 
     @contextlib.asynccontextmanager
     async def _slot(self) -> AsyncIterator[None]:
