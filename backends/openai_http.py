@@ -21,6 +21,7 @@ from backends.deadline import Deadline
 from backends.errors import BackendError, MalformedResponse
 from backends.http_errors import error_for_status, translate_transport_error
 from backends.params import ChatParams
+from backends.per_loop import PerLoop
 from backends.types import Request, Usage
 
 __all__ = ["OpenAIBackend"]
@@ -39,22 +40,18 @@ class OpenAIBackend(Backend):
         # For messages: as configured, so a ${NAME} in it never shows its value.
         self._shown = (settings.base_url or _DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
         # An AsyncClient is bound to the loop it first ran on; the sync wrappers start new loops.
-        self._clients: dict[asyncio.AbstractEventLoop, httpx.AsyncClient] = {}
+        self._clients = PerLoop(self._new_client)
 
     @property
     def endpoint(self) -> str:
         return self._shown
 
+    def _new_client(self) -> httpx.AsyncClient:
+        limits = httpx.Limits(max_connections=256, max_keepalive_connections=64)
+        return httpx.AsyncClient(transport=self._transport, limits=limits, timeout=None)
+
     def _client(self) -> httpx.AsyncClient:
-        loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
-            for stale in [lp for lp in self._clients if lp.is_closed()]:
-                del self._clients[stale]
-            limits = httpx.Limits(max_connections=256, max_keepalive_connections=64)
-            client = httpx.AsyncClient(transport=self._transport, limits=limits, timeout=None)
-            self._clients[loop] = client
-        return client
+        return self._clients.get()
 
     def _headers(self) -> dict[str, str]:
         headers = self.settings.resolve(self.settings.headers)
@@ -162,7 +159,7 @@ class OpenAIBackend(Backend):
         return Delta(text=text, tool_calls=calls, usage=usage, finish_reason=finish, simulated=simulated)
 
     async def aclose(self) -> None:
-        clients, self._clients = self._clients, {}
+        clients, self._clients = self._clients.by_loop, PerLoop(self._new_client)
         for loop, client in clients.items():
             if not loop.is_closed():
                 try:

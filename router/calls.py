@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from backends.base import Backend
 from backends.deadline import Deadline
 from backends.errors import BackendError, BackendTimeout, BadRequest, BreakerOpen, MalformedResponse
+from backends.per_loop import PerLoop
 from backends.retry import RetryPolicy, call_with_retries
 from backends.types import Chunk, Completion, FinalChunk, Request
 from policies.breaker import BreakerBoard
@@ -70,24 +71,6 @@ class CallOptions:
         return self.deadline.within(self.attempt_timeout_s)
 
 
-class _Slots:
-    """The global concurrency limit, one semaphore per event loop (a semaphore is bound to the
-    loop it first waited on; the sync API and the servers run different loops)."""
-
-    def __init__(self, limit: int):
-        self.limit = limit
-        self._by_loop: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
-
-    def current(self) -> asyncio.Semaphore:
-        loop = asyncio.get_running_loop()
-        sem = self._by_loop.get(loop)
-        if sem is None:
-            for stale in [lp for lp in self._by_loop if lp.is_closed()]:
-                del self._by_loop[stale]
-            sem = self._by_loop[loop] = asyncio.Semaphore(self.limit)
-        return sem
-
-
 class CallPath:
     """Calls backends by name, with every guarantee listed in the module docstring."""
 
@@ -96,7 +79,8 @@ class CallPath:
         self._resolve = resolve
         self.breakers = breakers
         self.redactor = redactor or Redactor()
-        self._slots = _Slots(max_concurrency)
+        # The global limit: a semaphore is bound to the loop it first waited on.
+        self._slots = PerLoop(lambda: asyncio.Semaphore(max_concurrency))
         self._retry_per_class = dict(retry_per_class or {})
         self.observers: list[AttemptObserver] = []
         self.in_flight = 0  # leaf attempts holding a slot right now (read by metrics and tests)
@@ -158,7 +142,7 @@ class CallPath:
         """A slot in the global limit and in every enclosing consortium's, outermost first (one
         order for every call, so two calls never wait on each other's slots)."""
         run = current_run().get()
-        limits = [self._slots.current(), *(run.limits if run is not None else ())]
+        limits = [self._slots.get(), *(run.limits if run is not None else ())]
         async with contextlib.AsyncExitStack() as stack:
             for sem in limits:
                 await stack.enter_async_context(sem)
