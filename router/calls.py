@@ -214,7 +214,9 @@ class CallPath:
         if isinstance(exc, TimeoutError):
             exc = BackendTimeout("no answer within the request's deadline", backend=name)
         if not isinstance(exc, BackendError) and not cancelled:
-            return  # not a model failure (a usage error, a bug): nothing to learn from it
+            if not composite:
+                self.breakers[name].release()  # a usage error or a bug: no evidence either way
+            return
         if not composite:
             self._verdict(name, exc, elapsed, options)
         error = exc if isinstance(exc, BackendError) else BackendTimeout("cancelled: the caller stopped waiting",
