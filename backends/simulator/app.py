@@ -81,10 +81,10 @@ class SimState:
 
     def scripted_reply(self, model: str, messages: list[dict[str, Any]]) -> str | None:
         profile = self.profile(model)
-        replies = self.scripts.get(model)
-        if replies is None and profile.responder is not None:
+        scripted = self.scripts.get(model)
+        if scripted is None and profile.responder is not None:
             return profile.responder(messages)
-        replies = replies or profile.replies
+        replies = scripted or profile.replies
         if not replies:
             return None
         turn = self.turns[model]
