@@ -44,7 +44,7 @@ def _scorer(weights: Path | None) -> Any:
     except (OSError, ValueError, KeyError) as exc:
         raise UsageError(
             f"could not read the weights file {weights}: {exc}. Pass a file written by "
-            "`route calibrate` or `python -m policies.complexity.fit`, or leave out --weights "
+            "`route calibrate` or `python -m policies.complexity.training.fit`, or leave out --weights "
             "to use the shipped default."
         ) from exc
 
@@ -154,12 +154,21 @@ def evaluate_records(scorer: Any, records: Sequence[dict[str, Any]]) -> tuple[li
 
 
 def eval_(
-    data: Annotated[Path, typer.Argument(help="JSONL of {id, prompt, local, hosted}")],
+    data: Annotated[Path | None, typer.Argument(help="JSONL of {id, prompt, local, hosted}")] = None,
     weights: WeightsOpt = None,
     json_out: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
     plot: Annotated[Path | None, typer.Option("--plot", help="write quality vs hosted share here")] = None,
+    leave_one_out: Annotated[
+        Path | None,
+        typer.Option("--leave-one-out", help="directory of routing sets: fit on all but one, judge on it, each in turn"),
+    ] = None,
 ) -> None:
     """Routing quality of the scorer beside random, length, always-local/hosted and oracle."""
+    if leave_one_out is not None:
+        _eval_leave_one_out(leave_one_out, json_out)
+        return
+    if data is None:
+        raise UsageError("route eval needs a JSONL file of routing records, or --leave-one-out DIR.")
     records = _records(data, ("id", "prompt", "local", "hosted"))
     scorer = _scorer(weights)
     reports, scores = evaluate_records(scorer, records)
@@ -184,6 +193,26 @@ def eval_(
         _err().print(f"wrote {plot}")
 
 
+def _eval_leave_one_out(directory: Path, json_out: bool) -> None:
+    """Leave-one-dataset-out over the sets in `directory` with the shipped fitting recipe."""
+    from policies.complexity.training.leave_one_out import (
+        leave_one_out_table,
+        load_sets,
+    )
+
+    if not directory.is_dir():
+        raise UsageError(f"--leave-one-out: {directory} is not a directory. Pass a directory of *.jsonl routing sets.")
+    try:
+        sets = load_sets(directory)
+    except (ValueError, KeyError) as exc:
+        raise UsageError(f"--leave-one-out: {exc}. Each file needs id, prompt, local and hosted per line.") from exc
+    rows, text = leave_one_out_table(sets, log=_err().print)
+    if json_out:
+        print(json.dumps({"data": str(directory), "leave_one_out": [r.as_dict() for r in rows]}))
+    else:
+        print(text)
+
+
 def calibrate(
     data: Annotated[Path, typer.Argument(help="JSONL of {id, prompt, local, hosted}")],
     out: Annotated[Path, typer.Option("--out", "-o", help="weights file to write")],
@@ -194,7 +223,7 @@ def calibrate(
     json_out: Annotated[bool, typer.Option("--json", help="machine-readable summary")] = False,
 ) -> None:
     """Fit weights on labelled records and set the threshold for a target hosted share."""
-    from policies.complexity.fit import calibrated, split
+    from policies.complexity.training.fit import calibrated, split
 
     _check_shares(hosted_share, holdout)
     required = ("id", "prompt") if threshold_only else ("id", "prompt", "local", "hosted")
@@ -224,7 +253,7 @@ def _fit(train: list[dict[str, Any]], held_out: int, data: Path, holdout: float)
     """Weights fitted (cross-validated) on `train`, with where they came from in their metadata."""
     from dataclasses import replace
 
-    from policies.complexity.fit import fit
+    from policies.complexity.training.fit import fit
 
     _err().print(f"fitting on {len(train)} records (cross-validated), holding out {held_out}")
     fitted, info = fit(train, log=_err().print)
@@ -235,7 +264,7 @@ def _held_out_summary(fitted: Weights, test: list[dict[str, Any]]) -> dict[str, 
     """How the calibrated weights do on the held-out records: their hosted share, and per-dataset
     APGR when the records carry quality labels. Empty without held-out records."""
     from policies.complexity import ComplexityScorer
-    from policies.complexity.fit import group_apgr
+    from policies.complexity.training.fit import group_apgr
 
     if not test:
         return {}
