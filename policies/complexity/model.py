@@ -182,6 +182,10 @@ class ComplexityScorer:
         parts[-1] = max(-cap, min(cap, parts[-1]))
         return values, parts
 
+    def feature_values(self, text: str, history_turns: int = 0, history_chars: int = 0) -> tuple[list[float], list[float]]:
+        """(feature values in MODEL_FEATURES order as the model reads them, their logit parts)."""
+        return self._logit_parts(text, history_turns, history_chars)
+
     def score_text(self, text: str, history_turns: int = 0, history_chars: int = 0) -> float:
         """The score alone, for bulk scoring (no explanation built)."""
         _, parts = self._logit_parts(text, history_turns, history_chars)

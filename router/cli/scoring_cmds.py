@@ -214,18 +214,28 @@ def _eval_leave_one_out(directory: Path, json_out: bool) -> None:
 
 
 def calibrate(
-    data: Annotated[Path, typer.Argument(help="JSONL of {id, prompt, local, hosted}")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="weights file to write")],
+    data: Annotated[Path | None, typer.Argument(help="JSONL of {id, prompt, local, hosted}")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="weights file to write")] = None,
     hosted_share: Annotated[float, typer.Option("--hosted-share", help="share of prompts to send to the hosted tier")] = 0.3,
     holdout: Annotated[float, typer.Option("--holdout", help="share held out (by id hash) to check the fit")] = 0.3,
     threshold_only: Annotated[bool, typer.Option("--threshold-only", help="keep the weights, set only the threshold")] = False,
     weights: WeightsOpt = None,
     json_out: Annotated[bool, typer.Option("--json", help="machine-readable summary")] = False,
+    from_log: Annotated[bool, typer.Option("--from-log", help="adjust the weights to the feedback in the request log")] = False,
+    config: Annotated[str | None, typer.Option("-c", "--config", help="config whose request log to read (--from-log)")] = None,
 ) -> None:
     """Fit weights on labelled records and set the threshold for a target hosted share."""
     from policies.complexity.training.fit import calibrated, split
 
+    if out is None:
+        raise UsageError("route calibrate needs --out FILE: where to write the weights.")
     _check_shares(hosted_share, holdout)
+    if from_log:
+        summary = _calibrate_from_log(config, out, hosted_share, holdout, weights)
+        print(json.dumps(summary)) if json_out else _err().print(summary)
+        return
+    if data is None:
+        raise UsageError("route calibrate needs a JSONL file of routing records, or --from-log.")
     required = ("id", "prompt") if threshold_only else ("id", "prompt", "local", "hosted")
     records = _records(data, required)
     train, test = split(records, holdout)
@@ -240,6 +250,54 @@ def calibrate(
         print(json.dumps(summary))
     else:
         _err().print(summary)
+
+
+def _calibrate_from_log(
+    config: str | None, out: Path, hosted_share: float, holdout: float, weights: Path | None
+) -> dict[str, Any]:
+    """Adjust the current weights to the request log's feedback; write them to `out` only when
+    they do at least as well as the current ones on the held-back slice, and better somewhere."""
+    from policies.complexity.training.adjust import adjust, held_out_apgr
+    from policies.complexity.training.fit import calibrated, split
+    from router.config_loader import load_config
+    from router.feedback import FeedbackStore, local_backends
+    from router.store import default_store_path
+
+    cfg = load_config(config).config
+    path = Path(cfg.log.path).expanduser() if cfg.log.path else default_store_path()
+    records = FeedbackStore(path).labelled_records(local_backends(cfg))
+    train, test = split(records, holdout)
+    current = _scorer(weights).weights
+    before = held_out_apgr(current, test) if test else None
+    if not train or before is None:
+        raise UsageError(
+            f"{path} holds {len(records)} usable feedback labels, too few to adjust on and check against "
+            "(a held-back slice needs requests judged both ways). Record more with `route feedback ID good|bad`."
+        )
+    adjusted = calibrated(adjust(current, train), train, hosted_share)
+    after = held_out_apgr(adjusted, test)
+    installed = after is not None and after > before
+    if installed:
+        adjusted.save(out)
+    return {"out": str(out) if installed else None, "installed": installed, "labels": len(records),
+            "held_back": len(test), "apgr_before": round(before, 4), "apgr_after": None if after is None else round(after, 4),
+            "note": "adjusted weights written" if installed else "kept the current weights: the adjusted ones did not do better"}  # fmt: skip
+
+
+def feedback(
+    request_id: Annotated[str, typer.Argument(help="the request's id as `route log` shows it, or its trace id")],
+    verdict: Annotated[str, typer.Argument(help="good or bad")],
+    config: Annotated[str | None, typer.Option("-c", "--config", help="config whose request log to write to")] = None,
+) -> None:
+    """Say whether a routed answer was good or bad; `route calibrate --from-log` learns from it."""
+    from router.config_loader import load_config
+    from router.feedback import FeedbackStore
+    from router.store import default_store_path
+
+    cfg = load_config(config).config
+    path = Path(cfg.log.path).expanduser() if cfg.log.path else default_store_path()
+    FeedbackStore(path).add_verdict(request_id, verdict)
+    _err().print(f"recorded {verdict} for request {request_id}")
 
 
 def _check_shares(hosted_share: float, holdout: float) -> None:
@@ -277,7 +335,8 @@ def _held_out_summary(fitted: Weights, test: list[dict[str, Any]]) -> dict[str, 
 
 
 def register(app: typer.Typer) -> None:
-    """Add `score`, `eval` and `calibrate` to the app."""
+    """Add `score`, `eval`, `calibrate` and `feedback` to the app."""
     app.command("score")(score)
     app.command("eval")(eval_)
     app.command("calibrate")(calibrate)
+    app.command("feedback")(feedback)

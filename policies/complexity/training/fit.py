@@ -81,9 +81,12 @@ def is_held_out(record_id: str, holdout: float = 0.3) -> bool:
     return _unit_hash(str(record_id)) < holdout
 
 
-def split(records: Sequence[dict[str, Any]], holdout: float = 0.3) -> tuple[list, list]:
+def split(
+    records: Sequence[dict[str, Any]], holdout: float = 0.3
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(training records, held-out records) by id hash."""
-    train, test = [], []
+    train: list[dict[str, Any]] = []
+    test: list[dict[str, Any]] = []
     for r in records:
         (test if is_held_out(r["id"], holdout) else train).append(r)
     return train, test
@@ -133,14 +136,17 @@ def fit(
     empty grid fits `options` as given."""
     d = design(records)
     fold = [fold_of(i, folds, "cv") for i in d.ids]
-    results = []
+    results: list[dict[str, Any]] = []
+    best: tuple[float, dict[str, float]] | None = None
     for changes in grid:
-        per_group = _cv_apgr(d, records, fold, folds, replace(options, **changes))
+        per_group = _cv_apgr(d, records, fold, folds, replace(options, **changes))  # type: ignore[arg-type]
         mean = sum(per_group.values()) / max(1, len(per_group))
         results.append({"options": changes, "cv_apgr": dict(per_group), "mean": round(mean, 4)})
         log(f"cv {changes}: " + ", ".join(f"{g} {a:.3f}" for g, a in per_group.items()))
-    chosen = max(results, key=lambda r: r["mean"])["options"] if results else {}
-    weights = learn(d, replace(options, **chosen))
+        if best is None or round(mean, 4) > best[0]:
+            best = (round(mean, 4), changes)
+    chosen = best[1] if best else {}
+    weights = learn(d, replace(options, **chosen))  # type: ignore[arg-type]
     return weights, {"chosen": chosen, "cross_validation": results}
 
 

@@ -233,7 +233,7 @@ def _solve(a: list[list[float]], b: list[float]) -> list[float]:
     return x
 
 
-def _newton(
+def newton(
     rows: list[list[float]], offsets: list[float], labels: list[float], sw: list[float],
     prior: list[float], l2: list[float], steps: int,
 ) -> list[float]:  # fmt: skip
@@ -389,7 +389,7 @@ def _feature_weights(lay: _Layout, theta: list[float], stds: list[float], opts: 
 
 def _bias(d: Design, sw: Sequence[float], lay: _Layout, theta: list[float]) -> float:
     """The dataset intercepts averaged with each dataset's share of the sample weight."""
-    group_weight: Counter[str] = Counter()
+    group_weight: dict[str, float] = defaultdict(float)
     for g, w in zip(d.groups, sw):
         group_weight[g] += w
     return sum(theta[lay.gindex[g]] * w for g, w in group_weight.items()) / len(d.labels)
@@ -408,7 +408,7 @@ def learn(d: Design, opts: LearnOptions = LearnOptions()) -> Weights:
     columns, means, stds = _columns(d, vocab)
     rows, offsets = _rows(d, lay, columns, means, stds, opts.prior_scale)
     prior, l2 = _prior_and_pull(lay, stds, opts)
-    theta = _newton(rows, offsets, d.labels, sw, prior, l2, opts.newton_steps)
+    theta = newton(rows, offsets, d.labels, sw, prior, l2, opts.newton_steps)
     weights = _feature_weights(lay, theta, stds, opts)
     return Weights(
         bias=round(_bias(d, sw, lay, theta), 6),
