@@ -336,7 +336,9 @@ def _held_out_summary(fitted: Weights, test: list[dict[str, Any]]) -> dict[str, 
 
 def register(app: typer.Typer) -> None:
     """Add `score`, `eval`, `calibrate` and `feedback` to the app."""
-    app.command("score")(score)
-    app.command("eval")(eval_)
-    app.command("calibrate")(calibrate)
-    app.command("feedback")(feedback)
+    from router.cli.app import handle_errors  # bad input: one paragraph and exit 2, no traceback
+
+    app.command("score")(handle_errors(score))
+    app.command("eval")(handle_errors(eval_))
+    app.command("calibrate")(handle_errors(calibrate))
+    app.command("feedback")(handle_errors(feedback))
