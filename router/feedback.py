@@ -141,14 +141,18 @@ def consortium_preferences(trace: dict[str, Any], local: set[str]) -> list[tuple
     (1, 0) when the best-ranked local answer came first, else (0, 1)."""
     prefs = []
     for rnd in trace.get("rounds") or ():
-        order = (rnd.get("arbiter") or {}).get("order") or []
-        members = {f"{m['member']}#{m['sample']}": m["member"] for m in rnd.get("members") or ()}
-        ranked = [members[label] for label in order if label in members]
-        first_local = next((i for i, m in enumerate(ranked) if m in local), None)
-        first_hosted = next((i for i, m in enumerate(ranked) if m not in local), None)
-        if first_local is not None and first_hosted is not None:
-            prefs.append((1.0, 0.0) if first_local < first_hosted else (0.0, 1.0))
+        ranked = _ranked_members(rnd)
+        is_local = [m in local for m in ranked]
+        if True in is_local and False in is_local:
+            prefs.append((1.0, 0.0) if is_local[0] else (0.0, 1.0))
     return prefs
+
+
+def _ranked_members(rnd: dict[str, Any]) -> list[str]:
+    """The member (backend) names of one round's candidates, in the arbiter's order."""
+    order = (rnd.get("arbiter") or {}).get("order") or []
+    members = {f"{m['member']}#{m['sample']}": m["member"] for m in rnd.get("members") or ()}
+    return [members[label] for label in order if label in members]
 
 
 def attach_consortium_preferences(router: Router) -> None:

@@ -100,7 +100,7 @@ JOINERS = ["and", "or", "but", "if", "unless", "while", "whereas", "although", "
 
 def stem_pattern() -> tuple[re.Pattern[str], dict[str, int]]:
     """One regex over every stem (longest first) and each stem's class index."""
-    index = {}
+    index: dict[str, int] = {}
     for i, name in enumerate(CLASSES):
         for stem in STEMS.get(name, "").split():
             index.setdefault(stem, i)

@@ -231,8 +231,7 @@ def calibrate(
         raise UsageError("route calibrate needs --out FILE: where to write the weights.")
     _check_shares(hosted_share, holdout)
     if from_log:
-        summary = _calibrate_from_log(config, out, hosted_share, holdout, weights)
-        print(json.dumps(summary)) if json_out else _err().print(summary)
+        _report(_calibrate_from_log(config, out, hosted_share, holdout, weights), json_out)
         return
     if data is None:
         raise UsageError("route calibrate needs a JSONL file of routing records, or --from-log.")
@@ -246,6 +245,10 @@ def calibrate(
     fitted.save(out)
     summary: dict[str, Any] = {"out": str(out), "threshold": fitted.threshold, "hosted_share": hosted_share}
     summary.update(_held_out_summary(fitted, test))
+    _report(summary, json_out)
+
+
+def _report(summary: dict[str, Any], json_out: bool) -> None:
     if json_out:
         print(json.dumps(summary))
     else:
@@ -327,7 +330,8 @@ def _held_out_summary(fitted: Weights, test: list[dict[str, Any]]) -> dict[str, 
     if not test:
         return {}
     scorer = ComplexityScorer(fitted)
-    up = sum(scorer.score_text(r["prompt"]) >= fitted.threshold for r in test)
+    threshold = fitted.threshold if fitted.threshold is not None else 1.0  # `calibrated` always sets it
+    up = sum(scorer.score_text(r["prompt"]) >= threshold for r in test)
     summary: dict[str, Any] = {"held_out_hosted_share": up / len(test)}
     if "local" in test[0] and "hosted" in test[0]:
         summary["held_out_apgr"] = group_apgr(scorer, test)

@@ -395,16 +395,23 @@ def _bias(d: Design, sw: Sequence[float], lay: _Layout, theta: list[float]) -> f
     return sum(theta[lay.gindex[g]] * w for g, w in group_weight.items()) / len(d.labels)
 
 
+def _vocabulary(
+    d: Design, residuals: list[float], sw: list[float], lay: _Layout, opts: LearnOptions
+) -> tuple[dict[str, float], list[float]]:
+    """(the word-weight table to ship, each prompt's out-of-fold vocabulary value); nothing
+    when the options give words no say."""
+    if not (VOCABULARY in {lay.names[j] for j in lay.free} or opts.vocabulary_boost or opts.exam_boost):
+        return {}, [0.0] * len(d.labels)
+    table = {w: x for w, x in _word_weights(d.words, residuals, sw, opts).items() if abs(x) >= opts.prune}
+    return table, _out_of_fold_vocabulary(d, residuals, sw, opts)
+
+
 def learn(d: Design, opts: LearnOptions = LearnOptions()) -> Weights:
     """Weights fitted on a design; deterministic for the given options."""
     sw = _sample_weights(d.groups, opts.balance)
     residuals = _residuals(d, sw)
     lay = _Layout.of(d.groups, opts)
-    uses_words = VOCABULARY in {lay.names[j] for j in lay.free} or opts.vocabulary_boost or opts.exam_boost
-    table = {}
-    if uses_words:
-        table = {w: x for w, x in _word_weights(d.words, residuals, sw, opts).items() if abs(x) >= opts.prune}
-    vocab = _out_of_fold_vocabulary(d, residuals, sw, opts) if uses_words else [0.0] * len(d.labels)
+    table, vocab = _vocabulary(d, residuals, sw, lay, opts)
     columns, means, stds = _columns(d, vocab)
     rows, offsets = _rows(d, lay, columns, means, stds, opts.prior_scale)
     prior, l2 = _prior_and_pull(lay, stds, opts)
