@@ -119,7 +119,7 @@ def test_calibrate_from_log_improves_apgr_on_a_held_back_slice(tmp_path: Path) -
     cfg = _synthetic_stream(tmp_path)
     out = tmp_path / "adjusted.json"
     summary = _calibrate(cfg, out)
-    assert summary["labels"] >= 400 and summary["held_back"] >= 100
+    assert summary["labels"] >= 300 and summary["held_back"] >= 90  # hosted answers judged good say nothing
     assert summary["installed"] and summary["apgr_after"] >= summary["apgr_before"] + 0.1, summary
     adjusted = ComplexityScorer.load(out)
     assert adjusted.weights.metadata["adjusted_on"] == summary["labels"] - summary["held_back"]

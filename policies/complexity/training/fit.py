@@ -9,12 +9,13 @@ did best leaving one dataset out (`benchmarks/routing_quality.py`).
 
 - Split: a record is held out when a hash of its id falls below `holdout`, so the split is
   the same on every machine and run; only the rest is fitted on (see `learn.py` for the model).
-- The vocabulary boosts (`GRID`) are chosen by cross-validation inside the training part (mean
-  per-dataset APGR), never on the held-out part. The pull of the hand-designed features towards
-  their priors is fixed by design (`LearnOptions.l2_features`), not chosen by cross-validation,
-  which would trade generality for these two benchmarks.
-- Calibration: the threshold is the score above which `hosted_share` of the training prompts
-  fall. Pure Python: no numpy needed, so `route calibrate` works wherever the router does.
+- With `--cv`, vocabulary boosts (`GRID`) are chosen by cross-validation inside the training
+  part (mean per-dataset APGR), never on the held-out part.
+- Scale: the logit is stretched and shifted (`rescaled`, order unchanged) so that, every set
+  weighing the same, 35 % of training prompts score below 0.45 and 30 % from 0.6 up, the
+  threshold stored with the weights (`ANCHORS`). `route calibrate` instead sets the threshold
+  for a hosted share of the user's own prompts (`calibrated`). Pure Python: no numpy needed,
+  so `route calibrate` works wherever the router does.
 """
 
 from __future__ import annotations
@@ -168,7 +169,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("data", nargs="+", type=Path, help="labelled JSONL files")
     parser.add_argument("--out", type=Path, required=True, help="weights file to write")
     parser.add_argument("--holdout", type=float, default=0.3, help="share of records held out by id hash")
-    parser.add_argument("--hosted-share", type=float, default=0.3, help="share of prompts the threshold sends up")
     parser.add_argument("--cv", action="store_true", help="choose vocabulary boosts by cross-validation (GRID)")
     args = parser.parse_args(argv)
 
@@ -181,7 +181,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     train, test = split(records, args.holdout)
     log(f"{len(records)} records: fitting on {len(train)}, holding out {len(test)}")
     weights, info = fit(train, grid=GRID if args.cv else (), log=log)
-    weights = calibrated(rescaled(weights, train, ANCHORS), train, args.hosted_share)
+    weights = rescaled(weights, train, ANCHORS)
+    (below, score) = ANCHORS[1]
+    weights = replace(weights, threshold=score, hosted_share=round(1.0 - below, 6))
     weights = replace(weights, metadata={
         **weights.metadata,
         "fitted_on": sorted(p.name for p in args.data),
@@ -201,7 +203,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def rescaled(weights: Weights, records: Sequence[dict[str, Any]], anchors: Sequence[tuple[float, float]]) -> Weights:
     """The weights with the logit stretched and shifted (a * logit + b, order unchanged) so that
-    the share of these prompts scoring below each anchor's score is the anchor's share.
+    the share of these prompts scoring below each anchor's score is the anchor's share, every
+    dataset weighing the same (else 14k exam questions would set the bands for chat).
 
     Fitted on soft labels the logits span a narrow range, and where that range sits moves from
     fit to fit; fixed score bands in a config (`below: 0.45`) stay meaningful only when the
@@ -209,8 +212,8 @@ def rescaled(weights: Weights, records: Sequence[dict[str, Any]], anchors: Seque
     """
     (s1, p1), (s2, p2) = anchors
     scorer = ComplexityScorer(weights)
-    logits = sorted(_logit(scorer.score_text(r["prompt"])) for r in records)
-    q1, q2 = (logits[min(len(logits) - 1, int(s * len(logits)))] for s in (s1, s2))
+    logits = [_logit(scorer.score_text(r["prompt"])) for r in records]
+    q1, q2 = (_balanced_quantile(logits, [dataset_of(r) for r in records], s) for s in (s1, s2))
     if q2 <= q1:
         return weights
     a = (_logit(p2) - _logit(p1)) / (q2 - q1)
@@ -224,13 +227,27 @@ def rescaled(weights: Weights, records: Sequence[dict[str, Any]], anchors: Seque
     )
 
 
+def _balanced_quantile(values: Sequence[float], groups: Sequence[str], share: float) -> float:
+    """The value below which `share` of the weight lies, each group weighing the same in total."""
+    counts: dict[str, int] = defaultdict(int)
+    for g in groups:
+        counts[g] += 1
+    ranked = sorted(zip(values, groups))
+    total, target = 0.0, share * len(counts)
+    for v, g in ranked:
+        total += 1.0 / counts[g]
+        if total >= target:
+            return v
+    return ranked[-1][0]
+
+
 def _logit(p: float) -> float:
     p = min(1.0 - 1e-12, max(1e-12, p))
     return math.log(p / (1.0 - p))
 
 
-# Where the shipped score scale is pinned: 35 % of training prompts below 0.45 (config.yaml's
-# local band) and 30 % above 0.6 (the hosted threshold), about where the earlier weights sat.
+# Where the shipped score scale is pinned, every training set weighing the same: 35 % of
+# prompts below 0.45 (config.yaml's local band) and 30 % from 0.6 up (the hosted threshold).
 ANCHORS: tuple[tuple[float, float], ...] = ((0.35, 0.45), (0.7, 0.6))
 
 
