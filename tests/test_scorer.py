@@ -302,3 +302,22 @@ def test_cli_calibrate_threshold_only(tmp_path: Path) -> None:
 def test_cli_calibrate_rejects_bad_share(tmp_path: Path) -> None:
     result = runner.invoke(app(), ["calibrate", str(SAMPLE), "--out", str(tmp_path / "w"), "--hosted-share", "3"])
     assert result.exit_code == 2 and "--hosted-share" in result.output
+
+
+def test_scoring_never_imports_the_training_code() -> None:
+    code = (
+        "import sys; from policies.complexity import ComplexityScorer as C; "
+        "C.load().score([{'role': 'user', 'content': 'Prove it.'}]).contributions; "
+        "print(sorted(m for m in sys.modules if 'training' in m or m in ('numpy', 'wordfreq')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_runtime_packages_read_no_shared_data_by_default() -> None:
+    root = Path(__file__).resolve().parents[1]
+    for package in ("router", "policies", "backends"):
+        for path in (root / package).rglob("*.py"):
+            code = "\n".join(line for line in path.read_text(encoding="utf-8").splitlines()
+                             if not line.lstrip().startswith("#"))  # fmt: skip
+            assert '"shared"' not in code and "'shared'" not in code, path
