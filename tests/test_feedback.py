@@ -4,6 +4,7 @@ from tests/data/feedback_sample.jsonl, a credited sample of the shared LLMRouter
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from policies.complexity import ComplexityScorer
 from policies.complexity.training.fit import is_held_out
 from router.cli.scoring_cmds import register
 from router.config_loader import load_config
+from router.consortium.simulated import arbiter_responder
 from router.core import Router
 from router.feedback import FeedbackStore, consortium_preferences
 from router.server import RouteServer
@@ -151,3 +153,23 @@ def test_calibrate_from_log_without_feedback_is_a_usage_error(tmp_path: Path) ->
     cfg = config_file(tmp_path)
     result = runner.invoke(app(), ["calibrate", "--from-log", "-c", str(cfg), "--out", str(tmp_path / "w.json")])
     assert result.exit_code == 2 and "route feedback" in result.output
+
+
+def test_a_consortium_ranking_local_against_hosted_is_recorded_as_a_preference(sim, tmp_path: Path) -> None:
+    fast = {"ttft_s": 0.0, "tokens_per_s": None}
+    sim.update_profile("m-small", **fast)
+    sim.update_profile("m-big", **fast)
+    sim.update_profile("mercury-2", ttft_s=0.0, canvas_s=0.0)
+    state = sim.app.state.sim  # the arbiter prefers the hosted member's answer
+    state.profiles["mercury-2"] = dataclasses.replace(
+        state.profile("mercury-2"), responder=arbiter_responder(score=lambda text: float("m-big" in text))
+    )
+    config = yaml.safe_load(config_file(tmp_path, sim.base_url).read_text(encoding="utf-8"))
+    config["backends"]["arbiter"] = {"kind": "openai", "model": "mercury-2", "base_url": sim.base_url, "max_retries": 0}
+    config["consortia"] = {"mix": {"members": ["small", "big"], "arbiter": "arbiter", "judging": "rank"}}
+    with Router(load_config(config)) as router:
+        router.complete("Which of these statements is true?", model="mix")
+    labels = FeedbackStore(tmp_path / "route.db").labelled_records({"small"})
+    assert [(r["prompt"], r["local"], r["hosted"], r["source"]) for r in labels] == [
+        ("Which of these statements is true?", 0.0, 1.0, "consortium")
+    ]
