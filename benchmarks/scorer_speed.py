@@ -1,10 +1,11 @@
 """Microseconds per routing decision for the complexity scorer, beside the length baseline.
 
-    .venv/bin/python benchmarks/scorer_speed.py [--repeat 3]
+    .venv/bin/python benchmarks/scorer_speed.py [DIR] [--repeat 3]
 
-Times `scorer.score(messages)` (a full decision with its explanation) once per shared prompt
-(RouteLLM GSM8K + MMLU records, Ong et al., 2024), `repeat` rounds, and prints the median and
-p99, the same for `LengthScorer`, plus the loaded scorer's memory (tracemalloc) and load time.
+Times `scorer.score(messages)` (a full decision with its explanation) once per prompt of every
+routing set in DIR (default ../shared/data/routing, else the committed sample), `repeat`
+rounds, and prints the median and p99 against the targets (30 us, 200 us), the same for
+`LengthScorer`, plus the loaded scorer's memory (tracemalloc) and load time.
 """
 
 from __future__ import annotations
@@ -12,12 +13,15 @@ from __future__ import annotations
 import argparse
 import gc
 import statistics
+import sys
 import time
 import tracemalloc
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
+
+from benchmarks.routing_data import routing_sets
 from policies.complexity import ComplexityScorer
-from policies.complexity.fit import DEFAULT_DATA, load_records
 from policies.length import LengthScorer
 
 
@@ -40,10 +44,11 @@ def _summary(name: str, us: list[float]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("data", nargs="*", type=Path, default=list(DEFAULT_DATA))
+    parser.add_argument("data", nargs="?", type=Path, default=None, help="directory of routing sets")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    conversations = [[{"role": "user", "content": r["prompt"]}] for r in load_records(args.data)]
+    records = [r for rs in routing_sets(args.data).values() for r in rs]
+    conversations = [[{"role": "user", "content": r["prompt"]}] for r in records]
 
     gc.collect()
     tracemalloc.start()
@@ -63,6 +68,9 @@ def main() -> int:
     print(_summary("learned", learned))
     print(_summary("length", length))
     print(f"ratio    median learned / length = {statistics.median(learned) / statistics.median(length):.1f}x")
+    med, p99 = statistics.median(learned), sorted(learned)[int(0.99 * (len(learned) - 1))]
+    print(f"targets  median {med:.1f} < 30 us: {'met' if med < 30 else 'MISSED'};  p99 {p99:.1f} < 200 us: "
+          f"{'met' if p99 < 200 else 'MISSED'}")  # fmt: skip
     print(f"1 MB prompt: {huge_us:.1f} us")
     print(f"loaded scorer: {memory_mb:.2f} MB (tracemalloc), loaded in {load_ms:.1f} ms")
     return 0

@@ -39,7 +39,7 @@ from router.execution import Executor
 from router.latency_tracker import LatencyTracker
 from router.redaction import Redactor
 
-__all__ = ["Router", "RouteStream"]
+__all__ = ["RouteStream", "Router"]
 
 _LOG = logging.getLogger("route")
 
@@ -80,6 +80,9 @@ class Router:
             from router.request_log import attach_request_log
 
             self.request_log = attach_request_log(self)
+            from router.feedback import attach_consortium_preferences
+
+            attach_consortium_preferences(self)
 
     @classmethod
     def from_config(cls, source: str | Any | dict | None = None, *, persist: bool = False, **kwargs: Any) -> Router:
@@ -174,6 +177,13 @@ class Router:
     def add_request_observer(self, observer: RequestObserver) -> None:
         """Called once at the end of every routed request (after fallbacks), e.g. by the request log."""
         self._request_observers.append(observer)
+
+    def feedback(self, request_id: str | int, verdict: str) -> None:
+        """Record `good` or `bad` for a logged request (its `route log` id or trace id); `route
+        calibrate --from-log` learns from these. See router/feedback.py."""
+        from router.feedback import record_feedback
+
+        record_feedback(self, request_id, verdict)
 
     def _finish(self, outcome: Outcome) -> None:
         for observer in self._request_observers:

@@ -74,17 +74,15 @@ for _w in JOINERS:
     LEXICON.setdefault(_w, _JOINER)
 _STEM, _STEM_CLASS = stem_pattern()
 
-_FACTOID_OPENERS = frozenset("what who when where which whose name list".split())
+_FACTOID_OPENERS = frozenset(["what", "who", "when", "where", "which", "whose", "name", "list"])
 _OPEN_OPENERS = frozenset(
-    """how why explain describe discuss compare design implement prove derive analyze analyse
-    write create build develop evaluate refactor debug optimize should critique assess estimate
-    plan identify""".split()
+    ["how", "why", "explain", "describe", "discuss", "compare", "design", "implement", "prove", "derive", "analyze", "analyse", "write", "create", "build", "develop", "evaluate", "refactor", "debug", "optimize", "should", "critique", "assess", "estimate", "plan", "identify"]
 )
 
 _UNICODE_WORD = re.compile(r"[^\W\d_]+")
 _LIST_ITEM = re.compile(r"\n[ \t]*(?:[-*\u2022]|\d{1,2}[.)])[ \t]")
 _CHOICE = re.compile(r"\n\(?[A-E][.)][ \t]")
-_FENCE = re.compile(r"```[^\n`]*\n(.*?)```", re.S)
+_FENCE = re.compile(r"```[^\n`]*\n(.*?)```", re.DOTALL)
 
 
 def _keep(chars: bytes) -> bytes:

@@ -95,12 +95,12 @@ STEMS: dict[str, str] = {
         قصة قصيدة कहानी कविता""",
 }
 
-JOINERS = "and or but if unless while whereas although because since".split()
+JOINERS = ["and", "or", "but", "if", "unless", "while", "whereas", "although", "because", "since"]
 
 
 def stem_pattern() -> tuple[re.Pattern[str], dict[str, int]]:
     """One regex over every stem (longest first) and each stem's class index."""
-    index = {}
+    index: dict[str, int] = {}
     for i, name in enumerate(CLASSES):
         for stem in STEMS.get(name, "").split():
             index.setdefault(stem, i)
@@ -112,12 +112,5 @@ def stem_pattern() -> tuple[re.Pattern[str], dict[str, int]]:
 # vocabulary fitted on a few benchmarks picks up style ("i", "my": one benchmark's
 # first-person moral scenarios), so the learned vocabulary leaves them out.
 STOPWORDS = frozenset(
-    """a about above after again against all am an any are as at be been before being below
-    between both by can could did do does doing down during few for from further had has have
-    having he her here hers herself him himself his how i im in into is it its itself just me
-    more my myself no nor not now of off on once other our ours ourselves out over own same she
-    should so some such than that the their theirs them themselves there these they this those
-    through to too until up very was we were what when where which who whom why will with would
-    you your yours yourself yourselves one two three four five six seven eight nine ten many
-    much get got make made let lets us s t d ll m re ve""".split()
+    ["a", "about", "above", "after", "again", "against", "all", "am", "an", "any", "are", "as", "at", "be", "been", "before", "being", "below", "between", "both", "by", "can", "could", "did", "do", "does", "doing", "down", "during", "few", "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "i", "im", "in", "into", "is", "it", "its", "itself", "just", "me", "more", "my", "myself", "no", "nor", "not", "now", "of", "off", "on", "once", "other", "our", "ours", "ourselves", "out", "over", "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them", "themselves", "there", "these", "they", "this", "those", "through", "to", "too", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "yourself", "yourselves", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "many", "much", "get", "got", "make", "made", "let", "lets", "us", "s", "t", "d", "ll", "m", "re", "ve"]
 )

@@ -17,7 +17,7 @@ this prompt from typical. The sigmoid's change is shared out over the logit cont
 proportion to them, which keeps `base + sum(contributions) == value` exact.
 
 Weights live in a small JSON file (`weights.json` beside this module by default) written by
-`policies.complexity.fit` or `route calibrate`; loading one takes a few milliseconds.
+`policies.complexity.training.fit` or `route calibrate`; loading one takes a few milliseconds.
 """
 
 from __future__ import annotations
@@ -31,7 +31,13 @@ from pathlib import Path
 from typing import Any
 
 from backends.types import Message, content_text
-from policies.complexity.features import FEATURES, HISTORY_TURNS, NON_LATIN, SCRIPT_BOUND, extract
+from policies.complexity.features import (
+    FEATURES,
+    HISTORY_TURNS,
+    NON_LATIN,
+    SCRIPT_BOUND,
+    extract,
+)
 from policies.scoring import Score
 
 __all__ = [
@@ -175,6 +181,10 @@ class ComplexityScorer:
         parts[-2] = max(-cap, min(cap, parts[-2]))  # the vocabulary terms
         parts[-1] = max(-cap, min(cap, parts[-1]))
         return values, parts
+
+    def feature_values(self, text: str, history_turns: int = 0, history_chars: int = 0) -> tuple[list[float], list[float]]:
+        """(feature values in MODEL_FEATURES order as the model reads them, their logit parts)."""
+        return self._logit_parts(text, history_turns, history_chars)
 
     def score_text(self, text: str, history_turns: int = 0, history_chars: int = 0) -> float:
         """The score alone, for bulk scoring (no explanation built)."""

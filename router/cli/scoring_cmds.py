@@ -44,7 +44,7 @@ def _scorer(weights: Path | None) -> Any:
     except (OSError, ValueError, KeyError) as exc:
         raise UsageError(
             f"could not read the weights file {weights}: {exc}. Pass a file written by "
-            "`route calibrate` or `python -m policies.complexity.fit`, or leave out --weights "
+            "`route calibrate` or `python -m policies.complexity.training.fit`, or leave out --weights "
             "to use the shipped default."
         ) from exc
 
@@ -154,12 +154,21 @@ def evaluate_records(scorer: Any, records: Sequence[dict[str, Any]]) -> tuple[li
 
 
 def eval_(
-    data: Annotated[Path, typer.Argument(help="JSONL of {id, prompt, local, hosted}")],
+    data: Annotated[Path | None, typer.Argument(help="JSONL of {id, prompt, local, hosted}")] = None,
     weights: WeightsOpt = None,
     json_out: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
     plot: Annotated[Path | None, typer.Option("--plot", help="write quality vs hosted share here")] = None,
+    leave_one_out: Annotated[
+        Path | None,
+        typer.Option("--leave-one-out", help="directory of routing sets: fit on all but one, judge on it, each in turn"),
+    ] = None,
 ) -> None:
     """Routing quality of the scorer beside random, length, always-local/hosted and oracle."""
+    if leave_one_out is not None:
+        _eval_leave_one_out(leave_one_out, json_out)
+        return
+    if data is None:
+        raise UsageError("route eval needs a JSONL file of routing records, or --leave-one-out DIR.")
     records = _records(data, ("id", "prompt", "local", "hosted"))
     scorer = _scorer(weights)
     reports, scores = evaluate_records(scorer, records)
@@ -184,19 +193,48 @@ def eval_(
         _err().print(f"wrote {plot}")
 
 
+def _eval_leave_one_out(directory: Path, json_out: bool) -> None:
+    """Leave-one-dataset-out over the sets in `directory` with the shipped fitting recipe."""
+    from policies.complexity.training.leave_one_out import (
+        leave_one_out_table,
+        load_sets,
+    )
+
+    if not directory.is_dir():
+        raise UsageError(f"--leave-one-out: {directory} is not a directory. Pass a directory of *.jsonl routing sets.")
+    try:
+        sets = load_sets(directory)
+    except (ValueError, KeyError) as exc:
+        raise UsageError(f"--leave-one-out: {exc}. Each file needs id, prompt, local and hosted per line.") from exc
+    rows, text = leave_one_out_table(sets, log=_err().print)
+    if json_out:
+        print(json.dumps({"data": str(directory), "leave_one_out": [r.as_dict() for r in rows]}))
+    else:
+        print(text)
+
+
 def calibrate(
-    data: Annotated[Path, typer.Argument(help="JSONL of {id, prompt, local, hosted}")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="weights file to write")],
+    data: Annotated[Path | None, typer.Argument(help="JSONL of {id, prompt, local, hosted}")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="weights file to write")] = None,
     hosted_share: Annotated[float, typer.Option("--hosted-share", help="share of prompts to send to the hosted tier")] = 0.3,
     holdout: Annotated[float, typer.Option("--holdout", help="share held out (by id hash) to check the fit")] = 0.3,
     threshold_only: Annotated[bool, typer.Option("--threshold-only", help="keep the weights, set only the threshold")] = False,
     weights: WeightsOpt = None,
     json_out: Annotated[bool, typer.Option("--json", help="machine-readable summary")] = False,
+    from_log: Annotated[bool, typer.Option("--from-log", help="adjust the weights to the feedback in the request log")] = False,
+    config: Annotated[str | None, typer.Option("-c", "--config", help="config whose request log to read (--from-log)")] = None,
 ) -> None:
     """Fit weights on labelled records and set the threshold for a target hosted share."""
-    from policies.complexity.fit import calibrated, split
+    from policies.complexity.training.fit import calibrated, split
 
+    if out is None:
+        raise UsageError("route calibrate needs --out FILE: where to write the weights.")
     _check_shares(hosted_share, holdout)
+    if from_log:
+        _report(_calibrate_from_log(config, out, hosted_share, holdout, weights), json_out)
+        return
+    if data is None:
+        raise UsageError("route calibrate needs a JSONL file of routing records, or --from-log.")
     required = ("id", "prompt") if threshold_only else ("id", "prompt", "local", "hosted")
     records = _records(data, required)
     train, test = split(records, holdout)
@@ -207,10 +245,62 @@ def calibrate(
     fitted.save(out)
     summary: dict[str, Any] = {"out": str(out), "threshold": fitted.threshold, "hosted_share": hosted_share}
     summary.update(_held_out_summary(fitted, test))
+    _report(summary, json_out)
+
+
+def _report(summary: dict[str, Any], json_out: bool) -> None:
     if json_out:
         print(json.dumps(summary))
     else:
         _err().print(summary)
+
+
+def _calibrate_from_log(
+    config: str | None, out: Path, hosted_share: float, holdout: float, weights: Path | None
+) -> dict[str, Any]:
+    """Adjust the current weights to the request log's feedback; write them to `out` only when
+    they do at least as well as the current ones on the held-back slice, and better somewhere."""
+    from policies.complexity.training.adjust import adjust, held_out_apgr
+    from policies.complexity.training.fit import calibrated, split
+    from router.config_loader import load_config
+    from router.feedback import FeedbackStore, local_backends
+    from router.store import default_store_path
+
+    cfg = load_config(config).config
+    path = Path(cfg.log.path).expanduser() if cfg.log.path else default_store_path()
+    records = FeedbackStore(path).labelled_records(local_backends(cfg))
+    train, test = split(records, holdout)
+    current = _scorer(weights).weights
+    before = held_out_apgr(current, test) if test else None
+    if not train or before is None:
+        raise UsageError(
+            f"{path} holds {len(records)} usable feedback labels, too few to adjust on and check against "
+            "(a held-back slice needs requests judged both ways). Record more with `route feedback ID good|bad`."
+        )
+    adjusted = calibrated(adjust(current, train), train, hosted_share)
+    after = held_out_apgr(adjusted, test)
+    installed = after is not None and after > before
+    if installed:
+        adjusted.save(out)
+    return {"out": str(out) if installed else None, "installed": installed, "labels": len(records),
+            "held_back": len(test), "apgr_before": round(before, 4), "apgr_after": None if after is None else round(after, 4),
+            "note": "adjusted weights written" if installed else "kept the current weights: the adjusted ones did not do better"}  # fmt: skip
+
+
+def feedback(
+    request_id: Annotated[str, typer.Argument(help="the request's id as `route log` shows it, or its trace id")],
+    verdict: Annotated[str, typer.Argument(help="good or bad")],
+    config: Annotated[str | None, typer.Option("-c", "--config", help="config whose request log to write to")] = None,
+) -> None:
+    """Say whether a routed answer was good or bad; `route calibrate --from-log` learns from it."""
+    from router.config_loader import load_config
+    from router.feedback import FeedbackStore
+    from router.store import default_store_path
+
+    cfg = load_config(config).config
+    path = Path(cfg.log.path).expanduser() if cfg.log.path else default_store_path()
+    FeedbackStore(path).add_verdict(request_id, verdict)
+    _err().print(f"recorded {verdict} for request {request_id}")
 
 
 def _check_shares(hosted_share: float, holdout: float) -> None:
@@ -224,7 +314,7 @@ def _fit(train: list[dict[str, Any]], held_out: int, data: Path, holdout: float)
     """Weights fitted (cross-validated) on `train`, with where they came from in their metadata."""
     from dataclasses import replace
 
-    from policies.complexity.fit import fit
+    from policies.complexity.training.fit import fit
 
     _err().print(f"fitting on {len(train)} records (cross-validated), holding out {held_out}")
     fitted, info = fit(train, log=_err().print)
@@ -235,12 +325,13 @@ def _held_out_summary(fitted: Weights, test: list[dict[str, Any]]) -> dict[str, 
     """How the calibrated weights do on the held-out records: their hosted share, and per-dataset
     APGR when the records carry quality labels. Empty without held-out records."""
     from policies.complexity import ComplexityScorer
-    from policies.complexity.fit import group_apgr
+    from policies.complexity.training.fit import group_apgr
 
     if not test:
         return {}
     scorer = ComplexityScorer(fitted)
-    up = sum(scorer.score_text(r["prompt"]) >= fitted.threshold for r in test)
+    threshold = fitted.threshold if fitted.threshold is not None else 1.0  # `calibrated` always sets it
+    up = sum(scorer.score_text(r["prompt"]) >= threshold for r in test)
     summary: dict[str, Any] = {"held_out_hosted_share": up / len(test)}
     if "local" in test[0] and "hosted" in test[0]:
         summary["held_out_apgr"] = group_apgr(scorer, test)
@@ -248,7 +339,10 @@ def _held_out_summary(fitted: Weights, test: list[dict[str, Any]]) -> dict[str, 
 
 
 def register(app: typer.Typer) -> None:
-    """Add `score`, `eval` and `calibrate` to the app."""
-    app.command("score")(score)
-    app.command("eval")(eval_)
-    app.command("calibrate")(calibrate)
+    """Add `score`, `eval`, `calibrate` and `feedback` to the app."""
+    from router.cli.app import handle_errors  # bad input: one paragraph and exit 2, no traceback
+
+    app.command("score")(handle_errors(score))
+    app.command("eval")(handle_errors(eval_))
+    app.command("calibrate")(handle_errors(calibrate))
+    app.command("feedback")(handle_errors(feedback))

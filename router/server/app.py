@@ -1,6 +1,7 @@
 """The `route serve` ASGI app: an OpenAI-compatible endpoint in front of a Router.
 
     POST /v1/chat/completions   stream and not; `model` is `auto`, a backend or a consortium
+    POST /v1/feedback           {"id": request log id or trace id, "verdict": "good" | "bad"}
     GET  /v1/models             auto, every backend, every consortium
     GET  /healthz               liveness (never needs the token)
     GET  /metrics               Prometheus text format
@@ -21,10 +22,12 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from fastapi import FastAPI
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from router.server.chat import ChatCompletions, send_error
+from router.server.feedback import feedback_endpoint
 from router.server.metrics import Metrics
 from router.server.wire import ApiError
 
@@ -113,6 +116,10 @@ def create_app(router: Router, *, api_key: str | None = None, body_limit_bytes: 
                 return _json(model)
         return Response(ApiError(404, f"unknown model {name!r}", code="model_not_found").body(), status_code=404,
                         media_type="application/json")
+
+    @app.post("/v1/feedback")
+    async def feedback(request: Request) -> Response:
+        return await feedback_endpoint(router, request)
 
     @app.get("/healthz")
     async def healthz() -> Response:

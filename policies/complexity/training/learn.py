@@ -32,11 +32,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from policies.complexity.features import FEATURES, LEXICON, NON_LATIN, SCRIPT_BOUND, extract
+from policies.complexity.features import (
+    FEATURES,
+    LEXICON,
+    NON_LATIN,
+    SCRIPT_BOUND,
+    extract,
+)
 from policies.complexity.lexicon import STOPWORDS
-from policies.complexity.model import EXAM_VOCABULARY, MODEL_FEATURES, VOCABULARY, Weights, vocabulary_value
+from policies.complexity.model import (
+    EXAM_VOCABULARY,
+    MODEL_FEATURES,
+    VOCABULARY,
+    Weights,
+    vocabulary_value,
+)
 
-__all__ = ["EXCLUDED_WORDS", "FIXED", "PRIORS", "Design", "LearnOptions", "dataset_of", "design", "learn", "subset"]
+__all__ = ["EXCLUDED_WORDS", "FIXED", "GENERAL", "PRIORS", "Design", "LearnOptions", "dataset_of", "design", "learn", "subset"]
 
 # Logit per unit of each feature before any data is seen: general beliefs about what makes
 # a prompt need a stronger model, set by hand (not fitted), and the part of the score that must
@@ -113,6 +125,21 @@ class LearnOptions:
     cross_fit_folds: int = 5
     newton_steps: int = 12
     prune: float = 0.002  # word weights smaller than this are dropped from the file
+    free_features: tuple[str, ...] | None = None  # None: every feature outside FIXED is fitted
+    prior_scale: float = 1.0  # factor on PRIORS, for fitted and pinned features alike
+    relative_priors: float = 0.0  # with prior_scale 0: unfitted features at this share of PRIORS, relative to length
+
+
+# What leave-one-dataset-out chose (`benchmarks/routing_quality.py`): a few task-level features
+# fitted freely, every other feature and the learned vocabulary left out. Word weights and the
+# hand-set priors won on a split of the sets they came from and lost on sets of another kind.
+GENERAL = LearnOptions(
+    free_features=("log_tokens", "lines", "lex_sequence", "clauses", "open_question", "lex_math"),
+    prior_scale=0.0,
+    l2_features=200.0,
+    vocabulary_boost=0.0,
+    exam_boost=0.0,
+)
 
 
 @dataclass(slots=True)
@@ -206,7 +233,7 @@ def _solve(a: list[list[float]], b: list[float]) -> list[float]:
     return x
 
 
-def _newton(
+def newton(
     rows: list[list[float]], offsets: list[float], labels: list[float], sw: list[float],
     prior: list[float], l2: list[float], steps: int,
 ) -> list[float]:  # fmt: skip
@@ -302,20 +329,21 @@ class _Layout:
     gindex: dict[str, int]
 
     @classmethod
-    def of(cls, groups: Sequence[str]) -> _Layout:
+    def of(cls, groups: Sequence[str], opts: LearnOptions) -> _Layout:
         names = list(MODEL_FEATURES)
         ordered = sorted(set(groups))
+        fitted = set(opts.free_features) if opts.free_features is not None else set(names) - FIXED
         return cls(
             names,
-            [j for j, f in enumerate(names) if f not in FIXED],
-            [j for j, f in enumerate(names) if f in FIXED],
+            [j for j, f in enumerate(names) if f in fitted],
+            [j for j, f in enumerate(names) if f not in fitted],
             ordered,
             {g: i for i, g in enumerate(ordered)},
         )
 
 
 def _rows(
-    d: Design, lay: _Layout, columns: list[list[float]], means: list[float], stds: list[float]
+    d: Design, lay: _Layout, columns: list[list[float]], means: list[float], stds: list[float], scale: float
 ) -> tuple[list[list[float]], list[float]]:
     """Stage 2's design rows (dataset one-hot, then standardised free features) and each row's
     fixed offset (the fixed features' contribution at their prior)."""
@@ -324,13 +352,13 @@ def _rows(
         onehot = [0.0] * len(lay.groups)
         onehot[lay.gindex[d.groups[i]]] = 1.0
         rows.append(onehot + [(columns[j][i] - means[j]) / stds[j] for j in lay.free])
-        offsets.append(sum(PRIORS[lay.names[j]] * (columns[j][i] - means[j]) for j in lay.fixed))
+        offsets.append(sum(scale * PRIORS[lay.names[j]] * (columns[j][i] - means[j]) for j in lay.fixed))
     return rows, offsets
 
 
 def _prior_and_pull(lay: _Layout, stds: list[float], opts: LearnOptions) -> tuple[list[float], list[float]]:
     """Each parameter's prior (in standardised units) and the strength of the pull towards it."""
-    prior = [0.0] * len(lay.groups) + [PRIORS.get(lay.names[j], 0.0) * stds[j] for j in lay.free]
+    prior = [0.0] * len(lay.groups) + [opts.prior_scale * PRIORS.get(lay.names[j], 0.0) * stds[j] for j in lay.free]
     # intercepts are free; `vocabulary` is pulled towards 0, every other feature to its prior
     l2 = [0.0] * len(lay.groups) + [
         opts.l2_vocabulary if lay.names[j] == VOCABULARY else opts.l2_features for j in lay.free
@@ -341,9 +369,18 @@ def _prior_and_pull(lay: _Layout, stds: list[float], opts: LearnOptions) -> tupl
 def _feature_weights(lay: _Layout, theta: list[float], stds: list[float], opts: LearnOptions) -> dict[str, float]:
     """Per-feature weights in raw units: the fitted ones unstandardised, the fixed ones at their
     prior, and the vocabulary weight split into its plain and exam terms by the boosts."""
-    weights = {lay.names[j]: PRIORS[lay.names[j]] for j in lay.fixed}
+    weights = {lay.names[j]: opts.prior_scale * PRIORS[lay.names[j]] for j in lay.fixed}
     for pos, j in enumerate(lay.free):
         weights[lay.names[j]] = theta[len(lay.groups) + pos] / stds[j]
+    if opts.prior_scale == 0.0 and "log_tokens" in weights:
+        # Features not fitted keep their hand-set prior relative to length's: the same belief,
+        # on the scale the fitted length weight set; those the data cannot speak to (FIXED)
+        # fully, the others by `relative_priors`.
+        scale = weights["log_tokens"] / PRIORS["log_tokens"]
+        for j in lay.fixed:
+            f = lay.names[j]
+            if f not in (VOCABULARY, EXAM_VOCABULARY):
+                weights[f] = PRIORS[f] * scale * (1.0 if f in FIXED else opts.relative_priors)
     fitted = weights[VOCABULARY]  # one fitted weight; the exam term adds the difference
     weights[VOCABULARY] = fitted * opts.vocabulary_boost
     weights[EXAM_VOCABULARY] = fitted * (opts.exam_boost - opts.vocabulary_boost)
@@ -352,22 +389,33 @@ def _feature_weights(lay: _Layout, theta: list[float], stds: list[float], opts: 
 
 def _bias(d: Design, sw: Sequence[float], lay: _Layout, theta: list[float]) -> float:
     """The dataset intercepts averaged with each dataset's share of the sample weight."""
-    group_weight: Counter[str] = Counter()
+    group_weight: dict[str, float] = defaultdict(float)
     for g, w in zip(d.groups, sw):
         group_weight[g] += w
     return sum(theta[lay.gindex[g]] * w for g, w in group_weight.items()) / len(d.labels)
+
+
+def _vocabulary(
+    d: Design, residuals: list[float], sw: list[float], lay: _Layout, opts: LearnOptions
+) -> tuple[dict[str, float], list[float]]:
+    """(the word-weight table to ship, each prompt's out-of-fold vocabulary value); nothing
+    when the options give words no say."""
+    if not (VOCABULARY in {lay.names[j] for j in lay.free} or opts.vocabulary_boost or opts.exam_boost):
+        return {}, [0.0] * len(d.labels)
+    table = {w: x for w, x in _word_weights(d.words, residuals, sw, opts).items() if abs(x) >= opts.prune}
+    return table, _out_of_fold_vocabulary(d, residuals, sw, opts)
 
 
 def learn(d: Design, opts: LearnOptions = LearnOptions()) -> Weights:
     """Weights fitted on a design; deterministic for the given options."""
     sw = _sample_weights(d.groups, opts.balance)
     residuals = _residuals(d, sw)
-    table = {w: x for w, x in _word_weights(d.words, residuals, sw, opts).items() if abs(x) >= opts.prune}
-    columns, means, stds = _columns(d, _out_of_fold_vocabulary(d, residuals, sw, opts))
-    lay = _Layout.of(d.groups)
-    rows, offsets = _rows(d, lay, columns, means, stds)
+    lay = _Layout.of(d.groups, opts)
+    table, vocab = _vocabulary(d, residuals, sw, lay, opts)
+    columns, means, stds = _columns(d, vocab)
+    rows, offsets = _rows(d, lay, columns, means, stds, opts.prior_scale)
     prior, l2 = _prior_and_pull(lay, stds, opts)
-    theta = _newton(rows, offsets, d.labels, sw, prior, l2, opts.newton_steps)
+    theta = newton(rows, offsets, d.labels, sw, prior, l2, opts.newton_steps)
     weights = _feature_weights(lay, theta, stds, opts)
     return Weights(
         bias=round(_bias(d, sw, lay, theta), 6),

@@ -1,18 +1,21 @@
 """Fit and calibrate the complexity scorer's weights from labelled routing records.
 
-    python -m policies.complexity.fit --out policies/complexity/weights.json
+    python -m policies.complexity.training.fit ../shared/data/routing/*.jsonl --holdout 0 \
+        --out policies/complexity/weights.json
 
-Records are JSON lines `{"id", "prompt", "local", "hosted"}` (quality in [0, 1]); by default the
-shared RouteLLM GSM8K and MMLU records (Ong et al., 2024; Apache-2.0) in ../shared/data/routing.
+Records are JSON lines `{"id", "prompt", "local", "hosted"}` (quality in [0, 1]); the shipped
+weights are fitted on every set in ../shared/data/routing with `learn.GENERAL`, the options that
+did best leaving one dataset out (`benchmarks/routing_quality.py`).
 
 - Split: a record is held out when a hash of its id falls below `holdout`, so the split is
   the same on every machine and run; only the rest is fitted on (see `learn.py` for the model).
-- The vocabulary boosts (`GRID`) are chosen by cross-validation inside the training part (mean
-  per-dataset APGR), never on the held-out part. The pull of the hand-designed features towards
-  their priors is fixed by design (`LearnOptions.l2_features`), not chosen by cross-validation,
-  which would trade generality for these two benchmarks.
-- Calibration: the threshold is the score above which `hosted_share` of the training prompts
-  fall. Pure Python: no numpy needed, so `route calibrate` works wherever the router does.
+- With `--cv`, vocabulary boosts (`GRID`) are chosen by cross-validation inside the training
+  part (mean per-dataset APGR), never on the held-out part.
+- Scale: the logit is stretched and shifted (`rescaled`, order unchanged) so that, every set
+  weighing the same, 35 % of training prompts score below 0.45 and 30 % from 0.6 up, the
+  threshold stored with the weights (`ANCHORS`). `route calibrate` instead sets the threshold
+  for a hosted share of the user's own prompts (`calibrated`). Pure Python: no numpy needed,
+  so `route calibrate` works wherever the router does.
 """
 
 from __future__ import annotations
@@ -28,12 +31,20 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from policies.complexity.learn import Design, LearnOptions, dataset_of, design, fold_of, learn, subset
 from policies.complexity.model import ComplexityScorer, Weights
+from policies.complexity.training.learn import (
+    GENERAL,
+    Design,
+    LearnOptions,
+    dataset_of,
+    design,
+    fold_of,
+    learn,
+    subset,
+)
 from policies.routing_eval import apgr, quality_curve
 
 __all__ = [
-    "DEFAULT_DATA",
     "GRID",
     "calibrate_threshold",
     "calibrated",
@@ -44,10 +55,6 @@ __all__ = [
     "main",
     "split",
 ]
-
-DATA_DIR = Path(__file__).resolve().parents[3] / "shared" / "data" / "routing"
-DEFAULT_DATA = (DATA_DIR / "gsm8k.jsonl", DATA_DIR / "mmlu.jsonl")
-
 
 def load_records(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
     """JSON lines from each file; each record needs `id`, `prompt`, `local` and `hosted`."""
@@ -75,9 +82,12 @@ def is_held_out(record_id: str, holdout: float = 0.3) -> bool:
     return _unit_hash(str(record_id)) < holdout
 
 
-def split(records: Sequence[dict[str, Any]], holdout: float = 0.3) -> tuple[list, list]:
+def split(
+    records: Sequence[dict[str, Any]], holdout: float = 0.3
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(training records, held-out records) by id hash."""
-    train, test = [], []
+    train: list[dict[str, Any]] = []
+    test: list[dict[str, Any]] = []
     for r in records:
         (test if is_held_out(r["id"], holdout) else train).append(r)
     return train, test
@@ -117,8 +127,8 @@ GRID: tuple[dict[str, float], ...] = tuple(
 
 def fit(
     records: Sequence[dict[str, Any]],
-    options: LearnOptions = LearnOptions(),
-    grid: Sequence[dict[str, float]] = GRID,
+    options: LearnOptions = GENERAL,
+    grid: Sequence[dict[str, float]] = (),
     folds: int = 3,
     log: Callable[[str], None] = lambda _: None,
 ) -> tuple[Weights, dict[str, Any]]:
@@ -127,14 +137,17 @@ def fit(
     empty grid fits `options` as given."""
     d = design(records)
     fold = [fold_of(i, folds, "cv") for i in d.ids]
-    results = []
+    results: list[dict[str, Any]] = []
+    best: tuple[float, dict[str, float]] | None = None
     for changes in grid:
-        per_group = _cv_apgr(d, records, fold, folds, replace(options, **changes))
+        per_group = _cv_apgr(d, records, fold, folds, replace(options, **changes))  # type: ignore[arg-type]
         mean = sum(per_group.values()) / max(1, len(per_group))
         results.append({"options": changes, "cv_apgr": dict(per_group), "mean": round(mean, 4)})
         log(f"cv {changes}: " + ", ".join(f"{g} {a:.3f}" for g, a in per_group.items()))
-    chosen = max(results, key=lambda r: r["mean"])["options"] if results else {}
-    weights = learn(d, replace(options, **chosen))
+        if best is None or round(mean, 4) > best[0]:
+            best = (round(mean, 4), changes)
+    chosen = best[1] if best else {}
+    weights = learn(d, replace(options, **chosen))  # type: ignore[arg-type]
     return weights, {"chosen": chosen, "cross_validation": results}
 
 
@@ -152,22 +165,25 @@ def _cv_apgr(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m policies.complexity.fit", description=__doc__.split("\n")[0])
-    parser.add_argument("data", nargs="*", type=Path, default=list(DEFAULT_DATA), help="labelled JSONL files")
+    parser = argparse.ArgumentParser(prog="python -m policies.complexity.training.fit", description=__doc__.split("\n")[0])
+    parser.add_argument("data", nargs="+", type=Path, help="labelled JSONL files")
     parser.add_argument("--out", type=Path, required=True, help="weights file to write")
     parser.add_argument("--holdout", type=float, default=0.3, help="share of records held out by id hash")
-    parser.add_argument("--hosted-share", type=float, default=0.3, help="share of prompts the threshold sends up")
-    parser.add_argument("--no-cv", action="store_true", help="fit the default options, no cross-validation")
+    parser.add_argument("--cv", action="store_true", help="choose vocabulary boosts by cross-validation (GRID)")
     args = parser.parse_args(argv)
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr)
 
-    records = load_records(args.data)
+    from policies.complexity.training.leave_one_out import training_records
+
+    records = training_records(load_records(args.data))
     train, test = split(records, args.holdout)
     log(f"{len(records)} records: fitting on {len(train)}, holding out {len(test)}")
-    weights, info = fit(train, grid=() if args.no_cv else GRID, log=log)
-    weights = calibrated(weights, train, args.hosted_share)
+    weights, info = fit(train, grid=GRID if args.cv else (), log=log)
+    weights = rescaled(weights, train, ANCHORS)
+    (below, score) = ANCHORS[1]
+    weights = replace(weights, threshold=score, hosted_share=round(1.0 - below, 6))
     weights = replace(weights, metadata={
         **weights.metadata,
         "fitted_on": sorted(p.name for p in args.data),
@@ -175,12 +191,64 @@ def main(argv: Sequence[str] | None = None) -> int:
         "holdout": args.holdout,
         "split": "held out when the first 8 bytes of sha256(id) / 2**64 < holdout",
         "label": "(hosted - local + 1) / 2",
-        "credit": "RouteLLM routing records (Ong et al., 2024), Apache-2.0",
+        "options": "learn.GENERAL",
+        "credit": "RouteLLM (Ong et al., 2024), LLMRouter (ulab-uiuc), TheoremQA (Chen et al., 2023), "
+        "ZeroEval (WildEval), FastChat/Vicuna (LMSYS); see ../shared/data/routing/README.md",
         **info,
     })  # fmt: skip
     weights.save(args.out)
     log(f"wrote {args.out} ({len(weights.vocabulary)} words, threshold {weights.threshold:.4f})")
     return 0
+
+
+def rescaled(weights: Weights, records: Sequence[dict[str, Any]], anchors: Sequence[tuple[float, float]]) -> Weights:
+    """The weights with the logit stretched and shifted (a * logit + b, order unchanged) so that
+    the share of these prompts scoring below each anchor's score is the anchor's share, every
+    dataset weighing the same (else 14k exam questions would set the bands for chat).
+
+    Fitted on soft labels the logits span a narrow range, and where that range sits moves from
+    fit to fit; fixed score bands in a config (`below: 0.45`) stay meaningful only when the
+    score scale is pinned, so two anchors (share, score) pin it.
+    """
+    (s1, p1), (s2, p2) = anchors
+    scorer = ComplexityScorer(weights)
+    logits = [_logit(scorer.score_text(r["prompt"])) for r in records]
+    q1, q2 = (_balanced_quantile(logits, [dataset_of(r) for r in records], s) for s in (s1, s2))
+    if q2 <= q1:
+        return weights
+    a = (_logit(p2) - _logit(p1)) / (q2 - q1)
+    b = _logit(p1) - a * q1
+    return replace(
+        weights,
+        bias=round(a * weights.bias + b, 6),
+        weights={k: round(a * v, 6) for k, v in weights.weights.items()},
+        vocabulary_cap=a * weights.vocabulary_cap,
+        metadata={**weights.metadata, "rescaled": {"anchors": [list(x) for x in anchors], "a": round(a, 6)}},
+    )
+
+
+def _balanced_quantile(values: Sequence[float], groups: Sequence[str], share: float) -> float:
+    """The value below which `share` of the weight lies, each group weighing the same in total."""
+    counts: dict[str, int] = defaultdict(int)
+    for g in groups:
+        counts[g] += 1
+    ranked = sorted(zip(values, groups))
+    total, target = 0.0, share * len(counts)
+    for v, g in ranked:
+        total += 1.0 / counts[g]
+        if total >= target:
+            return v
+    return ranked[-1][0]
+
+
+def _logit(p: float) -> float:
+    p = min(1.0 - 1e-12, max(1e-12, p))
+    return math.log(p / (1.0 - p))
+
+
+# Where the shipped score scale is pinned, every training set weighing the same: 35 % of
+# prompts below 0.45 (config.yaml's local band) and 30 % from 0.6 up (the hosted threshold).
+ANCHORS: tuple[tuple[float, float], ...] = ((0.35, 0.45), (0.7, 0.6))
 
 
 def calibrated(weights: Weights, records: Sequence[dict[str, Any]], hosted_share: float) -> Weights:
