@@ -20,6 +20,7 @@ from policies.complexity import DEFAULT_WEIGHTS, ComplexityScorer
 from policies.complexity.model import EXAM_VOCABULARY, Weights
 from policies.complexity.training.fit import (
     calibrate_threshold,
+    group_apgr,
     load_records,
     split,
 )
@@ -46,9 +47,7 @@ def pairs(xs, target):
                 out.append((xs[i], xs[j]))
     return out
 ```"""
-# The weights chosen leaving one dataset out get 0.842 (length 0.833); the earlier hand-prior
-# weights got 0.942 but lost to length on sets they were not fitted on.
-PAIRS_BAR = 0.84
+PAIRS_BAR = 0.93  # the shipped weights get 0.942 (113 of 120) against length's 0.833; never lower
 PROMPTS = [
     "",
     "hi",
@@ -124,6 +123,7 @@ def test_non_latin_scripts_are_not_trivial(scorer: ComplexityScorer) -> None:
     for text in (KOREAN, CHINESE):
         s = scorer.score(user(text))
         assert s.value > trivial
+        assert s.value >= s.base  # at least a typical prompt
         assert s.features["non_latin"] > 0.5
 
 
@@ -153,19 +153,17 @@ def test_general_pairs_rank_the_harder_prompt_higher(scorer: ComplexityScorer) -
     assert len(pairs) >= 120
     ours = report(scorer.score_text, pairs)
     length = report(lambda t: float(len(t)), pairs)
-    assert ours["accuracy"] >= PAIRS_BAR and ours["accuracy"] > length["accuracy"], (ours, length)
+    assert ours["accuracy"] >= PAIRS_BAR and ours["accuracy"] >= length["accuracy"] + 0.08, (ours, length)
+    assert ours["auc"] > length["auc"] + 0.05  # one threshold for all: hard above easy overall
+    assert min(ours["by_category"].values()) >= 0.9, ours["by_category"]
 
 
 def _logit(p: float) -> float:
     return math.log(p / (1.0 - p))
 
 
-def test_learned_vocabulary_is_capped_and_exam_only_where_choices() -> None:
-    # the shipped weights learn no words (see learn.GENERAL); weights that do must stay capped
-    from policies.complexity.training.learn import LearnOptions, design, learn
-
-    w = learn(design(load_records([SAMPLE])), LearnOptions(min_df=5))
-    scorer = ComplexityScorer(w)
+def test_learned_vocabulary_is_capped_and_exam_only_where_choices(scorer: ComplexityScorer) -> None:
+    w = scorer.weights
     top = max(w.vocabulary, key=w.vocabulary.get)
     no_words = ComplexityScorer(replace(w, vocabulary={}))
     no_exam = ComplexityScorer(replace(w, weights={**w.weights, EXAM_VOCABULARY: 0.0}))
@@ -173,7 +171,7 @@ def test_learned_vocabulary_is_capped_and_exam_only_where_choices() -> None:
     exam = f"Which is right about {top}?\nA. {top}\nB. {top}\nC. {top}\nD. {top}\nAnswer:"
     for text in (stuffed, exam):
         moved = _logit(scorer.score_text(text)) - _logit(no_words.score_text(text))
-        assert 0.0 < abs(moved) <= 2 * w.vocabulary_cap + 1e-9, (text, moved)
+        assert 0.0 < moved <= 2 * w.vocabulary_cap + 1e-9, (text, moved)
     # the exam term moves prompts with lettered choices only
     assert no_exam.score_text(stuffed) == scorer.score_text(stuffed)
     assert no_exam.score_text(exam) != scorer.score_text(exam)
@@ -237,6 +235,16 @@ def test_leave_one_out_on_the_sample_fits_on_one_set_and_judges_the_other() -> N
         hosted = [x["hosted"] for x in sets[r.name]]
         assert r.length == pytest.approx(apgr(quality_curve([len(x["prompt"]) for x in sets[r.name]], local, hosted)), abs=1e-4)
     assert summary_row(rows).ours == pytest.approx((rows[0].ours + rows[1].ours) / 2, abs=1e-4)
+
+
+@needs_shared
+def test_held_out_apgr_beats_length_and_bar(scorer: ComplexityScorer) -> None:
+    for path in DEFAULT_DATA:
+        _, test = split(load_records([path]))
+        ours = next(iter(group_apgr(scorer, test).values()))
+        local, hosted = [r["local"] for r in test], [r["hosted"] for r in test]
+        length = apgr(quality_curve([len(r["prompt"]) for r in test], local, hosted))
+        assert ours >= 0.65 and ours > length, (path.name, ours, length)
 
 
 @needs_shared
