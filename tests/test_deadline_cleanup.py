@@ -61,7 +61,9 @@ async def test_concurrent_requests_to_a_hanging_upstream_leave_nothing_in_flight
         assert all(isinstance(o, AllBackendsFailed) and "deadline" in str(o) for o in outcomes)
         stats = await _settled(sim, "hang-m")
         assert stats["in_flight"] == 0, f"run {run}: {stats}"
-        assert stats["cancelled"] == CONCURRENT * (run + 1)
+        # Every request that reached the upstream was cancelled there (on a busy machine some are
+        # cut by the deadline before they connect: those never reach it at all).
+        assert stats["cancelled"] == stats["requests"] > 0, f"run {run}: {stats}"
     await router.aclose()
 
 
