@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/engine.py                     # tiny random-weight model, CPU, ~10 s
     .venv/bin/python benchmarks/engine.py --model /models/diffusiongemma-26B-A4B-it --device cuda
 
-Without --model it builds the tiny checkpoint (backends/diffusion_tiny.py) in a temporary
+Without --model it builds the tiny checkpoint (backends/diffusion/tiny.py) in a temporary
 directory. With --model it loads real weights from that directory (or a hub id already in the
 local cache) exactly as the diffusion-local backend does; on a GPU machine install the CUDA
 build of torch and `pip install 'latency-router[local]'` first (plus `accelerate` to load
@@ -126,12 +126,12 @@ def _raw(engine, prompts: list[str], max_new: int) -> Figures:
 
 async def run(args) -> list[Figures]:
     from backends.base import BackendSettings
-    from backends.diffusion_load import read_config
-    from backends.diffusion_local import DiffusionLocalBackend
+    from backends.diffusion.load import read_config
+    from backends.diffusion.local import DiffusionLocalBackend
 
     model = args.model
     if model is None:
-        from backends.diffusion_tiny import build_tiny_checkpoint
+        from backends.diffusion.tiny import build_tiny_checkpoint
 
         model = str(build_tiny_checkpoint(Path(tempfile.mkdtemp(prefix="tiny-dg-"))))
     options = {"device": args.device, "dtype": args.dtype}

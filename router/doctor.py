@@ -66,7 +66,7 @@ def _check_local(name: str, spec: BackendConfig) -> Check:
     if missing:
         return Check(name, False, f"needs {' and '.join(missing)}: pip install torch==2.13.0 (the CPU build; a bare "
                                   "`torch` pulls a CUDA build), then pip install 'latency-router[local]'")
-    from backends.diffusion_load import EngineSetupError, read_config
+    from backends.diffusion.load import EngineSetupError, read_config
 
     try:  # config.json only: checks the path and the model type without loading weights
         config = read_config(spec.model)

@@ -21,7 +21,7 @@ from typing import Any
 from starlette.requests import Request as HTTPRequest  # at module level: FastAPI resolves the annotation here
 
 from backends.base import Backend
-from backends.diffusion_engine import GENERATION_KEYS
+from backends.diffusion.engine import GENERATION_KEYS
 from backends.errors import BackendError, BackendTimeout, RouteError, UsageError
 from backends.threaded_server import ThreadedServer
 from backends.types import Completion, FinalChunk, Request, TextChunk

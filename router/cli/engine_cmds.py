@@ -61,7 +61,7 @@ def register(app: typer.Typer) -> None:
         path: Annotated[str, typer.Argument(help="Checkpoint directory, or a hub id already in the local cache.")],
         json_output: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
     ) -> None:
-        from backends.diffusion_info import describe
+        from backends.diffusion.info import describe
 
         out = Output(json_mode=json_output)
         facts = describe(path)
@@ -82,7 +82,7 @@ def register(app: typer.Typer) -> None:
         timeout: Annotated[float, typer.Option("--timeout", min=0.001, help="Seconds one request may take.")] = 600.0,
     ) -> None:
         from backends.base import BackendSettings
-        from backends.diffusion_local import DiffusionLocalBackend
+        from backends.diffusion.local import DiffusionLocalBackend
         from router.engine_server import EngineServer
 
         out = Output()

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from backends.diffusion_load import import_engine, read_config
+from backends.diffusion.load import import_engine, read_config
 
 __all__ = ["describe"]
 

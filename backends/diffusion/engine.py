@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from backends.diffusion_load import EngineSetupError, LoadedModel, oom_message
+from backends.diffusion.load import EngineSetupError, LoadedModel, oom_message
 from backends.errors import BackendUnavailable, RouteError, UsageError
 
 __all__ = ["DiffusionEngine", "DraftEvent", "EngineJob", "EngineResult", "GENERATION_KEYS"]

@@ -32,8 +32,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from backends.base import Backend, BackendSettings
-from backends.diffusion_engine import GENERATION_KEYS, DiffusionEngine, EngineJob, EngineResult
-from backends.diffusion_load import EngineSetupError, load_model
+from backends.diffusion.engine import GENERATION_KEYS, DiffusionEngine, EngineJob, EngineResult
+from backends.diffusion.load import EngineSetupError, load_model
 from backends.errors import BackendError, BackendTimeout, RouteError, UsageError
 from backends.types import (
     Chunk,
