@@ -235,7 +235,7 @@ def test_diffusion_stream_sends_whole_canvases(client, sim):
 
 
 def test_default_profiles_are_realistic():
-    gemma = DEFAULT_PROFILES["google/diffusiongemma-26b-a4b-it"]
+    gemma = DEFAULT_PROFILES["google/diffusiongemma-26B-A4B-it"]
     assert gemma.decoding == "diffusion" and 0.15 <= gemma.canvas_s <= 0.35
     assert DEFAULT_PROFILES["mercury-2"].decoding == "diffusion"
     claude = DEFAULT_PROFILES["claude-sonnet-4-5"]
