@@ -468,6 +468,18 @@ def test_cli_engine_info_reports_config_and_memory(tiny_path):
     assert info["parameters"] == sum(p.numel() for p in model.parameters())
     assert info["canvas_length"] == CANVAS and info["weights_bytes"]["float32"] == 4 * info["parameters"]
     assert info["weights_on_disk_bytes"] > 0 and torch is not None
+    command = info["serve_with_vllm"][0]
+    assert command.startswith(f"vllm serve {tiny_path} --served-model-name google/diffusiongemma-26B-A4B-it")
+
+
+@torch_only
+def test_cli_engine_info_gives_the_vllm_recipe_with_reasons(tiny_path):
+    result = _cli("engine", "info", str(tiny_path))
+    assert result.exit_code == 0, result.stderr
+    text = " ".join(result.stderr.split())
+    for flag in ("--max-num-seqs 4", "--generation-config vllm", "--gpu-memory-utilization 0.8"):
+        assert flag in text
+    assert "262k" in text and "max_tokens: 256" in text
 
 
 @torch_only

@@ -46,6 +46,10 @@ def _show_info(out: Output, info: dict[str, Any]) -> None:
     out.out.print(table)
     out.info("[dim]Need roughly weights + KV cache for the context + a few times the per-step logits. "
              "A 24 GB GPU needs a 4-bit quantization of the 26B model.[/]")
+    command, *reasons = info["serve_with_vllm"]
+    out.info(f"To serve it with vLLM instead: [bold]{command}[/]")
+    for reason in reasons:
+        out.info(f"[dim]  {reason}[/]")
 
 
 def register(app: typer.Typer) -> None:
