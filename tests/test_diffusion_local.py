@@ -501,7 +501,8 @@ def engine_server(backend):
 def test_engine_server_health_and_models(engine_server):
     root = engine_server.base_url.removesuffix("/v1")
     health = httpx.get(f"{root}/healthz").json()
-    assert health["status"] == "ok" and set(health["engine"]) == {"done", "cancelled", "failed", "denoising_steps"}
+    assert health["status"] == "ok" and set(health["engine"]) == {"done", "cancelled", "failed", "denoising_steps", "batches",
+                                                                 "largest_batch"}
     assert [m["id"] for m in httpx.get(f"{engine_server.base_url}/models").json()["data"]] == ["tiny-dg"]
 
 

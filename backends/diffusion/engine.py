@@ -1,29 +1,35 @@
 """The worker that owns one DiffusionGemma model and runs transformers' own generation loop.
 
-One thread, one queue: requests are served one at a time, in arrival order, so a model's memory
-is never shared between two generations. Each job reports events back through a thread-safe
-callback: ("draft", DraftEvent) after every denoising step (via `TextDiffusionStreamer.put_draft`),
-("text", str) for committed text, then exactly one terminal event: ("done", EngineResult),
+One thread owns the model. Requests queue in arrival order; when the worker is free it takes the
+oldest job and, up to `max_batch` (vLLM's `max_num_seqs`), later jobs with the same generation
+settings, and runs them as one batched `generate()` (prompts left-padded, one canvas per row per
+step). A job with a seed runs alone: torch's seed is global to the batch.
+Each job reports events back through a thread-safe callback: ("queued", QueueEvent) on submit,
+("started", seconds waited) when its batch starts, ("draft", DraftEvent) after every denoising
+step, ("text", str) for committed text, then exactly one terminal event: ("done", EngineResult),
 ("cancelled", EngineResult) or ("error", RouteError).
 
 Cancellation and deadlines are checked by the streamer, which transformers calls after every
-denoising step: raising there is the one way to stop `generate()` between steps.
+denoising step: a cancelled row stops receiving events at once and the batch stops when no row
+is left listening.
 """
 
 from __future__ import annotations
 
 import copy
-import queue
+import json
 import threading
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from backends.diffusion.load import EngineSetupError, LoadedModel, oom_message
+from backends.diffusion.streamer import BatchStreamer, DraftEvent, Row, StopGeneration
 from backends.errors import BackendUnavailable, RouteError, UsageError
 
-__all__ = ["DiffusionEngine", "DraftEvent", "EngineJob", "EngineResult", "GENERATION_KEYS"]
+__all__ = ["GENERATION_KEYS", "DiffusionEngine", "DraftEvent", "EngineJob", "EngineResult", "QueueEvent"]
 
 # The DiffusionGemma generation settings a request may override (Request.extra / backend params).
 GENERATION_KEYS: dict[str, type] = {
@@ -40,12 +46,12 @@ Event = tuple[str, Any]
 
 
 @dataclass(frozen=True)
-class DraftEvent:
-    """The argmax of one denoising step for the canvas being written (committed text excluded)."""
+class QueueEvent:
+    """Where a job stood when it was submitted: jobs waiting ahead of it and jobs being generated."""
 
-    text: str
-    step: int  # 1-based, within this canvas
-    canvas: int  # 0-based
+    ahead: int
+    running: int
+    max_batch: int
 
 
 @dataclass
@@ -56,11 +62,13 @@ class EngineResult:
     prompt_tokens: int = 0
     output_tokens: int = 0
     canvases: int = 0
-    denoising_steps: int = 0  # decoder forward passes: one per put_draft at batch size 1
+    denoising_steps: int = 0  # decoder forward passes this request took part in
     tokens_per_forward: float | None = None  # transformers' figure: real tokens (no pad) per pass
     finish_reason: str | None = None
     canvas_s: list[float] = field(default_factory=list)  # wall seconds per committed canvas
     reason: str = ""  # why it was cancelled
+    batch_size: int = 1  # requests generated together with this one (itself included)
+    queue_s: float = 0.0  # seconds between submit and the start of its batch
 
 
 @dataclass
@@ -75,90 +83,81 @@ class EngineJob:
     drafts: bool = True  # False: count denoising steps but skip decoding and sending drafts
     cancelled: threading.Event = field(default_factory=threading.Event)
     cancel_reason: str = "cancelled by the caller"
+    submitted: float = 0.0  # time.monotonic() at submit
 
     def cancel(self, reason: str = "cancelled by the caller") -> None:
         if not self.cancelled.is_set():
             self.cancel_reason = reason
             self.cancelled.set()
 
+    @property
+    def batch_key(self) -> str | None:
+        """Jobs with equal keys may share a batch; None: this job runs alone."""
+        if self.seed is not None:
+            return None
+        return json.dumps(self.generation_config.to_dict(), sort_keys=True, default=str)
 
-class _Stop(Exception):
-    """Raised from the streamer to leave transformers' generation loop between steps."""
 
+class _JobQueue:
+    """FIFO of jobs; `take()` hands the worker the oldest job plus compatible later ones."""
 
-def _streamer_class():
-    from transformers import TextDiffusionStreamer
+    def __init__(self) -> None:
+        self._items: deque[EngineJob | None] = deque()
+        self._ready = threading.Condition()
 
-    class EngineStreamer(TextDiffusionStreamer):
-        """TextDiffusionStreamer that hands drafts and committed text to a job instead of printing."""
+    def put(self, jobs: Sequence[EngineJob | None]) -> int:
+        """Append atomically; returns how many were waiting before them."""
+        with self._ready:
+            before = len(self._items)
+            self._items.extend(jobs)
+            self._ready.notify()
+            return before
 
-        def __init__(self, tokenizer, job: EngineJob, eos_ids: set[int]):
-            super().__init__(tokenizer, skip_prompt=True, skip_special_tokens=True)
-            self.job = job
-            self.eos_ids = eos_ids
-            self.canvases = 0
-            self.steps = 0
-            self.canvas_steps = 0
-            self.canvas_s: list[float] = []
-            self._canvas_started = time.perf_counter()
+    def __len__(self) -> int:
+        return len(self._items)
 
-        def check(self) -> None:
-            if self.job.cancelled.is_set():
-                raise _Stop(self.job.cancel_reason)
-            if self.job.deadline is not None and time.monotonic() > self.job.deadline:
-                self.job.cancel("deadline")
-                raise _Stop("deadline")
-
-        def put_draft(self, value, **kwargs) -> None:
-            self.steps += 1
-            self.canvas_steps += 1
-            if not self.job.drafts:
-                self.check()
-                return
-            ids = value[0].tolist() if len(value.shape) > 1 else value.tolist()
-            cut = next((i for i, t in enumerate(ids) if t in self.eos_ids), len(ids))
-            text = self.tokenizer.decode(ids[:cut], **self.decode_kwargs)
-            self.job.emit(("draft", DraftEvent(text, self.canvas_steps, self.canvases)))
-            self.check()
-
-        def put(self, value) -> None:
-            if not self.next_tokens_are_prompt:
-                now = time.perf_counter()
-                self.canvas_s.append(now - self._canvas_started)
-                self._canvas_started = now
-                self.canvases += 1
-                self.canvas_steps = 0
-            else:
-                self._canvas_started = time.perf_counter()
-            super().put(value)
-            self.check()
-
-        def on_finalized_text(self, text: str, stream_end: bool = False) -> None:
-            if text:
-                self.job.emit(("text", text))
-
-    return EngineStreamer
+    def take(self, limit: int) -> list[EngineJob] | None:
+        """The next batch (blocking), or None when the engine is closing."""
+        with self._ready:
+            while not self._items:
+                self._ready.wait()
+            first = self._items.popleft()
+            if first is None:
+                return None
+            batch, key = [first], first.batch_key
+            for job in list(self._items) if key is not None else []:
+                if len(batch) >= limit:
+                    break
+                if job is not None and not job.cancelled.is_set() and job.batch_key == key:
+                    self._items.remove(job)
+                    batch.append(job)
+            return batch
 
 
 class DiffusionEngine:
-    """Owns one loaded model; `submit()` queues a job, a single worker thread runs them in order."""
+    """Owns one loaded model; `submit()` queues a job, a single worker thread runs them in batches."""
 
-    def __init__(self, loaded: LoadedModel):
+    def __init__(self, loaded: LoadedModel, *, max_batch: int = 1):
         self.loaded = loaded
-        self._jobs: queue.Queue[EngineJob | None] = queue.Queue()
-        self._streamer_cls = _streamer_class()
+        self.max_batch = max(1, int(max_batch))
+        self._jobs = _JobQueue()
+        self._running = 0  # jobs in the batch being generated; written by the worker only
+        self._hidden = _hidden_ids(loaded.tokenizer)
         # Counters since start (read by /healthz, benchmarks and tests); written by the worker only.
-        self.stats = {"done": 0, "cancelled": 0, "failed": 0, "denoising_steps": 0}
+        self.stats = {"done": 0, "cancelled": 0, "failed": 0, "denoising_steps": 0, "batches": 0,
+                      "largest_batch": 0}
         self._thread = threading.Thread(target=self._run, name="diffusion-engine", daemon=True)
         self._thread.start()
 
     # -- request side (any thread) --------------------------------------------------------
 
-    def encode(self, messages: list[dict[str, Any]]) -> Any:
-        """Token ids (1, n) for chat messages, through the checkpoint's own chat template."""
+    def encode(self, messages: list[dict[str, Any]], *, thinking: bool | None = None) -> Any:
+        """Token ids (1, n) for chat messages, through the checkpoint's own chat template.
+        `thinking` becomes the template's `enable_thinking` (Gemma 4's switch); None: its default."""
+        extra = {} if thinking is None else {"enable_thinking": thinking}
         try:
             encoded = self.loaded.tokenizer.apply_chat_template(
-                messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
+                messages, add_generation_prompt=True, return_tensors="pt", return_dict=True, **extra
             )
         except Exception as exc:  # jinja raises its own errors, e.g. for roles a template forbids
             raise UsageError(f"the checkpoint's chat template rejected these messages: {exc}") from None
@@ -198,80 +197,148 @@ class DiffusionEngine:
         values["entropy_bound"] = sampler.entropy_bound
         return values
 
+    def queue_state(self) -> QueueEvent:
+        """Jobs waiting and jobs being generated now (a snapshot; the worker moves on)."""
+        return QueueEvent(ahead=len(self._jobs), running=self._running, max_batch=self.max_batch)
+
     def submit(self, job: EngineJob) -> EngineJob:
-        self._jobs.put(job)
+        self.submit_all([job])
         return job
 
+    def submit_all(self, jobs: Sequence[EngineJob]) -> None:
+        """Queue `jobs` together: none of them is taken before the last is queued."""
+        now = time.monotonic()
+        for job in jobs:
+            job.submitted = now
+        before, running = self._jobs.put(jobs), self._running
+        for offset, job in enumerate(jobs):
+            job.emit(("queued", QueueEvent(ahead=before + offset, running=running, max_batch=self.max_batch)))
+
     def close(self, timeout_s: float = 5.0) -> None:
-        """Stop the worker after the current job. Safe to call twice."""
+        """Stop the worker after the current batch. Safe to call twice."""
         if self._thread.is_alive():
-            self._jobs.put(None)
+            self._jobs.put([None])
             self._thread.join(timeout_s)
 
     # -- worker side ----------------------------------------------------------------------
 
     def _run(self) -> None:
-        while True:
-            job = self._jobs.get()
-            if job is None:
-                return
-            if job.cancelled.is_set():
-                self.stats["cancelled"] += 1
-                job.emit(("cancelled", EngineResult(reason=job.cancel_reason)))
+        while (batch := self._jobs.take(self.max_batch)) is not None:
+            live = [job for job in batch if not self._skip_cancelled(job)]
+            if not live:
                 continue
+            self._running = len(live)
             try:
-                kind, payload = self._generate(job)
+                self._generate(live)
             except Exception as exc:  # the worker must survive anything one request does
-                kind, payload = "error", BackendUnavailable(f"the DiffusionGemma engine failed: "
-                                                            f"{type(exc).__name__}: {exc}")
-            self.stats["failed" if kind == "error" else kind] += 1
-            if isinstance(payload, EngineResult):
-                self.stats["denoising_steps"] += payload.denoising_steps
-            job.emit((kind, payload))
+                error = BackendUnavailable(f"the DiffusionGemma engine failed: {type(exc).__name__}: {exc}")
+                for job in live:
+                    self._finish(job, "error", error)
+            finally:
+                self._running = 0
 
-    def _generate(self, job: EngineJob) -> Event:
+    def _skip_cancelled(self, job: EngineJob) -> bool:
+        if job.cancelled.is_set():
+            self._finish(job, "cancelled", EngineResult(reason=job.cancel_reason))
+            return True
+        return False
+
+    def _finish(self, job: EngineJob, kind: str, payload: Any) -> None:
+        self.stats["failed" if kind == "error" else kind] += 1
+        job.emit((kind, payload))
+
+    def _generate(self, jobs: list[EngineJob]) -> None:
         import torch
 
-        loaded = self.loaded
-        eos_ids = _eos_ids(job.generation_config)
-        streamer = self._streamer_cls(loaded.tokenizer, job, eos_ids)
-        prompt_len = job.input_ids.shape[1]
-        if job.seed is not None:
-            torch.manual_seed(job.seed)
+        loaded, config = self.loaded, jobs[0].generation_config
+        eos_ids = _eos_ids(config)
+        started = time.monotonic()
+        for job in jobs:
+            job.emit(("started", started - job.submitted))
+        input_ids, attention_mask = _left_pad([job.input_ids for job in jobs], config.pad_token_id)
+        prompt_len = input_ids.shape[1]
+        streamer = BatchStreamer(loaded.tokenizer, jobs, eos_ids, self._hidden,
+                                 on_drop=lambda row: self._dropped(row, prompt_len, streamer, started))
+        self.stats["batches"] += 1
+        self.stats["largest_batch"] = max(self.stats["largest_batch"], len(jobs))
+        if jobs[0].seed is not None:
+            torch.manual_seed(jobs[0].seed)
         try:
-            streamer.check()  # the deadline may have passed while the job waited in the queue
-            output = loaded.model.generate(
-                job.input_ids.to(loaded.model.device), streamer=streamer, generation_config=job.generation_config
-            )
-        except _Stop as stop:
-            return "cancelled", self._partial(streamer, prompt_len, str(stop))
+            streamer.check()  # a deadline may have passed while the jobs waited in the queue
+            output = loaded.model.generate(input_ids.to(loaded.model.device),
+                                           attention_mask=attention_mask.to(loaded.model.device),
+                                           streamer=streamer, generation_config=config)
+        except StopGeneration:
+            return  # every row was dropped, and told so, by the streamer
         except torch.OutOfMemoryError:
-            return "error", EngineSetupError(oom_message("generating", loaded.device, loaded.dtype))
+            self._fail(streamer, EngineSetupError(oom_message("generating", loaded.device, loaded.dtype)))
+            return
         except RouteError as exc:
-            return "error", exc
+            self._fail(streamer, exc)
+            return
+        finally:
+            self.stats["denoising_steps"] += max((row.steps for row in streamer.rows), default=0)
         output.cache = None  # the KV cache is large and not reused between requests
-        return "done", self._result(output, job, streamer, prompt_len, eos_ids)
+        for index, row in enumerate(streamer.rows):
+            if not row.dropped:
+                self._finish(row.job, "done", self._result(output, index, row, streamer, prompt_len, started))
 
-    def _result(self, output: Any, job: EngineJob, streamer: Any, prompt_len: int, eos_ids: set[int]) -> EngineResult:
-        new_ids = output.sequences[0, prompt_len:].tolist()
-        pad = job.generation_config.pad_token_id
+    def _fail(self, streamer: BatchStreamer, error: RouteError) -> None:
+        for row in streamer.live():
+            self._finish(row.job, "error", error)
+
+    def _dropped(self, row: Row, prompt_len: int, streamer: BatchStreamer, started: float) -> None:
+        result = EngineResult(prompt_tokens=_prompt_len(row.job), canvases=row.canvases, denoising_steps=row.steps,
+                              canvas_s=list(streamer.canvas_s), reason=row.dropped,
+                              batch_size=len(streamer.rows), queue_s=started - row.job.submitted)
+        self._finish(row.job, "cancelled", result)
+
+    def _result(self, output: Any, index: int, row: Row, streamer: BatchStreamer, prompt_len: int,
+                started: float) -> EngineResult:
+        eos_ids = streamer.eos_ids
+        new_ids = output.sequences[index, prompt_len:].tolist()
+        pad = row.job.generation_config.pad_token_id
         real = [t for t in new_ids if t != pad]
         per_forward = output.tokens_per_forward
         return EngineResult(
-            text=self.loaded.tokenizer.decode(new_ids, skip_special_tokens=True),
-            prompt_tokens=prompt_len,
+            text=row.text,
+            prompt_tokens=_prompt_len(row.job),
             output_tokens=len([t for t in real if t not in eos_ids]),
-            canvases=streamer.canvases,
-            denoising_steps=streamer.steps,
-            tokens_per_forward=None if per_forward is None else float(per_forward[0]),
+            canvases=row.canvases,
+            denoising_steps=row.steps,
+            tokens_per_forward=None if per_forward is None else float(per_forward[index]),
             finish_reason="stop" if any(t in eos_ids for t in real) else "length",
-            canvas_s=list(streamer.canvas_s),
+            canvas_s=list(streamer.canvas_s[: row.canvases]),
+            batch_size=len(streamer.rows),
+            queue_s=started - row.job.submitted,
         )
 
-    @staticmethod
-    def _partial(streamer: Any, prompt_len: int, reason: str) -> EngineResult:
-        return EngineResult(prompt_tokens=prompt_len, canvases=streamer.canvases, denoising_steps=streamer.steps,
-                            canvas_s=list(streamer.canvas_s), reason=reason)
+
+def _prompt_len(job: EngineJob) -> int:
+    return int(job.input_ids.shape[1])
+
+
+def _left_pad(prompts: list[Any], pad_id: int | None) -> tuple[Any, Any]:
+    """One (batch, longest) tensor of prompts padded on the left, and its attention mask.
+    Left: every row's canvas then starts right after its own prompt."""
+    import torch
+
+    longest = max(int(p.shape[1]) for p in prompts)
+    ids = torch.full((len(prompts), longest), pad_id or 0, dtype=prompts[0].dtype)
+    mask = torch.zeros((len(prompts), longest), dtype=torch.long)
+    for i, prompt in enumerate(prompts):
+        n = int(prompt.shape[1])
+        ids[i, longest - n:] = prompt[0]
+        mask[i, longest - n:] = 1
+    return ids, mask
+
+
+def _hidden_ids(tokenizer: Any) -> frozenset[int]:
+    """Special tokens to drop from answers: all but the thinking and tool-call delimiters."""
+    from backends.thinking import KEPT_MARKERS
+
+    kept = {tokenizer.convert_tokens_to_ids(m) for m in KEPT_MARKERS if m in tokenizer.get_vocab()}
+    return frozenset(set(tokenizer.all_special_ids) - kept)
 
 
 def _eos_ids(config: Any) -> set[int]:

@@ -35,6 +35,7 @@ from backends.base import Backend, BackendSettings
 from backends.diffusion.engine import GENERATION_KEYS, DiffusionEngine, EngineJob, EngineResult
 from backends.diffusion.load import EngineSetupError, load_model
 from backends.errors import BackendError, BackendTimeout, RouteError, UsageError
+from backends.thinking import split_chunks
 from backends.types import (
     Chunk,
     Completion,
@@ -48,22 +49,32 @@ from backends.types import (
     content_text,
 )
 
-__all__ = ["DiffusionLocalBackend", "EngineSetupError", "generation_overrides"]
+__all__ = ["DiffusionLocalBackend", "EngineSetupError", "generation_overrides", "max_batch", "thinking_flag"]
 
 log = logging.getLogger(__name__)
 
 _NEAR_GREEDY = 0.02  # temperature 0 cannot divide logits; this is as close as the schedule allows
 
 
+def thinking_flag(request: Request, params: dict[str, Any]) -> bool | None:
+    """`thinking` from the request's extras, else the backend's params: passed to the chat template
+    as `enable_thinking`; None leaves the template's default."""
+    value = request.extra.get("thinking", params.get("thinking"))
+    if value is None or isinstance(value, bool):
+        return value
+    raise UsageError(f"thinking must be true or false, got {value!r}")
+
+
 def generation_overrides(request: Request, params: dict[str, Any]) -> tuple[dict[str, Any], int | None]:
     """(generation settings, seed) from backend params, then the request's fields and extras."""
     merged = {**params, **request.extra}
     seed = merged.pop("seed", None)
+    merged.pop("thinking", None)  # a chat-template switch, not a generation setting
     unknown = sorted(set(merged) - set(GENERATION_KEYS))
     if unknown:
         raise UsageError(f"diffusion-local does not understand {', '.join(map(repr, unknown))} (from the "
                          f"request's extra options or the backend's params); it accepts "
-                         f"{', '.join(GENERATION_KEYS)} and seed")
+                         f"{', '.join(GENERATION_KEYS)}, seed and thinking")
     values: dict[str, Any] = {}
     if request.max_tokens is not None:
         values["max_new_tokens"] = request.max_tokens
@@ -88,6 +99,15 @@ def _chat(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
     return [{"role": m.get("role", "user"), "content": content_text(m.get("content"))} for m in messages]
 
 
+def max_batch(options: dict[str, Any]) -> int:
+    """`options.max_batch`: concurrent requests generated together (vLLM's `--max-num-seqs`; its
+    DiffusionGemma recipe uses 4, since every row holds canvas x vocabulary logits)."""
+    value = options.get("max_batch", 4)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise EngineSetupError(f"options.max_batch must be a positive integer (vLLM's recipe uses 4), got {value!r}")
+    return value
+
+
 class DiffusionLocalBackend(Backend):
     kind = "diffusion-local"
 
@@ -103,6 +123,7 @@ class DiffusionLocalBackend(Backend):
         with self._load_lock:
             if self._engine is None:
                 try:
+                    max_batch(self.settings.options)  # refuse a bad setting before loading gigabytes
                     loaded = load_model(self.model, self.settings.options)
                 except EngineSetupError as exc:
                     raise _located(exc, self) from None
@@ -111,13 +132,20 @@ class DiffusionLocalBackend(Backend):
                     log.warning("%s: the checkpoint writes %d-token canvases but the backend's canvas_length is "
                                 "%d; set canvas_length: %d in its config", self.name, loaded.canvas_length,
                                 self.settings.canvas_length, loaded.canvas_length)
-                self._engine = DiffusionEngine(loaded)
+                self._engine = DiffusionEngine(loaded, max_batch=max_batch(self.settings.options))
             return self._engine
 
     @property
     def stats(self) -> dict[str, int] | None:
         """The engine's counters (done, cancelled, failed, denoising_steps), or None before it loads."""
         return None if self._engine is None else dict(self._engine.stats)
+
+    def queue_state(self) -> dict[str, int] | None:
+        """Requests waiting and being generated now, and the batch limit; None before the model loads."""
+        if self._engine is None:
+            return None
+        state = self._engine.queue_state()
+        return {"waiting": state.ahead, "running": state.running, "max_batch": state.max_batch}
 
     async def engine(self) -> DiffusionEngine:
         if self._engine is not None:
@@ -132,20 +160,20 @@ class DiffusionLocalBackend(Backend):
 
     async def complete(self, request: Request) -> Completion:
         # Nobody sees drafts here: skip decoding one per denoising step.
-        async with contextlib.aclosing(self._generate(request, drafts=False)) as chunks:
+        async with contextlib.aclosing(split_chunks(self._generate(request, drafts=False))) as chunks:
             async for chunk in chunks:
                 if isinstance(chunk, FinalChunk):
                     return chunk.completion
         raise BackendError("generation ended without a result", **self._where())  # pragma: no cover
 
     def stream(self, request: Request) -> AsyncIterator[Chunk]:
-        return self._generate(request, drafts=True)
+        return split_chunks(self._generate(request, drafts=True))
 
     async def _generate(self, request: Request, *, drafts: bool) -> AsyncIterator[Chunk]:
         overrides, seed = generation_overrides(request, self.settings.params)
         engine = await self.engine()
         config = engine.generation_config(overrides)
-        input_ids = engine.encode(_chat(request.messages))
+        input_ids = engine.encode(_chat(request.messages), thinking=thinking_flag(request, self.settings.params))
         loop = asyncio.get_running_loop()
         events: asyncio.Queue = asyncio.Queue()
 
@@ -191,6 +219,7 @@ class _Run:
         self.committed = ""
         self.ttft: float | None = None
         self.first_draft: float | None = None
+        self.queue: dict[str, Any] = {}  # where the request stood on submit, and how long it waited
 
     async def _next(self, events: asyncio.Queue):
         if self.budget is None:
@@ -205,7 +234,11 @@ class _Run:
     async def chunks(self, events: asyncio.Queue, job: EngineJob) -> AsyncIterator[Chunk]:
         while True:
             kind, payload = await self._next(events)
-            if kind == "draft":
+            if kind == "queued":
+                self.queue.update(ahead=payload.ahead, running=payload.running, max_batch=payload.max_batch)
+            elif kind == "started":
+                self.queue["wait_s"] = payload
+            elif kind == "draft":
                 if self.first_draft is None:
                     self.first_draft = time.perf_counter() - self.started
                 yield DraftChunk(payload.text, step=payload.step, canvas=payload.canvas)
@@ -254,6 +287,8 @@ class _Run:
             "generation": self.engine.effective(self.config),
             "canvas_s": result.canvas_s,
             "first_draft_s": self.first_draft,
+            "queue": self.queue,
+            "batch_size": result.batch_size,
         }
         if result.tokens_per_forward is not None:
             metadata["tokens_per_forward"] = result.tokens_per_forward
