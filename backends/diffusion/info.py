@@ -29,14 +29,13 @@ _BYTES_PER_PARAM = {"float32": 4.0, "bfloat16": 2.0, "float16": 2.0, "int8": 1.0
 
 
 def _kv_bytes_per_token(text: Any, bytes_per_value: int = 2) -> int:
-    """Keys and values, every layer, one token, in bfloat16. Full-attention layers may differ in shape."""
+    """Keys and values, every layer, one token, in bfloat16. Full-attention layers are wider (Gemma 4's
+    `global_head_dim`), so each layer's shape is read from its own view: the global `head_dim` is
+    ambiguous there and transformers refuses to give it."""
     total = 0
-    per_layer = getattr(text, "per_layer_config", None) or {}
-    for index, _layer_type in enumerate(text.layer_types):
-        layer = per_layer.get(index) if isinstance(per_layer, dict) else None
-        heads = getattr(layer, "num_key_value_heads", None) or text.num_key_value_heads
-        head_dim = getattr(layer, "head_dim", None) or text.head_dim
-        total += 2 * heads * head_dim * bytes_per_value
+    for index in range(len(text.layer_types)):
+        layer = text.per_layer_config[index]
+        total += 2 * layer.num_key_value_heads * layer.head_dim * bytes_per_value
     return total
 
 
