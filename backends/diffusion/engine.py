@@ -104,17 +104,28 @@ class _JobQueue:
     def __init__(self) -> None:
         self._items: deque[EngineJob | None] = deque()
         self._ready = threading.Condition()
+        self._running: set[int] = set()  # ids of taken jobs not yet finished
 
-    def put(self, jobs: Sequence[EngineJob | None]) -> int:
-        """Append atomically; returns how many were waiting before them."""
+    def put(self, jobs: Sequence[EngineJob | None]) -> tuple[int, int]:
+        """Append atomically; returns (waiting, running) as they were before these jobs."""
         with self._ready:
-            before = len(self._items)
+            before = (len(self._items), len(self._running))
             self._items.extend(jobs)
             self._ready.notify()
             return before
 
-    def __len__(self) -> int:
-        return len(self._items)
+    def state(self) -> tuple[int, int]:
+        """(waiting, running), one consistent snapshot."""
+        with self._ready:
+            return len(self._items), len(self._running)
+
+    def is_running(self, job: EngineJob) -> bool:
+        with self._ready:
+            return id(job) in self._running
+
+    def finished(self, job: EngineJob) -> None:
+        with self._ready:
+            self._running.discard(id(job))
 
     def take(self, limit: int) -> list[EngineJob] | None:
         """The next batch (blocking), or None when the engine is closing."""
@@ -131,6 +142,7 @@ class _JobQueue:
                 if job is not None and not job.cancelled.is_set() and job.batch_key == key:
                     self._items.remove(job)
                     batch.append(job)
+            self._running.update(id(job) for job in batch)
             return batch
 
 
@@ -141,7 +153,6 @@ class DiffusionEngine:
         self.loaded = loaded
         self.max_batch = max(1, int(max_batch))
         self._jobs = _JobQueue()
-        self._running = 0  # jobs in the batch being generated; written by the worker only
         self._hidden = _hidden_ids(loaded.tokenizer)
         # Counters since start (read by /healthz, benchmarks and tests); written by the worker only.
         self.stats = {"done": 0, "cancelled": 0, "failed": 0, "denoising_steps": 0, "batches": 0,
@@ -199,7 +210,8 @@ class DiffusionEngine:
 
     def queue_state(self) -> QueueEvent:
         """Jobs waiting and jobs being generated now (a snapshot; the worker moves on)."""
-        return QueueEvent(ahead=len(self._jobs), running=self._running, max_batch=self.max_batch)
+        waiting, running = self._jobs.state()
+        return QueueEvent(ahead=waiting, running=running, max_batch=self.max_batch)
 
     def submit(self, job: EngineJob) -> EngineJob:
         self.submit_all([job])
@@ -210,7 +222,7 @@ class DiffusionEngine:
         now = time.monotonic()
         for job in jobs:
             job.submitted = now
-        before, running = self._jobs.put(jobs), self._running
+        before, running = self._jobs.put(jobs)
         for offset, job in enumerate(jobs):
             job.emit(("queued", QueueEvent(ahead=before + offset, running=running, max_batch=self.max_batch)))
 
@@ -227,15 +239,13 @@ class DiffusionEngine:
             live = [job for job in batch if not self._skip_cancelled(job)]
             if not live:
                 continue
-            self._running = len(live)
             try:
                 self._generate(live)
             except Exception as exc:  # the worker must survive anything one request does
                 error = BackendUnavailable(f"the DiffusionGemma engine failed: {type(exc).__name__}: {exc}")
                 for job in live:
-                    self._finish(job, "error", error)
-            finally:
-                self._running = 0
+                    if self._jobs.is_running(job):  # not already told (done or cancelled)
+                        self._finish(job, "error", error)
 
     def _skip_cancelled(self, job: EngineJob) -> bool:
         if job.cancelled.is_set():
@@ -244,6 +254,8 @@ class DiffusionEngine:
         return False
 
     def _finish(self, job: EngineJob, kind: str, payload: Any) -> None:
+        """Send the job's one terminal event; it no longer counts as running."""
+        self._jobs.finished(job)
         self.stats["failed" if kind == "error" else kind] += 1
         job.emit((kind, payload))
 
