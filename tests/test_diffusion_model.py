@@ -47,10 +47,14 @@ def backend(tiny_path):
 
 
 def test_tiny_config_has_the_published_structure(tiny_path):
+    from backends.diffusion.shapes import published_config
     from transformers import AutoConfig
 
     config = AutoConfig.from_pretrained(tiny_path, local_files_only=True)
-    text = config.text_config
+    text, published = config.text_config, published_config().text_config
+    assert text.layer_types[:6] == published.layer_types[:6]
+    for key in ("use_bidirectional_attention", "tie_word_embeddings", "final_logit_softcapping"):
+        assert getattr(text, key) == getattr(published, key), key
     assert text.layer_types == ["sliding_attention"] * 5 + ["full_attention"]  # the published 5:1 pattern
     assert text.per_layer_config[5].head_dim > text.per_layer_config[0].head_dim  # wider global heads
     assert text.use_bidirectional_attention == "vision"

@@ -127,8 +127,10 @@ class _JobQueue:
         with self._ready:
             self._running.discard(id(job))
 
-    def take(self, limit: int) -> list[EngineJob] | None:
-        """The next batch (blocking), or None when the engine is closing."""
+    def take(self, limit: int, window_s: float = 0.0) -> list[EngineJob] | None:
+        """The next batch (blocking), or None when the engine is closing. With room left in the
+        batch, waits up to `window_s` for compatible jobs: requests sent together arrive a few
+        milliseconds apart (each is tokenized first), and a batch cannot be joined once running."""
         with self._ready:
             while not self._items:
                 self._ready.wait()
@@ -136,22 +138,33 @@ class _JobQueue:
             if first is None:
                 return None
             batch, key = [first], first.batch_key
-            for job in list(self._items) if key is not None else []:
-                if len(batch) >= limit:
+            self._running.add(id(first))  # counted as running from the moment it leaves the line
+            until = time.monotonic() + window_s
+            while key is not None:
+                self._gather(batch, key, limit)
+                left = until - time.monotonic()
+                if len(batch) >= limit or left <= 0:
                     break
-                if job is not None and not job.cancelled.is_set() and job.batch_key == key:
-                    self._items.remove(job)
-                    batch.append(job)
-            self._running.update(id(job) for job in batch)
+                self._ready.wait(left)
             return batch
+
+    def _gather(self, batch: list[EngineJob], key: str, limit: int) -> None:
+        for job in list(self._items):
+            if len(batch) >= limit:
+                return
+            if job is not None and not job.cancelled.is_set() and job.batch_key == key:
+                self._items.remove(job)
+                batch.append(job)
+                self._running.add(id(job))
 
 
 class DiffusionEngine:
     """Owns one loaded model; `submit()` queues a job, a single worker thread runs them in batches."""
 
-    def __init__(self, loaded: LoadedModel, *, max_batch: int = 1):
+    def __init__(self, loaded: LoadedModel, *, max_batch: int = 1, batch_window_s: float = 0.0):
         self.loaded = loaded
         self.max_batch = max(1, int(max_batch))
+        self.batch_window_s = batch_window_s  # how long a batch with room waits for company
         self._jobs = _JobQueue()
         self._hidden = _hidden_ids(loaded.tokenizer)
         # Counters since start (read by /healthz, benchmarks and tests); written by the worker only.
@@ -235,7 +248,7 @@ class DiffusionEngine:
     # -- worker side ----------------------------------------------------------------------
 
     def _run(self) -> None:
-        while (batch := self._jobs.take(self.max_batch)) is not None:
+        while (batch := self._jobs.take(self.max_batch, self.batch_window_s)) is not None:
             live = [job for job in batch if not self._skip_cancelled(job)]
             if not live:
                 continue

@@ -6,6 +6,7 @@
         model: /models/diffusiongemma-26B-A4B-it   # a directory, or a hub id already in the local cache
         decoding: diffusion
         options: {device: auto, dtype: auto}      # auto: GPU in bfloat16 if present, else CPU float32
+        # options may also set max_batch (default 4, vLLM's max_num_seqs) and batch_window_ms (default 5)
         params: {max_denoising_steps: 48}         # defaults for every request
 
 Per request, `Request.extra` (or the backend's `params`) may set any of max_new_tokens,
@@ -49,7 +50,8 @@ from backends.types import (
     content_text,
 )
 
-__all__ = ["DiffusionLocalBackend", "EngineSetupError", "generation_overrides", "max_batch", "thinking_flag"]
+__all__ = ["DiffusionLocalBackend", "EngineSetupError", "batch_window_s", "generation_overrides", "max_batch",
+           "thinking_flag"]
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +110,15 @@ def max_batch(options: dict[str, Any]) -> int:
     return value
 
 
+def batch_window_s(options: dict[str, Any]) -> float:
+    """`options.batch_window_ms` (default 5): how long a batch with room waits for concurrent
+    requests to arrive; small next to a canvas (about 250 ms on one GPU)."""
+    value = options.get("batch_window_ms", 5)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise EngineSetupError(f"options.batch_window_ms must be a number of milliseconds >= 0, got {value!r}")
+    return float(value) / 1000
+
+
 class DiffusionLocalBackend(Backend):
     kind = "diffusion-local"
 
@@ -123,7 +134,8 @@ class DiffusionLocalBackend(Backend):
         with self._load_lock:
             if self._engine is None:
                 try:
-                    max_batch(self.settings.options)  # refuse a bad setting before loading gigabytes
+                    max_batch(self.settings.options)  # refuse bad settings before loading gigabytes
+                    batch_window_s(self.settings.options)
                     loaded = load_model(self.model, self.settings.options)
                 except EngineSetupError as exc:
                     raise _located(exc, self) from None
@@ -132,7 +144,9 @@ class DiffusionLocalBackend(Backend):
                     log.warning("%s: the checkpoint writes %d-token canvases but the backend's canvas_length is "
                                 "%d; set canvas_length: %d in its config", self.name, loaded.canvas_length,
                                 self.settings.canvas_length, loaded.canvas_length)
-                self._engine = DiffusionEngine(loaded, max_batch=max_batch(self.settings.options))
+                options = self.settings.options
+                self._engine = DiffusionEngine(loaded, max_batch=max_batch(options),
+                                               batch_window_s=batch_window_s(options))
             return self._engine
 
     @property
