@@ -70,9 +70,10 @@ def run_full(device: str, canvases: int = 2, steps: int = 48, prompt_len: int = 
               f"{torch.__version__} sees {'no GPU' if not torch.cuda.is_available() else 'one, but --device is ' + device}. "
               "Run it on a GPU machine; the tiny model's figures above are CPU-only.", file=sys.stderr)
         return None
+    from transformers import DiffusionGemmaForBlockDiffusion
+
     from backends.diffusion.compat import patch_model
     from backends.diffusion.shapes import published_config
-    from transformers import DiffusionGemmaForBlockDiffusion
 
     started = time.perf_counter()
     torch.set_default_dtype(torch.bfloat16)

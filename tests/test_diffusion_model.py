@@ -47,8 +47,9 @@ def backend(tiny_path):
 
 
 def test_tiny_config_has_the_published_structure(tiny_path):
-    from backends.diffusion.shapes import published_config
     from transformers import AutoConfig
+
+    from backends.diffusion.shapes import published_config
 
     config = AutoConfig.from_pretrained(tiny_path, local_files_only=True)
     text, published = config.text_config, published_config().text_config
@@ -71,8 +72,9 @@ def test_tiny_model_generates_with_tied_embeddings(backend):
 
 
 def _all_bidirectional(tmp_path: Path) -> tuple:
-    from backends.diffusion.tiny import build_tiny_checkpoint
     from transformers import AutoTokenizer, DiffusionGemmaForBlockDiffusion
+
+    from backends.diffusion.tiny import build_tiny_checkpoint
 
     path = build_tiny_checkpoint(tmp_path / "all", bidirectional="all", layers=2)
     model = DiffusionGemmaForBlockDiffusion.from_pretrained(path, local_files_only=True).eval()
@@ -219,3 +221,37 @@ def test_unknown_thinking_value_is_a_usage_error(backend):
 
     with pytest.raises(UsageError, match="thinking must be true or false"):
         asyncio.run(backend.complete(Request(messages=PROMPT, extra={"thinking": "yes"})))
+
+
+# ------------------------------------------------------------------ the queue in predictions
+
+
+def test_a_busy_engine_shows_its_queue_in_explain(backend):
+    from backends.diffusion.engine import EngineJob
+    from router.core import Router
+
+    config = {"backends": {"local": {"kind": "diffusion-local", "model": backend.model, "decoding": "diffusion",
+                                     "canvas_length": CANVAS}},
+              "routing": {"tiers": [{"name": "local", "backends": ["local"]}]}}
+    engine = backend.load()
+    started, finished = threading.Event(), threading.Event()
+
+    def emit(event):
+        if event[0] == "started":
+            started.set()
+        if event[0] in ("done", "cancelled", "error"):
+            finished.set()
+
+    long = EngineJob(input_ids=engine.encode(PROMPT), emit=emit,
+                     generation_config=engine.generation_config({"max_new_tokens": 400 * CANVAS,
+                                                                 "confidence_threshold": 1e-12}))
+    with Router.from_config(config, backends={"local": backend}) as router:
+        idle = router.explain("why is the sky blue", max_tokens=CANVAS).details["candidates"][0]
+        engine.submit(long)
+        assert started.wait(30)
+        busy = router.explain("why is the sky blue", max_tokens=CANVAS).details["candidates"][0]
+        long.cancel()
+        assert finished.wait(30)
+    assert idle["queue"] == {"waiting": 0, "running": 0, "max_batch": 4, "wait_p50_s": 0.0}
+    assert busy["queue"]["running"] == 1 and busy["queue"]["wait_p50_s"] == pytest.approx(idle["p50_s"], rel=1e-3)
+    assert busy["p50_s"] == pytest.approx(2 * idle["p50_s"], rel=1e-3)
