@@ -20,6 +20,7 @@ __all__ = [
     "KEPT_MARKERS",
     "OPEN",
     "ThinkingSplitter",
+    "partial_suffix",
     "reasoning_delta",
     "reasoning_of",
     "split_chunks",
@@ -56,7 +57,7 @@ class ThinkingSplitter:
             marker = CLOSE if self._inside else OPEN
             at = self._held.find(marker)
             if at < 0:
-                keep = _partial_suffix(self._held, marker)
+                keep = partial_suffix(self._held, marker)
                 self._emit(out, self._held[: len(self._held) - keep])
                 self._held = self._held[len(self._held) - keep:]
                 break
@@ -89,7 +90,7 @@ class ThinkingSplitter:
             out.append(("thinking" if self._inside else "answer", text))
 
 
-def _partial_suffix(text: str, marker: str) -> int:
+def partial_suffix(text: str, marker: str) -> int:
     """Length of the longest end of `text` that begins `marker` (0 if none)."""
     for n in range(min(len(text), len(marker) - 1), 0, -1):
         if marker.startswith(text[-n:]):

@@ -28,7 +28,7 @@ from backends.types import Completion, FinalChunk, Request, TextChunk, ThinkingC
 
 __all__ = ["EngineServer", "create_app"]
 
-_PASSED = (*GENERATION_KEYS, "seed", "thinking")
+_PASSED = (*GENERATION_KEYS, "seed", "thinking", "tools", "tool_choice", "parallel_tool_calls")
 
 
 def _request(body: dict[str, Any]) -> Request:
@@ -157,6 +157,8 @@ async def _sse(backend: Backend, request: Request, name: str, include_usage: boo
                 yield event({"reasoning_content": chunk.text})
             elif isinstance(chunk, FinalChunk):
                 c = chunk.completion
+                if c.tool_calls:  # parsed from the model's protocol once the answer is complete
+                    yield event({"tool_calls": [{"index": i, **call} for i, call in enumerate(c.tool_calls)]})
                 yield event({}, c.finish_reason or "stop")
                 if include_usage:
                     usage = {"id": ident, "object": "chat.completion.chunk", "created": created, "model": name,

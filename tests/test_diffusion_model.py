@@ -255,3 +255,31 @@ def test_a_busy_engine_shows_its_queue_in_explain(backend):
     assert idle["queue"] == {"waiting": 0, "running": 0, "max_batch": 4, "wait_p50_s": 0.0}
     assert busy["queue"]["running"] == 1 and busy["queue"]["wait_p50_s"] == pytest.approx(idle["p50_s"], rel=1e-3)
     assert busy["p50_s"] == pytest.approx(2 * idle["p50_s"], rel=1e-3)
+
+
+# ------------------------------------------------------------------ tool calls, in process
+
+TOOLS = [{"type": "function", "function": {"name": "answer", "description": "d",
+                                           "parameters": {"type": "object", "properties": {}}}}]
+
+
+def test_tools_reach_the_chat_template_and_the_request_runs(backend):
+    engine = backend.load()
+    tokenizer = engine.loaded.tokenizer
+    plain = tokenizer.convert_ids_to_tokens(engine.encode(PROMPT)[0])
+    declared = tokenizer.convert_ids_to_tokens(engine.encode(PROMPT, tools=TOOLS)[0])
+    assert "answer" in declared and len(declared) > len(plain)
+    request = Request(messages=PROMPT, max_tokens=CANVAS, extra={"tools": TOOLS, "tool_choice": "auto"})
+    completion = asyncio.run(backend.complete(request))
+    # Random weights never write a call; the parse of real calls is tests/test_gemma_tools.py.
+    assert completion.tool_calls is None and completion.finish_reason == "length"
+
+
+def test_assistant_tool_calls_and_tool_replies_reach_the_template():
+    from backends.diffusion.local import _chat
+
+    call = {"id": "call_1", "type": "function", "function": {"name": "answer", "arguments": "{}"}}
+    messages = [{"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "call_1", "content": [{"type": "text", "text": "42"}]}]
+    assert _chat(messages) == [{"role": "assistant", "content": "", "tool_calls": [call]},
+                               {"role": "tool", "tool_call_id": "call_1", "content": "42"}]

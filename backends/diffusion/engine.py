@@ -175,10 +175,14 @@ class DiffusionEngine:
 
     # -- request side (any thread) --------------------------------------------------------
 
-    def encode(self, messages: list[dict[str, Any]], *, thinking: bool | None = None) -> Any:
+    def encode(self, messages: list[dict[str, Any]], *, thinking: bool | None = None,
+               tools: list[dict[str, Any]] | None = None) -> Any:
         """Token ids (1, n) for chat messages, through the checkpoint's own chat template.
-        `thinking` becomes the template's `enable_thinking` (Gemma 4's switch); None: its default."""
-        extra = {} if thinking is None else {"enable_thinking": thinking}
+        `thinking` becomes the template's `enable_thinking` (Gemma 4's switch; None: its default);
+        `tools` (OpenAI function definitions) are rendered by the template as Gemma 4 declares them."""
+        extra: dict[str, Any] = {} if thinking is None else {"enable_thinking": thinking}
+        if tools:
+            extra["tools"] = tools
         try:
             encoded = self.loaded.tokenizer.apply_chat_template(
                 messages, add_generation_prompt=True, return_tensors="pt", return_dict=True, **extra

@@ -36,6 +36,7 @@ from backends.base import Backend, BackendSettings
 from backends.diffusion.engine import GENERATION_KEYS, DiffusionEngine, EngineJob, EngineResult
 from backends.diffusion.load import EngineSetupError, load_model
 from backends.errors import BackendError, BackendTimeout, RouteError, UsageError
+from backends.gemma_tools import tool_call_chunks
 from backends.thinking import split_chunks
 from backends.types import (
     Chunk,
@@ -58,6 +59,11 @@ log = logging.getLogger(__name__)
 _NEAR_GREEDY = 0.02  # temperature 0 cannot divide logits; this is as close as the schedule allows
 
 
+# Request extras that go to the chat template rather than to generation. `tool_choice` and
+# `parallel_tool_calls` are accepted and left to the model: Gemma 4 has no switch for them.
+_TEMPLATE_KEYS = ("thinking", "tools", "tool_choice", "parallel_tool_calls")
+
+
 def thinking_flag(request: Request, params: dict[str, Any]) -> bool | None:
     """`thinking` from the request's extras, else the backend's params: passed to the chat template
     as `enable_thinking`; None leaves the template's default."""
@@ -71,12 +77,13 @@ def generation_overrides(request: Request, params: dict[str, Any]) -> tuple[dict
     """(generation settings, seed) from backend params, then the request's fields and extras."""
     merged = {**params, **request.extra}
     seed = merged.pop("seed", None)
-    merged.pop("thinking", None)  # a chat-template switch, not a generation setting
+    for key in _TEMPLATE_KEYS:  # chat-template inputs, not generation settings
+        merged.pop(key, None)
     unknown = sorted(set(merged) - set(GENERATION_KEYS))
     if unknown:
         raise UsageError(f"diffusion-local does not understand {', '.join(map(repr, unknown))} (from the "
                          f"request's extra options or the backend's params); it accepts "
-                         f"{', '.join(GENERATION_KEYS)}, seed and thinking")
+                         f"{', '.join(GENERATION_KEYS)}, seed, thinking and tools")
     values: dict[str, Any] = {}
     if request.max_tokens is not None:
         values["max_new_tokens"] = request.max_tokens
@@ -96,9 +103,10 @@ def generation_overrides(request: Request, params: dict[str, Any]) -> tuple[dict
     return values, seed
 
 
-def _chat(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
-    # Chat templates expect plain string content; OpenAI content parts are flattened to text.
-    return [{"role": m.get("role", "user"), "content": content_text(m.get("content"))} for m in messages]
+def _chat(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    # Chat templates expect plain string content; OpenAI content parts are flattened to text. Other
+    # keys (an assistant's tool_calls, a tool reply's tool_call_id) are the template's to render.
+    return [{**m, "role": m.get("role", "user"), "content": content_text(m.get("content"))} for m in messages]
 
 
 def max_batch(options: dict[str, Any]) -> int:
@@ -174,20 +182,25 @@ class DiffusionLocalBackend(Backend):
 
     async def complete(self, request: Request) -> Completion:
         # Nobody sees drafts here: skip decoding one per denoising step.
-        async with contextlib.aclosing(split_chunks(self._generate(request, drafts=False))) as chunks:
+        async with contextlib.aclosing(self._answer(request, drafts=False)) as chunks:
             async for chunk in chunks:
                 if isinstance(chunk, FinalChunk):
                     return chunk.completion
         raise BackendError("generation ended without a result", **self._where())  # pragma: no cover
 
     def stream(self, request: Request) -> AsyncIterator[Chunk]:
-        return split_chunks(self._generate(request, drafts=True))
+        return self._answer(request, drafts=True)
+
+    def _answer(self, request: Request, *, drafts: bool) -> AsyncIterator[Chunk]:
+        """The engine's text with thinking split out, then Gemma 4 tool calls parsed out."""
+        return tool_call_chunks(split_chunks(self._generate(request, drafts=drafts)))
 
     async def _generate(self, request: Request, *, drafts: bool) -> AsyncIterator[Chunk]:
         overrides, seed = generation_overrides(request, self.settings.params)
         engine = await self.engine()
         config = engine.generation_config(overrides)
-        input_ids = engine.encode(_chat(request.messages), thinking=thinking_flag(request, self.settings.params))
+        input_ids = engine.encode(_chat(request.messages), thinking=thinking_flag(request, self.settings.params),
+                                  tools=request.extra.get("tools"))
         loop = asyncio.get_running_loop()
         events: asyncio.Queue = asyncio.Queue()
 

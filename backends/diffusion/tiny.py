@@ -33,9 +33,10 @@ _CORPUS = [
 ]
 
 # Gemma's turn format, reduced to what a WordLevel tokenizer can round-trip.
-# `enable_thinking` is Gemma 4's switch: it adds `<|think|>` to the prompt.
+# `enable_thinking` is Gemma 4's switch: it adds `<|think|>` to the prompt; declared tools get a turn each.
 _CHAT_TEMPLATE = (
     "{{ bos_token }}{% if enable_thinking %}<|think|>{% endif %}"
+    "{% for tool in tools or [] %}<start_of_turn>system {{ tool['function']['name'] }}<end_of_turn>{% endfor %}"
     "{% for message in messages %}<start_of_turn>{{ message['role'] }} "
     "{{ message['content'] }}<end_of_turn>{% endfor %}"
     "{% if add_generation_prompt %}<start_of_turn>model {% endif %}"
