@@ -158,35 +158,37 @@ def with_tool_calls(completion: Completion) -> Completion:
 
 
 async def tool_call_chunks(chunks: AsyncIterator[Chunk]) -> AsyncIterator[Chunk]:
-    """A stream whose TextChunks never show tool-call markup (it is held until the call ends) and
-    whose FinalChunk carries the parsed calls."""
-    held, inside = "", False
+    """A stream whose TextChunks never show a well-formed tool call (its markup is held until the
+    call ends, then dropped) and whose FinalChunk carries the parsed calls. Markup that turns out
+    not to be a call is shown after all, as the final text keeps it."""
+    held = ""
     async for chunk in chunks:
         if isinstance(chunk, TextChunk):
-            held += chunk.text
-            shown, held, inside = _visible(held, inside)
+            shown, held = _visible(held + chunk.text)
             if shown:
                 yield TextChunk(shown)
         elif isinstance(chunk, FinalChunk):
-            if held and not inside:
+            if held:  # an unclosed call: not a call
                 yield TextChunk(held)
             yield FinalChunk(with_tool_calls(chunk.completion))
         else:
             yield chunk
 
 
-def _visible(held: str, inside: bool) -> tuple[str, str, bool]:
-    """(text safe to show now, text still held, whether a call is open)."""
+def _visible(held: str) -> tuple[str, str]:
+    """(text safe to show now, text held back: a call still open, or a possible start of one)."""
     shown = []
-    while True:
-        marker = CALL_CLOSE if inside else CALL_OPEN
-        at = held.find(marker)
-        if at < 0:
-            if inside:
-                return "".join(shown), held, inside
-            keep = partial_suffix(held, marker)
-            shown.append(held[: len(held) - keep])
-            return "".join(shown), held[len(held) - keep:], inside
-        if not inside:
-            shown.append(held[:at])
-        held, inside = held[at + len(marker):], not inside
+    while (start := held.find(CALL_OPEN)) >= 0:
+        shown.append(held[:start])
+        held = held[start:]
+        end = held.find(CALL_CLOSE)
+        if end < 0:
+            return "".join(shown), held
+        segment, held = held[: end + len(CALL_CLOSE)], held[end + len(CALL_CLOSE):]
+        try:
+            parse_call(segment[len(CALL_OPEN): -len(CALL_CLOSE)])
+        except ToolCallSyntaxError:
+            shown.append(segment)
+    keep = partial_suffix(held, CALL_OPEN)
+    shown.append(held[: len(held) - keep])
+    return "".join(shown), held[len(held) - keep:]

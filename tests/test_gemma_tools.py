@@ -77,3 +77,15 @@ async def test_stream_hides_call_markup_even_split_across_chunks():
     assert "".join(c.text for c in chunks if isinstance(c, TextChunk)) == "Checking."
     final = chunks[-1].completion
     assert final.text == "Checking." and final.tool_calls[0]["function"]["name"] == "lookup"
+
+
+async def test_stream_shows_markup_that_is_not_a_call_as_the_final_text_does():
+    raw = f"a{CALL_OPEN}oops{CALL_CLOSE}b{CALL_OPEN}never closed"
+
+    async def source():
+        for piece in raw:
+            yield TextChunk(piece)
+        yield FinalChunk(Completion(text=raw, backend="b", model="m"))
+
+    chunks = [c async for c in tool_call_chunks(source())]
+    assert "".join(c.text for c in chunks if isinstance(c, TextChunk)) == raw == chunks[-1].completion.text

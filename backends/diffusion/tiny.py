@@ -128,6 +128,10 @@ def build_tiny_checkpoint(path: str | Path, *, canvas_length: int = TINY_CANVAS_
         # with certainty, so the argmax never ends an answer early: every run writes exactly
         # ceil(max_new_tokens / canvas_length) canvases, which keeps tests and benchmarks comparable.
         model.lm_head.weight[tokenizer.eos_token_id].zero_()
+        # Likewise the thinking and tool-call markers: word salad never opens a thought or a call
+        # (those paths are tested on scripted text), as a real model writes them only on purpose.
+        for marker in _MARKERS:
+            model.lm_head.weight[tokenizer.convert_tokens_to_ids(marker)].zero_()
     model.generation_config = DiffusionGemmaGenerationConfig(
         max_new_tokens=4 * canvas_length,
         max_denoising_steps=max_denoising_steps,
