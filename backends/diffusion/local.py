@@ -30,9 +30,10 @@ import logging
 import threading
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, ClassVar
 
 from backends.base import Backend, BackendSettings
+from backends.capabilities import Capabilities
 from backends.diffusion.engine import GENERATION_KEYS, DiffusionEngine, EngineJob, EngineResult
 from backends.diffusion.load import EngineSetupError, load_model
 from backends.errors import BackendError, BackendTimeout, RouteError, UsageError
@@ -129,6 +130,9 @@ def batch_window_s(options: dict[str, Any]) -> float:
 
 class DiffusionLocalBackend(Backend):
     kind = "diffusion-local"
+    # Images need the checkpoint's processor, which this engine does not load yet: vision stays off,
+    # so the router sends image requests elsewhere (a 400 when nothing else can take them).
+    capabilities: ClassVar[Capabilities] = Capabilities(tools=True, seed=True, drafts=True)
 
     def __init__(self, settings: BackendSettings):
         super().__init__(settings)
