@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import replace
 from typing import Any
 
@@ -157,7 +157,7 @@ def with_tool_calls(completion: Completion) -> Completion:
                    finish_reason="tool_calls")
 
 
-async def tool_call_chunks(chunks: AsyncIterator[Chunk]) -> AsyncIterator[Chunk]:
+async def tool_call_chunks(chunks: AsyncIterator[Chunk]) -> AsyncGenerator[Chunk, None]:
     """A stream whose TextChunks never show a well-formed tool call (its markup is held until the
     call ends, then dropped) and whose FinalChunk carries the parsed calls. Markup that turns out
     not to be a call is shown after all, as the final text keeps it."""

@@ -9,7 +9,7 @@ and one small incremental splitter: no I/O, no project imports beyond the data t
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -141,7 +141,7 @@ def with_thinking(completion: Completion, reasoning: str = "", *, thinking_token
     return replace(completion, text=answer, thinking=thinking, usage=usage)
 
 
-async def split_chunks(chunks: AsyncIterator[Chunk]) -> AsyncIterator[Chunk]:
+async def split_chunks(chunks: AsyncIterator[Chunk]) -> AsyncGenerator[Chunk, None]:
     """A stream with thinking split out: TextChunks carrying markers become ThinkingChunk and
     TextChunk pieces; ThinkingChunks already split by the server pass through; the FinalChunk's
     completion gets the same split (its text joined from the raw pieces)."""

@@ -29,7 +29,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any, ClassVar
 
 from backends.base import Backend, BackendSettings
@@ -190,12 +190,12 @@ class DiffusionLocalBackend(Backend):
             async for chunk in chunks:
                 if isinstance(chunk, FinalChunk):
                     return chunk.completion
-        raise BackendError("generation ended without a result", **self._where())  # pragma: no cover
+        raise BackendError("generation ended without a result", **self.where())  # pragma: no cover
 
-    def stream(self, request: Request) -> AsyncIterator[Chunk]:
+    def stream(self, request: Request) -> AsyncGenerator[Chunk, None]:
         return self._answer(request, drafts=True)
 
-    def _answer(self, request: Request, *, drafts: bool) -> AsyncIterator[Chunk]:
+    def _answer(self, request: Request, *, drafts: bool) -> AsyncGenerator[Chunk, None]:
         """The engine's text with thinking split out, then Gemma 4 tool calls parsed out."""
         return tool_call_chunks(split_chunks(self._generate(request, drafts=drafts)))
 
@@ -232,8 +232,6 @@ class DiffusionLocalBackend(Backend):
         if engine is not None:
             await asyncio.to_thread(engine.close)
 
-    def _where(self) -> dict[str, str]:
-        return {"backend": self.name, "model": self.model}
 
 
 class _Run:
@@ -260,7 +258,7 @@ class _Run:
             async with asyncio.timeout(max(remaining, 0.0) + 0.5):  # the worker checks first; this is a backstop
                 return await events.get()
         except TimeoutError:
-            raise BackendTimeout(f"no answer within {self.budget:g} s", **self.backend._where()) from None
+            raise BackendTimeout(f"no answer within {self.budget:g} s", **self.backend.where()) from None
 
     async def chunks(self, events: asyncio.Queue, job: EngineJob) -> AsyncIterator[Chunk]:
         while True:
@@ -295,8 +293,8 @@ class _Run:
             return FinalChunk(self._completion(payload, self.committed, "stop"))
         if payload.reason == "deadline":
             raise BackendTimeout(f"no answer within {self.budget:g} s (stopped after {payload.canvases} canvases, "
-                                 f"{payload.denoising_steps} denoising steps)", **self.backend._where())
-        raise BackendError(f"generation was {payload.reason}", **self.backend._where())
+                                 f"{payload.denoising_steps} denoising steps)", **self.backend.where())
+        raise BackendError(f"generation was {payload.reason}", **self.backend.where())
 
     def _cut_at_stop(self, piece: str) -> tuple[str, bool]:
         if not self.stop:
@@ -341,4 +339,4 @@ def _located(error: Any, backend: DiffusionLocalBackend) -> RouteError:
     if isinstance(error, BackendError) and not error.backend:
         error.backend, error.model = backend.name, backend.model
         error.args = (f"{backend.name}: {error.args[0]}",)
-    return error if isinstance(error, RouteError) else BackendError(str(error), **backend._where())
+    return error if isinstance(error, RouteError) else BackendError(str(error), **backend.where())
