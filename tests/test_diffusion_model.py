@@ -283,3 +283,28 @@ def test_assistant_tool_calls_and_tool_replies_reach_the_template():
                 {"role": "tool", "tool_call_id": "call_1", "content": [{"type": "text", "text": "42"}]}]
     assert _chat(messages) == [{"role": "assistant", "content": "", "tool_calls": [call]},
                                {"role": "tool", "tool_call_id": "call_1", "content": "42"}]
+
+
+# ------------------------------------------------------------------ images
+
+
+IMAGE = [{"role": "user", "content": [{"type": "text", "text": "what is this?"},
+                                      {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}}]}]
+
+
+def test_image_requests_skip_the_in_process_engine_and_say_why_when_nothing_else_can(backend):
+    from backends.errors import Unsupported
+    from policies.needs import Needs
+    from router.core import Router
+
+    local = {"kind": "diffusion-local", "model": backend.model, "decoding": "diffusion", "canvas_length": CANVAS}
+    both = {"backends": {"local": local, "hosted": {"kind": "openai", "model": "h"}},
+            "routing": {"tiers": [{"name": "all", "backends": ["local", "hosted"]}]}}
+    alone = {"backends": {"local": local}, "routing": {"tiers": [{"name": "all", "backends": ["local"]}]}}
+    needs = Needs.of(IMAGE, {}, None)
+    with Router.from_config(both, backends={"local": backend}, log=False) as router:
+        assert router.decide(IMAGE, needs=needs).candidates == ("hosted",)
+    with Router.from_config(alone, backends={"local": backend}, log=False) as router:
+        with pytest.raises(Unsupported) as caught:
+            router.decide(IMAGE, needs=needs)
+    assert caught.value.need == "vision"

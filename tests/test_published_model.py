@@ -31,3 +31,14 @@ def test_a_local_directory_is_served_under_the_published_id():
                               "--generation-config vllm --gpu-memory-utilization 0.8")
     assert "--served-model-name google/diffusiongemma-26B-A4B-it" in vllm_command("/models/dg")
     assert len(vllm_advice()) == 1 + len(VLLM_FLAGS)
+
+
+def test_the_simulator_accepts_image_parts(sim):
+    import httpx
+
+    content = [{"type": "text", "text": "what is in this picture?"},
+               {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]
+    body = {"model": PUBLISHED_ID, "messages": [{"role": "user", "content": content}]}
+    response = httpx.post(f"{sim.base_url}/chat/completions", json=body, timeout=10)
+    assert response.status_code == 200, response.text
+    assert response.json()["choices"][0]["message"]["content"]
