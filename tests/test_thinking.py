@@ -91,3 +91,30 @@ async def test_reasoning_content_becomes_thinking_never_answer():
     assert [c.text for c in chunks if isinstance(c, ThinkingChunk)] == [THOUGHT[:10], THOUGHT[10:]]
     assert [c.text for c in chunks if isinstance(c, TextChunk)] == [ANSWER]
     assert chunks[-1].completion.text == ANSWER and chunks[-1].completion.thinking == THOUGHT
+
+
+async def test_engine_server_sends_thinking_apart_as_reasoning_content(sim):
+    """simulator -> OpenAI backend (splits the markers) -> `route engine serve`'s wire format
+    (`reasoning_content`) -> an OpenAI backend reading it: the thought never becomes answer text."""
+    import asyncio
+
+    from router.engine_server import EngineServer
+
+    sim.script("thinker", [RAW])
+    upstream = _backend(sim.base_url)
+    server = EngineServer(upstream, port=0, served_name="dg")
+    await asyncio.to_thread(server.start)
+    client = _backend(server.base_url, model="dg")
+    try:
+        plain = await client.complete(Request(messages=PROMPT))
+        chunks = [c async for c in client.stream(Request(messages=PROMPT))]
+        raw = httpx.post(f"{server.base_url}/chat/completions", json={"model": "dg", "messages": PROMPT}).json()
+    finally:
+        await client.aclose()
+        await asyncio.to_thread(server.stop)
+        await upstream.aclose()
+    assert raw["choices"][0]["message"] == {"role": "assistant", "content": ANSWER, "reasoning_content": THOUGHT}
+    assert raw["usage"]["completion_tokens_details"]["reasoning_tokens"] > 0
+    assert plain.text == ANSWER and plain.thinking == THOUGHT
+    assert "".join(c.text for c in chunks if isinstance(c, ThinkingChunk)) == THOUGHT
+    assert "".join(c.text for c in chunks if isinstance(c, TextChunk)) == ANSWER
