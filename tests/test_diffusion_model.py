@@ -308,3 +308,17 @@ def test_image_requests_skip_the_in_process_engine_and_say_why_when_nothing_else
         with pytest.raises(Unsupported) as caught:
             router.decide(IMAGE, needs=needs)
     assert caught.value.need == "vision"
+
+
+def test_max_batch_read_when_a_batch_forms_so_changing_it_while_idle_takes_effect(backend):
+    engine = backend.load()
+    before = engine.stats["batches"]
+    engine.max_batch = 1  # the worker is already waiting for work when this changes
+    try:
+        jobs, events, done = _jobs(engine, 3, max_new_tokens=CANVAS)
+        engine.submit_all(jobs)
+        assert all(d.wait(60) for d in done)
+    finally:
+        engine.max_batch = 4
+    assert engine.stats["batches"] == before + 3
+    assert [log[-1][1].batch_size for log in events] == [1, 1, 1]

@@ -127,7 +127,7 @@ class _JobQueue:
         with self._ready:
             self._running.discard(id(job))
 
-    def take(self, limit: int, window_s: float = 0.0) -> list[EngineJob] | None:
+    def take(self, limit_of: Callable[[], int], window_s: float = 0.0) -> list[EngineJob] | None:
         """The next batch (blocking), or None when the engine is closing. With room left in the
         batch, waits up to `window_s` for compatible jobs: requests sent together arrive a few
         milliseconds apart (each is tokenized first), and a batch cannot be joined once running."""
@@ -137,7 +137,7 @@ class _JobQueue:
             first = self._items.popleft()
             if first is None:
                 return None
-            batch, key = [first], first.batch_key
+            batch, key, limit = [first], first.batch_key, limit_of()  # read now: it may change while idle
             self._running.add(id(first))  # counted as running from the moment it leaves the line
             until = time.monotonic() + window_s
             while key is not None:
@@ -252,7 +252,7 @@ class DiffusionEngine:
     # -- worker side ----------------------------------------------------------------------
 
     def _run(self) -> None:
-        while (batch := self._jobs.take(self.max_batch, self.batch_window_s)) is not None:
+        while (batch := self._jobs.take(lambda: self.max_batch, self.batch_window_s)) is not None:
             live = [job for job in batch if not self._skip_cancelled(job)]
             if not live:
                 continue
