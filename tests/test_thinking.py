@@ -118,3 +118,26 @@ async def test_engine_server_sends_thinking_apart_as_reasoning_content(sim):
     assert plain.text == ANSWER and plain.thinking == THOUGHT
     assert "".join(c.text for c in chunks if isinstance(c, ThinkingChunk)) == THOUGHT
     assert "".join(c.text for c in chunks if isinstance(c, TextChunk)) == ANSWER
+
+
+async def test_an_arbiter_sees_answers_never_thoughts(sim):
+    import dataclasses
+
+    from router.consortium.simulated import arbiter_responder
+    from tests.helpers import router_for
+
+    sim.script("glm-5.2", [RAW])
+    prompts: list[str] = []
+    judge = arbiter_responder(confidence=0.9)
+
+    def recording(messages):
+        prompts.append(json.dumps(messages))
+        return judge(messages)
+
+    state = sim.app.state.sim
+    state.profiles["mercury-2"] = dataclasses.replace(state.profile("mercury-2"), responder=recording)
+    router = router_for(sim, "  panel:\n    members: [glm-5.2*2]\n    arbiter: mercury-2\n    judging: rank\n")
+    async with router:
+        result = await router.acomplete("why is the sky blue", model="panel")
+    assert prompts and all(ANSWER in p and THOUGHT not in p and OPEN not in p for p in prompts)
+    assert result.completion.text == ANSWER
