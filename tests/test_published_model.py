@@ -42,3 +42,12 @@ def test_the_simulator_accepts_image_parts(sim):
     response = httpx.post(f"{sim.base_url}/chat/completions", json=body, timeout=10)
     assert response.status_code == 200, response.text
     assert response.json()["choices"][0]["message"]["content"]
+
+
+def test_engine_serve_refuses_a_batch_of_zero():
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "router.cli", "engine", "serve", "--model", "x", "--max-batch", "0"],
+                            capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert result.returncode == 2 and "--max-batch" in result.stderr

@@ -84,6 +84,8 @@ def register(app: typer.Typer) -> None:
         device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda, cuda:N or mps.")] = "auto",
         dtype: Annotated[str, typer.Option("--dtype", help="auto, bfloat16, float16 or float32.")] = "auto",
         timeout: Annotated[float, typer.Option("--timeout", min=0.001, help="Seconds one request may take.")] = 600.0,
+        max_batch: Annotated[int, typer.Option("--max-batch", min=1, help="Concurrent requests generated together "
+                                               "(like vLLM's --max-num-seqs; its DiffusionGemma recipe uses 4).")] = 4,
     ) -> None:
         from backends.base import BackendSettings
         from backends.diffusion.local import DiffusionLocalBackend
@@ -92,7 +94,7 @@ def register(app: typer.Typer) -> None:
         out = Output()
         name = served_name or model
         settings = BackendSettings(name=name, model=model, decoding="diffusion", timeout_s=timeout,
-                                   options={"device": device, "dtype": dtype})
+                                   options={"device": device, "dtype": dtype, "max_batch": max_batch})
         backend = DiffusionLocalBackend(settings)
         out.info(f"[dim]loading {model} ...[/]")
         loaded = backend.load().loaded  # fail here, before listening, with the loader's message
