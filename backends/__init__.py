@@ -36,6 +36,7 @@ from backends.types import (
     Price,
     Request,
     TextChunk,
+    ThinkingChunk,
     Timings,
     Usage,
 )
@@ -67,6 +68,7 @@ __all__ = [
     "Request",
     "RouteError",
     "TextChunk",
+    "ThinkingChunk",
     "Timings",
     "Unsupported",
     "Usage",

@@ -13,7 +13,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from backends.types import Chunk, Completion, DiffusionStats, DraftChunk, FinalChunk, TextChunk, Timings, Usage
+from backends.thinking import ThinkingSplitter, with_thinking
+from backends.types import (
+    Chunk,
+    Completion,
+    DiffusionStats,
+    DraftChunk,
+    FinalChunk,
+    TextChunk,
+    ThinkingChunk,
+    Timings,
+    Usage,
+)
 
 if TYPE_CHECKING:
     from backends.base import Backend
@@ -29,6 +40,7 @@ class Delta:
 
     text: str = ""
     draft: str | None = None
+    reasoning: str = ""  # thinking a server split out itself (`reasoning_content`): never answer text
     tool_calls: Sequence[Mapping[str, Any]] = ()
     usage: Usage | None = None
     finish_reason: str | None = None
@@ -49,6 +61,9 @@ class Assembly:
     ttft: float | None = None
     simulated: bool = False
     tool_calls: dict[int, dict[str, Any]] = field(default_factory=dict)
+    # Thinking (backends/thinking.py): sent apart by the server, or inline between markers in the text.
+    reasoning: list[str] = field(default_factory=list)
+    thinking: ThinkingSplitter = field(default_factory=ThinkingSplitter)
 
     def apply(self, delta: Delta) -> list[Chunk]:
         """Fold one delta in; the chunks it produces for the caller."""
@@ -62,11 +77,16 @@ class Assembly:
             self.drafts += 1
             self.draft = delta.draft
             return [DraftChunk(delta.draft, step=self.drafts)]
+        chunks: list[Chunk] = []
+        if delta.reasoning:
+            self._first_content()
+            self.reasoning.append(delta.reasoning)
+            chunks.append(ThinkingChunk(delta.reasoning))
         if delta.text:
             self._first_content()
-            self.parts.append(delta.text)
-            return [TextChunk(delta.text)]
-        return []
+            self.parts.append(delta.text)  # raw: the completion splits the whole text once more
+            chunks += _thinking_chunks(self.thinking.feed(delta.text))
+        return chunks
 
     def _first_content(self) -> None:
         if self.ttft is None:
@@ -75,7 +95,7 @@ class Assembly:
     def finish(self) -> list[Chunk]:
         """The last chunks: a diffusing stream's final draft (its only committed text), then the
         FinalChunk."""
-        chunks: list[Chunk] = []
+        chunks = _thinking_chunks(self.thinking.close())
         if self.draft is not None and not self.parts:
             self.parts.append(self.draft)
             chunks.append(TextChunk(self.draft))
@@ -97,7 +117,7 @@ class Assembly:
             diffusion = DiffusionStats(canvases=canvases, canvas_length=settings.canvas_length)
         total = time.perf_counter() - self.started
         calls = [self.tool_calls[i] for i in sorted(self.tool_calls)]
-        return Completion(
+        completion = Completion(
             text=text,
             backend=self.backend.name,
             model=self.backend.model,
@@ -109,6 +129,11 @@ class Assembly:
             tool_calls=calls or None,
             metadata=metadata,
         )
+        return with_thinking(completion, "".join(self.reasoning))
+
+
+def _thinking_chunks(pieces: list[tuple[str, str]]) -> list[Chunk]:
+    return [ThinkingChunk(text) if kind == "thinking" else TextChunk(text) for kind, text in pieces]
 
 
 def _merge_tool_call(calls: dict[int, dict[str, Any]], delta: Mapping[str, Any]) -> None:

@@ -22,6 +22,7 @@ from backends.errors import BackendError, MalformedResponse
 from backends.http_errors import error_for_status, translate_transport_error
 from backends.params import ChatParams
 from backends.per_loop import PerLoop
+from backends.thinking import reasoning_delta, reasoning_of  # thinking hook
 from backends.types import Request, Usage
 
 __all__ = ["OpenAIBackend"]
@@ -123,7 +124,8 @@ class OpenAIBackend(Backend):
             message = choice.get("message") or {}
             calls = [{**call, "index": i} for i, call in enumerate(message.get("tool_calls") or ())]
             return Delta(text=message.get("content") or "", tool_calls=calls, usage=_usage(data.get("usage")),
-                         finish_reason=choice.get("finish_reason"), simulated=simulated)
+                         finish_reason=choice.get("finish_reason"), simulated=simulated,
+                         reasoning=reasoning_of(message))  # thinking hook: backends/thinking.py
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
             raise MalformedResponse(f"not an OpenAI chat completion: {body[:200]!r}", **self.where()) from exc
 
@@ -156,7 +158,8 @@ class OpenAIBackend(Backend):
         usage = _usage(event.get("usage"))
         if diffusing:  # each event replaces the draft: shown by `route --watch`, never appended
             return Delta(draft=text, tool_calls=calls, usage=usage, finish_reason=finish, simulated=simulated)
-        return Delta(text=text, tool_calls=calls, usage=usage, finish_reason=finish, simulated=simulated)
+        return Delta(text=text, tool_calls=calls, usage=usage, finish_reason=finish, simulated=simulated,
+                     reasoning=reasoning_delta(event))  # thinking hook: backends/thinking.py
 
     async def aclose(self) -> None:
         clients, self._clients = self._clients.by_loop, PerLoop(self._new_client)

@@ -56,6 +56,7 @@ class DiffusionLocalParams(Strict):
     stability_threshold: int | None = Field(None, ge=1)
     confidence_threshold: float | None = Field(None, gt=0)
     seed: int | None = None
+    thinking: bool | None = None  # the chat template's `enable_thinking`; None: the template's default
 
 
 class DiffusionLocalOptions(Strict):
@@ -63,3 +64,7 @@ class DiffusionLocalOptions(Strict):
 
     device: str = "auto"
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    # Concurrent requests generated together (vLLM's --max-num-seqs; its DiffusionGemma recipe uses 4).
+    max_batch: int = Field(4, ge=1)
+    # How long a batch with room waits for requests sent at the same moment, in milliseconds.
+    batch_window_ms: float = Field(5.0, ge=0)

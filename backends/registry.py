@@ -32,7 +32,7 @@ class Kind:
 _KINDS: dict[str, Kind] = {
     "openai": Kind("backends.openai_http:OpenAIBackend", params=ChatParams),
     "litellm": Kind("backends.litellm_backend:LiteLLMBackend", params=ChatParams),
-    "diffusion-local": Kind("backends.diffusion_local:DiffusionLocalBackend", params=DiffusionLocalParams,
+    "diffusion-local": Kind("backends.diffusion.local:DiffusionLocalBackend", params=DiffusionLocalParams,
                             options=DiffusionLocalOptions),
     "fake": Kind("backends.fake:FakeBackend"),
 }

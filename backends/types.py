@@ -20,6 +20,7 @@ __all__ = [
     "Price",
     "Request",
     "TextChunk",
+    "ThinkingChunk",
     "Timings",
     "Usage",
     "as_messages",
@@ -75,6 +76,7 @@ class Request:
 class Usage:
     input_tokens: int = 0
     output_tokens: int = 0
+    thinking_tokens: int = 0  # the part of output_tokens spent reasoning before the answer (as OpenAI counts)
 
     @property
     def total_tokens(self) -> int:
@@ -146,6 +148,8 @@ class Completion:
     diffusion: DiffusionStats | None = None
     # Tool calls and other structured output, in OpenAI format, passed through untouched.
     tool_calls: list[dict[str, Any]] | None = None
+    # Reasoning the model did before answering (never part of `text`); None when it did none.
+    thinking: str | None = None
     # Free-form facts a wrapper wants to hand up (a consortium's trace, the simulator label).
     metadata: dict[str, Any] = field(default_factory=dict)
 
@@ -156,6 +160,14 @@ class TextChunk:
 
     text: str
     kind: Literal["text"] = "text"
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkingChunk:
+    """Reasoning text, in order, before the answer. Never part of the final text."""
+
+    text: str
+    kind: Literal["thinking"] = "thinking"
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,4 +189,4 @@ class FinalChunk:
     kind: Literal["final"] = "final"
 
 
-Chunk = TextChunk | DraftChunk | FinalChunk
+Chunk = TextChunk | ThinkingChunk | DraftChunk | FinalChunk

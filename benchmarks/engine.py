@@ -1,9 +1,10 @@
 """The in-process DiffusionGemma engine: tokens per forward pass and wall time per canvas.
 
-    .venv/bin/python benchmarks/engine.py                     # tiny random-weight model, CPU, ~10 s
+    .venv/bin/python benchmarks/engine.py                     # tiny random-weight model, CPU, ~1 min
     .venv/bin/python benchmarks/engine.py --model /models/diffusiongemma-26B-A4B-it --device cuda
+    .venv/bin/python benchmarks/engine.py --device cuda --size full   # published shapes, random weights
 
-Without --model it builds the tiny checkpoint (backends/diffusion_tiny.py) in a temporary
+Without --model it builds the tiny checkpoint (backends/diffusion/tiny.py) in a temporary
 directory. With --model it loads real weights from that directory (or a hub id already in the
 local cache) exactly as the diffusion-local backend does; on a GPU machine install the CUDA
 build of torch and `pip install 'latency-router[local]'` first (plus `accelerate` to load
@@ -15,6 +16,13 @@ Three ways of running the same prompts, all measured in this run:
   backend    the diffusion-local backend's complete() (worker thread, queue, streamer, no drafts)
   stream     its stream(): a draft decoded and delivered after every denoising step
   fixed      the backend with adaptive stopping disabled (every canvas runs max_denoising_steps)
+
+Then 4 concurrent requests, served one after another (max_batch 1) and batched (max_batch 4),
+interleaved in the same run: wall time, committed tokens per second, the throughput ratio.
+
+`--size full` instead builds the published architecture (25 B parameters) with random weights on
+the GPU and times one denoising step and one canvas at batch 1 and 4 (benchmarks/engine_full.py);
+without a CUDA GPU it says so and exits 0.
 
 Printed per mode: canvases, denoising steps (forward passes), tokens per forward pass,
 milliseconds per forward pass and per canvas, committed tokens per second; then the ratios
@@ -55,6 +63,7 @@ class Figures:
     steps: int
     tokens: int
     seconds: float
+    batches: int = 0  # engine batches the requests ran in (concurrent modes only)
 
     @property
     def tokens_per_forward(self) -> float:
@@ -124,14 +133,30 @@ def _raw(engine, prompts: list[str], max_new: int) -> Figures:
     return Figures("raw", len(prompts), canvases, steps, tokens, seconds)
 
 
+async def _concurrent(backend, engine, mode: str, prompts: list[str], max_new: int) -> Figures:
+    """len(prompts) requests at once; `sequential` serves them one at a time, `batched` together."""
+    from backends.types import Request
+
+    engine.max_batch = 1 if mode == "sequential" else len(prompts)
+    requests = [Request(messages=[{"role": "user", "content": p}], max_tokens=max_new, timeout_s=3600)
+                for p in prompts]
+    batches = engine.stats["batches"]
+    started = time.perf_counter()
+    completions = await asyncio.gather(*(backend.complete(r) for r in requests))
+    seconds = time.perf_counter() - started
+    return Figures(mode, len(prompts), sum(c.diffusion.canvases for c in completions),
+                   sum(c.diffusion.denoising_steps or 0 for c in completions),
+                   sum(c.usage.output_tokens for c in completions), seconds, engine.stats["batches"] - batches)
+
+
 async def run(args) -> list[Figures]:
     from backends.base import BackendSettings
-    from backends.diffusion_load import read_config
-    from backends.diffusion_local import DiffusionLocalBackend
+    from backends.diffusion.load import read_config
+    from backends.diffusion.local import DiffusionLocalBackend
 
     model = args.model
     if model is None:
-        from backends.diffusion_tiny import build_tiny_checkpoint
+        from backends.diffusion.tiny import build_tiny_checkpoint
 
         model = str(build_tiny_checkpoint(Path(tempfile.mkdtemp(prefix="tiny-dg-"))))
     options = {"device": args.device, "dtype": args.dtype}
@@ -153,12 +178,16 @@ async def run(args) -> list[Figures]:
         return sorted(runs, key=lambda f: f.seconds)[len(runs) // 2]
 
     fixed = {**extra, "confidence_threshold": 1e-12}
-    runs: dict[str, list[Figures]] = {"raw": [], "backend": [], "stream": [], "fixed": []}
+    runs: dict[str, list[Figures]] = {"raw": [], "backend": [], "stream": [], "fixed": [], "sequential": [],
+                                      "batched": []}
+    concurrent = (PROMPTS * 4)[:4]
     for _ in range(args.repeat):  # interleaved, so drift in machine load hits every mode alike
         runs["raw"].append(_raw(engine, args.prompts, max_new))
         runs["backend"].append(await _through_backend(backend, "backend", args.prompts, extra, max_new))
         runs["stream"].append(await _through_backend(backend, "stream", args.prompts, extra, max_new))
         runs["fixed"].append(await _through_backend(backend, "fixed", args.prompts, fixed, max_new))
+        for mode in ("sequential", "batched"):
+            runs[mode].append(await _concurrent(backend, engine, mode, concurrent, max_new))
     await backend.aclose()
     return [median(r) for r in runs.values()]
 
@@ -170,6 +199,7 @@ def report(results: list[Figures], as_json: bool) -> None:
         "stream_over_raw_time": by["stream"].seconds / by["raw"].seconds,
         "fixed_over_adaptive_steps": by["fixed"].steps / by["backend"].steps,
         "tokens_per_forward_over_autoregressive": by["backend"].tokens_per_forward / 1.0,
+        "batched_over_sequential_throughput": by["batched"].tokens_per_s / by["sequential"].tokens_per_s,
     }
     if as_json:
         print(json.dumps({"modes": [f.row() for f in results], "ratios": ratios}, indent=2))
@@ -183,6 +213,23 @@ def report(results: list[Figures], as_json: bool) -> None:
     print(f"fixed / adaptive forward passes:   {ratios['fixed_over_adaptive_steps']:.3f}x  "
           "(what adaptive stopping saves)")
     print(f"tokens per forward vs AR (1.0):    {ratios['tokens_per_forward_over_autoregressive']:.2f}x")
+    print(f"4 concurrent, batched / one-by-one: {ratios['batched_over_sequential_throughput']:.2f}x throughput "
+          f"({by['sequential'].seconds:.2f} s in {by['sequential'].batches} batches -> {by['batched'].seconds:.2f} s "
+          f"in {by['batched'].batches})")
+
+
+def report_full(rows: list[dict], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps({"size": "full", "rows": rows}, indent=2))
+        return
+    print(f"{'batch':>5} {'steps':>6} {'ms/step p50':>12} {'ms/canvas':>10} {'tok/s':>9}")
+    for row in rows[:-1]:
+        print(f"{row['batch']:>5} {row['steps']:>6} {row['step_ms_p50']:>12.1f} {row['canvas_ms_mean']:>10.1f} "
+              f"{row['tokens_per_s']:>9.0f}")
+    one, four = rows[0], rows[1]
+    print(f"batch 4 / batch 1 throughput: {four['tokens_per_s'] / one['tokens_per_s']:.2f}x; "
+          f"peak GPU memory {rows[-1]['peak_gb']:.1f} GB; seed `latency: {{canvas_ms: {one['canvas_ms_mean']:.0f}}}` "
+          "(every step run: a real model stops earlier)")
 
 
 def main() -> None:
@@ -195,8 +242,17 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs per mode; the median is shown")
     parser.add_argument("--prompts", type=int, default=len(PROMPTS), help="how many of the built-in prompts")
     parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    parser.add_argument("--size", choices=("tiny", "full"), default="tiny",
+                        help="full: the published architecture with random weights, on a CUDA GPU")
     args = parser.parse_args()
     args.prompts = PROMPTS[: max(1, args.prompts)]
+    if args.size == "full":
+        from benchmarks.engine_full import run_full
+
+        rows = run_full(args.device)
+        if rows is not None:
+            report_full(rows, args.json)
+        return
     report(asyncio.run(run(args)), args.json)
 
 

@@ -52,7 +52,7 @@ from router.core import Router
 
 # name: (simulated model, decoding, price $/Mtok in/out, config prior, unscaled sim profile)
 BACKENDS = {
-    "dgemma-local": ("google/diffusiongemma-26b-a4b-it", "diffusion", (0.0, 0.0),
+    "dgemma-local": ("google/diffusiongemma-26B-A4B-it", "diffusion", (0.0, 0.0),
                      {"ttft_ms": 30, "canvas_ms": 250},
                      dict(ttft_s=0.03, decoding="diffusion", canvas_s=0.25, answer_tokens=300)),
     "mercury-2": ("mercury-2", "diffusion", (0.25, 0.75), {"ttft_ms": 150, "canvas_ms": 120},

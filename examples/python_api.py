@@ -24,7 +24,7 @@ def config(base_url: str) -> dict:
     local = {"kind": "openai", "base_url": base_url}
     return {
         "backends": {
-            "diffusiongemma": {**local, "model": "google/diffusiongemma-26b-a4b-it", "decoding": "diffusion"},
+            "diffusiongemma": {**local, "model": "google/diffusiongemma-26B-A4B-it", "decoding": "diffusion"},
             "mercury-2": {**local, "model": "mercury-2", "decoding": "diffusion", "price": {"input": 0.25, "output": 0.75}},
             "frontier": {**local, "model": "claude-sonnet-4-5", "price": {"input": 3, "output": 15}},
         },

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["DecayedHistogram", "LatencyModel", "Prediction", "Prior", "answer_tokens"]
+__all__ = ["DecayedHistogram", "LatencyModel", "Prediction", "Prior", "QueueState", "answer_tokens"]
 
 Decoding = Literal["autoregressive", "diffusion"]
 
@@ -135,8 +135,24 @@ class Prior:
 
 
 @dataclass(frozen=True, slots=True)
+class QueueState:
+    """A backend's own line of requests (the in-process engine serves `max_batch` at a time):
+    requests waiting, requests being generated, and how many one batch holds."""
+
+    waiting: int = 0
+    running: int = 0
+    max_batch: int = 1
+
+    @property
+    def batches_ahead(self) -> int:
+        """Whole generations a new request waits for: the batch in progress (a running batch
+        cannot be joined), then the full batches formed by those already waiting."""
+        return (1 if self.running else 0) + self.waiting // max(1, self.max_batch)
+
+
+@dataclass(frozen=True, slots=True)
 class Prediction:
-    """Predicted wall time for one request on one backend. Seconds."""
+    """Predicted wall time for one request on one backend. Seconds; queue wait included."""
 
     p50_s: float
     p95_s: float
@@ -145,11 +161,17 @@ class Prediction:
     output_tokens: int  # the expected answer length used
     samples: int  # measured samples behind the estimate (0 = priors only)
     failure_rate: float
+    queue_s: float = 0.0  # of p50_s, the expected wait behind other requests (0: none queued)
+    queue: QueueState | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"p50_s": round(self.p50_s, 4), "p95_s": round(self.p95_s, 4),
-                "first_p95_s": round(self.first_p95_s, 4), "output_tokens": self.output_tokens,
-                "samples": self.samples, "failure_rate": round(self.failure_rate, 3)}
+        out: dict[str, Any] = {"p50_s": round(self.p50_s, 4), "p95_s": round(self.p95_s, 4),
+                               "first_p95_s": round(self.first_p95_s, 4), "output_tokens": self.output_tokens,
+                               "samples": self.samples, "failure_rate": round(self.failure_rate, 3)}
+        if self.queue is not None:
+            out["queue"] = {"waiting": self.queue.waiting, "running": self.queue.running,
+                            "max_batch": self.queue.max_batch, "wait_p50_s": round(self.queue_s, 4)}
+        return out
 
 
 def answer_tokens(max_tokens: int | None, learned: tuple[float, float] | None) -> tuple[int, int]:
@@ -183,6 +205,7 @@ class LatencyModel:
         self.answer = DecayedHistogram(half_life)  # natural answer lengths (not cut by max_tokens), tokens
         self.failures = DecayedHistogram(half_life)  # 0/1 per attempt; its mean is the failure rate
         self.last_ts = 0.0  # unix seconds of the newest sample, for exploration of stale backends
+        self.queue: QueueState | None = None  # the backend's line right now, set by whoever owns it
 
     # -- priors ---------------------------------------------------------------------------
 
@@ -258,7 +281,11 @@ class LatencyModel:
         p50 += fail * (self.retry_backoff_s + p50)
         if fail > 0.05:
             p95 += self.retry_backoff_s + p50
-        return Prediction(p50, p95, first50, first95, n50, self.samples, fail)
+        # Behind other requests a new one waits whole generations, each about one answer long.
+        ahead = self.queue.batches_ahead if self.queue is not None else 0
+        wait50, wait95 = ahead * p50, ahead * p95
+        return Prediction(p50 + wait50, p95 + wait95, first50 + wait50, first95 + wait95, n50, self.samples, fail,
+                          queue_s=wait50, queue=self.queue)
 
     # -- learning -------------------------------------------------------------------------
 

@@ -37,6 +37,7 @@ from router.config_loader import LoadedConfig, load_config
 from router.decision import Attempt, Decision, Outcome, RouteResult
 from router.execution import Executor
 from router.latency_tracker import LatencyTracker
+from router.queueing import with_queue  # queue hook
 from router.redaction import Redactor
 
 __all__ = ["RouteStream", "Router"]
@@ -258,7 +259,8 @@ class Router:
                               need=need)
         if deadline_s is None:
             deadline_s = _seconds(self.config.routing.deadline_ms)
-        plan = forced_plan(model, self.latency.model(model).predict(max_tokens))
+        learned = with_queue(self.latency.model(model), self._backends.get(model))  # queue hook
+        plan = forced_plan(model, learned.predict(max_tokens))
         return Decision(plan=plan, reason=plan.why, forced=True, deadline_s=deadline_s)
 
     def _check_prefer(self, prefer: str | None) -> Prefer:
@@ -275,7 +277,8 @@ class Router:
         settings = self.config.routing.latency
         chars = sum(len(str(m.get("content") or "")) for m in messages)
         return RouteInputs(
-            models={name: self.latency.model(name) for name in names},
+            # queue hook (router/queueing.py): a backend's own line of requests is part of its prediction
+            models={name: with_queue(self.latency.model(name), self._backends.get(name)) for name in names},
             prices=self._prices,
             input_tokens=chars // 4,  # ~4 characters per token: close enough for a cost estimate
             max_tokens=max_tokens,

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 from dataclasses import dataclass
+from typing import Any
 
 from router.config import BackendConfig, Config
 
-__all__ = ["Check", "check_all", "check_backend"]
+__all__ = ["Check", "check_all", "check_backend", "not_served_hint"]
 
 
 @dataclass(frozen=True)
@@ -48,14 +50,32 @@ def _check_openai(name: str, spec: BackendConfig, timeout_s: float) -> Check:
     simulated = " [SIMULATED]" if response.headers.get("x-simulated") == "true" else ""
     served = _served_models(response)
     if served and spec.model not in served:
-        return Check(name, True, f"reachable at {base}{simulated}, but it lists {served[:5]}, not {spec.model!r}")
+        problem = f"{base} does not serve {spec.model!r}; {not_served_hint(spec.model, served)}"
+        if response.headers.get("x-sim-any-model") == "true":
+            # The lenient simulator answers every name; a real server (vLLM) would answer 404.
+            return Check(name, True, f"reachable at {base}{simulated}, which answers any name, but {problem}")
+        return Check(name, False, problem)
     return Check(name, True, f"reachable at {base}{simulated}")
 
 
-def _served_models(response) -> list[str]:
+def not_served_hint(model: str, served: list[str]) -> str:
+    """Which names a server does serve, led by a case-insensitive (then fuzzy) did-you-mean.
+
+    vLLM serves exactly the name it was started with and answers any other with 404, so
+    `google/diffusiongemma-26b-a4b-it` fails against `vllm serve google/diffusiongemma-26B-A4B-it`.
+    """
+    same = [s for s in served if s.casefold() == model.casefold()]
+    close = same or difflib.get_close_matches(model, served, n=1, cutoff=0.6)
+    listed = ", ".join(served[:10]) + (f" and {len(served) - 10} more" if len(served) > 10 else "")
+    mean = f"did you mean {close[0]!r}? (set the backend's `model:` to it) " if close else ""
+    return f"{mean}it serves: {listed}"
+
+
+def _served_models(response: Any) -> list[str]:
     try:
-        return [m.get("id") for m in response.json().get("data", [])]
-    except (ValueError, AttributeError):
+        data = response.json().get("data", [])
+        return [str(m["id"]) for m in data if isinstance(m, dict) and m.get("id")]
+    except (ValueError, AttributeError, TypeError):
         return []
 
 
@@ -66,7 +86,7 @@ def _check_local(name: str, spec: BackendConfig) -> Check:
     if missing:
         return Check(name, False, f"needs {' and '.join(missing)}: pip install torch==2.13.0 (the CPU build; a bare "
                                   "`torch` pulls a CUDA build), then pip install 'latency-router[local]'")
-    from backends.diffusion_load import EngineSetupError, read_config
+    from backends.diffusion.load import EngineSetupError, read_config
 
     try:  # config.json only: checks the path and the model type without loading weights
         config = read_config(spec.model)

@@ -21,14 +21,14 @@ from typing import Any
 from starlette.requests import Request as HTTPRequest  # at module level: FastAPI resolves the annotation here
 
 from backends.base import Backend
-from backends.diffusion_engine import GENERATION_KEYS
+from backends.diffusion.engine import GENERATION_KEYS
 from backends.errors import BackendError, BackendTimeout, RouteError, UsageError
 from backends.threaded_server import ThreadedServer
-from backends.types import Completion, FinalChunk, Request, TextChunk
+from backends.types import Completion, FinalChunk, Request, TextChunk, ThinkingChunk
 
 __all__ = ["EngineServer", "create_app"]
 
-_PASSED = (*GENERATION_KEYS, "seed")
+_PASSED = (*GENERATION_KEYS, "seed", "thinking", "tools", "tool_choice", "parallel_tool_calls")
 
 
 def _request(body: dict[str, Any]) -> Request:
@@ -46,9 +46,23 @@ def _request(body: dict[str, Any]) -> Request:
     )
 
 
-def _usage(completion: Completion) -> dict[str, int]:
+def _usage(completion: Completion) -> dict[str, Any]:
     u = completion.usage
-    return {"prompt_tokens": u.input_tokens, "completion_tokens": u.output_tokens, "total_tokens": u.total_tokens}
+    usage: dict[str, Any] = {"prompt_tokens": u.input_tokens, "completion_tokens": u.output_tokens,
+                             "total_tokens": u.total_tokens}
+    if u.thinking_tokens:
+        usage["completion_tokens_details"] = {"reasoning_tokens": u.thinking_tokens}
+    return usage
+
+
+def _message(completion: Completion) -> dict[str, Any]:
+    """The assistant message; thinking goes apart in `reasoning_content`, as vLLM's reasoning parsers send it."""
+    message: dict[str, Any] = {"role": "assistant", "content": completion.text}
+    if completion.thinking:
+        message["reasoning_content"] = completion.thinking
+    if completion.tool_calls:
+        message["tool_calls"] = completion.tool_calls
+    return message
 
 
 def _diffusion(completion: Completion) -> dict[str, Any] | None:
@@ -113,7 +127,7 @@ def create_app(backend: Backend, served_name: str | None = None):
             "object": "chat.completion",
             "created": int(time.time()),
             "model": name,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": completion.text},
+            "choices": [{"index": 0, "message": _message(completion),
                          "finish_reason": completion.finish_reason or "stop"}],
             "usage": _usage(completion),
         }
@@ -139,8 +153,12 @@ async def _sse(backend: Backend, request: Request, name: str, include_usage: boo
         async for chunk in stream:
             if isinstance(chunk, TextChunk):
                 yield event({"content": chunk.text})
+            elif isinstance(chunk, ThinkingChunk):
+                yield event({"reasoning_content": chunk.text})
             elif isinstance(chunk, FinalChunk):
                 c = chunk.completion
+                if c.tool_calls:  # parsed from the model's protocol once the answer is complete
+                    yield event({"tool_calls": [{"index": i, **call} for i, call in enumerate(c.tool_calls)]})
                 yield event({}, c.finish_reason or "stop")
                 if include_usage:
                     usage = {"id": ident, "object": "chat.completion.chunk", "created": created, "model": name,

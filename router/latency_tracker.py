@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from backends.errors import BackendTimeout
 from policies.latency import LatencyModel, Prior
 from router.decision import Attempt, Decision
+from router.queueing import queue_wait_s  # queue hook
 
 if TYPE_CHECKING:
     from router.config import Config
@@ -152,9 +153,10 @@ def _learn(model: LatencyModel, attempt: Attempt, now: float) -> None:
         # attempt.elapsed_s includes the backend's own retries; they belong in the estimate, and a
         # retry delays the first token as much as the total.
         retried = max(0.0, attempt.elapsed_s - timings.total_s)
-        first = timings.ttft_s + retried if timings.ttft_s is not None else None
+        queued = queue_wait_s(completion)  # queue hook: the wait is predicted from the queue, not learned
+        first = max(0.0, timings.ttft_s + retried - queued) if timings.ttft_s is not None else None
         canvases = completion.diffusion.canvases if completion.diffusion is not None else None
-        model.observe(max(attempt.elapsed_s, timings.total_s), first_s=first,
+        model.observe(max(attempt.elapsed_s, timings.total_s) - queued, first_s=first,
                       output_tokens=completion.usage.output_tokens, canvases=canvases,
                       truncated=completion.finish_reason == "length", now=now)
         return

@@ -29,7 +29,7 @@ from backends.types import DraftChunk, FinalChunk, Request, TextChunk
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
 
 ROOT = Path(__file__).resolve().parent.parent
-CANVAS = 16  # backends.diffusion_tiny.TINY_CANVAS_LENGTH, without importing torch here
+CANVAS = 16  # backends.diffusion.tiny.TINY_CANVAS_LENGTH, without importing torch here
 PROMPT = [{"role": "user", "content": "why is the sky blue"}]
 
 # Makes `import torch` / `import transformers` fail in a child process, as on a machine without the extra.
@@ -133,7 +133,7 @@ def _needs_the_extra(request):
 def tiny_path(tmp_path_factory) -> Path:
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from backends.diffusion_tiny import build_tiny_checkpoint
+    from backends.diffusion.tiny import build_tiny_checkpoint
 
     return build_tiny_checkpoint(tmp_path_factory.mktemp("tiny-diffusiongemma"))
 
@@ -147,7 +147,7 @@ def _settings(path: Path, **changes) -> BackendSettings:
 
 @pytest.fixture(scope="module")
 def backend(tiny_path):
-    from backends.diffusion_local import DiffusionLocalBackend
+    from backends.diffusion.local import DiffusionLocalBackend
 
     b = DiffusionLocalBackend(_settings(tiny_path))
     b.load()
@@ -318,7 +318,7 @@ async def test_cancelling_the_consuming_task_stops_generation(backend):
 
 @torch_only
 def test_engine_job_cancelled_from_a_draft_stops_after_that_step(backend):
-    from backends.diffusion_engine import EngineJob
+    from backends.diffusion.engine import EngineJob
 
     engine = backend.load()
     events: list = []
@@ -351,7 +351,7 @@ async def test_deadline_stops_generation_with_a_timeout(backend):
 
 @torch_only
 def test_missing_weights_and_wrong_checkpoint_are_explained(tmp_path):
-    from backends.diffusion_load import EngineSetupError, read_config
+    from backends.diffusion.load import EngineSetupError, read_config
 
     with pytest.raises(EngineSetupError, match="no DiffusionGemma weights at .*hf download.*vLLM"):
         read_config(str(tmp_path / "nowhere"))
@@ -367,7 +367,7 @@ def test_missing_weights_and_wrong_checkpoint_are_explained(tmp_path):
 def test_device_choice(caplog):
     import torch
 
-    from backends.diffusion_load import EngineSetupError, choose_device
+    from backends.diffusion.load import EngineSetupError, choose_device
 
     assert choose_device(torch, {"device": "cpu"}) == ("cpu", torch.float32)
     assert choose_device(torch, {"device": "cpu", "dtype": "bfloat16"}) == ("cpu", torch.bfloat16)
@@ -468,6 +468,18 @@ def test_cli_engine_info_reports_config_and_memory(tiny_path):
     assert info["parameters"] == sum(p.numel() for p in model.parameters())
     assert info["canvas_length"] == CANVAS and info["weights_bytes"]["float32"] == 4 * info["parameters"]
     assert info["weights_on_disk_bytes"] > 0 and torch is not None
+    command = info["serve_with_vllm"][0]
+    assert command.startswith(f"vllm serve {tiny_path} --served-model-name google/diffusiongemma-26B-A4B-it")
+
+
+@torch_only
+def test_cli_engine_info_gives_the_vllm_recipe_with_reasons(tiny_path):
+    result = _cli("engine", "info", str(tiny_path))
+    assert result.exit_code == 0, result.stderr
+    text = " ".join(result.stderr.split())
+    for flag in ("--max-num-seqs 4", "--generation-config vllm", "--gpu-memory-utilization 0.8"):
+        assert flag in text
+    assert "262k" in text and "max_tokens: 256" in text
 
 
 @torch_only
@@ -489,7 +501,8 @@ def engine_server(backend):
 def test_engine_server_health_and_models(engine_server):
     root = engine_server.base_url.removesuffix("/v1")
     health = httpx.get(f"{root}/healthz").json()
-    assert health["status"] == "ok" and set(health["engine"]) == {"done", "cancelled", "failed", "denoising_steps"}
+    assert health["status"] == "ok" and set(health["engine"]) == {"done", "cancelled", "failed", "denoising_steps", "batches",
+                                                                 "largest_batch"}
     assert [m["id"] for m in httpx.get(f"{engine_server.base_url}/models").json()["data"]] == ["tiny-dg"]
 
 

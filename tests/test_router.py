@@ -155,14 +155,14 @@ async def test_sync_wrapper_refuses_inside_a_running_loop():
 
 async def test_end_to_end_over_http_with_the_simulator(sim):
     config = {
-        "backends": {"local": {"kind": "openai", "model": "google/diffusiongemma-26b-a4b-it", "base_url": sim.base_url,
+        "backends": {"local": {"kind": "openai", "model": "google/diffusiongemma-26B-A4B-it", "base_url": sim.base_url,
                                "decoding": "diffusion"}},
         "routing": {"tiers": [{"name": "all", "backends": ["local"]}]},
     }
-    sim.update_profile("google/diffusiongemma-26b-a4b-it", canvas_s=0.01, ttft_s=0.0)
+    sim.update_profile("google/diffusiongemma-26B-A4B-it", canvas_s=0.01, ttft_s=0.0)
     async with Router.from_config(config) as router:
         result = await router.acomplete("Summarise the plot of Hamlet in one line.")
-    assert result.text.startswith("[simulated google/diffusiongemma-26b-a4b-it]")
+    assert result.text.startswith("[simulated google/diffusiongemma-26B-A4B-it]")
     assert result.completion.diffusion.canvases == 1
     assert result.as_dict()["simulated"] is True
 

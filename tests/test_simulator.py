@@ -235,7 +235,7 @@ def test_diffusion_stream_sends_whole_canvases(client, sim):
 
 
 def test_default_profiles_are_realistic():
-    gemma = DEFAULT_PROFILES["google/diffusiongemma-26b-a4b-it"]
+    gemma = DEFAULT_PROFILES["google/diffusiongemma-26B-A4B-it"]
     assert gemma.decoding == "diffusion" and 0.15 <= gemma.canvas_s <= 0.35
     assert DEFAULT_PROFILES["mercury-2"].decoding == "diffusion"
     claude = DEFAULT_PROFILES["claude-sonnet-4-5"]
@@ -320,9 +320,11 @@ def test_fault_drip_is_slow(client, sim):
     sim.update_profile("test-model", drip_interval_s=0.05)
     events = stream_events(client, headers={"x-sim-fault": "drip"}, max_tokens=6)
     assert len(content_of(events).split()) == 6
-    times = [t for t, _ in content_arrivals(events)]
-    gaps = [b - a for a, b in zip(times, times[1:])]
-    assert len(gaps) == 5 and min(gaps) >= 0.035
+    times = [t for t, _ in content_arrivals(events)]  # seconds after sending
+    # Token i leaves the server no earlier than i drip intervals after the request came in, so it
+    # arrives no earlier than that after sending: a bound, not a margin (arrival gaps between two
+    # tokens can shrink when the client reads late, so they are not compared).
+    assert len(times) == 6 and all(t >= i * 0.05 for i, t in enumerate(times))
     start = time.perf_counter()
     chat(client, headers={"x-sim-fault": "drip"}, max_tokens=6)
     assert time.perf_counter() - start >= 0.22

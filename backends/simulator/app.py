@@ -4,13 +4,17 @@ Chat completions are a plain ASGI callable (no Request/Response objects) because
 time the router, not the simulator: a zero-delay profile must cost well under a millisecond.
 
     POST /v1/chat/completions   OpenAI wire format, stream and non-stream
-    GET  /v1/models             every profiled model, owned_by "simulated"
+    GET  /v1/models             every profiled model, owned_by "simulated"; unless the app is
+                                strict about names, `x-sim-any-model: true` says others are answered too
     GET  /healthz
     POST /sim/faults            {"model", "sequence": ["500", null, ...]}  one per request
     POST /sim/script            {"model", "replies": [...]}  exact replies, cycling
     POST /sim/profiles          {"model", <SimProfile fields>}  change a profile at runtime
     GET  /sim/stats             per-model requests, completed, in_flight, peak_in_flight, cancelled, faults
     POST /sim/reset             back to the starting profiles; no faults, scripts or stats
+
+With `strict_models=True` an unprofiled model name is answered 404, exactly as vLLM answers a name
+it was not started with; otherwise any name gets a fast default profile.
 
 A request's fault comes from the `x-sim-fault` header, else the next queued one, else the
 profile. Every response carries `x-simulated: true`.
@@ -49,8 +53,9 @@ _STAT_KEYS = ("requests", "completed", "in_flight", "peak_in_flight", "cancelled
 class SimState:
     """Everything the control endpoints change. Lives on one event loop: no locks needed."""
 
-    def __init__(self, profiles: Mapping[str, SimProfile] | None = None):
+    def __init__(self, profiles: Mapping[str, SimProfile] | None = None, *, strict_models: bool = False):
         self._initial = dict(DEFAULT_PROFILES if profiles is None else profiles)
+        self.strict_models = strict_models
         self.reset()
 
     def reset(self) -> None:
@@ -152,6 +157,11 @@ class ChatCompletions:
             await _send_json(send, 400, _error(str(exc), "invalid_request_error"))
             return
         state = self.state
+        if state.strict_models and model not in state.profiles:
+            # vLLM's answer, word for word, to a name it was not started with.
+            await _send_json(send, 404, {"error": {"message": f"The model `{model}` does not exist.",
+                                                   "type": "NotFoundError", "param": "model", "code": 404}})
+            return
         number = state.count(model, "requests")
         state.count(model, "in_flight")
         client = _Client(receive)
@@ -419,9 +429,10 @@ def _fault_header(scope) -> str | None:
 # Control endpoints: rarely called, so plain Starlette requests are fine.
 
 async def _models(request: Request) -> JSONResponse:
-    names = sorted(request.app.state.sim.profiles)
-    data = [{"id": n, "object": "model", "created": 0, "owned_by": "simulated"} for n in names]
-    return JSONResponse({"object": "list", "data": data})
+    state = request.app.state.sim
+    data = [{"id": n, "object": "model", "created": 0, "owned_by": "simulated"} for n in sorted(state.profiles)]
+    headers = {} if state.strict_models else {"x-sim-any-model": "true"}
+    return JSONResponse({"object": "list", "data": data}, headers=headers)
 
 
 async def _healthz(request: Request) -> JSONResponse:
@@ -515,10 +526,10 @@ class _Labelled:
         await self.app(scope, receive, labelled_send)
 
 
-def create_app(profiles: Mapping[str, SimProfile] | None = None) -> Starlette:
-    """The ASGI app. `profiles` replaces DEFAULT_PROFILES; unknown models get a fast default.
-    `app.state.sim` is the SimState, for in-process inspection."""
-    state = SimState(profiles)
+def create_app(profiles: Mapping[str, SimProfile] | None = None, *, strict_models: bool = False) -> Starlette:
+    """The ASGI app. `profiles` replaces DEFAULT_PROFILES; unknown models get a fast default, or a 404
+    with `strict_models`. `app.state.sim` is the SimState, for in-process inspection."""
+    state = SimState(profiles, strict_models=strict_models)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):

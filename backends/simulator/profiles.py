@@ -109,7 +109,7 @@ FALLBACK_PROFILE = SimProfile(ttft_s=0.0, tokens_per_s=None, answer_tokens=40)
 # Timings are rough public figures at batch 1, enough to make routing decisions meaningful.
 DEFAULT_PROFILES: Mapping[str, SimProfile] = {
     # Local DiffusionGemma on one GPU: a 256-token canvas per ~0.25 s.
-    "google/diffusiongemma-26b-a4b-it": SimProfile(
+    "google/diffusiongemma-26B-A4B-it": SimProfile(
         ttft_s=0.03, decoding="diffusion", canvas_s=0.25, answer_tokens=120
     ),
     # Inception's hosted diffusion model: network round trip, then very fast canvases.

@@ -31,8 +31,9 @@ _EMPTY_STATS = {"requests": 0, "completed": 0, "in_flight": 0, "peak_in_flight":
 class SimServer(ThreadedServer):
     """The simulator on a loopback port (0 = any free port), served by uvicorn on a thread."""
 
-    def __init__(self, profiles: ProfilesSource = None, host: str = "127.0.0.1", port: int = 0):
-        app = create_app(None if profiles is None else load_profiles(profiles))
+    def __init__(self, profiles: ProfilesSource = None, host: str = "127.0.0.1", port: int = 0, *,
+                 strict_models: bool = False):
+        app = create_app(None if profiles is None else load_profiles(profiles), strict_models=strict_models)
         # A short graceful shutdown ends hung requests that clients still hold open.
         super().__init__(app, host=host, port=port, name="sim-server", timeout_graceful_shutdown=2)
         self._control: httpx.Client | None = None

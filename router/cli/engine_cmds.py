@@ -46,6 +46,10 @@ def _show_info(out: Output, info: dict[str, Any]) -> None:
     out.out.print(table)
     out.info("[dim]Need roughly weights + KV cache for the context + a few times the per-step logits. "
              "A 24 GB GPU needs a 4-bit quantization of the 26B model.[/]")
+    command, *reasons = info["serve_with_vllm"]
+    out.info(f"To serve it with vLLM instead: [bold]{command}[/]")
+    for reason in reasons:
+        out.info(f"[dim]  {reason}[/]")
 
 
 def register(app: typer.Typer) -> None:
@@ -61,7 +65,7 @@ def register(app: typer.Typer) -> None:
         path: Annotated[str, typer.Argument(help="Checkpoint directory, or a hub id already in the local cache.")],
         json_output: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
     ) -> None:
-        from backends.diffusion_info import describe
+        from backends.diffusion.info import describe
 
         out = Output(json_mode=json_output)
         facts = describe(path)
@@ -80,15 +84,17 @@ def register(app: typer.Typer) -> None:
         device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda, cuda:N or mps.")] = "auto",
         dtype: Annotated[str, typer.Option("--dtype", help="auto, bfloat16, float16 or float32.")] = "auto",
         timeout: Annotated[float, typer.Option("--timeout", min=0.001, help="Seconds one request may take.")] = 600.0,
+        max_batch: Annotated[int, typer.Option("--max-batch", min=1, help="Concurrent requests generated together "
+                                               "(like vLLM's --max-num-seqs; its DiffusionGemma recipe uses 4).")] = 4,
     ) -> None:
         from backends.base import BackendSettings
-        from backends.diffusion_local import DiffusionLocalBackend
+        from backends.diffusion.local import DiffusionLocalBackend
         from router.engine_server import EngineServer
 
         out = Output()
         name = served_name or model
         settings = BackendSettings(name=name, model=model, decoding="diffusion", timeout_s=timeout,
-                                   options={"device": device, "dtype": dtype})
+                                   options={"device": device, "dtype": dtype, "max_batch": max_batch})
         backend = DiffusionLocalBackend(settings)
         out.info(f"[dim]loading {model} ...[/]")
         loaded = backend.load().loaded  # fail here, before listening, with the loader's message

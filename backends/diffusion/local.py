@@ -6,6 +6,7 @@
         model: /models/diffusiongemma-26B-A4B-it   # a directory, or a hub id already in the local cache
         decoding: diffusion
         options: {device: auto, dtype: auto}      # auto: GPU in bfloat16 if present, else CPU float32
+        # options may also set max_batch (default 4, vLLM's max_num_seqs) and batch_window_ms (default 5)
         params: {max_denoising_steps: 48}         # defaults for every request
 
 Per request, `Request.extra` (or the backend's `params`) may set any of max_new_tokens,
@@ -28,13 +29,16 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any, ClassVar
 
 from backends.base import Backend, BackendSettings
-from backends.diffusion_engine import GENERATION_KEYS, DiffusionEngine, EngineJob, EngineResult
-from backends.diffusion_load import EngineSetupError, load_model
+from backends.capabilities import Capabilities
+from backends.diffusion.engine import GENERATION_KEYS, DiffusionEngine, EngineJob, EngineResult
+from backends.diffusion.load import EngineSetupError, load_model
 from backends.errors import BackendError, BackendTimeout, RouteError, UsageError
+from backends.gemma_tools import tool_call_chunks
+from backends.thinking import split_chunks
 from backends.types import (
     Chunk,
     Completion,
@@ -48,22 +52,39 @@ from backends.types import (
     content_text,
 )
 
-__all__ = ["DiffusionLocalBackend", "EngineSetupError", "generation_overrides"]
+__all__ = ["DiffusionLocalBackend", "EngineSetupError", "batch_window_s", "generation_overrides", "max_batch",
+           "thinking_flag"]
 
 log = logging.getLogger(__name__)
 
 _NEAR_GREEDY = 0.02  # temperature 0 cannot divide logits; this is as close as the schedule allows
 
 
+# Request extras that go to the chat template rather than to generation. `tool_choice` and
+# `parallel_tool_calls` are accepted and left to the model: Gemma 4 has no switch for them.
+_TEMPLATE_KEYS = ("thinking", "tools", "tool_choice", "parallel_tool_calls")
+
+
+def thinking_flag(request: Request, params: dict[str, Any]) -> bool | None:
+    """`thinking` from the request's extras, else the backend's params: passed to the chat template
+    as `enable_thinking`; None leaves the template's default."""
+    value = request.extra.get("thinking", params.get("thinking"))
+    if value is None or isinstance(value, bool):
+        return value
+    raise UsageError(f"thinking must be true or false, got {value!r}")
+
+
 def generation_overrides(request: Request, params: dict[str, Any]) -> tuple[dict[str, Any], int | None]:
     """(generation settings, seed) from backend params, then the request's fields and extras."""
     merged = {**params, **request.extra}
     seed = merged.pop("seed", None)
+    for key in _TEMPLATE_KEYS:  # chat-template inputs, not generation settings
+        merged.pop(key, None)
     unknown = sorted(set(merged) - set(GENERATION_KEYS))
     if unknown:
         raise UsageError(f"diffusion-local does not understand {', '.join(map(repr, unknown))} (from the "
                          f"request's extra options or the backend's params); it accepts "
-                         f"{', '.join(GENERATION_KEYS)} and seed")
+                         f"{', '.join(GENERATION_KEYS)}, seed, thinking and tools")
     values: dict[str, Any] = {}
     if request.max_tokens is not None:
         values["max_new_tokens"] = request.max_tokens
@@ -83,13 +104,35 @@ def generation_overrides(request: Request, params: dict[str, Any]) -> tuple[dict
     return values, seed
 
 
-def _chat(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
-    # Chat templates expect plain string content; OpenAI content parts are flattened to text.
-    return [{"role": m.get("role", "user"), "content": content_text(m.get("content"))} for m in messages]
+def _chat(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    # Chat templates expect plain string content; OpenAI content parts are flattened to text. Other
+    # keys (an assistant's tool_calls, a tool reply's tool_call_id) are the template's to render.
+    return [{**m, "role": m.get("role", "user"), "content": content_text(m.get("content"))} for m in messages]
+
+
+def max_batch(options: dict[str, Any]) -> int:
+    """`options.max_batch`: concurrent requests generated together (vLLM's `--max-num-seqs`; its
+    DiffusionGemma recipe uses 4, since every row holds canvas x vocabulary logits)."""
+    value = options.get("max_batch", 4)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise EngineSetupError(f"options.max_batch must be a positive integer (vLLM's recipe uses 4), got {value!r}")
+    return value
+
+
+def batch_window_s(options: dict[str, Any]) -> float:
+    """`options.batch_window_ms` (default 5): how long a batch with room waits for concurrent
+    requests to arrive; small next to a canvas (about 250 ms on one GPU)."""
+    value = options.get("batch_window_ms", 5)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise EngineSetupError(f"options.batch_window_ms must be a number of milliseconds >= 0, got {value!r}")
+    return float(value) / 1000
 
 
 class DiffusionLocalBackend(Backend):
     kind = "diffusion-local"
+    # Images need the checkpoint's processor, which this engine does not load yet: vision stays off,
+    # so the router sends image requests elsewhere (a 400 when nothing else can take them).
+    capabilities: ClassVar[Capabilities] = Capabilities(tools=True, seed=True, drafts=True)
 
     def __init__(self, settings: BackendSettings):
         super().__init__(settings)
@@ -103,6 +146,8 @@ class DiffusionLocalBackend(Backend):
         with self._load_lock:
             if self._engine is None:
                 try:
+                    max_batch(self.settings.options)  # refuse bad settings before loading gigabytes
+                    batch_window_s(self.settings.options)
                     loaded = load_model(self.model, self.settings.options)
                 except EngineSetupError as exc:
                     raise _located(exc, self) from None
@@ -111,13 +156,22 @@ class DiffusionLocalBackend(Backend):
                     log.warning("%s: the checkpoint writes %d-token canvases but the backend's canvas_length is "
                                 "%d; set canvas_length: %d in its config", self.name, loaded.canvas_length,
                                 self.settings.canvas_length, loaded.canvas_length)
-                self._engine = DiffusionEngine(loaded)
+                options = self.settings.options
+                self._engine = DiffusionEngine(loaded, max_batch=max_batch(options),
+                                               batch_window_s=batch_window_s(options))
             return self._engine
 
     @property
     def stats(self) -> dict[str, int] | None:
         """The engine's counters (done, cancelled, failed, denoising_steps), or None before it loads."""
         return None if self._engine is None else dict(self._engine.stats)
+
+    def queue_state(self) -> dict[str, int] | None:
+        """Requests waiting and being generated now, and the batch limit; None before the model loads."""
+        if self._engine is None:
+            return None
+        state = self._engine.queue_state()
+        return {"waiting": state.ahead, "running": state.running, "max_batch": state.max_batch}
 
     async def engine(self) -> DiffusionEngine:
         if self._engine is not None:
@@ -132,20 +186,25 @@ class DiffusionLocalBackend(Backend):
 
     async def complete(self, request: Request) -> Completion:
         # Nobody sees drafts here: skip decoding one per denoising step.
-        async with contextlib.aclosing(self._generate(request, drafts=False)) as chunks:
+        async with contextlib.aclosing(self._answer(request, drafts=False)) as chunks:
             async for chunk in chunks:
                 if isinstance(chunk, FinalChunk):
                     return chunk.completion
-        raise BackendError("generation ended without a result", **self._where())  # pragma: no cover
+        raise BackendError("generation ended without a result", **self.where())  # pragma: no cover
 
-    def stream(self, request: Request) -> AsyncIterator[Chunk]:
-        return self._generate(request, drafts=True)
+    def stream(self, request: Request) -> AsyncGenerator[Chunk, None]:
+        return self._answer(request, drafts=True)
+
+    def _answer(self, request: Request, *, drafts: bool) -> AsyncGenerator[Chunk, None]:
+        """The engine's text with thinking split out, then Gemma 4 tool calls parsed out."""
+        return tool_call_chunks(split_chunks(self._generate(request, drafts=drafts)))
 
     async def _generate(self, request: Request, *, drafts: bool) -> AsyncIterator[Chunk]:
         overrides, seed = generation_overrides(request, self.settings.params)
         engine = await self.engine()
         config = engine.generation_config(overrides)
-        input_ids = engine.encode(_chat(request.messages))
+        input_ids = engine.encode(_chat(request.messages), thinking=thinking_flag(request, self.settings.params),
+                                  tools=request.extra.get("tools"))
         loop = asyncio.get_running_loop()
         events: asyncio.Queue = asyncio.Queue()
 
@@ -173,8 +232,6 @@ class DiffusionLocalBackend(Backend):
         if engine is not None:
             await asyncio.to_thread(engine.close)
 
-    def _where(self) -> dict[str, str]:
-        return {"backend": self.name, "model": self.model}
 
 
 class _Run:
@@ -191,6 +248,7 @@ class _Run:
         self.committed = ""
         self.ttft: float | None = None
         self.first_draft: float | None = None
+        self.queue: dict[str, Any] = {}  # where the request stood on submit, and how long it waited
 
     async def _next(self, events: asyncio.Queue):
         if self.budget is None:
@@ -200,12 +258,16 @@ class _Run:
             async with asyncio.timeout(max(remaining, 0.0) + 0.5):  # the worker checks first; this is a backstop
                 return await events.get()
         except TimeoutError:
-            raise BackendTimeout(f"no answer within {self.budget:g} s", **self.backend._where()) from None
+            raise BackendTimeout(f"no answer within {self.budget:g} s", **self.backend.where()) from None
 
     async def chunks(self, events: asyncio.Queue, job: EngineJob) -> AsyncIterator[Chunk]:
         while True:
             kind, payload = await self._next(events)
-            if kind == "draft":
+            if kind == "queued":
+                self.queue.update(ahead=payload.ahead, running=payload.running, max_batch=payload.max_batch)
+            elif kind == "started":
+                self.queue["wait_s"] = payload
+            elif kind == "draft":
                 if self.first_draft is None:
                     self.first_draft = time.perf_counter() - self.started
                 yield DraftChunk(payload.text, step=payload.step, canvas=payload.canvas)
@@ -231,8 +293,8 @@ class _Run:
             return FinalChunk(self._completion(payload, self.committed, "stop"))
         if payload.reason == "deadline":
             raise BackendTimeout(f"no answer within {self.budget:g} s (stopped after {payload.canvases} canvases, "
-                                 f"{payload.denoising_steps} denoising steps)", **self.backend._where())
-        raise BackendError(f"generation was {payload.reason}", **self.backend._where())
+                                 f"{payload.denoising_steps} denoising steps)", **self.backend.where())
+        raise BackendError(f"generation was {payload.reason}", **self.backend.where())
 
     def _cut_at_stop(self, piece: str) -> tuple[str, bool]:
         if not self.stop:
@@ -254,6 +316,8 @@ class _Run:
             "generation": self.engine.effective(self.config),
             "canvas_s": result.canvas_s,
             "first_draft_s": self.first_draft,
+            "queue": self.queue,
+            "batch_size": result.batch_size,
         }
         if result.tokens_per_forward is not None:
             metadata["tokens_per_forward"] = result.tokens_per_forward
@@ -275,4 +339,4 @@ def _located(error: Any, backend: DiffusionLocalBackend) -> RouteError:
     if isinstance(error, BackendError) and not error.backend:
         error.backend, error.model = backend.name, backend.model
         error.args = (f"{backend.name}: {error.args[0]}",)
-    return error if isinstance(error, RouteError) else BackendError(str(error), **backend._where())
+    return error if isinstance(error, RouteError) else BackendError(str(error), **backend.where())

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from backends.diffusion.compat import patch_model
 from backends.errors import BackendError
 
 __all__ = [
@@ -177,6 +178,7 @@ def load_model(model_ref: str, options: dict[str, Any] | None = None) -> LoadedM
         raise EngineSetupError(f"the tokenizer at {model_ref} has no chat template, so chat messages cannot be "
                                "formatted; use an instruction-tuned (-it) DiffusionGemma checkpoint")
     model.eval()
+    patch_model(model)  # transformers 5.24 crashes on use_bidirectional_attention "all" (see compat)
     _warm_imports()
     return LoadedModel(model, tokenizer, device, dtype_name, int(config.canvas_length))
 

@@ -17,7 +17,10 @@ __all__ = ["TINY_CANVAS_LENGTH", "build_tiny_checkpoint"]
 TINY_CANVAS_LENGTH = 16  # token slots per canvas; real DiffusionGemma uses 256
 
 # Ids 0-2 match DiffusionGemma's text config defaults (pad, eos, bos).
-_SPECIAL = ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>", "<image>", "<boi>", "<eoi>"]
+# Gemma 4's thinking and tool-call delimiters are special tokens too, as in the published tokenizer.
+_MARKERS = ["<|think|>", "<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>", '<|"|>']
+_SPECIAL = ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>", "<image>", "<boi>", "<eoi>",
+            *_MARKERS]
 
 _CORPUS = [
     "the sky is blue because air scatters short waves of sunlight more than long ones",
@@ -30,8 +33,11 @@ _CORPUS = [
 ]
 
 # Gemma's turn format, reduced to what a WordLevel tokenizer can round-trip.
+# `enable_thinking` is Gemma 4's switch: it adds `<|think|>` to the prompt; declared tools get a turn each.
 _CHAT_TEMPLATE = (
-    "{{ bos_token }}{% for message in messages %}<start_of_turn>{{ message['role'] }} "
+    "{{ bos_token }}{% if enable_thinking %}<|think|>{% endif %}"
+    "{% for tool in tools or [] %}<start_of_turn>system {{ tool['function']['name'] }}<end_of_turn>{% endfor %}"
+    "{% for message in messages %}<start_of_turn>{{ message['role'] }} "
     "{{ message['content'] }}<end_of_turn>{% endfor %}"
     "{% if add_generation_prompt %}<start_of_turn>model {% endif %}"
 )
@@ -50,12 +56,16 @@ def _tokenizer():
         eos_token="<eos>",
         bos_token="<bos>",
         unk_token="<unk>",
-        additional_special_tokens=["<start_of_turn>", "<end_of_turn>", "<image>", "<boi>", "<eoi>"],
+        additional_special_tokens=_SPECIAL[4:],
         chat_template=_CHAT_TEMPLATE,
     )
 
 
-def _config(tokenizer, canvas_length: int, layers: int, hidden: int):
+def _config(tokenizer, canvas_length: int, layers: int, hidden: int, bidirectional: str | None = "vision"):
+    """The published config's structure at toy sizes: the 5:1 sliding/full layer pattern (from
+    transformers' default `layer_types`), wider full-attention heads with their own KV heads, a
+    mixture of experts, tied embeddings, a Gemma 4 vision tower, and `"vision"` bidirectional
+    attention (image tokens attend both ways; text stays causal in the encoder)."""
     from transformers import DiffusionGemmaConfig
 
     ids = tokenizer.convert_tokens_to_ids
@@ -67,13 +77,15 @@ def _config(tokenizer, canvas_length: int, layers: int, hidden: int):
         num_attention_heads=2,
         num_key_value_heads=1,
         head_dim=16,
-        global_head_dim=16,
+        global_head_dim=32,
+        num_global_key_value_heads=1,
         max_position_embeddings=2048,
         sliding_window=64,
-        layer_types=["sliding_attention"] * (layers - 1) + ["full_attention"],
-        num_experts=2,
-        top_k_experts=1,
+        num_experts=4,
+        top_k_experts=2,
         moe_intermediate_size=hidden,
+        use_bidirectional_attention=bidirectional,
+        tie_word_embeddings=True,
         pad_token_id=ids("<pad>"),
         eos_token_id=ids("<eos>"),
         bos_token_id=ids("<bos>"),
@@ -87,12 +99,14 @@ def _config(tokenizer, canvas_length: int, layers: int, hidden: int):
         image_token_id=ids("<image>"),
         boi_token_id=ids("<boi>"),
         eoi_token_id=ids("<eoi>"),
+        tie_word_embeddings=True,
     )
 
 
-def build_tiny_checkpoint(path: str | Path, *, canvas_length: int = TINY_CANVAS_LENGTH, layers: int = 2,
-                          hidden: int = 32, max_denoising_steps: int = 8, seed: int = 0) -> Path:
-    """Write a random-weight DiffusionGemma (about 0.4 M parameters) and its tokenizer to `path`.
+def build_tiny_checkpoint(path: str | Path, *, canvas_length: int = TINY_CANVAS_LENGTH, layers: int = 6,
+                          hidden: int = 32, max_denoising_steps: int = 8, seed: int = 0,
+                          bidirectional: str | None = "vision") -> Path:
+    """Write a random-weight DiffusionGemma (well under a million parameters) and its tokenizer to `path`.
 
     The generation config keeps DiffusionGemma's published defaults except `max_denoising_steps`,
     lowered so a test's canvas costs a handful of forward passes. Returns the directory.
@@ -108,12 +122,16 @@ def build_tiny_checkpoint(path: str | Path, *, canvas_length: int = TINY_CANVAS_
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = _tokenizer()
     torch.manual_seed(seed)
-    model = DiffusionGemmaForBlockDiffusion(_config(tokenizer, canvas_length, layers, hidden)).eval()
+    model = DiffusionGemmaForBlockDiffusion(_config(tokenizer, canvas_length, layers, hidden, bidirectional)).eval()
     with torch.no_grad():
         # Random logits are about +-0.1; a zero EOS row scores 0, below the best of ~90 other tokens
         # with certainty, so the argmax never ends an answer early: every run writes exactly
         # ceil(max_new_tokens / canvas_length) canvases, which keeps tests and benchmarks comparable.
         model.lm_head.weight[tokenizer.eos_token_id].zero_()
+        # Likewise the thinking and tool-call markers: word salad never opens a thought or a call
+        # (those paths are tested on scripted text), as a real model writes them only on purpose.
+        for marker in _MARKERS:
+            model.lm_head.weight[tokenizer.convert_tokens_to_ids(marker)].zero_()
     model.generation_config = DiffusionGemmaGenerationConfig(
         max_new_tokens=4 * canvas_length,
         max_denoising_steps=max_denoising_steps,
