@@ -321,8 +321,13 @@ class _Plan:
         self.deadline = Deadline(decision.deadline_s)
         self.hedges: dict[str, float] = {c.name: c.hedge_after_s for c in candidates
                                          if hedge and c.hedge_after_s is not None}
-        self.p95: dict[str, float] = {c.name: c.prediction.p95_s for c in candidates}
-        self.p50: dict[str, float] = {c.name: c.prediction.p50_s for c in candidates}
+        # Predictions of backends with neither a prior nor a sample are placeholders: left out.
+        known = [c for c in candidates if c.prediction.known]
+        self.p95: dict[str, float] = {c.name: c.prediction.p95_s for c in known}
+        self.p50: dict[str, float] = {c.name: c.prediction.p50_s for c in known}
+        # Whether a candidate can still make it is judged as the policy does: by the good end of
+        # what its samples allow (0 when untried), so the unmeasured are not passed over.
+        self.optimistic: dict[str, float] = {c.name: c.prediction.optimistic_s for c in candidates}
         self.queue = list(decision.candidates)
         self.skipped: list[str] = []  # behind an open breaker: tried last, if nothing else answers
         self.last_resort = False
@@ -331,13 +336,13 @@ class _Plan:
             c.name for c in candidates if c.weaker)
 
     def _index(self) -> int:
-        """The first queued candidate predicted to fit in the time left, else the first; held-back
+        """The first queued candidate that may still fit in the time left, else the first; held-back
         candidates are not moved ahead of at-quality ones."""
         remaining = self.deadline.remaining()
         if remaining is not None:
             at_quality = sum(1 for name in self.queue if name not in self.held_back)
             for i, name in enumerate(self.queue[:at_quality or len(self.queue)]):
-                if self.p95.get(name, float("inf")) <= remaining:
+                if self.optimistic.get(name, 0.0) <= remaining:
                     return i
         return 0
 
