@@ -229,8 +229,9 @@ def _risk(tier: Tier, open_quality: Sequence[_Row], inputs: RouteInputs) -> str:
 
 
 def _smallest_p95(pool: Sequence[_Row]) -> _Row:
-    """Open breakers preferred, then the smallest p95."""
-    return min(pool, key=lambda r: (r.blocked, r.prediction.p95_s, r.cost_usd))
+    """Open breakers preferred, then the smallest p95 (an unmeasured backend's is a placeholder:
+    those go after the measured)."""
+    return min(pool, key=lambda r: (r.blocked, not r.prediction.known, r.prediction.p95_s, r.cost_usd))
 
 
 def _at_risk(tiers: Sequence[Tier], chosen: int, rows: Mapping[str, _Row], inputs: RouteInputs) -> _Choice:
@@ -245,12 +246,13 @@ def _at_risk(tiers: Sequence[Tier], chosen: int, rows: Mapping[str, _Row], input
         row = _smallest_p95(quality)
         return _Choice(row, f"{risk}; best effort at this quality: {row.name} has the smallest p95")
     weaker = [i for i in _tier_order(tiers, chosen, inputs.prefer) if i < chosen]
-    found = _first_pool(tiers, weaker, rows, lambda r: r.feasible, inputs)
+    found = (_first_pool(tiers, weaker, rows, lambda r: r.feasible, inputs)
+             or _first_pool(tiers, weaker, rows, lambda r: r.could, inputs))
     row = found[0] if found else _smallest_p95(list(rows.values()))
     if row.at_quality:
         return _Choice(row, f"{risk}; nothing weaker meets it either: {row.name} has the smallest p95")
-    return _Choice(row, f"DOWNGRADE to tier {tiers[row.tier].name!r}: {risk}; {row.name} "
-                        f"{'meets it' if found else 'has the smallest p95'}", downgrade=risk)
+    how = ("meets it" if row.feasible else "may meet it (too little measured to tell)") if found else "has the smallest p95"
+    return _Choice(row, f"DOWNGRADE to tier {tiers[row.tier].name!r}: {risk}; {row.name} {how}", downgrade=risk)
 
 
 def _winner(tiers: Sequence[Tier], chosen: int, rows: Mapping[str, _Row], inputs: RouteInputs) -> _Choice:

@@ -106,7 +106,7 @@ def test_a_planned_downgrade_is_in_the_decision_the_headers_the_body_the_log_and
     table = CliRunner().invoke(app, ["stats", "-c", str(tmp_path / "c.yaml")])
     assert "per tier" in table.stdout and "2 (100%)" in table.stdout
     explain = CliRunner().invoke(app, ["ask", "--explain", "-c", str(tmp_path / "c.yaml"), HEAVY])
-    assert explain.exit_code == 0 and "DOWNGRADE" in explain.stdout and "light (downgrade)" in explain.stdout
+    assert explain.exit_code == 0 and "DOWNGRADE" in explain.stdout and "tier heavy -> light" in explain.stdout
     as_json = CliRunner().invoke(app, ["ask", "--explain", "--json", "-c", str(tmp_path / "c.yaml"), HEAVY])
     assert json.loads(as_json.stdout)["downgrade"]["to_tier"] == "light"
 

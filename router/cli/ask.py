@@ -100,7 +100,7 @@ def _candidate_table(rows: list[dict[str, Any]], hedges: dict[str, float]):
         tier = row.get("tier") or "-"
         table.add_row(
             row["backend"], f"{tier} (downgrade)" if row.get("downgrade") else tier,
-            f"{row['p50_s']:.3f}", f"{row['p95_s']:.3f}" if row.get("known", True) else "unknown",
+            *((f"{row['p50_s']:.3f}", f"{row['p95_s']:.3f}") if row.get("known", True) else ("?", "unknown")),
             f"{row['cost_usd']:.6f}" if "cost_usd" in row else "-",
             "-" if meets is None else ("meets" if meets else "may meet" if row.get("could_meet_deadline") else "misses"),
             row.get("breaker", "-"), str(row.get("samples", 0)),
