@@ -46,6 +46,8 @@ _PRUNE = 1e-9  # weights below this are dropped so state stays small
 _PRIOR_SPREAD = 1.5  # prior p95 = prior p50 x this: an honest "we do not know yet"
 # Evidence-based widening of a measured p95: x (1 + _WIDEN / sqrt(n)) for n samples' worth.
 _WIDEN = 0.5
+# This many failures in a row and then an answer: an outage that ended, not a failure rate.
+_OUTAGE_FAILURES = 3
 _STATE_VERSION = 1
 # Answer length when neither max_tokens nor a measured answer length is known: (p50, p95) tokens.
 _DEFAULT_ANSWER = (200, 500)
@@ -202,6 +204,7 @@ class LatencyModel:
         self.answer = DecayedHistogram(half_life)  # natural answer lengths (not cut by max_tokens), tokens
         self.failures = DecayedHistogram(half_life)  # 0/1 per attempt; its mean is the failure rate
         self.last_ts = 0.0  # unix seconds of the newest sample, for exploration of stale backends
+        self.failure_run = 0  # failed calls in a row, to tell an outage from intermittent failures
 
     # -- priors ---------------------------------------------------------------------------
 
@@ -317,6 +320,11 @@ class LatencyModel:
                 canvases: int | None = None, truncated: bool = False, now: float = 0.0) -> None:
         """Learn from one successful call. `first_s` is the measured time to first content (a
         stream), None when only the total is known; `truncated` means max_tokens cut the answer."""
+        if self.failure_run >= _OUTAGE_FAILURES:
+            # The first answer after a run of failures: an outage (the breaker's business) is
+            # over, and its failures say nothing about the odds of failing from now on.
+            self.failures = DecayedHistogram(self.half_life)
+        self.failure_run = 0
         self.failures.add(0.0)
         self.last_ts = max(self.last_ts, now)
         if not truncated and output_tokens > 0:
@@ -339,6 +347,7 @@ class LatencyModel:
         self.unit.add(max(unit50 * scale, _FLOOR))
 
     def observe_failure(self, now: float = 0.0) -> None:
+        self.failure_run += 1
         self.failures.add(1.0)
         self.last_ts = max(self.last_ts, now)
 

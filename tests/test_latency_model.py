@@ -170,3 +170,18 @@ def test_a_call_cut_mid_answer_teaches_first_token_and_a_slower_decode():
         model.observe_cut(1.0, 0.1)
     assert model.predict(100).first_p50_s == pytest.approx(0.1, rel=0.1)
     assert model.predict(100).p50_s > 4 * before
+
+
+def test_an_outage_that_ended_does_not_linger_as_a_failure_rate():
+    model = LatencyModel(prior=Prior(ttft_s=0.1, tokens_per_s=1000))
+    for _ in range(20):
+        model.observe(0.2, first_s=0.1, output_tokens=100)
+    healthy = model.predict(100).p95_s
+    for _ in range(8):  # down for a while
+        model.observe_failure()
+    assert model.failure_rate() > 0.2
+    model.observe(0.2, first_s=0.1, output_tokens=100)  # back
+    assert model.failure_rate() == 0.0 and model.predict(100).p95_s <= healthy * 1.01
+    for outcome in [1, 0, 0, 1, 0, 1, 1, 0]:  # intermittent failures are kept
+        model.observe_failure() if outcome else model.observe(0.2, first_s=0.1, output_tokens=100)
+    assert model.failure_rate() > 0.2
