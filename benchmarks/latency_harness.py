@@ -116,7 +116,9 @@ class Setup:
 def simulator(specs: Mapping[str, Spec], scale: float, extra: Mapping[str, dict] | None = None) -> Iterator[
         tuple[str, SimControl]]:
     """(base_url, control) of `python -m backends.simulator` serving the scaled profiles."""
-    profiles = {spec.model: spec.scaled(scale) for spec in specs.values()}
+    # Timings shrink with `scale` but a real server's event rate must not grow with 1/scale:
+    # tokens due within 10 ms go out in one event (about one decode step of a real server).
+    profiles = {spec.model: {**spec.scaled(scale), "stream_interval_s": 0.01} for spec in specs.values()}
     profiles[WARMUP_MODEL] = {"ttft_s": 0.0, "answer_tokens": 8}
     profiles.update(extra or {})
     with tempfile.TemporaryDirectory() as tmp:

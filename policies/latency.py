@@ -48,6 +48,8 @@ _PRIOR_SPREAD = 1.5  # prior p95 = prior p50 x this: an honest "we do not know y
 _WIDEN = 0.5
 # This many failures in a row and then an answer: an outage that ended, not a failure rate.
 _OUTAGE_FAILURES = 3
+# A call abandoned before its first content is learned as this many times the time it ran.
+_CENSORED_FACTOR = 2.0
 _STATE_VERSION = 1
 # Answer length when neither max_tokens nor a measured answer length is known: (p50, p95) tokens.
 _DEFAULT_ANSWER = (200, 500)
@@ -357,7 +359,10 @@ class LatencyModel:
         the current median when that is later; with nothing known, at `elapsed_s` itself)."""
         first50 = (self._estimate(self.first, self._prior_first(), 0.5)
                    if self.first.weight > _PRUNE or self.has_prior else 0.0)
-        self.first.add(max(elapsed_s, first50, _FLOOR))
+        # Only a lower bound is known, and taking it at face value would leave a backend that
+        # keeps losing hedge races (or timing out) looking just fast enough to keep being tried:
+        # how much later it would have been is unknown, so assume as late again.
+        self.first.add(max(elapsed_s * _CENSORED_FACTOR, first50, _FLOOR))
         self.last_ts = max(self.last_ts, now)
 
     def observe_cut(self, elapsed_s: float, first_s: float, now: float = 0.0) -> None:

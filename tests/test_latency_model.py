@@ -155,10 +155,11 @@ def test_one_sample_is_not_trusted_like_thirty():
     assert a.known and a.samples == 1
 
 
-def test_a_censored_first_call_without_a_prior_is_learned_at_its_own_time():
+def test_a_censored_first_call_without_a_prior_is_learned_from_its_own_time():
     model = LatencyModel()
     model.observe_censored(0.3)  # lost a hedge race 0.3 s in, before its first token
-    assert model.predict(1).first_p50_s == pytest.approx(0.3, rel=0.1)  # not the generic 1 s guess
+    # Later than that, by an unknown amount: taken as late again; not the generic 1 s guess.
+    assert model.predict(1).first_p50_s == pytest.approx(0.6, rel=0.1)
 
 
 def test_a_call_cut_mid_answer_teaches_first_token_and_a_slower_decode():
