@@ -362,14 +362,21 @@ class LatencyModel:
         # Only a lower bound is known, and taking it at face value would leave a backend that
         # keeps losing hedge races (or timing out) looking just fast enough to keep being tried:
         # how much later it would have been is unknown, so assume as late again.
-        self.first.add(max(elapsed_s * _CENSORED_FACTOR, first50, _FLOOR))
+        value = max(elapsed_s * _CENSORED_FACTOR, first50, _FLOOR)
+        self.first.add(value)
+        if first50 > 0 and value > first50 and (self.unit.weight > _PRUNE or self.has_prior):
+            # Late to start is taken as slow throughout (as a total-only sample is split): a
+            # backend that slowed down must not keep its old decode rate in the estimate.
+            self.unit.add(self._estimate(self.unit, self._prior_unit(), 0.5) * value / first50)
         self.last_ts = max(self.last_ts, now)
 
     def observe_cut(self, elapsed_s: float, first_s: float, now: float = 0.0) -> None:
         """A call stopped `elapsed_s` in, after its first content came at `first_s` (a hedge lost
         while decoding, a deadline mid-answer). The first-content time is a real sample; the rest
-        of a typical answer took longer than what was left, so the per-unit time is at least that
+        of a typical answer took longer than what was left, so the per-unit time is more than that
         share (learned at the current median when that is larger)."""
+        known = self.first.weight > _PRUNE or self.has_prior
+        first50 = self._estimate(self.first, self._prior_first(), 0.5) if known else 0.0
         self.first.add(max(first_s, _FLOOR))
         self.last_ts = max(self.last_ts, now)
         learned = self.learned_answer()
@@ -378,7 +385,10 @@ class LatencyModel:
             return
         unit50 = (self._estimate(self.unit, self._prior_unit(), 0.5)
                   if self.unit.weight > _PRUNE or self.has_prior else 0.0)
-        self.unit.add(max((elapsed_s - first_s) / (units - 1), unit50, _FLOOR))
+        # As for a call stopped before its first content: as late again as it was seen to be, and
+        # late to start is taken as slow throughout.
+        slower = first_s / first50 if first50 > 0 and first_s > first50 else 1.0
+        self.unit.add(max(_CENSORED_FACTOR * (elapsed_s - first_s) / (units - 1), unit50 * slower, _FLOOR))
 
     # -- state ----------------------------------------------------------------------------
 
