@@ -296,21 +296,12 @@ class Theirs:
         self._saved = {name: list(getattr(self.litellm, name, None) or []) for name in _LITELLM_LISTS}
         self.setup, self.base_url, self.bill = setup, base_url, bill
         self.jobs_by_index: dict[int, Job] = {}
-        names = names or list(setup.specs)
-        model_list = [_deployment(setup, base_url, n, tier) for tier, _, members in setup.tiers
-                      for n in members if n in names]
-        model_list.append({"model_name": WARMUP_MODEL, "model_info": {"id": WARMUP_MODEL},
-                           "litellm_params": {"model": f"openai/{WARMUP_MODEL}", "api_base": base_url,
-                                              "api_key": "simulated"}})
-        groups = [tier for tier, _, _ in setup.tiers]
-        # Fallbacks as LiteLLM expresses them: a failed group falls to the next stronger one, and
-        # the strongest to the weaker ones (our best-effort order: quality first, then any answer).
-        fallbacks = [{g: [*groups[i + 1:], *reversed(groups[:i])]} for i, g in enumerate(groups) if len(groups) > 1]
         self.router = self.litellm.Router(
-            model_list=model_list, routing_strategy="latency-based-routing",
+            model_list=_model_list(setup, base_url, names or list(setup.specs)),
+            routing_strategy="latency-based-routing",
             routing_strategy_args=dict(setup.litellm_args), enable_pre_call_checks=True,
             num_retries=setup.retries, retry_after=0, allowed_fails=setup.breaker_failures,
-            cooldown_time=setup.cooldown_s, fallbacks=fallbacks or None)
+            cooldown_time=setup.cooldown_s, fallbacks=_fallbacks([tier for tier, _, _ in setup.tiers]))
         self.litellm.callbacks.append(_failure_logger(self))
 
     async def warm_up(self, n: int = 5) -> None:
@@ -343,6 +334,24 @@ class Theirs:
             current = getattr(self.litellm, name, None)
             if isinstance(current, list):
                 current[:] = saved
+
+
+def _model_list(setup: Setup, base_url: str, names: list[str]) -> list[dict]:
+    """One model group per tier, plus the warm-up model."""
+    model_list = [_deployment(setup, base_url, n, tier) for tier, _, members in setup.tiers
+                  for n in members if n in names]
+    model_list.append({"model_name": WARMUP_MODEL, "model_info": {"id": WARMUP_MODEL},
+                       "litellm_params": {"model": f"openai/{WARMUP_MODEL}", "api_base": base_url,
+                                          "api_key": "simulated"}})
+    return model_list
+
+
+def _fallbacks(groups: list[str]) -> list[dict[str, list[str]]] | None:
+    """Fallbacks as LiteLLM expresses them: a failed group falls to the stronger ones (nearest
+    first), then to the weaker ones -- our best-effort order: quality first, then any answer."""
+    if len(groups) < 2:
+        return None
+    return [{g: [*groups[i + 1:], *reversed(groups[:i])]} for i, g in enumerate(groups)]
 
 
 def _failure_logger(theirs: Theirs):

@@ -207,17 +207,14 @@ async def _scenario(kind: str, client_type: Client, setup: Setup, base_url: str,
 
 
 def _reaction(kind: str, outcomes, jobs: list[Job], at: tuple[int, int], sent_after: int) -> dict[str, float]:
-    after = range(at[1] if kind == "outage" else at[0], len(jobs))
-    by_fast = [i for i in after if outcomes[i].ok and outcomes[i].backend == "pool-fast"]
-    misses = sum(1 for i in range(at[0], len(jobs))
-                 if not (outcomes[i].ok and outcomes[i].elapsed_s <= jobs[i].deadline_s))
-    out = {"misses_after": misses, "failed": sum(1 for o in outcomes if not o.ok)}
+    late = [not (o.ok and o.elapsed_s <= j.deadline_s) for o, j in zip(outcomes, jobs)]
+    out = {"misses_after": sum(late[at[0]:]), "failed": sum(not o.ok for o in outcomes)}
     if kind == "slow":
-        out["sent_to_slowed"] = sent_after
-    else:
-        out["requests_to_use"] = (by_fast[0] - after.start) if by_fast else len(after)
-        out["share_after"] = len(by_fast) / len(after)
-    return out
+        return {**out, "sent_to_slowed": sent_after}
+    start = at[1] if kind == "outage" else at[0]
+    by_fast = [i for i in range(start, len(jobs)) if outcomes[i].ok and outcomes[i].backend == "pool-fast"]
+    return {**out, "requests_to_use": (by_fast[0] - start) if by_fast else len(jobs) - start,
+            "share_after": len(by_fast) / (len(jobs) - start)}
 
 
 SCENARIOS = {

@@ -245,13 +245,22 @@ def _at_risk(tiers: Sequence[Tier], chosen: int, rows: Mapping[str, _Row], input
     if mode == "fail" or (mode == "best-effort" and open_quality):
         row = _smallest_p95(quality)
         return _Choice(row, f"{risk}; best effort at this quality: {row.name} has the smallest p95")
+    return _downgrade(tiers, chosen, rows, inputs, risk)
+
+
+def _downgrade(tiers: Sequence[Tier], chosen: int, rows: Mapping[str, _Row], inputs: RouteInputs,
+               risk: str) -> _Choice:
+    """A weaker tier's backend that meets the deadline (nearest tier first), else one that may,
+    else the smallest p95 anywhere."""
     weaker = [i for i in _tier_order(tiers, chosen, inputs.prefer) if i < chosen]
     found = (_first_pool(tiers, weaker, rows, lambda r: r.feasible, inputs)
              or _first_pool(tiers, weaker, rows, lambda r: r.could, inputs))
     row = found[0] if found else _smallest_p95(list(rows.values()))
     if row.at_quality:
         return _Choice(row, f"{risk}; nothing weaker meets it either: {row.name} has the smallest p95")
-    how = ("meets it" if row.feasible else "may meet it (too little measured to tell)") if found else "has the smallest p95"
+    how = "has the smallest p95"
+    if found:
+        how = "meets it" if row.feasible else "may meet it (too little measured to tell)"
     return _Choice(row, f"DOWNGRADE to tier {tiers[row.tier].name!r}: {risk}; {row.name} {how}", downgrade=risk)
 
 
@@ -308,14 +317,23 @@ def _by_promise(pool: Sequence[_Row]) -> list[_Row]:
     return [*good, *maybe, *late]
 
 
+def _groups(rest: Sequence[_Row], mode: OnDeadlineRisk) -> list[list[_Row]]:
+    """Unless downgrading is allowed, at-quality backends form a group of their own, ahead of the
+    weaker ones (`fail`: no weaker ones at all)."""
+    if mode == "downgrade":
+        return [list(rest)]
+    quality = [r for r in rest if r.at_quality]
+    return [quality] if mode == "fail" else [quality, [r for r in rest if not r.at_quality]]
+
+
 def _fallbacks(rows: Mapping[str, _Row], first: Sequence[str], mode: OnDeadlineRisk) -> list[str]:
-    """The rest after `first`, most promising first and open breakers last; unless downgrading
-    is allowed, every at-quality backend before any weaker one (`fail`: no weaker one)."""
-    rest = [r for r in rows.values() if r.name not in first and (mode != "fail" or r.at_quality)]
-    groups = [rest] if mode == "downgrade" else [[r for r in rest if r.at_quality],
-                                                  [r for r in rest if not r.at_quality]]
-    ordered = [r for group in groups for r in _by_promise([r for r in group if not r.blocked])]
-    blocked = [r for group in groups for r in group if r.blocked]
+    """The rest after `first`, group by group, most promising first; open breakers last."""
+    groups = _groups([r for r in rows.values() if r.name not in first], mode)
+    ordered: list[_Row] = []
+    blocked: list[_Row] = []
+    for group in groups:
+        ordered += _by_promise([r for r in group if not r.blocked])
+        blocked += [r for r in group if r.blocked]
     return [r.name for r in (*ordered, *blocked)]
 
 

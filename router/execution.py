@@ -26,12 +26,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
 
 from backends.deadline import Deadline
 from backends.errors import AllBackendsFailed, BackendError, BackendTimeout, DeadlineAtRisk, MalformedResponse
 from backends.types import Chunk, Completion, FinalChunk, Request, TextChunk
+from policies.selection import Candidate
 from router.calls import DEADLINE, CallOptions, CallPath
 from router.decision import Decision, RouteResult
 
@@ -321,19 +322,12 @@ class _Plan:
         self.deadline = Deadline(decision.deadline_s)
         self.hedges: dict[str, float] = {c.name: c.hedge_after_s for c in candidates
                                          if hedge and c.hedge_after_s is not None}
-        # Predictions of backends with neither a prior nor a sample are placeholders: left out.
-        known = [c for c in candidates if c.prediction.known]
-        self.p95: dict[str, float] = {c.name: c.prediction.p95_s for c in known}
-        self.p50: dict[str, float] = {c.name: c.prediction.p50_s for c in known}
-        # Whether a candidate can still make it is judged as the policy does: by the good end of
-        # what its samples allow (0 when untried), so the unmeasured are not passed over.
-        self.optimistic: dict[str, float] = {c.name: c.prediction.optimistic_s for c in candidates}
+        self.p50, self.p95, self.optimistic = _predicted(candidates)
         self.queue = list(decision.candidates)
         self.skipped: list[str] = []  # behind an open breaker: tried last, if nothing else answers
         self.last_resort = False
         # Weaker tiers' candidates, when downgrading is not allowed: started only after failures.
-        self.held_back = frozenset() if decision.plan.on_deadline_risk == "downgrade" else frozenset(
-            c.name for c in candidates if c.weaker)
+        self.held_back = _held_back(decision)
 
     def _index(self) -> int:
         """The first queued candidate that may still fit in the time left, else the first; held-back
@@ -359,6 +353,21 @@ class _Plan:
 
 def _too_late(name: str) -> BackendTimeout:
     return BackendTimeout("the request's deadline passed before this backend could be tried", backend=name)
+
+
+def _predicted(candidates: Sequence[Candidate]) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+    """p50 and p95 per candidate (those with neither a prior nor a sample are placeholders: left
+    out), and the optimistic p95 that says whether a candidate can still make it, judged as the
+    policy does, so the unmeasured (0) are not passed over."""
+    known = [c for c in candidates if c.prediction.known]
+    return ({c.name: c.prediction.p50_s for c in known}, {c.name: c.prediction.p95_s for c in known},
+            {c.name: c.prediction.optimistic_s for c in candidates})
+
+
+def _held_back(decision: Decision) -> frozenset[str]:
+    if decision.plan.on_deadline_risk == "downgrade":
+        return frozenset()
+    return frozenset(c.name for c in decision.plan.candidates if c.weaker)
 
 
 def _refusal(decision: Decision) -> str:
