@@ -12,7 +12,9 @@
     │   ├── MalformedResponse       the server answered something unparseable
     │   ├── BadRequest              HTTP 4xx other than auth and 429         (never retried)
     │   └── AuthError               missing key, HTTP 401/403                (never retried)
-    └── AllBackendsFailed           every candidate failed; also an ExceptionGroup of them
+    ├── AllBackendsFailed           every candidate failed; also an ExceptionGroup of them
+    └── DeadlineAtRisk              `on_deadline_risk: fail` and no backend at the prompt's quality
+                                    can meet the deadline: refused before any call
 
 Third-party errors (httpx, litellm) are translated into these in one place per backend,
 with ``raise ... from exc``; retry and fallback rules look only at these types.
@@ -33,6 +35,7 @@ __all__ = [
     "BadRequest",
     "BreakerOpen",
     "ConfigError",
+    "DeadlineAtRisk",
     "MalformedResponse",
     "RateLimited",
     "RouteError",
@@ -158,3 +161,16 @@ class AllBackendsFailed(RouteError, ExceptionGroup):
         lines = [self.message]
         lines += [f"  - {type(e).__name__}: {e}" for e in self.exceptions]
         return "\n".join(lines)
+
+
+class DeadlineAtRisk(RouteError):
+    """No backend of the prompt's tier (or a stronger one) is predicted to answer within the
+    deadline, and the tier's `on_deadline_risk` is `fail`: nothing was called, a weaker tier
+    least of all. `tier` and `deadline_s` say which."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, *, tier: str | None = None, deadline_s: float | None = None):
+        self.tier = tier
+        self.deadline_s = deadline_s
+        super().__init__(message)

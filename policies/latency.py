@@ -9,8 +9,21 @@ A *unit* is what a backend's time grows by: a token for an autoregressive model,
 and a 20-token diffusion answer costs as much time as a 256-token one. Each quantity is a
 log-binned histogram whose weights decay by half every `half_life` samples, so p50/p95 follow
 drift (a backend that slows down mid-run is noticed within tens of requests; LiteLLM's window of
-ten frozen samples never notices). Until enough samples exist, estimates lean on priors from
-config. Pure: no I/O; the caller hands in wall-clock times (`now`), so tests need no clock.
+ten frozen samples never notices). Pure: no I/O; the caller hands in wall-clock times (`now`), so
+tests need no clock.
+
+Priors from config are optional: they only start the estimate sooner. Uncertainty is part of
+every prediction, so one sample is not trusted like thirty:
+
+    nothing measured, no prior   known=False: the p95 is a generic guess that must not be trusted,
+                                 and `optimistic_s` is 0 (it might meet any deadline: try it)
+    prior only                   p95 = prior x 1.5; optimistic = the prior's p50
+    n samples' worth of evidence p95 = estimate x (1 + 0.5/sqrt(n)), optimistic = estimate / that
+                                 (one sample: x1.5; a saturated history, ~29 samples: x1.09)
+
+`p95_s` is what a deadline is checked against (the cautious side); `optimistic_s` is the best the
+backend could plausibly do, which decides whether it is worth trying at all: a backend is ruled
+out only once its measurements show it cannot make the deadline, never for lack of them.
 
 State is a JSON-able dict (`to_dict` / `from_dict`); `merged` replays one model's fresh samples
 onto another's state, which is how several processes share one store without clobbering.
@@ -31,6 +44,12 @@ _BINS_PER_DECADE = 24  # ~10% wide bins: finer than the noise of any network cal
 _FLOOR = 1e-6  # smallest value a bin can hold (seconds per token on a fast GPU is ~1e-3)
 _PRUNE = 1e-9  # weights below this are dropped so state stays small
 _PRIOR_SPREAD = 1.5  # prior p95 = prior p50 x this: an honest "we do not know yet"
+# Evidence-based widening of a measured p95: x (1 + _WIDEN / sqrt(n)) for n samples' worth.
+_WIDEN = 0.5
+# This many failures in a row and then an answer: an outage that ended, not a failure rate.
+_OUTAGE_FAILURES = 3
+# A call abandoned before its first content is learned as this many times the time it ran.
+_CENSORED_FACTOR = 2.0
 _STATE_VERSION = 1
 # Answer length when neither max_tokens nor a measured answer length is known: (p50, p95) tokens.
 _DEFAULT_ANSWER = (200, 500)
@@ -161,13 +180,17 @@ class Prediction:
     output_tokens: int  # the expected answer length used
     samples: int  # measured samples behind the estimate (0 = priors only)
     failure_rate: float
+    # The p95 at the good end of what the evidence allows: 0.0 when nothing is known.
+    optimistic_s: float = 0.0
+    known: bool = True  # False: neither a prior nor a sample; p95_s is a placeholder guess
     queue_s: float = 0.0  # of p50_s, the expected wait behind other requests (0: none queued)
     queue: QueueState | None = None
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"p50_s": round(self.p50_s, 4), "p95_s": round(self.p95_s, 4),
-                               "first_p95_s": round(self.first_p95_s, 4), "output_tokens": self.output_tokens,
-                               "samples": self.samples, "failure_rate": round(self.failure_rate, 3)}
+                               "optimistic_p95_s": round(self.optimistic_s, 4), "first_p95_s": round(self.first_p95_s, 4),
+                               "output_tokens": self.output_tokens, "samples": self.samples, "known": self.known,
+                               "failure_rate": round(self.failure_rate, 3)}
         if self.queue is not None:
             out["queue"] = {"waiting": self.queue.waiting, "running": self.queue.running,
                             "max_batch": self.queue.max_batch, "wait_p50_s": round(self.queue_s, 4)}
@@ -206,8 +229,15 @@ class LatencyModel:
         self.failures = DecayedHistogram(half_life)  # 0/1 per attempt; its mean is the failure rate
         self.last_ts = 0.0  # unix seconds of the newest sample, for exploration of stale backends
         self.queue: QueueState | None = None  # the backend's line right now, set by whoever owns it
+        self.failure_run = 0  # failed calls in a row, to tell an outage from intermittent failures
 
     # -- priors ---------------------------------------------------------------------------
+
+    @property
+    def has_prior(self) -> bool:
+        """Whether config said anything about this backend's speed."""
+        p = self.prior
+        return p.ttft_s is not None or p.tokens_per_s is not None or p.canvas_s is not None
 
     def _prior_first(self) -> float:
         ttft = self.prior.ttft_s
@@ -220,16 +250,35 @@ class LatencyModel:
             return self.prior.canvas_s if self.prior.canvas_s is not None else 0.5
         return 1.0 / (self.prior.tokens_per_s or 50.0)
 
+    def _prior_weight_now(self, hist: DecayedHistogram) -> float:
+        """The prior counts as `prior_weight` samples at first and fades linearly to nothing once
+        twice that many have been measured: a prior that is far off must not linger. No prior
+        from config: nothing (the generic defaults are placeholders, not evidence)."""
+        if not self.has_prior:
+            return 0.0
+        return self.prior_weight * max(0.0, 1.0 - hist.count / (2 * self.prior_weight or 1))
+
     def _estimate(self, hist: DecayedHistogram, prior: float, q: float) -> float:
-        """Prior and measurement blended by weight. The prior counts as `prior_weight` samples at
-        first and fades linearly to nothing once twice that many have been measured: a prior
-        that is far off must not linger in the estimate."""
+        """Prior and measurement blended by weight."""
         prior_q = prior * (_PRIOR_SPREAD if q > 0.5 else 1.0)
         measured = hist.quantile(q)
         if measured is None:
             return prior_q
-        prior_w = self.prior_weight * max(0.0, 1.0 - hist.count / (2 * self.prior_weight or 1))
+        prior_w = self._prior_weight_now(hist)
         return (prior_w * prior_q + hist.weight * measured) / (prior_w + hist.weight)
+
+    def evidence(self) -> float:
+        """How many samples' worth of evidence the estimate rests on: the decayed count of
+        measured calls plus what is left of the prior's weight."""
+        return self.first.weight + self._prior_weight_now(self.first)
+
+    def spread(self) -> float:
+        """The factor between the point estimate of the p95 and its cautious (x) and optimistic
+        (/) ends: 1 + _WIDEN/sqrt(evidence) once something was measured; before that the
+        prior's own spread (with a prior) or infinity (without: anything is possible)."""
+        if self.first.weight <= _PRUNE:
+            return _PRIOR_SPREAD if self.has_prior else math.inf
+        return 1.0 + _WIDEN / math.sqrt(self.evidence())
 
     # -- prediction -----------------------------------------------------------------------
 
@@ -275,17 +324,24 @@ class LatencyModel:
         unit95 = max(unit50, self._estimate(self.unit, self._prior_unit(), 0.95))
         p50 = first50 + (self._units(n50) - 1) * unit50
         p95 = first95 + (self._units(n95) - 1) * unit95
+        spread = self.spread()
+        measured = self.first.weight > _PRUNE
+        # Prior only: the prior's p95 already carries its spread, and its p50 is the good end.
+        optimistic = p95 / spread if measured else (p50 if self.has_prior else 0.0)
+        if measured:
+            p95 *= spread
         fail = self.failure_rate()
         # A failed call is retried: expected time grows by the chance of paying for it twice, and
         # once failures are common the slow tail is a retry.
         p50 += fail * (self.retry_backoff_s + p50)
         if fail > 0.05:
             p95 += self.retry_backoff_s + p50
+        known = measured or self.has_prior
         # Behind other requests a new one waits whole generations, each about one answer long.
         ahead = self.queue.batches_ahead if self.queue is not None else 0
         wait50, wait95 = ahead * p50, ahead * p95
         return Prediction(p50 + wait50, p95 + wait95, first50 + wait50, first95 + wait95, n50, self.samples, fail,
-                          queue_s=wait50, queue=self.queue)
+                          optimistic + wait50, known, queue_s=wait50, queue=self.queue)
 
     # -- learning -------------------------------------------------------------------------
 
@@ -293,6 +349,11 @@ class LatencyModel:
                 canvases: int | None = None, truncated: bool = False, now: float = 0.0) -> None:
         """Learn from one successful call. `first_s` is the measured time to first content (a
         stream), None when only the total is known; `truncated` means max_tokens cut the answer."""
+        if self.failure_run >= _OUTAGE_FAILURES:
+            # The first answer after a run of failures: an outage (the breaker's business) is
+            # over, and its failures say nothing about the odds of failing from now on.
+            self.failures = DecayedHistogram(self.half_life)
+        self.failure_run = 0
         self.failures.add(0.0)
         self.last_ts = max(self.last_ts, now)
         if not truncated and output_tokens > 0:
@@ -315,15 +376,46 @@ class LatencyModel:
         self.unit.add(max(unit50 * scale, _FLOOR))
 
     def observe_failure(self, now: float = 0.0) -> None:
+        self.failure_run += 1
         self.failures.add(1.0)
         self.last_ts = max(self.last_ts, now)
 
     def observe_censored(self, elapsed_s: float, now: float = 0.0) -> None:
         """A call abandoned after `elapsed_s` with no first content yet (timed out, or lost a
-        hedge race): the first-content time is at least that, so it is learned as a sample."""
-        first50 = self._estimate(self.first, self._prior_first(), 0.5)
-        self.first.add(max(elapsed_s, first50))
+        hedge race): the first-content time is at least that, so it is learned as a sample (at
+        the current median when that is later; with nothing known, at `elapsed_s` itself)."""
+        first50 = (self._estimate(self.first, self._prior_first(), 0.5)
+                   if self.first.weight > _PRUNE or self.has_prior else 0.0)
+        # Only a lower bound is known, and taking it at face value would leave a backend that
+        # keeps losing hedge races (or timing out) looking just fast enough to keep being tried:
+        # how much later it would have been is unknown, so assume as late again.
+        value = max(elapsed_s * _CENSORED_FACTOR, first50, _FLOOR)
+        self.first.add(value)
+        if first50 > 0 and value > first50 and (self.unit.weight > _PRUNE or self.has_prior):
+            # Late to start is taken as slow throughout (as a total-only sample is split): a
+            # backend that slowed down must not keep its old decode rate in the estimate.
+            self.unit.add(self._estimate(self.unit, self._prior_unit(), 0.5) * value / first50)
         self.last_ts = max(self.last_ts, now)
+
+    def observe_cut(self, elapsed_s: float, first_s: float, now: float = 0.0) -> None:
+        """A call stopped `elapsed_s` in, after its first content came at `first_s` (a hedge lost
+        while decoding, a deadline mid-answer). The first-content time is a real sample; the rest
+        of a typical answer took longer than what was left, so the per-unit time is more than that
+        share (learned at the current median when that is larger)."""
+        known = self.first.weight > _PRUNE or self.has_prior
+        first50 = self._estimate(self.first, self._prior_first(), 0.5) if known else 0.0
+        self.first.add(max(first_s, _FLOOR))
+        self.last_ts = max(self.last_ts, now)
+        learned = self.learned_answer()
+        units = self._units(round(learned[0]) if learned else _DEFAULT_ANSWER[0])
+        if units <= 1:
+            return
+        unit50 = (self._estimate(self.unit, self._prior_unit(), 0.5)
+                  if self.unit.weight > _PRUNE or self.has_prior else 0.0)
+        # As for a call stopped before its first content: as late again as it was seen to be, and
+        # late to start is taken as slow throughout.
+        slower = first_s / first50 if first50 > 0 and first_s > first50 else 1.0
+        self.unit.add(max(_CENSORED_FACTOR * (elapsed_s - first_s) / (units - 1), unit50 * slower, _FLOOR))
 
     # -- state ----------------------------------------------------------------------------
 

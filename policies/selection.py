@@ -1,27 +1,43 @@
 """The routing policy: which backend, in what fallback order, with what hedge, and why.
 
-Among the backends of the tier the scorer chose, pick the one that minimises expected cost
-(`prefer: cheap`), p50 time (`fast`) or that sits in the strongest reachable tier (`best`),
-subject to its p95 time meeting the deadline. When no backend of the tier can meet it, escalate:
-stronger tiers first (nearest first), then weaker, faster ones; when nothing can, take the backend
-with the smallest p95. Backends whose breaker is open go last. An untried, half-open or stale
-backend of the tier is sometimes tried first (exploration) with the normal winner as a quick
-hedge behind it, so its estimate is measured rather than guessed.
+Backends of the tier the scorer chose, and of stronger tiers, answer *at quality*; a weaker
+tier's backend answering is a *downgrade*. The winner is, in this order:
+
+  1. an at-quality backend whose (cautious) p95 meets the deadline -- the chosen tier first,
+     then stronger ones, nearest first (`prefer: best`: strongest first) -- picked by `prefer`;
+  2. else an at-quality backend not yet shown unable to meet it: its optimistic p95 (the good
+     end of what its samples allow; 0 when untried and without a prior) meets the deadline. A
+     tier is never abandoned for lack of data, only on evidence;
+  3. else the deadline is at risk, and `on_deadline_risk` (the tier's, else routing's) decides:
+     `best-effort` tries the at-quality backend with the smallest p95 anyway; `downgrade` takes
+     a weaker tier's backend that meets the deadline (nearest first) and says so in
+     `Plan.downgrade`; `fail` sets `Plan.refused` (the caller raises DeadlineAtRisk and calls
+     nothing).
+
+Fallbacks follow. With `downgrade`: those meeting the deadline (quality order), then those that
+might, then the rest by p95. Otherwise every at-quality backend goes before any weaker one, so a
+weaker tier answers only after every at-quality backend failed (marked as a downgrade by the
+caller), and `fail` leaves weaker tiers out. Backends whose breaker is open go last.
+
+Exploration, budgeted: an untried backend of the tier is tried ahead of the winner once (one
+request at a time), a half-open one is probed, a stale one is re-measured on `explore_rate` of
+requests; the normal winner follows as a quick hedge or the next fallback.
 
 Pure: inputs in, a Plan out; time (`now`) and the exploration roll are handed in.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from backends.types import Price, Usage
 from policies.latency import LatencyModel, Prediction
-from policies.tiers import Tier, fallback_order
+from policies.tiers import ON_DEADLINE_RISK_CHOICES, OnDeadlineRisk, Tier, fallback_order
 
-__all__ = ["PREFER_CHOICES", "Candidate", "Plan", "Prefer", "RouteInputs", "forced_plan", "plan_route"]
+__all__ = ["ON_DEADLINE_RISK_CHOICES", "PREFER_CHOICES", "Candidate", "OnDeadlineRisk", "Plan", "Prefer",
+           "RouteInputs", "forced_plan", "plan_route"]
 
 # The one definition of fast | cheap | best: config, the CLI, the server and the policy use these.
 Prefer = Literal["fast", "cheap", "best"]
@@ -50,6 +66,7 @@ class RouteInputs:
     explore_rate: float = 0.05
     explore_roll: float = 1.0  # uniform [0, 1) from the caller; 1.0 never explores stale backends
     hedge: bool = False
+    on_deadline_risk: OnDeadlineRisk = "best-effort"  # a tier's own setting wins
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,14 +77,17 @@ class Candidate:
     tier: str | None
     prediction: Prediction
     cost_usd: float
-    meets_deadline: bool
+    meets_deadline: bool  # its cautious p95 does
     breaker: str  # closed | half-open | open
     hedge_after_s: float | None = None  # start the next candidate if this one is silent this long
+    could_meet: bool = True  # its optimistic p95 does: not shown unable to
+    weaker: bool = False  # from a tier below the chosen one: its answer is a downgrade
 
     def as_dict(self) -> dict[str, Any]:
         """For display (--explain, --json): rounded."""
         return {"backend": self.name, "tier": self.tier, **self.prediction.as_dict(),
-                "cost_usd": round(self.cost_usd, 8), "meets_deadline": self.meets_deadline, "breaker": self.breaker}
+                "cost_usd": round(self.cost_usd, 8), "meets_deadline": self.meets_deadline,
+                "could_meet_deadline": self.could_meet, "downgrade": self.weaker, "breaker": self.breaker}
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,14 +99,24 @@ class Plan:
     prefer: Prefer = "cheap"
     explored: str | None = None  # tried ahead of the winner to measure it
     explore_reason: str | None = None
+    on_deadline_risk: OnDeadlineRisk = "best-effort"  # in force for this request's tier
+    downgrade: str | None = None  # why the winner comes from a weaker tier, when it does
+    refused: str | None = None  # `fail`: why nothing should be called
 
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(c.name for c in self.candidates)
 
+    def candidate(self, name: str) -> Candidate | None:
+        return next((c for c in self.candidates if c.name == name), None)
+
     def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"prefer": self.prefer, "why": self.why, "explore": self.explored,
-                               "candidates": [c.as_dict() for c in self.candidates]}
+        out: dict[str, Any] = {"prefer": self.prefer, "on_deadline_risk": self.on_deadline_risk, "why": self.why,
+                               "explore": self.explored, "candidates": [c.as_dict() for c in self.candidates]}
+        if self.downgrade is not None:
+            out["downgrade"] = self.downgrade
+        if self.refused is not None:
+            out["refused"] = self.refused
         hedges = {c.name: round(c.hedge_after_s, 4) for c in self.candidates if c.hedge_after_s is not None}
         if hedges:
             out["hedge_after_s"] = hedges
@@ -99,8 +129,20 @@ class _Row:
     tier: int
     prediction: Prediction
     cost_usd: float
-    feasible: bool
+    feasible: bool  # the cautious p95 meets the deadline
+    could: bool  # the optimistic p95 does
     blocked: bool
+    at_quality: bool  # the chosen tier or a stronger one
+
+
+@dataclass(frozen=True, slots=True)
+class _Choice:
+    """The winner, why, and what the deadline risk made of it."""
+
+    row: _Row
+    why: str
+    downgrade: str | None = None
+    refused: str | None = None
 
 
 def _rows(tiers: Sequence[Tier], chosen: int, inputs: RouteInputs) -> dict[str, _Row]:
@@ -109,13 +151,16 @@ def _rows(tiers: Sequence[Tier], chosen: int, inputs: RouteInputs) -> dict[str, 
     for index in [chosen, *range(len(tiers))]:
         for name in tiers[index].backends:
             tier_of.setdefault(name, index)
+    deadline = inputs.deadline_s
     for name in fallback_order(tiers, chosen):
         model = inputs.models.get(name) or LatencyModel()
         prediction = model.predict(inputs.max_tokens)
         price = inputs.prices.get(name, Price())
         cost = price.cost(Usage(inputs.input_tokens, prediction.output_tokens))
-        feasible = inputs.deadline_s is None or prediction.p95_s <= inputs.deadline_s
-        rows[name] = _Row(name, tier_of[name], prediction, cost, feasible, name in inputs.blocked)
+        feasible = deadline is None or (prediction.known and prediction.p95_s <= deadline)
+        could = deadline is None or prediction.optimistic_s <= deadline
+        rows[name] = _Row(name, tier_of[name], prediction, cost, feasible, could, name in inputs.blocked,
+                          tier_of[name] >= chosen)
     return rows
 
 
@@ -142,9 +187,18 @@ def _goal(inputs: RouteInputs) -> str:
             "best": "strongest tier, then cheapest"}[inputs.prefer]
 
 
-def _open_and_feasible(tier: Tier, rows: Mapping[str, _Row]) -> list[_Row]:
-    """The tier's backends whose breaker is not open and whose p95 meets the deadline."""
-    return [rows[n] for n in tier.backends if not rows[n].blocked and rows[n].feasible]
+def _mode(tiers: Sequence[Tier], chosen: int, inputs: RouteInputs) -> OnDeadlineRisk:
+    return tiers[chosen].on_deadline_risk or inputs.on_deadline_risk
+
+
+def _first_pool(tiers: Sequence[Tier], indexes: Sequence[int], rows: Mapping[str, _Row],
+                test: Callable[[_Row], bool], inputs: RouteInputs) -> tuple[_Row, int] | None:
+    """The preferred open backend passing `test` in the first tier (of `indexes`) that has one."""
+    for index in indexes:
+        pool = [rows[n] for n in tiers[index].backends if not rows[n].blocked and test(rows[n])]
+        if pool:
+            return _pick(pool, inputs.prefer, inputs.cost_tolerance), index
+    return None
 
 
 def _winner_why(row: _Row, goal: str, tier: Tier, escalated: bool, inputs: RouteInputs) -> str:
@@ -156,33 +210,78 @@ def _winner_why(row: _Row, goal: str, tier: Tier, escalated: bool, inputs: Route
     return f"{row.name} is the {goal} candidate{limit}{where}"
 
 
-def _smallest_p95(rows: Mapping[str, _Row], inputs: RouteInputs) -> tuple[_Row, str]:
-    """The last resort when no tier has an open, feasible backend: the smallest p95 (open breakers
-    preferred)."""
-    pool = [r for r in rows.values() if not r.blocked] or list(rows.values())
-    row = min(pool, key=lambda r: (r.prediction.p95_s, r.cost_usd))
-    if inputs.deadline_s is not None:
-        return row, f"no backend's p95 meets the {inputs.deadline_s:.2f}s deadline; {row.name} has the smallest p95"
-    return row, f"every backend's breaker is open; {row.name} has the smallest p95"
+def _unproven_why(row: _Row, inputs: RouteInputs) -> str:
+    """Why a backend whose cautious p95 misses the deadline is tried: too little evidence."""
+    p = row.prediction
+    evidence = ("untried" if not p.known else
+                f"{p.samples} sample{'s' if p.samples != 1 else ''}: p95 {p.optimistic_s:.2f}-{p.p95_s:.2f}s")
+    return (f"{row.name} may meet the {inputs.deadline_s:.2f}s deadline ({evidence}); nothing at this "
+            "quality is known to, and a tier is not given up for lack of data")
 
 
-def _winner(tiers: Sequence[Tier], chosen: int, rows: Mapping[str, _Row], inputs: RouteInputs) -> tuple[_Row, str]:
-    """The backend to try first, and why: the preferred one of the nearest tier (in preference
-    order) with an open breaker and a p95 within the deadline, else the smallest p95."""
-    goal = _goal(inputs)
-    for index in _tier_order(tiers, chosen, inputs.prefer):
-        pool = _open_and_feasible(tiers[index], rows)
-        if pool:
-            row = _pick(pool, inputs.prefer, inputs.cost_tolerance)
-            return row, _winner_why(row, goal, tiers[index], index != chosen, inputs)
-    return _smallest_p95(rows, inputs)
+def _risk(tier: Tier, open_quality: Sequence[_Row], inputs: RouteInputs) -> str:
+    """What stands between the chosen tier and the deadline, in words."""
+    if not open_quality:
+        return f"every backend of tier {tier.name!r} and above has its breaker open"
+    fastest = min(open_quality, key=lambda r: r.prediction.p95_s)
+    return (f"no backend of tier {tier.name!r} or above is predicted to meet the {inputs.deadline_s:.2f}s deadline "
+            f"(fastest: {fastest.name}, p95 {fastest.prediction.p95_s:.2f}s)")
+
+
+def _smallest_p95(pool: Sequence[_Row]) -> _Row:
+    """Open breakers preferred, then the smallest p95 (an unmeasured backend's is a placeholder:
+    those go after the measured)."""
+    return min(pool, key=lambda r: (r.blocked, not r.prediction.known, r.prediction.p95_s, r.cost_usd))
+
+
+def _at_risk(tiers: Sequence[Tier], chosen: int, rows: Mapping[str, _Row], inputs: RouteInputs) -> _Choice:
+    """No open at-quality backend could meet the deadline: `on_deadline_risk` decides."""
+    mode = _mode(tiers, chosen, inputs)
+    quality = [r for r in rows.values() if r.at_quality]
+    open_quality = [r for r in quality if not r.blocked]
+    risk = _risk(tiers[chosen], open_quality, inputs)
+    if mode == "fail" and open_quality:
+        return _Choice(_smallest_p95(quality), f"{risk}; on_deadline_risk is fail: nothing is called", refused=risk)
+    if mode == "fail" or (mode == "best-effort" and open_quality):
+        row = _smallest_p95(quality)
+        return _Choice(row, f"{risk}; best effort at this quality: {row.name} has the smallest p95")
+    return _downgrade(tiers, chosen, rows, inputs, risk)
+
+
+def _downgrade(tiers: Sequence[Tier], chosen: int, rows: Mapping[str, _Row], inputs: RouteInputs,
+               risk: str) -> _Choice:
+    """A weaker tier's backend that meets the deadline (nearest tier first), else one that may,
+    else the smallest p95 anywhere."""
+    weaker = [i for i in _tier_order(tiers, chosen, inputs.prefer) if i < chosen]
+    found = (_first_pool(tiers, weaker, rows, lambda r: r.feasible, inputs)
+             or _first_pool(tiers, weaker, rows, lambda r: r.could, inputs))
+    row = found[0] if found else _smallest_p95(list(rows.values()))
+    if row.at_quality:
+        return _Choice(row, f"{risk}; nothing weaker meets it either: {row.name} has the smallest p95")
+    how = "has the smallest p95"
+    if found:
+        how = "meets it" if row.feasible else "may meet it (too little measured to tell)"
+    return _Choice(row, f"DOWNGRADE to tier {tiers[row.tier].name!r}: {risk}; {row.name} {how}", downgrade=risk)
+
+
+def _winner(tiers: Sequence[Tier], chosen: int, rows: Mapping[str, _Row], inputs: RouteInputs) -> _Choice:
+    """The backend to try first, and why (see the module docstring)."""
+    quality = [i for i in _tier_order(tiers, chosen, inputs.prefer) if i >= chosen]
+    found = _first_pool(tiers, quality, rows, lambda r: r.feasible, inputs)
+    if found is not None:
+        row, index = found
+        return _Choice(row, _winner_why(row, _goal(inputs), tiers[index], index != chosen, inputs))
+    found = _first_pool(tiers, quality, rows, lambda r: r.could, inputs)
+    if found is not None:
+        return _Choice(found[0], _unproven_why(found[0], inputs))
+    return _at_risk(tiers, chosen, rows, inputs)
 
 
 def _explorable(row: _Row, winner: _Row, inputs: RouteInputs) -> bool:
     """Whether `row` may be tried ahead of the winner at all."""
     if row.name == winner.name or row.blocked or row.name in inputs.exploring:
         return False
-    return row.feasible or inputs.hedge  # without a hedge behind it, exploring would risk the deadline
+    return row.could or inputs.hedge  # without a hedge behind it, exploring would risk the deadline
 
 
 def _explore_reason(row: _Row, inputs: RouteInputs) -> str | None:
@@ -209,17 +308,33 @@ def _explore(tiers: Sequence[Tier], chosen: int, rows: Mapping[str, _Row], winne
     return None, ""
 
 
-def _fallbacks(rows: Mapping[str, _Row], first: Sequence[str]) -> list[str]:
-    """The rest after `first`: those meeting the deadline (in fallback_order: quality first),
-    then those that would not (smallest p95 first), then those behind an open breaker."""
-    good: list[_Row] = []
-    late: list[_Row] = []
+def _by_promise(pool: Sequence[_Row]) -> list[_Row]:
+    """Those meeting the deadline (in fallback_order: quality first), then those that might (best
+    optimistic p95 first), then the rest (smallest p95 first)."""
+    good = [r for r in pool if r.feasible]
+    maybe = sorted((r for r in pool if r.could and not r.feasible), key=lambda r: r.prediction.optimistic_s)
+    late = sorted((r for r in pool if not r.could), key=lambda r: r.prediction.p95_s)
+    return [*good, *maybe, *late]
+
+
+def _groups(rest: Sequence[_Row], mode: OnDeadlineRisk) -> list[list[_Row]]:
+    """Unless downgrading is allowed, at-quality backends form a group of their own, ahead of the
+    weaker ones (`fail`: no weaker ones at all)."""
+    if mode == "downgrade":
+        return [list(rest)]
+    quality = [r for r in rest if r.at_quality]
+    return [quality] if mode == "fail" else [quality, [r for r in rest if not r.at_quality]]
+
+
+def _fallbacks(rows: Mapping[str, _Row], first: Sequence[str], mode: OnDeadlineRisk) -> list[str]:
+    """The rest after `first`, group by group, most promising first; open breakers last."""
+    groups = _groups([r for r in rows.values() if r.name not in first], mode)
+    ordered: list[_Row] = []
     blocked: list[_Row] = []
-    for row in rows.values():
-        if row.name not in first:
-            (blocked if row.blocked else good if row.feasible else late).append(row)
-    late.sort(key=lambda r: r.prediction.p95_s)  # stable: ties keep fallback_order
-    return [r.name for r in (*good, *late, *blocked)]
+    for group in groups:
+        ordered += _by_promise([r for r in group if not r.blocked])
+        blocked += [r for r in group if r.blocked]
+    return [r.name for r in (*ordered, *blocked)]
 
 
 def _hedge_after(rows: Mapping[str, _Row], candidates: Sequence[str], explored: _Row | None,
@@ -239,22 +354,25 @@ def _breaker_state(row: _Row, inputs: RouteInputs) -> str:
 
 def _candidate(tiers: Sequence[Tier], row: _Row, inputs: RouteInputs, hedge_after_s: float | None) -> Candidate:
     return Candidate(row.name, tiers[row.tier].name, row.prediction, row.cost_usd, row.feasible,
-                     _breaker_state(row, inputs), hedge_after_s)
+                     _breaker_state(row, inputs), hedge_after_s, row.could, not row.at_quality)
 
 
 def plan_route(tiers: Sequence[Tier], chosen: int, inputs: RouteInputs) -> Plan:
     """The candidates in the order to try them, a one-line reason, and per-candidate predictions."""
     rows = _rows(tiers, chosen, inputs)
-    winner, why = _winner(tiers, chosen, rows, inputs)
-    explored, explore_why = _explore(tiers, chosen, rows, winner, inputs)
+    choice = _winner(tiers, chosen, rows, inputs)
+    winner, why = choice.row, choice.why
+    mode = _mode(tiers, chosen, inputs)
+    explored, explore_why = (None, "") if choice.refused else _explore(tiers, chosen, rows, winner, inputs)
     first = [winner.name] if explored is None else [explored.name, winner.name]
-    candidates = [*first, *_fallbacks(rows, first)]
+    candidates = [*first, *_fallbacks(rows, first, mode)]
     hedge_after = _hedge_after(rows, candidates, explored, winner) if inputs.hedge else {}
     if explored is not None:
         backup = f"hedged by {winner.name}" if inputs.hedge else f"then {winner.name}"
         why = f"exploring {explored.name} ({explore_why}), {backup}; {why}"
     return Plan(tuple(_candidate(tiers, rows[n], inputs, hedge_after.get(n)) for n in candidates), why,
-                inputs.prefer, explored.name if explored else None, explore_why or None)
+                inputs.prefer, explored.name if explored else None, explore_why or None, mode,
+                choice.downgrade, choice.refused)
 
 
 def forced_plan(name: str, prediction: Prediction) -> Plan:

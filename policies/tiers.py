@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal, get_args
 
-__all__ = ["Tier", "fallback_order", "pick_tier"]
+__all__ = ["ON_DEADLINE_RISK_CHOICES", "OnDeadlineRisk", "Tier", "fallback_order", "pick_tier"]
+
+# What to do when no backend at a prompt's quality can meet its deadline (policies/selection.py).
+OnDeadlineRisk = Literal["best-effort", "downgrade", "fail"]
+ON_DEADLINE_RISK_CHOICES: tuple[OnDeadlineRisk, ...] = get_args(OnDeadlineRisk)
 
 
 @dataclass(frozen=True, slots=True)
@@ -14,6 +19,7 @@ class Tier:
     below: float | None  # upper edge of the score band; None for the last tier
     backends: tuple[str, ...]
     deadline_ms: float | None = None
+    on_deadline_risk: OnDeadlineRisk | None = None  # None: the routing-wide setting
 
 
 def pick_tier(score: float, tiers: Sequence[Tier]) -> int:

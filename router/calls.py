@@ -205,7 +205,7 @@ class CallPath:
                      options)
 
     def _failed(self, name: str, exc: BaseException, started: float, options: CallOptions, *, streamed: bool,
-                composite: bool = False) -> None:
+                composite: bool = False, first_s: float | None = None) -> None:
         elapsed = time.perf_counter() - started
         self.redactor.error(exc)  # before anyone -- observer, caller, log -- sees it
         if isinstance(exc, asyncio.CancelledError) and exc.args and exc.args[0] == DEADLINE:
@@ -223,7 +223,8 @@ class CallPath:
                                                                          backend=name)
         if options.on_error is not None and not cancelled:
             options.on_error(error, elapsed)
-        self._notify(Attempt(name, elapsed, error=error, streamed=streamed, cancelled=cancelled), options)
+        self._notify(Attempt(name, elapsed, error=error, streamed=streamed, cancelled=cancelled, first_s=first_s),
+                     options)
 
     def _verdict(self, name: str, exc: BaseException, elapsed: float, options: CallOptions) -> None:
         breaker = self.breakers[name]
@@ -250,6 +251,7 @@ class _StreamAttempt:
         self.request = request.with_options(timeout_s=self.deadline.remaining())
         self.started = time.perf_counter()
         self.first: Chunk | None = None
+        self.first_s: float | None = None  # seconds to the first chunk, once it came
         self.done = False
         self._stack = contextlib.AsyncExitStack()
         self._chunks: AsyncGenerator[Chunk, None] | None = None
@@ -259,6 +261,7 @@ class _StreamAttempt:
             await self._stack.enter_async_context(self.path._slot())
         self._chunks = self.backend.stream(self.request)
         self.first = await self._next(self.deadline)
+        self.first_s = time.perf_counter() - self.started
 
     async def _next(self, deadline: Deadline) -> Chunk:
         assert self._chunks is not None
@@ -282,7 +285,8 @@ class _StreamAttempt:
 
     def _fail(self, exc: BaseException) -> None:
         self.done = True
-        self.path._failed(self.backend.name, exc, self.started, self.options, streamed=True, composite=self.composite)
+        self.path._failed(self.backend.name, exc, self.started, self.options, streamed=True, composite=self.composite,
+                          first_s=self.first_s)
 
     async def rest(self) -> AsyncIterator[Chunk]:
         chunk = self.first

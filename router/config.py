@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from backends.base import BackendSettings
 from backends.secrets import literal_secret_paths, url_secret
 from backends.types import Price
-from policies.selection import Prefer
+from policies.selection import OnDeadlineRisk, Prefer
 from router.consortium.spec import ConsortiumConfig
 
 __all__ = ["BackendConfig", "BreakerConfig", "Config", "LatencyModelConfig", "LatencyPrior", "LogConfig", "PriceConfig", "RoutingConfig",
@@ -133,6 +133,7 @@ class TierConfig(_Strict):
     below: float | Literal["calibrated"] | None = None
     backends: list[str] = Field(min_length=1)
     deadline_ms: float | None = Field(None, gt=0)
+    on_deadline_risk: OnDeadlineRisk | None = Field(None, description="overrides routing.on_deadline_risk")
 
     @field_validator("below")
     @classmethod
@@ -164,6 +165,11 @@ class RoutingConfig(_Strict):
     tiers: list[TierConfig] = Field(min_length=1)
     deadline_ms: float | None = Field(None, gt=0, description="default deadline for every request")
     prefer: Prefer = "cheap"
+    # Quality is never traded silently: by default a tier that cannot meet the deadline is still
+    # tried (the miss shows as a late or failed request); `downgrade` must be asked for, and is
+    # then marked on the decision, the result, the server's headers and the request log.
+    on_deadline_risk: OnDeadlineRisk = Field("best-effort", description="best-effort | downgrade | fail: when no "
+                                             "backend at the prompt's tier can meet the deadline")
     cost_tolerance: float = Field(0.1, ge=0, description="`cheap`: costs within this fraction of the cheapest tie; the fastest wins")
     hedge: bool = Field(False, description="start the next candidate when the first is past its p95 to first token")
     breaker: BreakerConfig = BreakerConfig()

@@ -140,7 +140,7 @@ class Router:
                         "routing.scorer.weights at the file, or give a number.",
                         path=self.loaded.path, line=self.loaded.line_of("routing", "tiers", index, "below"),
                     )
-            tiers.append(Tier(tier.name, below, tuple(tier.backends), tier.deadline_ms))
+            tiers.append(Tier(tier.name, below, tuple(tier.backends), tier.deadline_ms, tier.on_deadline_risk))
         return tuple(tiers)
 
     def names(self) -> list[str]:
@@ -293,6 +293,7 @@ class Router:
             explore_rate=settings.explore_rate,
             explore_roll=self._random.random(),
             hedge=self.config.routing.hedge,
+            on_deadline_risk=self.config.routing.on_deadline_risk,
         )
 
     def explain(self, prompt_or_messages: str | list[Message], *, model: str | None = None,

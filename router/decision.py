@@ -10,7 +10,28 @@ from backends.types import Completion
 from policies.scoring import Score
 from policies.selection import Plan
 
-__all__ = ["Attempt", "Decision", "Outcome", "RouteResult"]
+__all__ = ["Attempt", "Decision", "Downgrade", "Outcome", "RouteResult"]
+
+
+@dataclass(frozen=True, slots=True)
+class Downgrade:
+    """A prompt scored for one tier was answered by a backend of a weaker tier, and why: the
+    policy planned it (`on_deadline_risk: downgrade`), or every backend at the prompt's quality
+    failed first (`planned` False)."""
+
+    from_tier: str
+    to_tier: str
+    backend: str
+    reason: str
+    planned: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"from_tier": self.from_tier, "to_tier": self.to_tier, "backend": self.backend,
+                "reason": self.reason, "planned": self.planned}
+
+    def header(self) -> str:
+        """The value of the server's `x-route-downgraded` header."""
+        return f"{self.from_tier}->{self.to_tier}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +60,21 @@ class Decision:
         """The plan for display: per-candidate predictions, rounded."""
         return self.plan.as_dict()
 
+    def downgrade_to(self, backend: str) -> Downgrade | None:
+        """The Downgrade if `backend` answering this decision is one, else None."""
+        candidate = self.plan.candidate(backend)
+        if candidate is None or not candidate.weaker or self.tier is None:
+            return None
+        planned = backend == self.chosen and self.plan.downgrade is not None
+        reason = self.plan.downgrade if planned and self.plan.downgrade else (
+            f"every backend of tier {self.tier!r} and above failed or ran out of time first")
+        return Downgrade(self.tier, candidate.tier or "-", backend, reason, planned)
+
+    @property
+    def downgrade(self) -> Downgrade | None:
+        """The planned downgrade: the first candidate is from a weaker tier."""
+        return self.downgrade_to(self.chosen) if self.plan.downgrade is not None else None
+
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "chosen": self.chosen,
@@ -48,6 +84,8 @@ class Decision:
             "forced": self.forced,
             "deadline_s": self.deadline_s,
         }
+        if self.downgrade is not None:
+            out["downgrade"] = self.downgrade.as_dict()
         if self.score is not None:
             out["score"] = round(self.score.value, 6)
             out["scorer"] = self.score.scorer
@@ -68,6 +106,7 @@ class Attempt:
     streamed: bool = False
     # A hedged attempt that lost the race and was cancelled (error says so); not the backend's fault.
     cancelled: bool = False
+    first_s: float | None = None  # a failed or cancelled stream's time to its first chunk, if one came
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,8 +123,14 @@ class RouteResult:
     def backend(self) -> str:
         return self.completion.backend
 
+    @property
+    def downgrade(self) -> Downgrade | None:
+        """Set when a weaker tier than the prompt's answered (planned, or after failures)."""
+        return self.decision.downgrade_to(self.completion.backend)
+
     def as_dict(self) -> dict[str, Any]:
         c = self.completion
+        downgrade = self.downgrade
         out: dict[str, Any] = {
             "text": c.text,
             "backend": c.backend,
@@ -96,6 +141,7 @@ class RouteResult:
             "cost_usd": c.cost_usd,
             "simulated": bool(c.metadata.get("simulated")),
             "decision": self.decision.as_dict(),
+            "downgraded": downgrade.as_dict() if downgrade is not None else None,
             "failures": [{"backend": e.backend, "error": type(e).__name__, "message": str(e)} for e in self.failures],
         }
         if c.diffusion is not None:

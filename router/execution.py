@@ -10,6 +10,10 @@
     candidates behind an open breaker are tried last, and only when nothing else is left
     nothing worked                             -> AllBackendsFailed (an exception group)
 
+Unless the plan's `on_deadline_risk` is `downgrade`, a weaker tier's candidate is never hedged
+in nor moved ahead of an at-quality one to fit the time left: it starts only once every
+at-quality candidate failed. A plan the policy refused (`fail`) raises DeadlineAtRisk at once.
+
 Each call in a race is a backend's stream pumped by its own task ("lane") into one queue; a
 loser's task is cancelled and its stream closed through `aclosing`, so no task or connection
 outlives the request. Streaming callers commit to the first lane that yields text: switching
@@ -22,12 +26,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
 
 from backends.deadline import Deadline
-from backends.errors import AllBackendsFailed, BackendError, BackendTimeout, MalformedResponse
+from backends.errors import AllBackendsFailed, BackendError, BackendTimeout, DeadlineAtRisk, MalformedResponse
 from backends.types import Chunk, Completion, FinalChunk, Request, TextChunk
+from policies.selection import Candidate
 from router.calls import DEADLINE, CallOptions, CallPath
 from router.decision import Decision, RouteResult
 
@@ -113,6 +118,8 @@ class Executor:
 
     async def _run(self, decision: Decision, request: Request, failures: list[BackendError], *,
                    streaming: bool) -> AsyncGenerator[Chunk, None]:
+        if decision.plan.refused is not None:
+            raise DeadlineAtRisk(_refusal(decision), tier=decision.tier, deadline_s=decision.deadline_s)
         plan = _Plan(decision, self._hedge)
         if streaming or plan.hedges:
             body = self._race(plan, request, failures, streaming)
@@ -271,7 +278,7 @@ class Executor:
         call, also when it is past its p95 to the end: its first token was on time but decoding
         slowed down), and in any case no later than the next candidate's p95 before the deadline."""
         following = plan.peek()
-        if newest.name not in plan.hedges or following is None:
+        if newest.name not in plan.hedges or following is None or following in plan.held_back:
             return None
         if newest.first_text_at is None:
             due = plan.hedges[newest.name]
@@ -315,18 +322,21 @@ class _Plan:
         self.deadline = Deadline(decision.deadline_s)
         self.hedges: dict[str, float] = {c.name: c.hedge_after_s for c in candidates
                                          if hedge and c.hedge_after_s is not None}
-        self.p95: dict[str, float] = {c.name: c.prediction.p95_s for c in candidates}
-        self.p50: dict[str, float] = {c.name: c.prediction.p50_s for c in candidates}
+        self.p50, self.p95, self.optimistic = _predicted(candidates)
         self.queue = list(decision.candidates)
         self.skipped: list[str] = []  # behind an open breaker: tried last, if nothing else answers
         self.last_resort = False
+        # Weaker tiers' candidates, when downgrading is not allowed: started only after failures.
+        self.held_back = _held_back(decision)
 
     def _index(self) -> int:
-        """The first queued candidate predicted to fit in the time left, else the first."""
+        """The first queued candidate that may still fit in the time left, else the first; held-back
+        candidates are not moved ahead of at-quality ones."""
         remaining = self.deadline.remaining()
         if remaining is not None:
-            for i, name in enumerate(self.queue):
-                if self.p95.get(name, float("inf")) <= remaining:
+            at_quality = sum(1 for name in self.queue if name not in self.held_back)
+            for i, name in enumerate(self.queue[:at_quality or len(self.queue)]):
+                if self.optimistic.get(name, 0.0) <= remaining:
                     return i
         return 0
 
@@ -343,6 +353,29 @@ class _Plan:
 
 def _too_late(name: str) -> BackendTimeout:
     return BackendTimeout("the request's deadline passed before this backend could be tried", backend=name)
+
+
+def _predicted(candidates: Sequence[Candidate]) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+    """p50 and p95 per candidate (those with neither a prior nor a sample are placeholders: left
+    out), and the optimistic p95 that says whether a candidate can still make it, judged as the
+    policy does, so the unmeasured (0) are not passed over."""
+    known = [c for c in candidates if c.prediction.known]
+    return ({c.name: c.prediction.p50_s for c in known}, {c.name: c.prediction.p95_s for c in known},
+            {c.name: c.prediction.optimistic_s for c in candidates})
+
+
+def _held_back(decision: Decision) -> frozenset[str]:
+    if decision.plan.on_deadline_risk == "downgrade":
+        return frozenset()
+    return frozenset(c.name for c in decision.plan.candidates if c.weaker)
+
+
+def _refusal(decision: Decision) -> str:
+    at_quality = [c.name for c in decision.plan.candidates if not c.weaker]
+    return (f"{decision.plan.refused}, and routing.on_deadline_risk is `fail` for tier {decision.tier!r}, so nothing "
+            f"was called (a weaker tier least of all; at this quality: {', '.join(at_quality)}). Allow more time "
+            "(--deadline, deadline_ms), or set on_deadline_risk to `best-effort` (try the tier anyway) or "
+            "`downgrade` (answer from a faster, weaker tier, marked as a downgrade).")
 
 
 def _failure_summary(decision: Decision) -> str:

@@ -160,13 +160,14 @@ def _learn(model: LatencyModel, attempt: Attempt, now: float) -> None:
                       output_tokens=completion.usage.output_tokens, canvases=canvases,
                       truncated=completion.finish_reason == "length", now=now)
         return
-    if attempt.cancelled:
-        model.observe_censored(attempt.elapsed_s, now=now)
-        return
-    if isinstance(attempt.error, BackendTimeout):
-        # Slow, not broken (and often only cut short by a tight overall deadline): the time
-        # it ran is a lower bound on its latency, not a failure to count.
-        model.observe_censored(attempt.elapsed_s, now=now)
+    if attempt.cancelled or isinstance(attempt.error, BackendTimeout):
+        # Slow, not broken (a lost hedge, or cut short by a tight overall deadline). Stopped after
+        # its first content: that much was measured, the decode rate was not. Before it: the time
+        # it ran is a lower bound on its time to first content, not a failure to count.
+        if attempt.first_s is not None:
+            model.observe_cut(attempt.elapsed_s, attempt.first_s, now=now)
+        else:
+            model.observe_censored(attempt.elapsed_s, now=now)
         return
     model.observe_failure(now=now)
 

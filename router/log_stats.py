@@ -2,7 +2,8 @@
 
 Latency percentiles, time to first token and tokens/s are over successful requests only (a
 failure's duration says how long the backend took to fail, not how fast it answers); the error
-rate is errors over all requests that were not cancelled by the client.
+rate is errors over all requests that were not cancelled by the client. Per tier (the tier the
+scorer chose for the prompt): how many requests, and how many a weaker tier answered (downgrades).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["BackendStats", "percentile", "summarize"]
+__all__ = ["BackendStats", "TierStats", "percentile", "summarize", "summarize_tiers"]
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -85,3 +86,32 @@ def _one(backend: str, rows: list[Mapping[str, Any]], total: int) -> BackendStat
         output_tokens=int(_total(rows, "output_tokens")),
         cost_usd=float(_total(rows, "cost_usd")),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class TierStats:
+    tier: str
+    requests: int
+    downgraded: int  # answered by a weaker tier's backend
+    downgraded_to: dict[str, int]  # weaker tier -> requests it answered
+
+    def as_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
+def summarize_tiers(rows: Iterable[Mapping[str, Any]]) -> list[TierStats]:
+    """One TierStats per tier a routed request was scored into, busiest first (forced requests,
+    which have no tier, are left out)."""
+    groups: dict[str, Counter[str]] = {}
+    counts: Counter[str] = Counter()
+    for row in rows:
+        tier = row.get("tier")
+        if not tier:
+            continue
+        counts[tier] += 1
+        to = row.get("downgraded_to")
+        groups.setdefault(tier, Counter())
+        if to:
+            groups[tier][to] += 1
+    stats = [TierStats(tier, counts[tier], sum(to.values()), dict(to)) for tier, to in groups.items()]
+    return sorted(stats, key=lambda s: (-s.requests, s.tier))

@@ -66,6 +66,9 @@ def _answered(result: RouteResult, info: dict[str, Any], store_content: bool) ->
     c = result.completion
     if result.failures:
         info["fallbacks"] = [{"backend": e.backend, "error": type(e).__name__} for e in result.failures]
+    downgrade = result.downgrade
+    if downgrade is not None:  # read by `route stats` (per tier)
+        info["downgraded"] = downgrade.as_dict()
     trace = c.metadata.get("trace")
     return dict(
         status="ok", backend=c.backend, model=c.model,

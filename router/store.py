@@ -200,7 +200,8 @@ class Store:
         """The numeric columns `route stats` aggregates (no prompts or answers), oldest first."""
         where, params = ("WHERE ts >= ?", (since_ts,)) if since_ts is not None else ("", ())
         rows = self._conn().execute(
-            "SELECT ts, backend, status, input_tokens, output_tokens, cost_usd, ttft_s, total_s, decode_tps "
+            "SELECT ts, backend, status, input_tokens, output_tokens, cost_usd, ttft_s, total_s, decode_tps, tier, "
+            "json_extract(decision, '$.downgraded.to_tier') AS downgraded_to "
             f"FROM requests {where} ORDER BY id", params)
         return [dict(row) for row in rows]
 

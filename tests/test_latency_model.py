@@ -130,3 +130,59 @@ def test_merge_replays_fresh_samples_as_if_added_in_order():
     merged = shared.merged(fresh)
     assert merged.predict(50).p50_s == pytest.approx(sequential.predict(50).p50_s, rel=1e-6)
     assert merged.first.count == 65
+
+
+def test_without_a_prior_nothing_is_assumed_and_any_deadline_is_possible():
+    model = LatencyModel("autoregressive")  # no `latency:` in config
+    untried = model.predict(100)
+    assert not untried.known and untried.samples == 0
+    assert untried.optimistic_s == 0.0  # worth trying against any deadline
+    with_prior = LatencyModel("autoregressive", prior=Prior(ttft_s=0.5, tokens_per_s=100)).predict(100)
+    assert with_prior.known and with_prior.optimistic_s == pytest.approx(with_prior.p50_s)
+
+
+def test_one_sample_is_not_trusted_like_thirty():
+    one, many = LatencyModel(), LatencyModel()
+    one.observe(1.0, first_s=0.2, output_tokens=81)
+    for _ in range(200):
+        many.observe(1.0, first_s=0.2, output_tokens=81)
+    a, b = one.predict(81), many.predict(81)
+    assert a.p50_s == pytest.approx(b.p50_s, rel=0.01)  # same centre...
+    assert a.p95_s == pytest.approx(1.5 * b.p95_s / (1 + 0.5 / many.evidence() ** 0.5), rel=0.02)  # ...wider
+    assert a.optimistic_s < b.optimistic_s < b.p95_s < a.p95_s
+    assert one.spread() == pytest.approx(1.5)
+    assert many.spread() < 1.1  # a saturated history is widened by less than a tenth
+    assert a.known and a.samples == 1
+
+
+def test_a_censored_first_call_without_a_prior_is_learned_from_its_own_time():
+    model = LatencyModel()
+    model.observe_censored(0.3)  # lost a hedge race 0.3 s in, before its first token
+    # Later than that, by an unknown amount: taken as late again; not the generic 1 s guess.
+    assert model.predict(1).first_p50_s == pytest.approx(0.6, rel=0.1)
+
+
+def test_a_call_cut_mid_answer_teaches_first_token_and_a_slower_decode():
+    model = LatencyModel(prior=Prior(ttft_s=0.1, tokens_per_s=1000))
+    for _ in range(30):
+        model.observe(0.1 + 99 / 1000, first_s=0.1, output_tokens=100)
+    before = model.predict(100).p50_s
+    for _ in range(30):  # it slowed down: first token on time, then the deadline cut it at 1 s
+        model.observe_cut(1.0, 0.1)
+    assert model.predict(100).first_p50_s == pytest.approx(0.1, rel=0.1)
+    assert model.predict(100).p50_s > 4 * before
+
+
+def test_an_outage_that_ended_does_not_linger_as_a_failure_rate():
+    model = LatencyModel(prior=Prior(ttft_s=0.1, tokens_per_s=1000))
+    for _ in range(20):
+        model.observe(0.2, first_s=0.1, output_tokens=100)
+    healthy = model.predict(100).p95_s
+    for _ in range(8):  # down for a while
+        model.observe_failure()
+    assert model.failure_rate() > 0.2
+    model.observe(0.2, first_s=0.1, output_tokens=100)  # back
+    assert model.failure_rate() == 0.0 and model.predict(100).p95_s <= healthy * 1.01
+    for outcome in [1, 0, 0, 1, 0, 1, 1, 0]:  # intermittent failures are kept
+        model.observe_failure() if outcome else model.observe(0.2, first_s=0.1, output_tokens=100)
+    assert model.failure_rate() > 0.2

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from backends.errors import UsageError
@@ -67,23 +69,38 @@ def test_a_tight_deadline_moves_to_the_faster_backend_of_the_tier():
     assert rows["hosted-diffusion"]["meets_deadline"] is True
 
 
-def test_escalates_to_a_stronger_tier_then_to_a_faster_one():
-    # The strong tier's backends are too slow: a weaker but faster tier meets the deadline.
-    plan = plan_route(TIERS, 1, inputs(deadline_s=0.5))
-    assert plan.names[0] == "local-diffusion"
-    assert "escalated to tier 'local'" in plan.why
+def test_escalates_to_a_stronger_tier_and_downgrades_only_when_asked_and_said():
     # Stronger first: from the local tier, when local cannot make it but the strong tier can.
     slow_local = {**models(), "local-diffusion": measured("diffusion", 3.0, 1.0),
                   "hosted-diffusion": measured("diffusion", 3.0, 1.0)}
     plan = plan_route(TIERS, 0, inputs(models=slow_local, deadline_s=2.0))
     assert plan.names[0] == "mid"
-    assert "escalated to tier 'strong'" in plan.why
+    assert "escalated to tier 'strong'" in plan.why and plan.downgrade is None
+    # The strong tier's backends are too slow for 0.5 s; a weaker tier would make it.
+    plan = plan_route(TIERS, 1, inputs(deadline_s=0.5, on_deadline_risk="downgrade"))
+    assert plan.names[0] == "local-diffusion"
+    assert plan.why.startswith("DOWNGRADE to tier 'local'")
+    assert plan.downgrade is not None and "no backend of tier 'strong' or above" in plan.downgrade
+    assert plan.candidates[0].weaker and plan.as_dict()["candidates"][0]["downgrade"] is True
+    # The default keeps the quality: the tier's fastest is tried, weaker tiers only after it failed.
+    plan = plan_route(TIERS, 1, inputs(deadline_s=0.5))
+    assert plan.on_deadline_risk == "best-effort" and plan.downgrade is None
+    assert plan.names[:2] == ("mid", "frontier")
+    assert [c.weaker for c in plan.candidates] == [False, False, True, True]
+    assert "best effort at this quality: mid has the smallest p95" in plan.why
+    # A tier's own setting wins over routing's.
+    strict = (TIERS[0], dataclasses.replace(TIERS[1], on_deadline_risk="fail"))
+    refused = plan_route(strict, 1, inputs(deadline_s=0.5, on_deadline_risk="downgrade"))
+    assert refused.refused is not None and "0.50s deadline" in refused.refused
+    assert refused.names == ("mid", "frontier")  # `fail` never lists a weaker tier
 
 
 def test_when_nothing_can_meet_the_deadline_the_smallest_p95_goes_first():
-    plan = plan_route(TIERS, 1, inputs(deadline_s=0.01))
+    plan = plan_route(TIERS, 1, inputs(deadline_s=0.01, on_deadline_risk="downgrade"))
     assert plan.names[0] == "hosted-diffusion"
-    assert "no backend's p95 meets" in plan.why
+    assert "has the smallest p95" in plan.why and plan.downgrade is not None
+    plan = plan_route(TIERS, 1, inputs(deadline_s=0.01))
+    assert plan.names[0] == "mid" and plan.downgrade is None
 
 
 def test_prefer_fast_and_best():
@@ -180,3 +197,36 @@ def test_router_decision_carries_predictions_and_honours_prefer():
     with pytest.raises(UsageError, match="prefer must be fast, cheap or best"):
         router.decide([{"role": "user", "content": "hi"}], prefer="quick")
     assert cheap.as_dict()["details"]["candidates"][0]["backend"] == "local"  # JSON-able for --explain --json
+
+
+def test_without_priors_an_unmeasured_tier_is_tried_not_abandoned():
+    # Nothing known about the strong tier; the local tier is measured and fast. Even when
+    # downgrading is allowed, the prompt's tier is tried until measurements rule it out.
+    unmeasured = {**models(), "frontier": LatencyModel(), "mid": LatencyModel()}
+    for mode in ("best-effort", "downgrade", "fail"):
+        plan = plan_route(TIERS, 1, inputs(models=unmeasured, deadline_s=0.5, on_deadline_risk=mode))
+        assert not plan.candidates[0].weaker and plan.downgrade is None and plan.refused is None, mode
+        assert "may meet the 0.50s deadline (untried)" in plan.why
+        assert plan.explored in ("frontier", "mid")  # the other untried one is measured too
+    rows = {c["backend"]: c for c in plan.as_dict()["candidates"]}
+    assert rows["mid"]["known"] is False and rows["mid"]["meets_deadline"] is False
+    assert rows["mid"]["could_meet_deadline"] is True
+    # Once measured too slow, the evidence decides: now the mode applies.
+    measured_slow = {**models(), "frontier": measured("autoregressive", 0.8, 1 / 60),
+                     "mid": measured("autoregressive", 0.5, 1 / 90)}
+    plan = plan_route(TIERS, 1, inputs(models=measured_slow, deadline_s=0.5, on_deadline_risk="downgrade"))
+    assert plan.candidates[0].weaker and plan.downgrade is not None
+
+
+def test_a_backend_with_few_samples_near_the_deadline_is_given_the_benefit_of_the_doubt():
+    one_sample = {**models(), "mid": measured("autoregressive", 0.5, 1 / 90, n=1),
+                  "frontier": measured("autoregressive", 5.0, 1 / 60)}
+    p = one_sample["mid"].predict(100)
+    deadline = 1.05 * p.optimistic_s  # inside its uncertainty band, below its measured p95
+    plan = plan_route(TIERS, 1, inputs(models=one_sample, deadline_s=deadline, on_deadline_risk="downgrade"))
+    assert plan.names[0] == "mid" and "1 sample" in plan.why and plan.downgrade is None
+    settled = {**one_sample, "mid": measured("autoregressive", 0.5, 1 / 90, n=200)}
+    q = settled["mid"].predict(100)
+    assert q.optimistic_s > deadline  # with 200 samples the same backend is known to miss it
+    plan = plan_route(TIERS, 1, inputs(models=settled, deadline_s=deadline, on_deadline_risk="downgrade"))
+    assert plan.downgrade is not None

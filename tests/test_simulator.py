@@ -527,3 +527,20 @@ def test_network_guard_blocks_non_loopback(network_guard):
         with pytest.raises(ConnectionRefusedError):  # the OS refused it, not the guard
             sock.connect(closed_port.getsockname())
     assert network_guard == []
+
+
+def test_stream_interval_batches_tokens_into_fewer_events(sim):
+    import httpx
+
+    sim.update_profile("batched", ttft_s=0.0, tokens_per_s=2000.0, answer_tokens=40, stream_interval_s=0.005)
+    sim.update_profile("per-token", ttft_s=0.0, tokens_per_s=2000.0, answer_tokens=40)
+    events = {}
+    for model in ("batched", "per-token"):
+        body = httpx.post(f"{sim.base_url}/chat/completions", timeout=10,
+                          json={"model": model, "stream": True, "messages": [{"role": "user", "content": "hi"}]}).text
+        chunks = [line for line in body.splitlines() if line.startswith("data: {")]
+        events[model] = len(chunks)
+        text = "".join(json.loads(c[6:])["choices"][0]["delta"].get("content") or ""
+                       for c in chunks if json.loads(c[6:])["choices"])
+        assert text.startswith("[simulated")
+    assert events["batched"] < events["per-token"] / 3  # 40 tokens over 20 ms, 5 ms per event

@@ -13,12 +13,13 @@ from backends.simulator.profiles import (
     SimProfile,
     load_profiles,
 )
-from backends.simulator.runner import SimServer, serve
+from backends.simulator.runner import SimControl, SimServer, serve
 
 __all__ = [
     "DEFAULT_PROFILES",
     "FALLBACK_PROFILE",
     "FAULT_KINDS",
+    "SimControl",
     "SimProfile",
     "SimServer",
     "SimState",

@@ -259,7 +259,8 @@ async def _stream(client, send, body, model, answer: Answer, profile: SimProfile
 
 async def _send_tokens(client, send, chunk, tokens: list[str], profile: SimProfile, fault) -> bool:
     """The role chunk, then content as it comes due; False if the client left first."""
-    whole_canvases = profile.decoding == "diffusion" and fault != "drip"
+    # A diffusion canvas, or tokens batched by `stream_interval_s`, land in one event.
+    whole_canvases = (profile.decoding == "diffusion" or profile.stream_interval_s > 0) and fault != "drip"
     for i, (due_s, group) in enumerate(_schedule(tokens, profile, fault)):
         if not await client.sleep_until(due_s):
             return False
@@ -280,15 +281,18 @@ def _schedule(tokens: list[str], profile: SimProfile, fault):
         return
     group: list[str] = []
     due = None
+    first: float | None = None  # due time of the group's first token
     for i, token in enumerate(tokens):
         if fault == "drip":
             at = profile.first_token_s() + i * profile.drip_interval_s
         else:
             at = profile.arrival_s(i)
-        if group and at != due:
+        if group and at != due and (first is None or at - first >= profile.stream_interval_s):
             yield due, group
             group = []
+            first = None
         due = at
+        first = at if first is None else first
         group.append(token)
     yield due, group
 

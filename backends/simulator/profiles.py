@@ -52,6 +52,9 @@ class SimProfile:
     fault_rate: float = 1.0
     retry_after_s: float = 1.0
     drip_interval_s: float = 0.2
+    # Stream tokens due within this many seconds of each other in one event (a server's decode
+    # step; lets time-scaled benchmarks keep a real event rate). 0: each token when due.
+    stream_interval_s: float = 0.0
     replies: tuple[str, ...] | None = None
     # In-process only (not serialisable): wins over `replies`.
     responder: Responder | None = field(default=None, compare=False, repr=False)

@@ -5,7 +5,8 @@
         httpx.post(f"{sim.base_url}/chat/completions", json=...)
 
 The control helpers are plain sync HTTP calls; the server runs on its own thread and loop, so
-they are safe to call from async tests too.
+they are safe to call from async tests too. `SimControl(url)` drives a simulator running in
+another process (`python -m backends.simulator --port 0` prints its URL) the same way.
 """
 
 from __future__ import annotations
@@ -22,40 +23,18 @@ from backends.simulator.app import create_app
 from backends.simulator.profiles import SimProfile, load_profiles
 from backends.threaded_server import ThreadedServer
 
-__all__ = ["SimServer", "serve"]
+__all__ = ["SimControl", "SimServer", "serve"]
 
 ProfilesSource = str | Path | Mapping[str, SimProfile | Mapping[str, Any]] | None
 _EMPTY_STATS = {"requests": 0, "completed": 0, "in_flight": 0, "peak_in_flight": 0, "cancelled": 0, "faults": 0}
 
 
-class SimServer(ThreadedServer):
-    """The simulator on a loopback port (0 = any free port), served by uvicorn on a thread."""
+class SimControl:
+    """Thin wrappers over a simulator's /sim control endpoints."""
 
-    def __init__(self, profiles: ProfilesSource = None, host: str = "127.0.0.1", port: int = 0, *,
-                 strict_models: bool = False):
-        app = create_app(None if profiles is None else load_profiles(profiles), strict_models=strict_models)
-        # A short graceful shutdown ends hung requests that clients still hold open.
-        super().__init__(app, host=host, port=port, name="sim-server", timeout_graceful_shutdown=2)
-        self._control: httpx.Client | None = None
-
-    def start(self, timeout_s: float = 10.0) -> SimServer:
-        super().start(timeout_s)
-        self._control = httpx.Client(base_url=self.url, trust_env=False, timeout=10.0)
-        return self
-
-    def stop(self, timeout_s: float = 10.0) -> None:
-        if self._control is not None:
-            self._control.close()
-            self._control = None
-        super().stop(timeout_s)
-
-    async def __aenter__(self) -> SimServer:
-        return await asyncio.to_thread(self.start)
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await asyncio.to_thread(self.stop)
-
-    # Control helpers: thin wrappers over the /sim endpoints.
+    def __init__(self, url: str):
+        """For a simulator at `url` (its root, without /v1), e.g. one in another process."""
+        self._control: httpx.Client | None = httpx.Client(base_url=url, trust_env=False, timeout=10.0)
 
     def set_faults(self, model: str, sequence: list[str | None]) -> None:
         """Queue faults for the next requests to `model`, one each; None = healthy."""
@@ -78,6 +57,11 @@ class SimServer(ThreadedServer):
         """Starting profiles back; no queued faults, scripts or stats."""
         self._post("/sim/reset", {})
 
+    def close(self) -> None:
+        if self._control is not None:
+            self._control.close()
+            self._control = None
+
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         response = self._client().post(path, json=body)
         if response.status_code == 400:
@@ -88,6 +72,32 @@ class SimServer(ThreadedServer):
         if self._control is None:
             raise RuntimeError("SimServer is not running; use it as a context manager")
         return self._control
+
+
+class SimServer(ThreadedServer, SimControl):
+    """The simulator on a loopback port (0 = any free port), served by uvicorn on a thread."""
+
+    def __init__(self, profiles: ProfilesSource = None, host: str = "127.0.0.1", port: int = 0, *,
+                 strict_models: bool = False):
+        app = create_app(None if profiles is None else load_profiles(profiles), strict_models=strict_models)
+        # A short graceful shutdown ends hung requests that clients still hold open.
+        ThreadedServer.__init__(self, app, host=host, port=port, name="sim-server", timeout_graceful_shutdown=2)
+        self._control = None
+
+    def start(self, timeout_s: float = 10.0) -> SimServer:
+        super().start(timeout_s)
+        self._control = httpx.Client(base_url=self.url, trust_env=False, timeout=10.0)
+        return self
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        self.close()
+        super().stop(timeout_s)
+
+    async def __aenter__(self) -> SimServer:
+        return await asyncio.to_thread(self.start)
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await asyncio.to_thread(self.stop)
 
 
 def serve(host: str = "127.0.0.1", port: int = 8000, profiles: ProfilesSource = None) -> None:

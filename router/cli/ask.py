@@ -73,8 +73,11 @@ def _decision_rows(decision) -> list[tuple[str, str]]:
         rows.append(("score", f"{decision.score.value:.4f} ({decision.score.scorer})"))
         rows += [(f"  {name}", f"{contribution:+.4f}  (value {_number(decision.score.features.get(name))})")
                  for name, contribution in decision.score.top(6)]
+    downgrade = decision.downgrade
+    if downgrade is not None:
+        rows.append(("DOWNGRADE", f"tier {downgrade.from_tier} -> {downgrade.to_tier}: {downgrade.reason}"))
     # `why` is already part of the reason; candidates and hedge times get their own table
-    skip = {"candidates", "why", "hedge_after_s"}
+    skip = {"candidates", "why", "hedge_after_s", "downgrade"}
     rows += [(name, str(detail)) for name, detail in (decision.details or {}).items()
              if name not in skip and detail is not None]
     return rows
@@ -94,10 +97,12 @@ def _candidate_table(rows: list[dict[str, Any]], hedges: dict[str, float]):
         table.add_column(column, justify="left" if column in ("backend", "tier", "breaker") else "right")
     for row in rows:
         meets = row.get("meets_deadline")
+        tier = row.get("tier") or "-"
         table.add_row(
-            row["backend"], row.get("tier", "-"), f"{row['p50_s']:.3f}", f"{row['p95_s']:.3f}",
+            row["backend"], f"{tier} (downgrade)" if row.get("downgrade") else tier,
+            *((f"{row['p50_s']:.3f}", f"{row['p95_s']:.3f}") if row.get("known", True) else ("?", "unknown")),
             f"{row['cost_usd']:.6f}" if "cost_usd" in row else "-",
-            "-" if meets is None else ("meets" if meets else "misses"),
+            "-" if meets is None else ("meets" if meets else "may meet" if row.get("could_meet_deadline") else "misses"),
             row.get("breaker", "-"), str(row.get("samples", 0)),
             f"{hedges[row['backend']]:.3f}" if row["backend"] in hedges else "-",
         )
@@ -134,6 +139,8 @@ def _ask(router, out: Output, messages, *, stream: bool, options: dict[str, Any]
         else:
             out.text(result.text, end="\n")
             _show_stats(out, result.completion)
+            if result.downgrade is not None:
+                out.info(f"[yellow]DOWNGRADED[/] tier {result.downgrade.header()}: {result.downgrade.reason}")
         return
     for chunk in router.stream(messages, **options):
         if isinstance(chunk, TextChunk):

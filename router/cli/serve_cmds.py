@@ -63,6 +63,19 @@ def _stats_table(stats, window: str):
     return table
 
 
+def _tiers_table(tiers, window: str):
+    """Per scored tier: how often a weaker tier answered instead (a downgrade)."""
+    from rich.table import Table
+
+    table = Table(title=f"per tier ({window})", title_justify="left")
+    for column in ("tier", "requests", "downgraded", "answered by"):
+        table.add_column(column, justify="left" if column in ("tier", "answered by") else "right")
+    for t in tiers:
+        to = ", ".join(f"{name} {n}" for name, n in sorted(t.downgraded_to.items())) or "-"
+        table.add_row(t.tier, str(t.requests), f"{t.downgraded} ({t.downgraded / t.requests:.0%})", to)
+    return table
+
+
 def _plot(rows: list[dict[str, Any]], path: str) -> None:
     """Latency distributions per backend, one box each, to an image file."""
     from backends.errors import UsageError
@@ -158,18 +171,22 @@ def register(app: typer.Typer) -> None:
         json_output: Annotated[bool, typer.Option("--json")] = False,
         config: Annotated[str | None, typer.Option("-c", "--config")] = None,
     ) -> None:
-        from router.log_stats import summarize
+        from router.log_stats import summarize, summarize_tiers
 
         out = Output(json_mode=json_output)
         rows = _store(config).stat_rows(since_ts=_since(since))
-        summary = summarize(rows)
+        summary, tiers = summarize(rows), summarize_tiers(rows)
         if plot:
             _plot(rows, plot)
         if json_output:
-            out.data({"since": since, "requests": len(rows), "backends": [s.as_dict() for s in summary]})
+            out.data({"since": since, "requests": len(rows), "backends": [s.as_dict() for s in summary],
+                      "tiers": [t.as_dict() for t in tiers]})
         elif not summary:
             out.info("no requests logged in this window")
         else:
-            out.out.print(_stats_table(summary, f"last {since}" if since else "all time"))
+            window = f"last {since}" if since else "all time"
+            out.out.print(_stats_table(summary, window))
+            if tiers:
+                out.out.print(_tiers_table(tiers, window))
         if plot:
             out.info(f"latency plot written to {plot}")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from backends.errors import RouteError, Unsupported, UsageError
 from backends.types import DraftChunk, FinalChunk, TextChunk
-from router.decision import Decision
+from router.decision import Decision, Downgrade
 from router.server.parse import ChatCall, parse_chat
 from router.server.wire import DONE, ApiError, ChunkWriter, completion_body, error_for_failure
 
@@ -92,12 +92,16 @@ class _ClientWatch:
         self._watcher.cancel()
 
 
-def _decision_headers(decision: Decision) -> list[tuple[bytes, bytes]]:
+def _decision_headers(decision: Decision, downgrade: Downgrade | None) -> list[tuple[bytes, bytes]]:
+    """`downgrade`: what answered, for a plain call; for a stream (headers go out with the first
+    text) the planned one."""
     headers = [(b"x-route-backend", decision.chosen.encode()),
                (b"x-route-tier", (decision.tier or ("forced" if decision.forced else "-")).encode()),
                (b"x-route-candidates", ",".join(decision.candidates).encode())]
     if decision.score is not None:
         headers.append((b"x-route-score", f"{decision.score.value:.4f}".encode()))
+    if downgrade is not None:  # a weaker tier than the prompt's answers: never silently
+        headers.append((b"x-route-downgraded", downgrade.header().encode()))
     return headers
 
 
@@ -175,9 +179,12 @@ class ChatCompletions:
             await send_error(send, error_for_failure(exc))
             return
         self.metrics.decided(result.decision)
-        body = completion_body(call.model, result.completion)
+        downgrade = result.downgrade
+        body = completion_body(call.model, result.completion,
+                               {"downgraded": downgrade.as_dict()} if downgrade is not None else None)
         headers = [_JSON, (b"content-length", str(len(body)).encode()),
-                   (b"x-route-answered-by", result.completion.backend.encode()), *_decision_headers(result.decision)]
+                   (b"x-route-answered-by", result.completion.backend.encode()),
+                   *_decision_headers(result.decision, downgrade)]
         watch.done = True
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": body})
@@ -203,7 +210,8 @@ class ChatCompletions:
         except RouteError as exc:
             await send_error(send, error_for_failure(exc))
             return
-        await send({"type": "http.response.start", "status": 200, "headers": [*_SSE, *_decision_headers(decision)]})
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [*_SSE, *_decision_headers(decision, decision.downgrade)]})
         out = [writer.role()]
         final: FinalChunk | None = first if isinstance(first, FinalChunk) else None
         if isinstance(first, TextChunk):

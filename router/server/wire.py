@@ -20,6 +20,7 @@ from backends.errors import (
     BackendTimeout,
     BackendUnavailable,
     BadRequest,
+    DeadlineAtRisk,
     RateLimited,
 )
 from backends.types import Completion
@@ -64,6 +65,8 @@ def error_for_failure(exc: BaseException) -> ApiError:
     unreachable or failing backends 503, anything else from upstream 502."""
     errors = list(getattr(exc, "exceptions", None) or [exc])
     message = str(exc)
+    if isinstance(exc, DeadlineAtRisk):
+        return ApiError(504, message, kind="server_error", code="deadline_at_risk")
     if isinstance(exc, BackendError | AllBackendsFailed):
         for types, status, kind, code in _STATUS_RULES:
             if all(isinstance(e, types) for e in errors):
@@ -120,18 +123,23 @@ class ChunkWriter:
         return b"data: " + err.body() + b"\n\n"
 
 
-def completion_body(model: str, completion: Completion) -> bytes:
+def completion_body(model: str, completion: Completion, route: dict[str, Any] | None = None) -> bytes:
+    """The chat.completion object; `route` (e.g. a downgrade) rides along as an extra top-level
+    field, which OpenAI clients keep (the SDK's `model_extra`)."""
     message: dict[str, Any] = {"role": "assistant", "content": completion.text}
     if completion.tool_calls:
         message["tool_calls"] = completion.tool_calls
-    return orjson.dumps({
+    body: dict[str, Any] = {
         "id": new_id(),
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
         "choices": [{"index": 0, "message": message, "finish_reason": completion.finish_reason or "stop"}],
         "usage": _usage(completion),
-    })
+    }
+    if route:
+        body["route"] = route
+    return orjson.dumps(body)
 
 
 def _usage(c: Completion) -> dict[str, int]:
