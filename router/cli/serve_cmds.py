@@ -120,10 +120,19 @@ def register(app: typer.Typer) -> None:
         no_log: Annotated[bool, typer.Option("--no-log", help="Do not write the request log.")] = False,
         max_body: Annotated[int, typer.Option("--max-body", min=1024, help="Largest request body, bytes.")] = 16 * 1024 * 1024,
         drain: Annotated[float, typer.Option("--drain-timeout", min=0.0, help="Seconds to let streams finish on shutdown.")] = 30.0,
+        header_timeout: Annotated[float, typer.Option(
+            "--header-timeout", min=0.1, help="Seconds a client may take to send a request head; then 408, closed.")] = 10.0,
+        body_timeout: Annotated[float, typer.Option(
+            "--body-timeout", min=0.1, help="Seconds a client may take to send a request body; then 408.")] = 60.0,
+        max_header: Annotated[int, typer.Option(
+            "--max-header-bytes", min=1024, help="Largest request head (request line and headers), bytes.")] = 64 * 1024,
+        max_connections: Annotated[int, typer.Option(
+            "--max-connections", min=1, help="Open connections at most (idle keep-alive ones count); then 503.")] = 1024,
         config: Annotated[str | None, typer.Option("-c", "--config", help="Config file (default: search order).")] = None,
     ) -> None:
         from router.config_loader import load_config
         from router.core import Router
+        from router.server.limits import ServerLimits
         from router.server.runner import api_key_from_env
         from router.server.runner import serve as run_server
 
@@ -139,7 +148,10 @@ def register(app: typer.Typer) -> None:
         out.info(f"route serve: http://{shown}:{port}/v1 · config {loaded.path} · models: auto, "
                  f"{', '.join(router.names())} · auth {'on ($' + api_key_env + ')' if key else 'off (loopback)'} · "
                  f"log {'on: ' + str(router.request_log.path) if router.request_log else 'off'}")
-        run_server(router, host=host, port=port, api_key=key, body_limit_bytes=max_body, drain_timeout_s=drain)
+        limits = ServerLimits(header_timeout_s=header_timeout, body_timeout_s=body_timeout,
+                              max_header_bytes=max_header, max_connections=max_connections)
+        run_server(router, host=host, port=port, api_key=key, body_limit_bytes=max_body, drain_timeout_s=drain,
+                   limits=limits)
 
     @app.command("log", help="Show the last requests from the request log (CLI, Python API and server alike).")
     @handle_errors

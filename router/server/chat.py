@@ -29,11 +29,21 @@ _JSON = (b"content-type", b"application/json")
 _SSE = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
 
 
-async def read_body(scope: dict, receive, limit: int) -> bytes:
-    """The whole request body; 413 as soon as it is known to exceed `limit` bytes."""
+async def read_body(scope: dict, receive, limit: int, timeout_s: float | None = None) -> bytes:
+    """The whole request body: 413 as soon as it is known to exceed `limit` bytes, 408 when it
+    has not all arrived `timeout_s` seconds after the head (a slow client holds no more)."""
     for name, value in scope["headers"]:
         if name == b"content-length" and value.isdigit() and int(value) > limit:
             raise _too_large(limit)
+    try:
+        async with asyncio.timeout(timeout_s):
+            return await _read(receive, limit)
+    except TimeoutError:
+        raise ApiError(408, f"the request body did not arrive within {timeout_s:g} s (route serve --body-timeout)",
+                       code="request_timeout", headers={"connection": "close"}) from None
+
+
+async def _read(receive, limit: int) -> bytes:
     parts: list[bytes] = []
     size = 0
     while True:
@@ -116,15 +126,17 @@ async def _first_content(chunks) -> TextChunk | FinalChunk | None:
 class ChatCompletions:
     """The ASGI callable. `router.source` should be "server" so the request log says so."""
 
-    def __init__(self, router: Router, metrics: Metrics, *, body_limit_bytes: int):
+    def __init__(self, router: Router, metrics: Metrics, *, body_limit_bytes: int,
+                 body_timeout_s: float | None = None):
         self.router = router
         self.metrics = metrics
         self.body_limit = body_limit_bytes
+        self.body_timeout_s = body_timeout_s
         self._names = frozenset(router.names())
 
     async def __call__(self, scope: dict, receive, send) -> None:
         try:
-            call = parse_chat(await read_body(scope, receive, self.body_limit))
+            call = parse_chat(await read_body(scope, receive, self.body_limit, self.body_timeout_s))
             model = self._model_for(call)
         except ApiError as err:
             await send_error(send, err)
