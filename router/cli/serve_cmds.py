@@ -14,11 +14,12 @@ __all__ = ["register"]
 
 
 def _store(config: str | None):
-    """The request-log Store the config points at (`log.path`, else the user data dir)."""
+    """The request-log Store the config points at (`log.path`, else the user data dir), checked:
+    a damaged file is a StoreError (exit 2) naming it, never a sqlite3 traceback."""
     from router.config_loader import load_config
     from router.store import store_for
 
-    return store_for(load_config(config).config)
+    return store_for(load_config(config).config, check=True)
 
 
 def _since(value: str | None) -> float | None:
@@ -135,15 +136,20 @@ def register(app: typer.Typer) -> None:
         from router.server.limits import ServerLimits
         from router.server.runner import api_key_from_env
         from router.server.runner import serve as run_server
+        from router.store import local_store_usable
 
         out = Output()
         key = api_key_from_env(host, api_key_env)
         loaded = load_config(config)
-        router = Router(loaded, source="server", log=False if no_log else None)
+        # --no-log opens no file at all (latency is then learned for this run only); an unusable
+        # store is one warning, then the log and latency learning are off.
+        keep = not no_log and local_store_usable(loaded.config, out, check=True)
+        router = Router(loaded, source="server", log=None if keep else False)
         if api_key_env:
             router.redactor.add(api_key_env)  # clients' token: never echoed either
-        # What earlier runs learned about latency; the app's shutdown (router.aclose) saves it back.
-        router.persist()
+        if keep:
+            # What earlier runs learned about latency; the app's shutdown (router.aclose) saves it back.
+            router.persist()
         shown = f"[{host}]" if ":" in host else host
         out.info(f"route serve: http://{shown}:{port}/v1 · config {loaded.path} · models: auto, "
                  f"{', '.join(router.names())} · auth {'on ($' + api_key_env + ')' if key else 'off (loopback)'} · "
@@ -164,7 +170,9 @@ def register(app: typer.Typer) -> None:
         config: Annotated[str | None, typer.Option("-c", "--config")] = None,
     ) -> None:
         out = Output(json_mode=json_output)
-        rows = _store(config).recent(limit, backend=backend, status=status, since_ts=_since(since))
+        store = _store(config)
+        with store.guard():
+            rows = store.recent(limit, backend=backend, status=status, since_ts=_since(since))
         if json_output:
             for row in rows:
                 out.data(row)
@@ -186,7 +194,9 @@ def register(app: typer.Typer) -> None:
         from router.log_stats import summarize, summarize_tiers
 
         out = Output(json_mode=json_output)
-        rows = _store(config).stat_rows(since_ts=_since(since))
+        store = _store(config)
+        with store.guard():
+            rows = store.stat_rows(since_ts=_since(since))
         summary, tiers = summarize(rows), summarize_tiers(rows)
         if plot:
             _plot(rows, plot)

@@ -230,12 +230,14 @@ class ChatCompletions:
             out.append(writer.content(first.text))
         await send({"type": "http.response.body", "body": b"".join(out), "more_body": True})
         try:
-            if final is None:
-                async for chunk in chunks:
-                    if isinstance(chunk, TextChunk):
-                        await send({"type": "http.response.body", "body": writer.content(chunk.text), "more_body": True})
-                    elif isinstance(chunk, FinalChunk):
-                        final = chunk
+            # Read to the end even when the first chunk was already the final one (a stream that is
+            # only a tool call): the route stream logs its outcome when it ends, and one closed
+            # early is logged as the client going away.
+            async for chunk in chunks:
+                if isinstance(chunk, TextChunk):
+                    await send({"type": "http.response.body", "body": writer.content(chunk.text), "more_body": True})
+                elif isinstance(chunk, FinalChunk):
+                    final = chunk
         except RouteError as exc:
             # Text already went out: the only honest signal left is an error event (the openai SDK raises it).
             watch.done = True
