@@ -242,20 +242,19 @@ _ADAPTER = TypeAdapter(ChatCompletionRequest)
 
 
 def depth_exceeds(value: Any, limit: int = MAX_DEPTH) -> bool:
-    """True when `value` nests objects/arrays more than `limit` deep. Iterative: the point is
-    that a hostile body must not reach anything that recurses."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
+    """True when `value` nests objects/arrays more than `limit` deep. Iterative, level by level:
+    the point is that a hostile body must not reach anything that recurses."""
+    level = [value] if type(value) is dict or type(value) is list else []
+    depth = 0
+    while level:
+        depth += 1
         if depth > limit:
             return True
-        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+        below: list[Any] = []
+        for item in level:
+            below += [c for c in (item.values() if type(item) is dict else item)
+                      if type(c) is dict or type(c) is list]
+        level = below
     return False
 
 
