@@ -226,8 +226,10 @@ class _Writer:
         except StoreError as exc:
             self.dropped += len(batch)
             self._warn(exc.kind, f"{len(batch)} records not written: {exc}")
+            if exc.kind != "damaged":
+                return store  # a full disk or a lock may pass: try again with the next batch
             store.close()
-            return None  # reopened (and repaired if damaged) with the next batch
+            return None  # reopened with the next batch, which moves the damaged file aside
         for index, error in failed:
             self.dropped += 1
             _LOG.warning("request log: record %d of a batch not written to %s: %s", index, self.path, error)

@@ -29,12 +29,22 @@ __all__ = ["guarded_protocol"]
 
 
 _HEAD_END = b"\r\n\r\n"
+_LINGER_S = 2.0  # after a refusal, how long to keep draining a client that goes on sending
 
 
 def _refusal(status: int, message: str, code: str) -> bytes:
     body = error_body(message, "invalid_request_error" if status < 500 else "server_error", code)
     return b"".join([STATUS_LINE[status], b"content-type: application/json\r\n",
                      b"content-length: " + str(len(body)).encode() + b"\r\n", b"connection: close\r\n\r\n", body])
+
+
+def _hang_up(transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+    """Half-close after what was written; close for good when the client does, or after _LINGER_S."""
+    if transport.can_write_eof():
+        transport.write_eof()
+        loop.call_later(_LINGER_S, transport.close)
+    else:
+        transport.close()
 
 
 class _GuardedHttp(HttpToolsProtocol):
@@ -46,13 +56,15 @@ class _GuardedHttp(HttpToolsProtocol):
         self._head_bytes = 0  # bytes of the current request head seen so far
         self._in_head = True  # between a request's first byte and its headers' end
         self._tail = b""  # the last bytes of the head so far, to find "\r\n\r\n" across reads
+        self._discarding = False  # refused: what the client still sends is read and dropped
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         if len(self.connections) >= self.limits.max_connections:
+            self._discarding = True  # never joins `connections`; answered and closed like any refusal
             transport.write(_refusal(503, f"the server has {self.limits.max_connections} connections open, its "
                                           "limit (route serve --max-connections); retry shortly",
                                      "too_many_connections"))
-            transport.close()
+            _hang_up(transport, self.loop)
             return
         super().connection_made(transport)
         self._arm_head_timer()
@@ -79,11 +91,20 @@ class _GuardedHttp(HttpToolsProtocol):
                           "(route serve --header-timeout)", "request_timeout")
 
     def _refuse(self, status: int, message: str, code: str) -> None:
-        if not self.transport.is_closing():
-            self.transport.write(_refusal(status, message, code))
-            self.transport.close()
+        """Answer and hang up without losing the answer: closing a socket with unread input makes
+        the kernel send a reset, which can destroy the reply in flight. So half-close after the
+        reply, read and discard what the client still sends, and close when it does (or after
+        _LINGER_S)."""
+        if self.transport.is_closing() or self._discarding:
+            return
+        self._discarding = True
+        self._disarm_head_timer()
+        self.transport.write(_refusal(status, message, code))
+        _hang_up(self.transport, self.loop)
 
     def data_received(self, data: bytes) -> None:
+        if self._discarding:
+            return
         if self._in_head and self._head_too_large(data):
             self._refuse(431, f"the request head is larger than {self.limits.max_header_bytes} bytes "
                               "(route serve --max-header-bytes)", "request_header_too_large")
