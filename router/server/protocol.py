@@ -234,7 +234,7 @@ class ChatCompletionRequest(BaseModel):
     user: str | None = None
     metadata: dict[str, str] | None = None
     store: bool | None = None
-    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
+    reasoning_effort: str | None = None  # the set grows with each model generation ("none", "xhigh")
     service_tier: str | None = None
 
 
