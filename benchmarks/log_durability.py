@@ -31,7 +31,7 @@ import httpx
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from backends.simulator import SimServer  # noqa: E402
+from backends.simulator import SimServer
 
 ROOT = Path(__file__).resolve().parent.parent
 SETTINGS = (("default (200 ms)", 200), ("synchronous (0)", 0))

@@ -51,12 +51,16 @@ def refused(tmp_path: Path, text: str, *args: str) -> str:
     return result.stderr
 
 
+# Planned calls grow with the depth (and double per diamond level): budgets out of the way.
+BUDGET = 2**63 - 1
+
+
 def chain(length: int) -> str:
     """`length` consortia, each with the next as member; the last over backends only."""
     lines = ["consortia:"]
     for i in range(length):
         member = f"c{i + 1}" if i + 1 < length else "a"
-        lines.append(f"  c{i}: {{members: [{member}, b], arbiter: b}}")
+        lines.append(f"  c{i}: {{members: [{member}, b], arbiter: b, budget: {BUDGET}}}")
     return HEAD + "\n".join(lines) + "\n"
 
 
@@ -66,7 +70,7 @@ def diamond(levels: int) -> str:
     for i in range(levels):
         below = [f"l{i + 1}x", f"l{i + 1}y"] if i + 1 < levels else ["a", "b"]
         for side in "xy":
-            lines.append(f"  l{i}{side}: {{members: [{below[0]}, {below[1]}], arbiter: b}}")
+            lines.append(f"  l{i}{side}: {{members: [{below[0]}, {below[1]}], arbiter: b, budget: {BUDGET}}}")
     return HEAD + "\n".join(lines) + "\n"
 
 

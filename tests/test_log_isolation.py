@@ -11,15 +11,12 @@ import openai
 from backends.types import Completion, Timings, Usage
 from router.config_loader import load_config
 from router.core import Router
-from router.decision import Decision, Outcome, RouteResult
+from router.decision import Outcome, RouteResult
 from router.request_log import RequestLog
 from router.server import RouteServer
 from router.store import RequestRecord, Store
+from tests.test_request_log import _decision
 from tests.test_server_tools import TOOLS, upstream  # noqa: F401 (the fixture)
-
-
-def _decision() -> Decision:
-    return Decision(candidates=("a",), reason="test", tier="low")
 
 
 def _ok(prompt: object) -> Outcome:
