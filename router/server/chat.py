@@ -1,7 +1,8 @@
 """POST /v1/chat/completions as a raw ASGI app: the proxy's hot path.
 
-No Request/Response objects and no pydantic here: the body is read with a size limit, checked
-by plain code, routed, and the answer is written as pre-encoded SSE chunks. A watcher task
+No Request/Response objects here: the body is read with a size and a time limit, validated
+against the API's schema (router/server/protocol.py, via parse.py), routed, and the answer is
+written as pre-encoded SSE chunks. A watcher task
 listens for the client going away and cancels the handler, which closes the upstream stream
 (the backend's `aclosing` context shuts its HTTP response), so an abandoned request stops
 costing tokens at once.
