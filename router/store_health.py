@@ -10,7 +10,6 @@ nothing is lost that a tool could still recover.
 from __future__ import annotations
 
 import os
-import sqlite3
 import time
 from pathlib import Path
 
@@ -23,7 +22,6 @@ _CORRUPT, _NOTADB = 11, 26
 _READONLY, _CANTOPEN, _PERM = 8, 14, 3
 _FULL = 13
 _BUSY, _LOCKED = 5, 6
-_IOERR = 10
 
 
 class StoreError(UsageError):
@@ -35,20 +33,24 @@ class StoreError(UsageError):
         self.detail = detail  # what SQLite or the OS said
 
 
+# (kind, SQLite primary codes, words in the message), first match wins.
+_RULES = (
+    ("damaged", {_CORRUPT, _NOTADB}, ("malformed", "not a database", "quick_check")),
+    ("full", {_FULL}, ("disk is full",)),
+    ("unwritable", {_READONLY, _CANTOPEN, _PERM}, ("readonly", "unable to open")),
+    ("busy", {_BUSY, _LOCKED}, ("locked",)),
+)
+
+
 def _kind(exc: BaseException) -> str:
     if isinstance(exc, OSError):
         return "full" if exc.errno == 28 else "unwritable"  # ENOSPC
     code = getattr(exc, "sqlite_errorcode", None)
     primary = code & 0xFF if isinstance(code, int) else None
     text = str(exc).lower()
-    if primary in (_CORRUPT, _NOTADB) or "malformed" in text or "not a database" in text or "quick_check" in text:
-        return "damaged"
-    if primary == _FULL or "disk is full" in text:
-        return "full"
-    if primary in (_READONLY, _CANTOPEN, _PERM) or "readonly" in text or "unable to open" in text:
-        return "unwritable"
-    if primary in (_BUSY, _LOCKED):
-        return "busy"
+    for kind, codes, words in _RULES:
+        if primary in codes or any(word in text for word in words):
+            return kind
     return "failed"
 
 
@@ -93,7 +95,3 @@ def move_aside(path: Path, expected_inode: int | None = None) -> Path | None:
         if side.exists():
             os.replace(side, target.with_name(target.name + suffix))
     return target
-
-
-def is_sqlite_error(exc: BaseException) -> bool:
-    return isinstance(exc, sqlite3.Error | OSError)

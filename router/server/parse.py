@@ -117,17 +117,17 @@ def _refusal(exc: ValidationError) -> ApiError:
     errors = exc.errors(include_url=False)
     first = max(errors, key=lambda e: len(e["loc"]))  # max keeps the first of equals
     param = _param(first["loc"])
-    reasons: list[str] = []
-    for error in errors:
-        if _param(error["loc"]) == param and error["msg"] not in reasons:
-            reasons.append(error["msg"])
+    reasons = dict.fromkeys(e["msg"] for e in errors if _param(e["loc"]) == param)
     got = "" if first["type"] == "missing" else f" (got {_shown(first.get('input'))})"
-    # Other alternatives of the same union fail at a prefix of `param`: not other fields.
-    more = len({p for p in map(_param, (e["loc"] for e in errors)) if not param.startswith(p)})
-    also = f"; {more} other field{'s' if more > 1 else ''} also invalid" if more else ""
     text = "; or ".join(r[0].lower() + r[1:] for r in reasons)
-    return _bad(f"`{param or 'body'}`: {text}{got}{also}. See the OpenAI chat-completions reference for its shape.",
-                param or None)
+    return _bad(f"`{param or 'body'}`: {text}{got}{_others(errors, param)}. See the OpenAI chat-completions "
+                "reference for its shape.", param or None)
+
+
+def _others(errors: list[Any], param: str) -> str:
+    # Other alternatives of the same union fail at a prefix of `param`: not other fields.
+    more = len({p for p in (_param(e["loc"]) for e in errors) if not param.startswith(p)})
+    return f"; {more} other field{'s' if more > 1 else ''} also invalid" if more else ""
 
 
 def _shown(value: Any) -> str:
