@@ -6,9 +6,10 @@ them, `rank` uses them to break ties (among equally good answers the simpler cod
 `over_budget` finds candidates whose code is far more complex than their siblings'.
 
 The arbiter answers in tags that carry a per-run random nonce (`<ranking-NONCE>`), so text that
-a candidate wrote cannot pose as the arbiter's verdict. `parse_verdict` reads those tags; when
-they are missing it falls back, in order, to nonce-less tags, then `Ranking:` lines, then no
-ranking at all, and says which fallback it used in `Verdict.notes`.
+a candidate wrote cannot pose as the arbiter's verdict. `parse_verdict` reads only those tags:
+a reply without them is read as no verdict (every candidate tied, no confidence), never from
+nonce-less tags or `Ranking:` lines, which an arbiter quoting a candidate would repeat. What
+was missing is said in `Verdict.notes`.
 """
 
 from __future__ import annotations
@@ -141,58 +142,40 @@ class Verdict:
         return asdict(self)
 
 
-def _tag(reply: str, tag: str, nonce: str) -> tuple[str | None, str | None]:
-    """(content, how) for `tag`: with the nonce first, then without; None when absent."""
-    strict = re.search(rf"<{tag}-{re.escape(nonce)}>(.*?)</{tag}-{re.escape(nonce)}>", reply, re.DOTALL)
-    if strict:
-        return strict.group(1).strip(), "strict"
-    loose = re.findall(rf"<{tag}(?:[-_][A-Za-z0-9]+)?>(.*?)</{tag}(?:[-_][A-Za-z0-9]+)?>", reply, re.DOTALL)
-    if loose:
-        return loose[-1].strip(), "loose"
-    return None, None
-
-
-def _line(reply: str, label: str) -> str | None:
-    found = re.findall(rf"(?im)^\W*{label}\W*[:=]\s*(.+)$", reply)
-    return found[-1].strip() if found else None
+def _tag(reply: str, tag: str, nonce: str) -> str | None:
+    """The content of `<tag-NONCE>...</tag-NONCE>`, or None. Only the nonce form counts: a
+    candidate never saw the nonce, so only the arbiter can have written it."""
+    found = re.search(rf"<{tag}-{re.escape(nonce)}>(.*?)</{tag}-{re.escape(nonce)}>", reply, re.DOTALL)
+    return found.group(1).strip() if found else None
 
 
 def parse_verdict(reply: str, nonce: str, count: int, *, want_answer: bool = False) -> Verdict:
     """Read the arbiter's reply about `count` candidates (numbered 1..count in the prompt)."""
     notes: list[str] = []
     ranking, ranking_ok = _read_ranking(reply, nonce, count, notes)
-    raw_conf, how = _tag(reply, "confidence", nonce)
-    if raw_conf is None:
-        raw_conf = _line(reply, "confidence")
-    confidence = _parse_confidence(raw_conf)
+    confidence = _parse_confidence(_tag(reply, "confidence", nonce))
     if confidence is None:
-        notes.append("no confidence given")
-    raw_refine, _ = _tag(reply, "refine", nonce)
-    answer, answer_how = _tag(reply, "answer", nonce) if want_answer else (None, "strict")
+        notes.append("no confidence tag with this run's nonce")
+    answer = _tag(reply, "answer", nonce) if want_answer else None
     if want_answer and answer is None:
         notes.append("no answer tag in a synthesis reply")
-    ok = ranking_ok and how == "strict" and confidence is not None and answer_how == "strict"
-    return Verdict(ranking, confidence, _parse_refine(raw_refine), answer, notes, ok)
+    ok = ranking_ok and confidence is not None and (answer is not None or not want_answer)
+    return Verdict(ranking, confidence, _parse_refine(_tag(reply, "refine", nonce)), answer, notes, ok)
 
 
 def read_confidence(text: str, nonce: str) -> float | None:
     """The confidence in (part of) an arbiter reply, or None when it gives none (yet)."""
-    raw, _ = _tag(text, "confidence", nonce)
-    return _parse_confidence(raw if raw is not None else _line(text, "confidence"))
+    return _parse_confidence(_tag(text, "confidence", nonce))
 
 
 def _read_ranking(reply: str, nonce: str, count: int, notes: list[str]) -> tuple[list[list[int]], bool]:
-    """The ranking as tie groups covering every candidate, and whether it came from our tag."""
-    raw, how = _tag(reply, "ranking", nonce)
-    if how == "loose":
-        notes.append("ranking tag lacked this run's nonce; read it anyway")
+    """The ranking as tie groups covering every candidate, and whether it was complete."""
+    raw = _tag(reply, "ranking", nonce)
     if raw is None:
-        raw = _line(reply, "ranking")
-        if raw is not None:
-            notes.append("no ranking tag; read a `Ranking:` line")
+        notes.append("no ranking tag with this run's nonce")
     ranking = _parse_ranking(raw or "", count)
     complete = _complete(ranking, count, notes)
-    return ranking, how == "strict" and complete
+    return ranking, raw is not None and complete
 
 
 def _complete(ranking: list[list[int]], count: int, notes: list[str]) -> bool:

@@ -186,6 +186,9 @@ class LogConfig(_Strict):
 
     enabled: bool = True
     store_content: bool = Field(True, description="keep prompts and answers; False keeps only the metadata")
+    max_content_chars: int = Field(100_000, ge=0, description="prompt and answer cut to this many characters (0 = whole)")
+    flush_interval_ms: float = Field(200, ge=0, description="records wait at most this long to be written; 0 = before "
+                                                           "the request returns (a SIGKILL loses none)")
     path: str | None = Field(None, description="SQLite file; default: route.db in the user data dir")
 
 

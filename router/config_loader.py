@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from backends.errors import ConfigError
 from router.config import Config
 from router.paths import user_config_file
+from router.yaml_safe import load_yaml
 
 __all__ = ["LoadedConfig", "find_config", "load_config", "parse_config"]
 
@@ -79,8 +80,7 @@ def load_config(source: str | os.PathLike | dict | None = None) -> LoadedConfig:
 
 def parse_config(text: str, path: str) -> LoadedConfig:
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        root, data = load_yaml(text, path)  # with duplicate-key, nesting and alias limits
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)

@@ -100,11 +100,11 @@ class Router:
         with `warn`, one logged warning); routing then runs on config priors."""
         import sqlite3
 
-        from router.store import store_for
+        from router.store import StoreError, store_for
 
         try:
-            self.latency.attach_store(store_for(self.config))
-        except (OSError, ConfigError, sqlite3.Error) as exc:
+            self.latency.attach_store(store_for(self.config, repair=True))  # a damaged file is moved aside
+        except (OSError, ConfigError, sqlite3.Error, StoreError) as exc:
             if warn:
                 _LOG.warning("latency history unavailable (%s); routing on config priors", exc)
             return str(exc)

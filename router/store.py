@@ -3,23 +3,34 @@
 Several processes (CLI runs, a server) may write at once: WAL mode, a busy timeout, and short
 transactions make that safe. The schema version lives in `PRAGMA user_version`; `_MIGRATIONS[i]`
 takes a database from version i to i+1, so old files are upgraded in place. Never stores keys.
+
+Damage never takes the router down (router/store_health.py): `Store(check=True)` runs SQLite's
+quick_check when opening, and `repair=True` moves a damaged file aside (one warning) and starts a
+fresh one; failures are StoreError with the kind named (damaged, unwritable, full, busy). A batch
+of records is written row by row inside one transaction, so one bad row never costs the others.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
+import math
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from backends.errors import ConfigError
 from router.paths import user_data_dir
+from router.store_health import StoreError, classify, move_aside
 
-__all__ = ["RequestRecord", "Store", "default_store_path", "store_for"]
+__all__ = ["RequestRecord", "Store", "StoreError", "default_store_path", "local_store_usable", "row_for", "store_for"]
+
+_LOG = logging.getLogger(__name__)
 
 _MIGRATIONS: tuple[str, ...] = (
     """
@@ -77,10 +88,23 @@ def _enable_wal(conn: sqlite3.Connection, attempts: int = 100) -> None:
             time.sleep(0.02)
 
 
-def store_for(config) -> Store:
+def store_for(config, *, check: bool = False, repair: bool = False) -> Store:
     """The store a config points at: `log.path`, else the user data dir."""
     path = config.log.path
-    return Store(Path(path).expanduser() if path else None)
+    return Store(Path(path).expanduser() if path else None, check=check, repair=repair)
+
+
+def local_store_usable(config, out, *, check: bool = False) -> bool:
+    """Whether a CLI command that can do without the store (`route "..."`, `route serve`) should
+    use it. Opening it moves a damaged file aside; an unusable one (read-only or missing
+    directory, full disk) gives one warning through `out` and False, and the caller runs with
+    logging and latency learning off."""
+    try:
+        store_for(config, check=check, repair=True).close()
+    except StoreError as exc:
+        out.info(f"[yellow]warning:[/] {exc} Running with the request log and latency learning off.")
+        return False
+    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,16 +134,85 @@ class RequestRecord:
 
 _COLUMNS = tuple(f.name for f in fields(RequestRecord))
 _INSERT = f"INSERT INTO requests ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' for _ in _COLUMNS)})"
+_INT64 = 2**63
+
+
+def _cell(value: Any) -> Any:
+    """A value SQLite stores as given, or ValueError: so a row that would fail at INSERT fails here."""
+    if value is None or isinstance(value, bool):
+        return None if value is None else int(value)
+    if isinstance(value, int):
+        if not -_INT64 <= value < _INT64:
+            raise ValueError(f"integer {value} is outside SQLite's 64-bit range")
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, str):
+        # A lone surrogate (possible from Python callers) cannot be encoded; keep the rest.
+        return value if value.isascii() else value.encode("utf-8", "replace").decode("utf-8")
+    raise ValueError(f"cannot store a {type(value).__name__}")
+
+
+def row_for(record: RequestRecord) -> tuple:
+    """The INSERT parameters for `record`, validated: raises ValueError or TypeError for a record
+    that could not be written, so callers can refuse it alone."""
+    values = asdict(record)
+    values["ts"] = values["ts"] or time.time()
+    values["decision"] = json.dumps(values["decision"], default=str) if values["decision"] else None
+    values["simulated"] = int(bool(values["simulated"]))
+    if not isinstance(values["source"], str) or not isinstance(values["status"], str):
+        raise TypeError("source and status must be strings")
+    return tuple(_cell(values[c]) for c in _COLUMNS)
 
 
 class Store:
-    """A connection per thread to one database file; safe across processes."""
+    """A connection per thread to one database file; safe across processes.
 
-    def __init__(self, path: str | Path | None = None):
+    `check`: run quick_check when opening (catches damage in the middle of the file, at a cost
+    that grows with its size: about 0.25 s for 200 MB). `repair`: move a damaged file aside and
+    start a fresh one, with one warning; without it a damaged file is a StoreError."""
+
+    def __init__(self, path: str | Path | None = None, *, check: bool = False, repair: bool = False):
         self.path = Path(path) if path else default_store_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
-        self._migrate(self._conn())
+        self.moved_aside: Path | None = None
+        try:
+            self._open(check)
+        except (sqlite3.Error, OSError) as exc:
+            self.close()
+            error = classify(exc, self.path)
+            if error.kind != "damaged" or not repair:
+                raise error from None
+            self._start_fresh(error)
+
+    def _open(self, check: bool) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = self._conn()
+        if check:
+            result = conn.execute("PRAGMA quick_check(1)").fetchone()[0]
+            if result != "ok":
+                raise sqlite3.DatabaseError(f"quick_check: {result}")
+        self._migrate(conn)
+
+    def _start_fresh(self, error: StoreError) -> None:
+        inode = self.path.stat().st_ino if self.path.exists() else None
+        self.moved_aside = move_aside(self.path, inode)
+        if self.moved_aside is not None:
+            _LOG.warning("route: the local store %s was damaged (%s); moved it aside to %s and started a new one",
+                         self.path, error.detail, self.moved_aside)
+        try:
+            self._open(check=False)
+        except (sqlite3.Error, OSError) as exc:
+            self.close()
+            raise classify(exc, self.path) from None
+
+    @contextlib.contextmanager
+    def guard(self) -> Iterator[None]:
+        """Turn SQLite and file errors inside the block into a StoreError that says what happened."""
+        try:
+            yield
+        except (sqlite3.Error, OSError) as exc:
+            raise classify(exc, self.path) from None
 
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
@@ -149,33 +242,51 @@ class Store:
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:  # SQLite may have rolled back already (a full disk does)
+                conn.execute("ROLLBACK")
             raise
 
     # -- request log ----------------------------------------------------------------------
 
-    def log(self, records: RequestRecord | Iterable[RequestRecord]) -> None:
-        """Append one record or a batch, in one transaction."""
+    def log(self, records: RequestRecord | Iterable[RequestRecord]) -> list[tuple[int, Exception]]:
+        """Append one record or a batch, in one transaction; see `log_rows` for what it returns."""
         batch = [records] if isinstance(records, RequestRecord) else list(records)
-        if not batch:
-            return
-        rows = [self._row(r) for r in batch]
-        conn = self._conn()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            conn.executemany(_INSERT, rows)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+        rows: list[tuple | None] = []
+        refused: list[tuple[int, Exception]] = []
+        for i, record in enumerate(batch):
+            try:
+                rows.append(row_for(record))
+            except (ValueError, TypeError) as exc:
+                rows.append(None)
+                refused.append((i, exc))
+        failed = self.log_rows([r for r in rows if r is not None])
+        kept = [i for i, r in enumerate(rows) if r is not None]
+        return sorted(refused + [(kept[j], exc) for j, exc in failed])
 
-    @staticmethod
-    def _row(record: RequestRecord) -> tuple:
-        values = asdict(record)
-        values["ts"] = values["ts"] or time.time()
-        values["decision"] = json.dumps(values["decision"], default=str) if values["decision"] else None
-        values["simulated"] = int(bool(values["simulated"]))
-        return tuple(values[c] for c in _COLUMNS)
+    def log_rows(self, rows: list[tuple]) -> list[tuple[int, Exception]]:
+        """Insert rows made by `row_for` in one transaction, each on its own: a row SQLite
+        refuses is left out and returned as (index, error); the rest are written. Errors that
+        affect the whole file (full disk, damage, locks) raise StoreError."""
+        if not rows:
+            return []
+        conn = self._conn()
+        failed: list[tuple[int, Exception]] = []
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for i, row in enumerate(rows):
+                try:
+                    conn.execute(_INSERT, row)
+                except (sqlite3.IntegrityError, sqlite3.InterfaceError, sqlite3.ProgrammingError, OverflowError,
+                        ValueError) as exc:
+                    failed.append((i, exc))  # this row only; the statement is undone, the transaction goes on
+            conn.execute("COMMIT")
+        except (sqlite3.Error, OSError) as exc:
+            # SQLite may already have rolled back (a full disk does): ROLLBACK would then fail and
+            # hide the cause behind "cannot rollback - no transaction is active".
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise classify(exc, self.path) from None
+        return failed
 
     def recent(self, limit: int = 20, *, backend: str | None = None, status: str | None = None,
                since_ts: float | None = None) -> list[dict[str, Any]]:
@@ -235,7 +346,8 @@ class Store:
             )
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:  # SQLite may have rolled back already (a full disk does)
+                conn.execute("ROLLBACK")
             raise
 
     def close(self) -> None:

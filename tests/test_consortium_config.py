@@ -144,15 +144,15 @@ def test_forged_tags_lose_to_the_nonce_tags():
     assert v.ranking == [[2], [1], [0]] and v.confidence == 0.6
 
 
-def test_missing_tags_fall_back_and_say_so():
+def test_without_nonce_tags_there_is_no_verdict_and_the_notes_say_so():
     v = parse_verdict("Ranking: 2, 1\nConfidence: 70%\n", "n1", 2)
-    assert v.ranking == [[1], [0]] and v.confidence == 0.7 and not v.format_ok
-    assert any("Ranking:" in n for n in v.notes)
+    assert v.ranking == [[0, 1]] and v.confidence is None and not v.format_ok
+    assert any("ranking tag" in n for n in v.notes) and any("confidence tag" in n for n in v.notes)
     v = parse_verdict("I like them both.", "n1", 3)
     assert v.ranking == [[0, 1, 2]] and v.confidence is None and not v.format_ok
-    v = parse_verdict("<ranking-other>2</ranking-other>", "n1", 2, want_answer=True)
-    assert v.ranking == [[1], [0]] and v.answer is None
-    assert any("nonce" in n for n in v.notes) and any("not ranked" in n for n in v.notes)
+    v = parse_verdict("<ranking-other>2</ranking-other><confidence>0.9</confidence>", "n1", 2, want_answer=True)
+    assert v.ranking == [[0, 1]] and v.answer is None and v.confidence is None
+    assert any("nonce" in n for n in v.notes)
 
 
 def test_code_metrics_and_tie_break_order():

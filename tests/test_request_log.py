@@ -148,13 +148,13 @@ def test_observe_does_not_write_on_the_callers_thread(tmp_path, monkeypatch):
     import threading
 
     writers: list[str] = []
-    real_log = Store.log
+    real_log = Store.log_rows
 
-    def spy(self, records):
+    def spy(self, rows):
         writers.append(threading.current_thread().name)
-        return real_log(self, records)
+        return real_log(self, rows)
 
-    monkeypatch.setattr(Store, "log", spy)
+    monkeypatch.setattr(Store, "log_rows", spy)
     log = RequestLog(tmp_path / "x.db")
     log.observe(Outcome(_decision(), [], "api", 0.1, error=RuntimeError("x")))
     assert log.flush()

@@ -186,9 +186,13 @@ def register(app: typer.Typer) -> None:
         messages = _messages(_read_prompt(prompt), system)
         loaded = load_config(config)
         from router.core import Router
+        from router.store import local_store_usable
 
-        router = Router(loaded, source="cli", log=False if no_log else None)
-        _attach_latency_store(router, out)
+        # --no-log opens no file at all; an unusable store is one warning, then log and learning off.
+        keep = not no_log and local_store_usable(loaded.config, out)
+        router = Router(loaded, source="cli", log=None if keep else False)
+        if keep:
+            _attach_latency_store(router, out)
         decision = router.decide(messages, model=model, deadline_s=deadline_s, max_tokens=max_tokens, prefer=prefer)
         if explain:
             _show_explain(out, decision)

@@ -125,11 +125,13 @@ def _tree(node: dict[str, Any]):
         samples = f" ×{n['samples']}" if n.get("samples", 1) > 1 else ""
         if n["kind"] == "backend":
             return f"{escape(n['name'])}{samples} [dim]({escape(str(n.get('model')))})[/]"
+        if n.get("ref"):  # a shared sub-consortium, expanded where it first appears
+            return f"[bold]{escape(n['name'])}[/]{samples} [dim](as above)[/]"
         return (f"[bold]{escape(n['name'])}[/]{samples} [dim]{n['judging']}, "
                 f"{_calls(n['calls_per_run'], n['worst_case_calls'])} calls/run, budget {n['budget']}[/]")
 
     def grow(tree, n: dict[str, Any]) -> None:
-        if n["kind"] != "consortium":
+        if n["kind"] != "consortium" or n.get("ref"):
             return
         arb = tree.add("arbiter: " + label(n["arbiter"]))
         grow(arb, n["arbiter"])

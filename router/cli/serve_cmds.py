@@ -14,11 +14,12 @@ __all__ = ["register"]
 
 
 def _store(config: str | None):
-    """The request-log Store the config points at (`log.path`, else the user data dir)."""
+    """The request-log Store the config points at (`log.path`, else the user data dir), checked:
+    a damaged file is a StoreError (exit 2) naming it, never a sqlite3 traceback."""
     from router.config_loader import load_config
     from router.store import store_for
 
-    return store_for(load_config(config).config)
+    return store_for(load_config(config).config, check=True)
 
 
 def _since(value: str | None) -> float | None:
@@ -120,26 +121,43 @@ def register(app: typer.Typer) -> None:
         no_log: Annotated[bool, typer.Option("--no-log", help="Do not write the request log.")] = False,
         max_body: Annotated[int, typer.Option("--max-body", min=1024, help="Largest request body, bytes.")] = 16 * 1024 * 1024,
         drain: Annotated[float, typer.Option("--drain-timeout", min=0.0, help="Seconds to let streams finish on shutdown.")] = 30.0,
+        header_timeout: Annotated[float, typer.Option(
+            "--header-timeout", min=0.1, help="Seconds a client may take to send a request head; then 408, closed.")] = 10.0,
+        body_timeout: Annotated[float, typer.Option(
+            "--body-timeout", min=0.1, help="Seconds a client may take to send a request body; then 408.")] = 60.0,
+        max_header: Annotated[int, typer.Option(
+            "--max-header-bytes", min=1024, help="Largest request head (request line and headers), bytes.")] = 64 * 1024,
+        max_connections: Annotated[int, typer.Option(
+            "--max-connections", min=1, help="Open connections at most (idle keep-alive ones count); then 503.")] = 1024,
         config: Annotated[str | None, typer.Option("-c", "--config", help="Config file (default: search order).")] = None,
     ) -> None:
         from router.config_loader import load_config
         from router.core import Router
+        from router.server.limits import ServerLimits
         from router.server.runner import api_key_from_env
         from router.server.runner import serve as run_server
+        from router.store import local_store_usable
 
         out = Output()
         key = api_key_from_env(host, api_key_env)
         loaded = load_config(config)
-        router = Router(loaded, source="server", log=False if no_log else None)
+        # --no-log opens no file at all (latency is then learned for this run only); an unusable
+        # store is one warning, then the log and latency learning are off.
+        keep = not no_log and local_store_usable(loaded.config, out, check=True)
+        router = Router(loaded, source="server", log=None if keep else False)
         if api_key_env:
             router.redactor.add(api_key_env)  # clients' token: never echoed either
-        # What earlier runs learned about latency; the app's shutdown (router.aclose) saves it back.
-        router.persist()
+        if keep:
+            # What earlier runs learned about latency; the app's shutdown (router.aclose) saves it back.
+            router.persist()
         shown = f"[{host}]" if ":" in host else host
         out.info(f"route serve: http://{shown}:{port}/v1 · config {loaded.path} · models: auto, "
                  f"{', '.join(router.names())} · auth {'on ($' + api_key_env + ')' if key else 'off (loopback)'} · "
                  f"log {'on: ' + str(router.request_log.path) if router.request_log else 'off'}")
-        run_server(router, host=host, port=port, api_key=key, body_limit_bytes=max_body, drain_timeout_s=drain)
+        limits = ServerLimits(header_timeout_s=header_timeout, body_timeout_s=body_timeout,
+                              max_header_bytes=max_header, max_connections=max_connections)
+        run_server(router, host=host, port=port, api_key=key, body_limit_bytes=max_body, drain_timeout_s=drain,
+                   limits=limits)
 
     @app.command("log", help="Show the last requests from the request log (CLI, Python API and server alike).")
     @handle_errors
@@ -152,7 +170,9 @@ def register(app: typer.Typer) -> None:
         config: Annotated[str | None, typer.Option("-c", "--config")] = None,
     ) -> None:
         out = Output(json_mode=json_output)
-        rows = _store(config).recent(limit, backend=backend, status=status, since_ts=_since(since))
+        store = _store(config)
+        with store.guard():
+            rows = store.recent(limit, backend=backend, status=status, since_ts=_since(since))
         if json_output:
             for row in rows:
                 out.data(row)
@@ -174,7 +194,9 @@ def register(app: typer.Typer) -> None:
         from router.log_stats import summarize, summarize_tiers
 
         out = Output(json_mode=json_output)
-        rows = _store(config).stat_rows(since_ts=_since(since))
+        store = _store(config)
+        with store.guard():
+            rows = store.stat_rows(since_ts=_since(since))
         summary, tiers = summarize(rows), summarize_tiers(rows)
         if plot:
             _plot(rows, plot)

@@ -18,7 +18,9 @@ from backends.errors import BackendError
 
 __all__ = ["BudgetExhausted", "CallBudget", "Reservation", "RunContext", "current_run", "emit"]
 
-MAX_DEPTH = 32  # consortia inside consortia; config forbids cycles, this stops code-built ones
+# Consortia inside consortia, below the outermost one. The config loader refuses deeper graphs
+# (and cycles), so this stops only code-built ones.
+MAX_DEPTH = 64
 
 
 class BudgetExhausted(BackendError):

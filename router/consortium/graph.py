@@ -12,9 +12,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from backends.errors import ConfigError
+from router.consortium.budget import MAX_DEPTH
 from router.consortium.spec import DEFAULT_BUDGET, ConsortiumConfig
 
-__all__ = ["check_consortia", "find_cycle", "resolve_tree"]
+__all__ = ["calls_per_run", "check_consortia", "find_cycle", "nesting_depths", "resolve_tree"]
 
 LineOf = Callable[..., int | None]
 
@@ -44,13 +45,33 @@ def check_consortia(consortia: Mapping[str, ConsortiumConfig], backends: Mapping
             "member or as arbiter, at any depth; remove one of these references.",
             path=path, line=line_of("consortia", cycle[0]),
         )
+    _check_depth(consortia, path, line_of)  # first: the budget check recurses once per level
     _check_budgets(consortia, path, line_of)
+
+
+def _check_depth(consortia: Mapping[str, ConsortiumConfig], path: str, line_of: LineOf) -> None:
+    """Refuse nesting deeper than a run allows (budget.MAX_DEPTH), naming the chain, so a
+    valid-looking config never fails only at run time."""
+    depths = nesting_depths(consortia)
+    deepest = max(depths, key=depths.__getitem__, default=None)
+    if deepest is None or depths[deepest] - 1 <= MAX_DEPTH:
+        return
+    chain = [deepest]
+    while depths[chain[-1]] > 1:
+        chain.append(max(_refs(consortia[chain[-1]], consortia), key=depths.__getitem__))
+    shown = " -> ".join(chain if len(chain) <= 8 else [*chain[:3], "...", *chain[-3:]])
+    raise ConfigError(
+        f"consortium {deepest!r} nests {len(chain) - 1} consortia deep ({shown}); a consortium may contain "
+        f"others at most {MAX_DEPTH} levels deep. Flatten the chain: give one consortium more members "
+        "instead of wrapping each in another.",
+        path=path, line=line_of("consortia", deepest),
+    )
 
 
 def _check_budgets(consortia: Mapping[str, ConsortiumConfig], path: str, line_of: LineOf) -> None:
     """A run whose planned calls (no retries, max_iterations rounds) exceed its budget would be
     cut off on every run: refuse it now rather than bill a truncated answer."""
-    memo: dict[str, int] = {}
+    memo: dict[tuple[str, bool], int] = {}
     for name, spec in consortia.items():
         worst = calls_per_run(name, consortia, worst=True, memo=memo)
         if worst > spec.effective_budget:
@@ -76,69 +97,101 @@ def _hint(name: str, known: set[str]) -> str:
 
 def find_cycle(consortia: Mapping[str, ConsortiumConfig]) -> list[str] | None:
     """The first cycle found, as a closed path [a, b, ..., a], or None. Depth-first, in config order."""
-    state: dict[str, int] = {}  # 1 = on the current path, 2 = finished
-    stack: list[str] = []
+    cycle, _ = _walk(consortia)
+    return cycle
 
-    def visit(name: str) -> list[str] | None:
-        state[name] = 1
-        stack.append(name)
-        for ref in dict.fromkeys(consortia[name].names()):
-            if ref not in consortia:
-                continue
-            if state.get(ref) == 1:
-                return [*stack[stack.index(ref):], ref]
-            if ref not in state:
-                found = visit(ref)
-                if found:
-                    return found
-        stack.pop()
-        state[name] = 2
-        return None
 
-    for name in consortia:
-        if name not in state:
-            found = visit(name)
-            if found:
-                return found
-    return None
+def nesting_depths(consortia: Mapping[str, ConsortiumConfig]) -> dict[str, int]:
+    """How many consortia deep each one runs: 1 for one over backends only, 1 + the deepest
+    consortium it uses otherwise. Assumes no cycle."""
+    return _walk(consortia)[1]
+
+
+def _refs(spec: ConsortiumConfig, consortia: Mapping[str, ConsortiumConfig]) -> list[str]:
+    return [ref for ref in dict.fromkeys(spec.names()) if ref in consortia]
+
+
+def _walk(consortia: Mapping[str, ConsortiumConfig]) -> tuple[list[str] | None, dict[str, int]]:
+    """(the first cycle or None, the nesting depth of each consortium), by an explicit-stack
+    depth-first walk: a chain thousands long must not hit Python's recursion limit."""
+    depth: dict[str, int] = {}  # finished consortia
+    on_path: dict[str, int] = {}  # name -> position in `path`
+    path: list[str] = []
+    for start in consortia:
+        if start in depth:
+            continue
+        stack = [(start, iter(_refs(consortia[start], consortia)))]
+        on_path[start] = 0
+        path.append(start)
+        while stack:
+            name, refs = stack[-1]
+            ref = next(refs, None)
+            if ref is None:
+                stack.pop()
+                path.pop()
+                del on_path[name]
+                depth[name] = 1 + max((depth[r] for r in _refs(consortia[name], consortia)), default=0)
+            elif ref in on_path:
+                return [*path[on_path[ref]:], ref], depth
+            elif ref not in depth:
+                on_path[ref] = len(path)
+                path.append(ref)
+                stack.append((ref, iter(_refs(consortia[ref], consortia))))
+    return None, depth
 
 
 def resolve_tree(name: str, consortia: Mapping[str, ConsortiumConfig],
                  backends: Mapping[str, Any]) -> dict[str, Any]:
     """The consortium expanded down to backends, as plain data (for `route consortium show`).
-    Assumes the config passed check_consortia (acyclic)."""
-    if name not in consortia:
-        spec = backends.get(name)
-        return {"name": name, "kind": "backend", "model": getattr(spec, "model", None)}
-    spec = consortia[name]
-    members = []
-    for member in spec.members:
-        node = resolve_tree(member.model, consortia, backends)
-        node.update(samples=member.n, system=member.system, temperature=member.temperature)
-        members.append(node)
-    return {
-        "name": name,
-        "kind": "consortium",
-        "judging": spec.judging,
-        "arbiter": resolve_tree(spec.arbiter, consortia, backends),
-        "members": members,
-        "calls_per_run": calls_per_run(name, consortia),
-        "worst_case_calls": calls_per_run(name, consortia, worst=True),
-        "budget": spec.effective_budget,
-    }
+    A consortium used more than once is expanded at its first place only; later places are
+    `{"name", "kind": "consortium", "ref": True}`, so the output grows with the config, not
+    with the number of paths through it. Assumes the config passed check_consortia."""
+    return _Resolver(consortia, backends).node(name)
+
+
+class _Resolver:
+    def __init__(self, consortia: Mapping[str, ConsortiumConfig], backends: Mapping[str, Any]):
+        self.consortia, self.backends = consortia, backends
+        self.shown: set[str] = set()
+        self.calls: dict[tuple[str, bool], int] = {}
+
+    def node(self, name: str) -> dict[str, Any]:
+        # Recursion is bounded: check_consortia refuses nesting deeper than MAX_DEPTH.
+        if name not in self.consortia:
+            return {"name": name, "kind": "backend", "model": getattr(self.backends.get(name), "model", None)}
+        if name in self.shown:
+            return {"name": name, "kind": "consortium", "ref": True}
+        self.shown.add(name)
+        spec = self.consortia[name]
+        members = []
+        for member in spec.members:
+            node = self.node(member.model)
+            node.update(samples=member.n, system=member.system, temperature=member.temperature)
+            members.append(node)
+        return {
+            "name": name,
+            "kind": "consortium",
+            "judging": spec.judging,
+            "arbiter": self.node(spec.arbiter),
+            "members": members,
+            "calls_per_run": calls_per_run(name, self.consortia, memo=self.calls),
+            "worst_case_calls": calls_per_run(name, self.consortia, worst=True, memo=self.calls),
+            "budget": spec.effective_budget,
+        }
 
 
 def calls_per_run(name: str, consortia: Mapping[str, ConsortiumConfig], *, worst: bool = False,
-                  memo: dict[str, int] | None = None) -> int:
+                  memo: dict[tuple[str, bool], int] | None = None) -> int:
     """Model calls of one run without retries: every member sample and one arbiter call per
     iteration, expanded through nested consortia. `worst` uses max_iterations, else min.
-    `memo` makes a graph with shared sub-consortia cost one visit per consortium."""
+    Memoised per consortium, so shared sub-consortia are counted in linear time."""
+    memo = {} if memo is None else memo
+    key = (name, worst)
     if name not in consortia:
         return 1
-    memo = {} if memo is None else memo
-    if name not in memo:
+    if key not in memo:
         spec = consortia[name]
         per_round = sum(m.n * calls_per_run(m.model, consortia, worst=worst, memo=memo) for m in spec.members)
         per_round += calls_per_run(spec.arbiter, consortia, worst=worst, memo=memo)
-        memo[name] = per_round * (spec.max_iterations if worst else spec.min_iterations)
-    return memo[name]
+        memo[key] = per_round * (spec.max_iterations if worst else spec.min_iterations)
+    return memo[key]

@@ -1,25 +1,25 @@
 """What the arbiter and the members of a later round are asked.
 
 Candidates are wrapped in tags carrying a per-run random nonce, and any text in a candidate
-that looks like one of our tags is escaped, so a candidate cannot close its own block, add a
-fake candidate, or write a ranking the parser would believe. Candidates that would overflow
+that looks like one of our tags, verdict labels or notes (look-alike characters included) is
+defused (router/consortium/neutralise.py), so a candidate cannot close its own block, add a
+fake candidate, forge its code metrics, or write a ranking the arbiter might obey; the parser
+reads only the nonce-tagged verdict anyway. Candidates that would overflow
 the arbiter's context window are cut to a fair share each, and the prompt says so.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from backends.types import Message, content_text
 from policies.judging import CodeMetrics
+from router.consortium.neutralise import neutralise
 
 __all__ = ["ArbiterPrompt", "Candidate", "arbiter_prompt", "estimate_tokens", "refinement_messages"]
 
 CHARS_PER_TOKEN = 4  # a rough, tokenizer-free estimate; conservative for English and code
-_TAGS = ("candidate", "question", "ranking", "confidence", "refine", "answer", "previous")
-_TAG_LIKE = re.compile(r"<(/?)\s*(" + "|".join(_TAGS) + r")\b", re.IGNORECASE)
 
 
 def estimate_tokens(text: str) -> int:
@@ -43,8 +43,9 @@ class ArbiterPrompt:
 
 
 def escape(text: str) -> str:
-    """Neutralise anything shaped like our tags: `<ranking` becomes `‹ranking`."""
-    return _TAG_LIKE.sub(lambda m: "‹" + m.group(1) + m.group(2), text)
+    """Defuse anything shaped like our tags, labels or notes: `<ranking` becomes `‹ranking`,
+    `Ranking:` becomes `quoted Ranking:`."""
+    return neutralise(text)
 
 
 def _question(messages: Sequence[Message]) -> str:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from router.lazy import lazy_exports
 
-__all__ = ["DEFAULT_BODY_LIMIT", "RouteServer", "api_key_from_env", "create_app", "is_loopback", "serve"]
+__all__ = ["DEFAULT_BODY_LIMIT", "RouteServer", "ServerLimits", "api_key_from_env", "create_app", "is_loopback", "serve"]
 
 _HOMES = {
     "DEFAULT_BODY_LIMIT": "router.server.app",
     "create_app": "router.server.app",
     "RouteServer": "router.server.runner",
+    "ServerLimits": "router.server.limits",
     "api_key_from_env": "router.server.runner",
     "is_loopback": "router.server.runner",
     "serve": "router.server.runner",

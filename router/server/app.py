@@ -79,16 +79,17 @@ def _model_list(router: Router) -> list[dict[str, Any]]:
 
 
 def create_app(router: Router, *, api_key: str | None = None, body_limit_bytes: int = DEFAULT_BODY_LIMIT,
-               close_router: bool = True) -> FastAPI:
+               close_router: bool = True, body_timeout_s: float | None = None) -> FastAPI:
     """The ASGI app. `api_key` (the token itself, read from the environment by the caller) turns
     on bearer auth. With `close_router`, shutdown closes the router's connections and flushes
-    its request log. `app.state.metrics` is the Metrics object."""
+    its request log. `body_timeout_s` bounds how long a request body may take to arrive.
+    `app.state.metrics` is the Metrics object."""
     if body_limit_bytes < 1:
         raise ValueError("body_limit_bytes must be positive")
     metrics = Metrics(router)
     router.add_request_observer(metrics.observe)
     router.add_observer(metrics.attempt)
-    chat = ChatCompletions(router, metrics, body_limit_bytes=body_limit_bytes)
+    chat = ChatCompletions(router, metrics, body_limit_bytes=body_limit_bytes, body_timeout_s=body_timeout_s)
     models = _model_list(router)
 
     @contextlib.asynccontextmanager
@@ -135,6 +136,12 @@ def create_app(router: Router, *, api_key: str | None = None, body_limit_bytes: 
         body = ApiError(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}",
                         code="not_found" if exc.status_code == 404 else "invalid_request").body()
         return Response(body, status_code=exc.status_code, media_type="application/json", headers=exc.headers)
+
+    @app.exception_handler(Exception)
+    async def internal(request, exc: Exception) -> Response:
+        # A bug must still answer in the API's shape (clients parse it), and say no more than its type.
+        body = ApiError(500, f"internal error: {type(exc).__name__}", kind="server_error", code="internal_error").body()
+        return Response(body, status_code=500, media_type="application/json")
 
     if api_key:
         app.add_middleware(_BearerAuth, token=api_key)

@@ -1,7 +1,8 @@
 """POST /v1/chat/completions as a raw ASGI app: the proxy's hot path.
 
-No Request/Response objects and no pydantic here: the body is read with a size limit, checked
-by plain code, routed, and the answer is written as pre-encoded SSE chunks. A watcher task
+No Request/Response objects here: the body is read with a size and a time limit, validated
+against the API's schema (router/server/protocol.py, via parse.py), routed, and the answer is
+written as pre-encoded SSE chunks. A watcher task
 listens for the client going away and cancels the handler, which closes the upstream stream
 (the backend's `aclosing` context shuts its HTTP response), so an abandoned request stops
 costing tokens at once.
@@ -29,11 +30,21 @@ _JSON = (b"content-type", b"application/json")
 _SSE = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
 
 
-async def read_body(scope: dict, receive, limit: int) -> bytes:
-    """The whole request body; 413 as soon as it is known to exceed `limit` bytes."""
+async def read_body(scope: dict, receive, limit: int, timeout_s: float | None = None) -> bytes:
+    """The whole request body: 413 as soon as it is known to exceed `limit` bytes, 408 when it
+    has not all arrived `timeout_s` seconds after the head (a slow client holds no more)."""
     for name, value in scope["headers"]:
         if name == b"content-length" and value.isdigit() and int(value) > limit:
             raise _too_large(limit)
+    try:
+        async with asyncio.timeout(timeout_s):
+            return await _read(receive, limit)
+    except TimeoutError:
+        raise ApiError(408, f"the request body did not arrive within {timeout_s:g} s (route serve --body-timeout)",
+                       code="request_timeout", headers={"connection": "close"}) from None
+
+
+async def _read(receive, limit: int) -> bytes:
     parts: list[bytes] = []
     size = 0
     while True:
@@ -116,15 +127,17 @@ async def _first_content(chunks) -> TextChunk | FinalChunk | None:
 class ChatCompletions:
     """The ASGI callable. `router.source` should be "server" so the request log says so."""
 
-    def __init__(self, router: Router, metrics: Metrics, *, body_limit_bytes: int):
+    def __init__(self, router: Router, metrics: Metrics, *, body_limit_bytes: int,
+                 body_timeout_s: float | None = None):
         self.router = router
         self.metrics = metrics
         self.body_limit = body_limit_bytes
+        self.body_timeout_s = body_timeout_s
         self._names = frozenset(router.names())
 
     async def __call__(self, scope: dict, receive, send) -> None:
         try:
-            call = parse_chat(await read_body(scope, receive, self.body_limit))
+            call = parse_chat(await read_body(scope, receive, self.body_limit, self.body_timeout_s))
             model = self._model_for(call)
         except ApiError as err:
             await send_error(send, err)
@@ -218,12 +231,14 @@ class ChatCompletions:
             out.append(writer.content(first.text))
         await send({"type": "http.response.body", "body": b"".join(out), "more_body": True})
         try:
-            if final is None:
-                async for chunk in chunks:
-                    if isinstance(chunk, TextChunk):
-                        await send({"type": "http.response.body", "body": writer.content(chunk.text), "more_body": True})
-                    elif isinstance(chunk, FinalChunk):
-                        final = chunk
+            # Read to the end even when the first chunk was already the final one (a stream that is
+            # only a tool call): the route stream logs its outcome when it ends, and one closed
+            # early is logged as the client going away.
+            async for chunk in chunks:
+                if isinstance(chunk, TextChunk):
+                    await send({"type": "http.response.body", "body": writer.content(chunk.text), "more_body": True})
+                elif isinstance(chunk, FinalChunk):
+                    final = chunk
         except RouteError as exc:
             # Text already went out: the only honest signal left is an error event (the openai SDK raises it).
             watch.done = True

@@ -1,6 +1,7 @@
 """Run the `route serve` app under uvicorn: in the foreground for the CLI, or on a thread.
 
-Binding beyond loopback requires a bearer token. On SIGINT/SIGTERM uvicorn stops accepting,
+Binding beyond loopback requires a bearer token. Slow clients, huge heads and connection floods
+are cut off by ServerLimits (router/server/http_guard.py). On SIGINT/SIGTERM uvicorn stops accepting,
 lets in-flight requests (streams included) finish for up to `drain_timeout_s`, then the app's
 shutdown closes backend connections and flushes the request log.
 """
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from backends.errors import UsageError
 from backends.threaded_server import ThreadedServer
+from router.server.limits import ServerLimits
 
 if TYPE_CHECKING:
     from router.core import Router
@@ -53,26 +55,36 @@ def api_key_from_env(host: str, env_name: str | None) -> str | None:
     return key
 
 
-def _options(drain_timeout_s: float, log_level: str) -> dict:
+def _options(drain_timeout_s: float, log_level: str, limits: ServerLimits) -> dict:
     import uvicorn
+
+    from router.server.http_guard import guarded_protocol
 
     return {
         "log_config": None if log_level == "warning" else uvicorn.config.LOGGING_CONFIG,
         "log_level": log_level,
         "timeout_graceful_shutdown": drain_timeout_s,
         "timeout_keep_alive": 30,  # editors keep one connection open between requests
+        "http": guarded_protocol(limits),  # head timeout and size, connection limit, JSON errors
     }
 
 
-def serve(router: Router, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT, api_key: str | None = None,
-          body_limit_bytes: int | None = None, drain_timeout_s: float = DEFAULT_DRAIN_S) -> None:
-    """Serve until interrupted (blocking). `api_key` is the token itself (see api_key_from_env)."""
+def _app(router: Router, api_key: str | None, body_limit_bytes: int | None, limits: ServerLimits):
     from router.server.app import DEFAULT_BODY_LIMIT, create_app
 
+    return create_app(router, api_key=api_key, body_limit_bytes=body_limit_bytes or DEFAULT_BODY_LIMIT,
+                      body_timeout_s=limits.body_timeout_s)
+
+
+def serve(router: Router, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT, api_key: str | None = None,
+          body_limit_bytes: int | None = None, drain_timeout_s: float = DEFAULT_DRAIN_S,
+          limits: ServerLimits | None = None) -> None:
+    """Serve until interrupted (blocking). `api_key` is the token itself (see api_key_from_env)."""
     if api_key is None and not is_loopback(host):
         raise UsageError(f"refusing to bind {host} without an API key; see `route serve --help` (--api-key-env)")
-    app = create_app(router, api_key=api_key, body_limit_bytes=body_limit_bytes or DEFAULT_BODY_LIMIT)
-    ThreadedServer(app, host=host, port=port, name="route-server", **_options(drain_timeout_s, "info")).run()
+    limits = limits or ServerLimits()
+    app = _app(router, api_key, body_limit_bytes, limits)
+    ThreadedServer(app, host=host, port=port, name="route-server", **_options(drain_timeout_s, "info", limits)).run()
 
 
 class RouteServer(ThreadedServer):
@@ -83,8 +95,8 @@ class RouteServer(ThreadedServer):
     """
 
     def __init__(self, router: Router, *, host: str = "127.0.0.1", port: int = 0, api_key: str | None = None,
-                 body_limit_bytes: int | None = None, drain_timeout_s: float = 5.0):
-        from router.server.app import DEFAULT_BODY_LIMIT, create_app
-
-        app = create_app(router, api_key=api_key, body_limit_bytes=body_limit_bytes or DEFAULT_BODY_LIMIT)
-        super().__init__(app, host=host, port=port, name="route-server", **_options(drain_timeout_s, "warning"))
+                 body_limit_bytes: int | None = None, drain_timeout_s: float = 5.0, limits: ServerLimits | None = None):
+        limits = limits or ServerLimits()
+        app = _app(router, api_key, body_limit_bytes, limits)
+        super().__init__(app, host=host, port=port, name="route-server",
+                         **_options(drain_timeout_s, "warning", limits))
