@@ -1,0 +1,306 @@
+"""The Anthropic Messages API (`POST /v1/messages`, `/v1/messages/count_tokens`), translated to
+and from the router's OpenAI-format call.
+
+Requests: `system` becomes a system message; `tool_use` blocks become an assistant turn's
+`tool_calls`; `tool_result` blocks become `tool` messages (before the rest of that user turn);
+images become `image_url` parts; thinking blocks an earlier answer carried are dropped (no
+backend behind the router can verify their signatures). Answers: text and `tool_use` blocks,
+OpenAI finish reasons as Anthropic stop reasons, usage. Streams follow Anthropic's event
+sequence: message_start, content_block_start / _delta / _stop per block, message_delta (stop
+reason, usage), message_stop. Errors: `{"type": "error", "error": {"type", "message"}}`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Literal, TypeVar
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from backends.types import Completion, Message
+from router.server.translated import Translated
+from router.server.wire import ApiError
+
+__all__ = ["AnthropicDialect", "count_tokens", "error_type", "stop_reason"]
+
+# Anthropic's error `type` for each HTTP status it uses; other statuses fall back by class.
+_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+                404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error",
+                503: "overloaded_error", 529: "overloaded_error"}
+_STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "function_call": "tool_use",
+                 "content_filter": "refusal"}
+_DROPPED_BLOCKS = frozenset({"thinking", "redacted_thinking"})
+
+
+def error_type(status: int) -> str:
+    return _ERROR_TYPES.get(status) or ("invalid_request_error" if status < 500 else "api_error")
+
+
+def stop_reason(completion: Completion) -> str:
+    if completion.tool_calls:
+        return "tool_use"
+    return _STOP_REASONS.get(completion.finish_reason or "stop", "end_turn")
+
+
+class _Lenient(BaseModel):
+    # Agents send fields this API grows every month (metadata, thinking, betas...): ignore them.
+    model_config = ConfigDict(extra="ignore")
+
+
+class _InputMessage(_Lenient):
+    role: Literal["user", "assistant"]
+    content: str | list[dict[str, Any]]
+
+
+class _Tool(_Lenient):
+    name: str = Field(min_length=1)
+    description: str | None = None
+    input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    type: str | None = None
+
+
+class CountTokensRequest(_Lenient):
+    model: str = Field(min_length=1)
+    messages: list[_InputMessage] = Field(min_length=1)
+    system: str | list[dict[str, Any]] | None = None
+    tools: list[_Tool] | None = None
+
+
+class MessagesRequest(CountTokensRequest):
+    max_tokens: int = Field(ge=1)
+    stream: bool = False
+    temperature: float | None = Field(None, ge=0, le=1)
+    top_p: float | None = Field(None, gt=0, le=1)
+    stop_sequences: list[str] | None = None
+    tool_choice: dict[str, Any] | None = None
+
+
+def _bad(message: str) -> ApiError:
+    return ApiError(400, message, code="invalid_request")
+
+
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+def _validated(model: type[_Model], raw: bytes) -> _Model:
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "body"
+        raise _bad(f"{where}: {first['msg']} (see https://docs.anthropic.com/en/api/messages)") from None
+
+
+# -- requests -----------------------------------------------------------------------------------
+
+
+def _system(system: str | list[dict[str, Any]] | None) -> list[Message]:
+    if not system:
+        return []
+    text = system if isinstance(system, str) else "\n".join(str(b.get("text", "")) for b in system)
+    return [{"role": "system", "content": text}]
+
+
+def _image(block: dict[str, Any]) -> dict[str, Any]:
+    source = block.get("source") or {}
+    if source.get("type") == "url":
+        url = source.get("url")
+    elif source.get("type") == "base64":
+        url = f"data:{source.get('media_type')};base64,{source.get('data')}"
+    else:
+        raise _bad(f"image source type {source.get('type')!r} is not supported; send base64 or url images")
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def _tool_result_text(block: dict[str, Any]) -> str:
+    content = block.get("content")
+    text = content if isinstance(content, str) else "\n".join(
+        str(part.get("text", "")) for part in content or () if part.get("type") == "text")
+    return f"Error: {text}" if block.get("is_error") else text
+
+
+def _user_turn(blocks: list[dict[str, Any]]) -> list[Message]:
+    results: list[Message] = []
+    parts: list[dict[str, Any]] = []
+    for block in blocks:
+        kind = block.get("type")
+        if kind == "tool_result":
+            results.append({"role": "tool", "tool_call_id": block.get("tool_use_id"),
+                            "content": _tool_result_text(block)})
+        elif kind == "text":
+            parts.append({"type": "text", "text": block.get("text", "")})
+        elif kind == "image":
+            parts.append(_image(block))
+        elif kind not in _DROPPED_BLOCKS:
+            raise _bad(f"content block type {kind!r} is not supported by this router; send text, image, "
+                       "tool_use or tool_result blocks")
+    if not parts:
+        return results
+    if all(p["type"] == "text" for p in parts):  # plain text reaches every backend, parts not all
+        return [*results, {"role": "user", "content": "\n".join(p["text"] for p in parts)}]
+    return [*results, {"role": "user", "content": parts}]
+
+
+def _assistant_turn(blocks: list[dict[str, Any]]) -> Message:
+    text = "".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
+    calls = [{"id": b.get("id"), "type": "function",
+              "function": {"name": b.get("name"), "arguments": orjson.dumps(b.get("input") or {}).decode()}}
+             for b in blocks if b.get("type") == "tool_use"]
+    message: Message = {"role": "assistant", "content": text or None}
+    if calls:
+        message["tool_calls"] = calls
+    return message
+
+
+def _messages(request: CountTokensRequest) -> list[Message]:
+    out = _system(request.system)
+    for turn in request.messages:
+        if isinstance(turn.content, str):
+            out.append({"role": turn.role, "content": turn.content})
+        elif turn.role == "assistant":
+            out.append(_assistant_turn(turn.content))
+        else:
+            out.extend(_user_turn(turn.content))
+    return out
+
+
+def _tools(tools: list[_Tool] | None) -> list[dict[str, Any]] | None:
+    if not tools:
+        return None
+    for tool in tools:
+        if tool.type not in (None, "custom"):
+            raise _bad(f"tools: server tool {tool.name!r} (type {tool.type!r}) is not supported by this router; "
+                       "send client tools (name, description, input_schema) only")
+    return [{"type": "function", "function": {"name": t.name, "description": t.description or "",
+                                              "parameters": t.input_schema}} for t in tools]
+
+
+def _tool_choice(choice: dict[str, Any] | None) -> Any:
+    kind = (choice or {}).get("type")
+    if kind is None or kind == "auto":
+        return None
+    if kind == "tool":
+        return {"type": "function", "function": {"name": (choice or {}).get("name")}}
+    return {"any": "required", "none": "none"}.get(kind) or _raise(_bad(f"tool_choice type {kind!r} is unknown"))
+
+
+def _raise(err: ApiError) -> Any:
+    raise err
+
+
+def count_tokens(raw: bytes) -> int:
+    """An estimate (about four characters a token, as the router's context check counts): the
+    router has no tokenizer for every backend, and agents use this only to budget context."""
+    request = _validated(CountTokensRequest, raw)
+    text = orjson.dumps(_messages(request)) + orjson.dumps(_tools(request.tools) or [])
+    return max(1, len(text) // 4)
+
+
+# -- answers ------------------------------------------------------------------------------------
+
+
+def _tool_input(arguments: str) -> Any:
+    try:
+        value = orjson.loads(arguments or "{}")
+    except orjson.JSONDecodeError:
+        return {"arguments": arguments}  # a model's broken JSON, kept rather than lost
+    return value if isinstance(value, dict) else {"value": value}
+
+
+def _tool_blocks(completion: Completion) -> list[dict[str, Any]]:
+    return [{"type": "tool_use", "id": call.get("id") or f"toolu_{uuid.uuid4().hex[:24]}",
+             "name": call["function"]["name"], "input": _tool_input(call["function"].get("arguments", ""))}
+            for call in completion.tool_calls or ()]
+
+
+def _usage(completion: Completion) -> dict[str, int]:
+    return {"input_tokens": completion.usage.input_tokens, "output_tokens": completion.usage.output_tokens}
+
+
+def _sse(event: str, data: dict[str, Any]) -> bytes:
+    return b"event: " + event.encode() + b"\ndata: " + orjson.dumps({"type": event, **data}) + b"\n\n"
+
+
+class _Events:
+    """One stream's events. Text goes out as it comes; tool calls arrive whole with the final
+    completion, so each is one block with its input in one `input_json_delta`."""
+
+    def __init__(self, model: str, input_estimate: int):
+        self.model, self.input_estimate = model, input_estimate
+        self.id = f"msg_{uuid.uuid4().hex[:24]}"
+        self.blocks = 0
+        self.text_open = False
+
+    def start(self) -> bytes:
+        message: dict[str, Any] = {"id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": [],
+                   "stop_reason": None, "stop_sequence": None,
+                   "usage": {"input_tokens": self.input_estimate, "output_tokens": 0}}
+        return _sse("message_start", {"message": message})
+
+    def text(self, text: str) -> bytes:
+        head = b""
+        if not self.text_open:
+            self.text_open = True
+            head = _sse("content_block_start", {"index": self.blocks, "content_block": {"type": "text", "text": ""}})
+        return head + _sse("content_block_delta", {"index": self.blocks, "delta": {"type": "text_delta", "text": text}})
+
+    def _close_text(self) -> list[bytes]:
+        if not self.text_open:
+            return []
+        self.text_open = False
+        self.blocks += 1
+        return [_sse("content_block_stop", {"index": self.blocks - 1})]
+
+    def finish(self, completion: Completion | None) -> bytes:
+        out = self._close_text()
+        if completion is not None:
+            for block in _tool_blocks(completion):
+                start = {**block, "input": {}}
+                delta = {"type": "input_json_delta", "partial_json": orjson.dumps(block["input"]).decode()}
+                out += [_sse("content_block_start", {"index": self.blocks, "content_block": start}),
+                        _sse("content_block_delta", {"index": self.blocks, "delta": delta}),
+                        _sse("content_block_stop", {"index": self.blocks})]
+                self.blocks += 1
+        reason = stop_reason(completion) if completion is not None else "end_turn"
+        usage = _usage(completion) if completion is not None else {"output_tokens": 0}
+        out += [_sse("message_delta", {"delta": {"stop_reason": reason, "stop_sequence": None}, "usage": usage}),
+                _sse("message_stop", {})]
+        return b"".join(out)
+
+    def error(self, err: ApiError) -> bytes:
+        return _sse("error", {"error": {"type": error_type(err.status), "message": err.message}})
+
+
+class AnthropicDialect:
+    """`POST /v1/messages` for TranslatedEndpoint."""
+
+    def parse(self, raw: bytes) -> Translated:
+        request = _validated(MessagesRequest, raw)
+        extra: dict[str, Any] = {}
+        tools = _tools(request.tools)
+        if tools:
+            extra["tools"] = tools
+            choice = _tool_choice(request.tool_choice)
+            if choice is not None:
+                extra["tool_choice"] = choice
+        if request.top_p is not None:
+            extra["top_p"] = request.top_p
+        messages = _messages(request)
+        estimate = max(1, len(orjson.dumps(messages)) // 4)
+        return Translated(model=request.model, messages=messages, stream=request.stream,
+                          max_tokens=request.max_tokens, temperature=request.temperature,
+                          stop=request.stop_sequences or None, extra=extra, echo={"input_estimate": estimate})
+
+    def error_body(self, err: ApiError) -> bytes:
+        return orjson.dumps({"type": "error", "error": {"type": error_type(err.status), "message": err.message}})
+
+    def body(self, call: Translated, completion: Completion) -> bytes:
+        content: list[dict[str, Any]] = [{"type": "text", "text": completion.text}] if completion.text else []
+        content += _tool_blocks(completion)
+        return orjson.dumps({"id": f"msg_{uuid.uuid4().hex[:24]}", "type": "message", "role": "assistant",
+                             "model": call.model, "content": content, "stop_reason": stop_reason(completion),
+                             "stop_sequence": None, "usage": _usage(completion)})
+
+    def writer(self, call: Translated) -> _Events:
+        return _Events(call.model, call.echo.get("input_estimate", 0))
