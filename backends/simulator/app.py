@@ -4,6 +4,7 @@ Chat completions are a plain ASGI callable (no Request/Response objects) because
 time the router, not the simulator: a zero-delay profile must cost well under a millisecond.
 
     POST /v1/chat/completions   OpenAI wire format, stream and non-stream
+    POST /v1/messages           the same answers in Anthropic's Messages format (simulator/anthropic.py)
     GET  /v1/models             every profiled model, owned_by "simulated"; unless the app is
                                 strict about names, `x-sim-any-model: true` says others are answered too
     GET  /healthz
@@ -40,6 +41,7 @@ from starlette.routing import Route
 
 from backends.errors import ConfigError
 from backends.simulator.answers import Answer, finish, generate, prompt_tokens, with_tool_calls
+from backends.simulator.anthropic import Messages
 from backends.simulator.profiles import DEFAULT_PROFILES, FALLBACK_PROFILE, FAULT_KINDS, SimProfile
 from backends.simulator.tools import Reply, argument_pieces, check_reply, split_reply
 
@@ -559,8 +561,10 @@ def create_app(profiles: Mapping[str, SimProfile] | None = None, *, strict_model
                   "(%d profiled models; any other name gets a fast default)", len(state.profiles))
         yield
 
+    chat = ChatCompletions(state)
     routes = [
-        Route("/v1/chat/completions", ChatCompletions(state), methods=["POST"]),
+        Route("/v1/chat/completions", chat, methods=["POST"]),
+        Route("/v1/messages", Messages(chat), methods=["POST"]),
         Route("/v1/models", _models),
         Route("/healthz", _healthz),
         Route("/sim/faults", _set_faults, methods=["POST"]),

@@ -1,10 +1,9 @@
 """The Anthropic Messages API (`POST /v1/messages`, `/v1/messages/count_tokens`), translated to
 and from the router's OpenAI-format call.
 
-Requests: `system` becomes a system message; `tool_use` blocks become an assistant turn's
-`tool_calls`; `tool_result` blocks become `tool` messages (before the rest of that user turn);
-images become `image_url` parts; thinking blocks an earlier answer carried are dropped (no
-backend behind the router can verify their signatures). Answers: text and `tool_use` blocks,
+Request validation lives here (pydantic, ignoring fields the API keeps adding); the content
+translation is backends/anthropic_format.py, shared with the `anthropic` backend kind and the
+simulator. Answers: text and `tool_use` blocks,
 OpenAI finish reasons as Anthropic stop reasons, usage. Streams follow Anthropic's event
 sequence: message_start, content_block_start / _delta / _stop per block, message_delta (stop
 reason, usage), message_stop. Errors: `{"type": "error", "error": {"type", "message"}}`.
@@ -18,6 +17,7 @@ from typing import Any, Literal, TypeVar
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from backends.anthropic_format import STOP_REASONS, Unsupported, chat_messages, chat_tool_choice, chat_tools, tool_input
 from backends.types import Completion, Message
 from router.server.translated import Translated
 from router.server.wire import ApiError
@@ -28,9 +28,6 @@ __all__ = ["AnthropicDialect", "count_tokens", "error_type", "stop_reason"]
 _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
                 404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error",
                 503: "overloaded_error", 529: "overloaded_error"}
-_STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "function_call": "tool_use",
-                 "content_filter": "refusal"}
-_DROPPED_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 
 
 def error_type(status: int) -> str:
@@ -40,7 +37,7 @@ def error_type(status: int) -> str:
 def stop_reason(completion: Completion) -> str:
     if completion.tool_calls:
         return "tool_use"
-    return _STOP_REASONS.get(completion.finish_reason or "stop", "end_turn")
+    return STOP_REASONS.get(completion.finish_reason or "stop", "end_turn")
 
 
 class _Lenient(BaseModel):
@@ -95,122 +92,30 @@ def _validated(model: type[_Model], raw: bytes) -> _Model:
 # -- requests -----------------------------------------------------------------------------------
 
 
-def _system(system: str | list[dict[str, Any]] | None) -> list[Message]:
-    if not system:
-        return []
-    text = system if isinstance(system, str) else "\n".join(str(b.get("text", "")) for b in system)
-    return [{"role": "system", "content": text}]
-
-
-def _image(block: dict[str, Any]) -> dict[str, Any]:
-    source = block.get("source") or {}
-    if source.get("type") == "url":
-        url = source.get("url")
-    elif source.get("type") == "base64":
-        url = f"data:{source.get('media_type')};base64,{source.get('data')}"
-    else:
-        raise _bad(f"image source type {source.get('type')!r} is not supported; send base64 or url images")
-    return {"type": "image_url", "image_url": {"url": url}}
-
-
-def _tool_result_text(block: dict[str, Any]) -> str:
-    content = block.get("content")
-    text = content if isinstance(content, str) else "\n".join(
-        str(part.get("text", "")) for part in content or () if part.get("type") == "text")
-    return f"Error: {text}" if block.get("is_error") else text
-
-
-def _user_turn(blocks: list[dict[str, Any]]) -> list[Message]:
-    results: list[Message] = []
-    parts: list[dict[str, Any]] = []
-    for block in blocks:
-        kind = block.get("type")
-        if kind == "tool_result":
-            results.append({"role": "tool", "tool_call_id": block.get("tool_use_id"),
-                            "content": _tool_result_text(block)})
-        elif kind == "text":
-            parts.append({"type": "text", "text": block.get("text", "")})
-        elif kind == "image":
-            parts.append(_image(block))
-        elif kind not in _DROPPED_BLOCKS:
-            raise _bad(f"content block type {kind!r} is not supported by this router; send text, image, "
-                       "tool_use or tool_result blocks")
-    if not parts:
-        return results
-    if all(p["type"] == "text" for p in parts):  # plain text reaches every backend, parts not all
-        return [*results, {"role": "user", "content": "\n".join(p["text"] for p in parts)}]
-    return [*results, {"role": "user", "content": parts}]
-
-
-def _assistant_turn(blocks: list[dict[str, Any]]) -> Message:
-    text = "".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
-    calls = [{"id": b.get("id"), "type": "function",
-              "function": {"name": b.get("name"), "arguments": orjson.dumps(b.get("input") or {}).decode()}}
-             for b in blocks if b.get("type") == "tool_use"]
-    message: Message = {"role": "assistant", "content": text or None}
-    if calls:
-        message["tool_calls"] = calls
-    return message
-
-
-def _messages(request: CountTokensRequest) -> list[Message]:
-    out = _system(request.system)
-    for turn in request.messages:
-        if isinstance(turn.content, str):
-            out.append({"role": turn.role, "content": turn.content})
-        elif turn.role == "assistant":
-            out.append(_assistant_turn(turn.content))
-        else:
-            out.extend(_user_turn(turn.content))
-    return out
-
-
-def _tools(tools: list[_Tool] | None) -> list[dict[str, Any]] | None:
-    if not tools:
-        return None
-    for tool in tools:
-        if tool.type not in (None, "custom"):
-            raise _bad(f"tools: server tool {tool.name!r} (type {tool.type!r}) is not supported by this router; "
-                       "send client tools (name, description, input_schema) only")
-    return [{"type": "function", "function": {"name": t.name, "description": t.description or "",
-                                              "parameters": t.input_schema}} for t in tools]
-
-
-def _tool_choice(choice: dict[str, Any] | None) -> Any:
-    kind = (choice or {}).get("type")
-    if kind is None or kind == "auto":
-        return None
-    if kind == "tool":
-        return {"type": "function", "function": {"name": (choice or {}).get("name")}}
-    return {"any": "required", "none": "none"}.get(kind) or _raise(_bad(f"tool_choice type {kind!r} is unknown"))
-
-
-def _raise(err: ApiError) -> Any:
-    raise err
+def _translated(request: CountTokensRequest) -> tuple[list[Message], list[dict[str, Any]] | None]:
+    """Chat messages and tools (backends/anthropic_format.py); a 400 naming what cannot be said."""
+    try:
+        messages = chat_messages(request.system, [m.model_dump() for m in request.messages])
+        tools = chat_tools([t.model_dump(exclude_none=True) for t in request.tools or ()])
+    except Unsupported as exc:
+        raise _bad(f"{exc} (this router translates Messages to chat completions)") from None
+    return messages, tools
 
 
 def count_tokens(raw: bytes) -> int:
     """An estimate (about four characters a token, as the router's context check counts): the
     router has no tokenizer for every backend, and agents use this only to budget context."""
-    request = _validated(CountTokensRequest, raw)
-    text = orjson.dumps(_messages(request)) + orjson.dumps(_tools(request.tools) or [])
+    messages, tools = _translated(_validated(CountTokensRequest, raw))
+    text = orjson.dumps(messages) + orjson.dumps(tools or [])
     return max(1, len(text) // 4)
 
 
 # -- answers ------------------------------------------------------------------------------------
 
 
-def _tool_input(arguments: str) -> Any:
-    try:
-        value = orjson.loads(arguments or "{}")
-    except orjson.JSONDecodeError:
-        return {"arguments": arguments}  # a model's broken JSON, kept rather than lost
-    return value if isinstance(value, dict) else {"value": value}
-
-
 def _tool_blocks(completion: Completion) -> list[dict[str, Any]]:
     return [{"type": "tool_use", "id": call.get("id") or f"toolu_{uuid.uuid4().hex[:24]}",
-             "name": call["function"]["name"], "input": _tool_input(call["function"].get("arguments", ""))}
+             "name": call["function"]["name"], "input": tool_input(call["function"].get("arguments", ""))}
             for call in completion.tool_calls or ()]
 
 
@@ -277,16 +182,18 @@ class AnthropicDialect:
 
     def parse(self, raw: bytes) -> Translated:
         request = _validated(MessagesRequest, raw)
+        messages, tools = _translated(request)
         extra: dict[str, Any] = {}
-        tools = _tools(request.tools)
         if tools:
             extra["tools"] = tools
-            choice = _tool_choice(request.tool_choice)
+            try:
+                choice = chat_tool_choice(request.tool_choice)
+            except Unsupported as exc:
+                raise _bad(str(exc)) from None
             if choice is not None:
                 extra["tool_choice"] = choice
         if request.top_p is not None:
             extra["top_p"] = request.top_p
-        messages = _messages(request)
         estimate = max(1, len(orjson.dumps(messages)) // 4)
         return Translated(model=request.model, messages=messages, stream=request.stream,
                           max_tokens=request.max_tokens, temperature=request.temperature,
