@@ -4,6 +4,7 @@ Chat completions are a plain ASGI callable (no Request/Response objects) because
 time the router, not the simulator: a zero-delay profile must cost well under a millisecond.
 
     POST /v1/chat/completions   OpenAI wire format, stream and non-stream
+    POST /v1/chat/completions   with `"diffusing": true`, a diffusion profile streams Mercury's drafts
     POST /v1/messages           the same answers in Anthropic's Messages format (simulator/anthropic.py)
     GET  /v1/models             every profiled model, owned_by "simulated"; unless the app is
                                 strict about names, `x-sim-any-model: true` says others are answered too
@@ -42,6 +43,7 @@ from starlette.routing import Route
 from backends.errors import ConfigError
 from backends.simulator.answers import Answer, finish, generate, prompt_tokens, with_tool_calls
 from backends.simulator.anthropic import Messages
+from backends.simulator.drafts import drafts
 from backends.simulator.profiles import DEFAULT_PROFILES, FALLBACK_PROFILE, FAULT_KINDS, SimProfile
 from backends.simulator.tools import Reply, argument_pieces, check_reply, split_reply
 
@@ -199,6 +201,8 @@ class ChatCompletions:
             await client.wait_gone()
             return "cancelled"
         answer = self._answer(body, model, messages, profile)
+        if body.get("stream") and body.get("diffusing") and profile.decoding == "diffusion" and fault is None:
+            return await _stream_drafts(client, send, body, model, answer, profile)
         if body.get("stream"):
             return await _stream(client, send, body, model, answer, profile, fault)
         return await _complete(client, send, model, answer, profile, fault)
@@ -264,6 +268,23 @@ async def _stream(client, send, body, model, answer: Answer, profile: SimProfile
         tail.append(chunk.usage(answer))
     tail.append(b"data: [DONE]\n\n")
     await send({"type": "http.response.body", "body": b"".join(tail)})
+    return "completed"
+
+
+async def _stream_drafts(client, send, body, model, answer: Answer, profile: SimProfile) -> str:
+    """Mercury's `diffusing` mode: each event holds the whole draft so far (simulator/drafts.py)."""
+    include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+    chunk = _ChunkWriter(model, include_usage)
+    await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+    await send({"type": "http.response.body", "body": chunk.role(), "more_body": True})
+    for due_s, draft in drafts(answer.tokens, profile):
+        if not await client.sleep_until(due_s):
+            return "cancelled"
+        await send({"type": "http.response.body", "body": chunk.content(draft), "more_body": True})
+    tail = [chunk.finish(answer.finish_reason)]
+    if include_usage:
+        tail.append(chunk.usage(answer))
+    await send({"type": "http.response.body", "body": b"".join([*tail, b"data: [DONE]\n\n"])})
     return "completed"
 
 
