@@ -107,6 +107,8 @@ def chat_messages(system: str | Sequence[Mapping[str, Any]] | None, turns: Itera
         content = turn.get("content")
         if isinstance(content, str):
             out.append({"role": turn.get("role"), "content": content})
+        elif turn.get("role") == "system":
+            out.append({"role": "system", "content": "\n".join(str(b.get("text", "")) for b in content or ())})
         elif turn.get("role") == "assistant":
             out.append(_assistant_turn(content or ()))
         else:

@@ -140,3 +140,13 @@ def test_upstream_failure_is_an_anthropic_error(client, sim):
         ask(client, model="small")
     assert failed.value.status_code == 503
     assert failed.value.body["type"] == "error" and failed.value.body["error"]["type"] == "overloaded_error"
+
+
+def test_system_turns_inside_messages(client, sim):
+    """Claude Code sends mid-conversation instructions as `system` turns in `messages`."""
+    seen = []
+    sim.app.state.sim.profiles["m-small"] = sim.app.state.sim.profile("m-small").updated(
+        responder=lambda messages: seen.append(messages) or "ok")
+    ask(client, messages=[{"role": "user", "content": "hi"},
+                          {"role": "system", "content": [{"type": "text", "text": "Agents: explore, plan."}]}])
+    assert seen == [[{"role": "user", "content": "hi"}, {"role": "system", "content": "Agents: explore, plan."}]]

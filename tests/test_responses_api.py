@@ -10,6 +10,7 @@ import openai
 import pytest
 
 from router.server import RouteServer
+from router.server.responses_protocol import ResponsesDialect
 from tests.helpers import make_router
 
 TOOLS = [{"type": "function", "name": "get_weather", "description": "Weather in a city",
@@ -92,13 +93,33 @@ def test_max_output_tokens_makes_it_incomplete(client, sim):
 @pytest.mark.parametrize(("field", "kwargs"), [
     ("previous_response_id", {"previous_response_id": "resp_123"}),
     ("background", {"background": True}),
-    ("tools", {"tools": [{"type": "web_search"}]}),
 ])
 def test_stateless_limits_are_named_400s(client, field, kwargs):
     with pytest.raises(openai.BadRequestError) as refused:
         client.responses.create(model="auto", input="hi", **kwargs)
     assert refused.value.body["param"] == field and refused.value.body["code"] == "unsupported_parameter"
-    assert field in refused.value.body["message"] or "web_search" in refused.value.body["message"]
+    assert field in refused.value.body["message"]
+
+
+def test_namespaced_tools_are_flattened_and_builtin_ones_left_out(client, sim):
+    """As Codex sends them: function tools, a namespace of function tools, and web search."""
+    seen = []
+    answer_with = sim.app.state.sim.scripted_reply
+    sim.app.state.sim.scripted_reply = lambda model, messages: seen.append(model) or answer_with(model, messages)
+    sim.script("m-small", [{"tool_calls": [{"name": "spawn_agent", "arguments": {"task": "x"}}]}])
+    tools = [*TOOLS, {"type": "namespace", "name": "multi_agent_v1", "description": "Sub-agents",
+                      "tools": [{"type": "function", "name": "spawn_agent", "parameters": {"type": "object"}}]},
+             {"type": "web_search", "external_web_access": False}]
+    try:
+        events = list(client.responses.create(model="auto", input="Delegate.", tools=tools, stream=True))
+    finally:
+        del sim.app.state.sim.scripted_reply
+    done = [e.item for e in events if e.type == "response.output_item.done"]
+    assert done[0].type == "function_call" and done[0].name == "spawn_agent"
+    assert done[0].model_dump()["namespace"] == "multi_agent_v1"
+    assert seen == ["m-small"]
+    sent = ResponsesDialect().parse(json.dumps({"model": "auto", "input": "x", "tools": tools}).encode())
+    assert [t["function"]["name"] for t in sent.extra["tools"]] == ["get_weather", "spawn_agent"]
 
 
 def test_unknown_model_is_an_openai_404(client):

@@ -46,7 +46,8 @@ class _Lenient(BaseModel):
 
 
 class _InputMessage(_Lenient):
-    role: Literal["user", "assistant"]
+    # Claude Code sends `system` turns inside `messages` too (mid-conversation instructions).
+    role: Literal["user", "assistant", "system"]
     content: str | list[dict[str, Any]]
 
 

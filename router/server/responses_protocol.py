@@ -6,15 +6,18 @@ Supported: `input` as text or a list of message, `function_call` and `function_c
 items (reasoning items an earlier answer carried are dropped); `instructions`; function tools and
 `tool_choice`; `max_output_tokens`, `temperature`, `top_p`; `text.format` (JSON mode and schema);
 streaming (`response.created`, `response.output_text.delta`, `response.function_call_arguments.
-delta`, `response.completed`, ...); usage. Refused with a 400 that names the field:
-`previous_response_id`, `conversation`, `background`, `prompt`, item references, and built-in
-tools (web search, file search, computer use...). Errors are OpenAI-shaped.
+delta`, `response.completed`, ...); usage. Function tools grouped in `namespace` tools (Codex)
+are flattened, and their calls name the namespace back. Built-in tools (web search, file
+search, computer use...) are left out, since no model behind the router can run them and agents
+send them unasked. Refused with a 400 that names the field: `previous_response_id`,
+`conversation`, `background`, `prompt`, and item references. Errors are OpenAI-shaped.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any, Literal
 
 import orjson
@@ -140,17 +143,26 @@ def _messages(request: ResponsesRequest) -> list[Message]:
     return out
 
 
-def _tools(tools: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
-    if not tools:
-        return None
-    chat_tools = []
+def _functions(tools: list[dict[str, Any]], namespace: str | None = None) -> Iterator[tuple[dict[str, Any], str | None]]:
+    """Function tools with the namespace each came in (Codex groups some tools in `namespace`
+    tools); built-in tools (web search, file search, computer use...) are left out: only a
+    hosted OpenAI model could run them, and agents send them whether or not they are needed."""
     for tool in tools:
-        if tool.get("type") != "function":
-            raise _bad(f"tool type {tool.get('type')!r} is not supported: only function tools reach the models "
-                       "behind this router", "tools")
+        if tool.get("type") == "function":
+            yield tool, namespace
+        elif tool.get("type") == "namespace":
+            yield from _functions(tool.get("tools") or [], tool.get("name"))
+
+
+def _tools(tools: list[dict[str, Any]] | None) -> tuple[list[dict[str, Any]] | None, dict[str, str]]:
+    """Chat tools, and the namespace of each namespaced function (its calls name it back)."""
+    chat_tools, namespaces = [], {}
+    for tool, namespace in _functions(tools or []):
         function = {k: tool[k] for k in ("name", "description", "parameters", "strict") if tool.get(k) is not None}
         chat_tools.append({"type": "function", "function": function})
-    return chat_tools
+        if namespace:
+            namespaces[str(tool.get("name"))] = namespace
+    return chat_tools or None, namespaces
 
 
 def _tool_choice(choice: str | dict[str, Any] | None) -> Any:
@@ -173,7 +185,7 @@ def _response_format(text: dict[str, Any] | None) -> dict[str, Any] | None:
 
 def _extra(request: ResponsesRequest) -> dict[str, Any]:
     extra: dict[str, Any] = {}
-    tools = _tools(request.tools)
+    tools, _ = _tools(request.tools)
     if tools:
         extra["tools"] = tools
         for key, value in (("tool_choice", _tool_choice(request.tool_choice)),
@@ -210,12 +222,16 @@ def _message_item(ids: _Ids, text: str, status: str = "completed") -> dict[str, 
     return {"type": "message", "id": ids.message, "status": status, "role": "assistant", "content": content}
 
 
-def _call_items(ids: _Ids, completion: Completion) -> list[dict[str, Any]]:
+def _call_items(ids: _Ids, completion: Completion, namespaces: dict[str, str]) -> list[dict[str, Any]]:
     items = []
     for call in completion.tool_calls or ():
         item_id, call_id = ids.call(call)
-        items.append({"type": "function_call", "id": item_id, "call_id": call_id, "name": call["function"]["name"],
-                      "arguments": call["function"].get("arguments") or "", "status": "completed"})
+        name = call["function"]["name"]
+        item = {"type": "function_call", "id": item_id, "call_id": call_id, "name": name,
+                "arguments": call["function"].get("arguments") or "", "status": "completed"}
+        if name in namespaces:
+            item["namespace"] = namespaces[name]
+        items.append(item)
     return items
 
 
@@ -240,7 +256,7 @@ def _envelope(call: Translated, ids: _Ids, status: Literal["in_progress", "compl
 
 def _finished(call: Translated, ids: _Ids, completion: Completion) -> dict[str, Any]:
     output = [_message_item(ids, completion.text)] if completion.text else []
-    output += _call_items(ids, completion)
+    output += _call_items(ids, completion, call.echo["namespaces"])
     status: Literal["completed", "incomplete"] = "incomplete" if completion.finish_reason == "length" else "completed"
     return _envelope(call, ids, status, output, _usage(completion))
 
@@ -290,7 +306,7 @@ class _Events:
         if completion is None:
             completion = Completion(text="".join(self.text_parts), backend="", model="")
         first = 1 if self.text_parts else 0
-        for index, item in enumerate(_call_items(self.ids, completion), start=first):
+        for index, item in enumerate(_call_items(self.ids, completion, self.call.echo["namespaces"]), start=first):
             where = {"item_id": item["id"], "output_index": index}
             out += [self._event("response.output_item.added", output_index=index,
                                 item={**item, "arguments": "", "status": "in_progress"}),
@@ -314,7 +330,8 @@ class ResponsesDialect:
 
     def parse(self, raw: bytes) -> Translated:
         request = _parse(raw)
-        echo = {"instructions": request.instructions, "tools": request.tools, "tool_choice": request.tool_choice}
+        echo = {"instructions": request.instructions, "tools": request.tools, "tool_choice": request.tool_choice,
+                "namespaces": _tools(request.tools)[1]}
         return Translated(model=request.model, messages=_messages(request), stream=request.stream,
                           max_tokens=request.max_output_tokens, temperature=request.temperature,
                           extra=_extra(request), echo=echo)
