@@ -10,7 +10,8 @@ the stream. "Added" is the proxy's percentile minus the direct percentile at tha
 Target: our added p50 under a quarter of LiteLLM's at every concurrency, with no errors.
 LiteLLM's proxy needs its proxy dependencies (see the `bench` extra); without them the run
 prints our figures only and says so. `--api messages` measures the Anthropic Messages endpoint
-(`/v1/messages`) of all three instead: the simulator answers it directly too.
+(`/v1/messages`) of all three instead: the simulator answers it directly too, and both proxies
+reach it through their Anthropic backends.
 """
 
 from __future__ import annotations
@@ -130,12 +131,16 @@ def main() -> int:
            "BENCH_KEY": key, "LITELLM_MASTER_KEY": key, "PYTHONUNBUFFERED": "1"}
     sim_port, route_port, litellm_port = _free_port(), _free_port(), _free_port()
     sim_base = f"http://127.0.0.1:{sim_port}/v1"
+    # With --api messages both proxies speak Messages upstream too: our anthropic kind, litellm's
+    # anthropic provider, against the simulator's /v1/messages.
+    kind, provider, api_base = (("openai", "openai", sim_base) if args.api == "chat"
+                                else ("anthropic", "anthropic", sim_base.removesuffix("/v1")))
     (tmp / "route.yaml").write_text(
-        f"backends:\n  sim:\n    kind: openai\n    model: bench\n    base_url: {sim_base}\n"
+        f"backends:\n  sim:\n    kind: {kind}\n    model: bench\n    base_url: {sim_base}\n"
         "routing:\n  tiers:\n    - name: only\n      backends: [sim]\n")
     (tmp / "litellm.yaml").write_text(
-        f"model_list:\n  - model_name: bench\n    litellm_params:\n      model: openai/bench\n"
-        f"      api_base: {sim_base}\n      api_key: sk-none\n")
+        f"model_list:\n  - model_name: bench\n    litellm_params:\n      model: {provider}/bench\n"
+        f"      api_base: {api_base}\n      api_key: sk-none\n")
     procs: list[subprocess.Popen] = []
     try:
         procs.append(_start([sys.executable, "-c", f"from backends.simulator import serve; serve(port={sim_port}, "
