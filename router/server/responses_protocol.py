@@ -183,9 +183,8 @@ def _response_format(text: dict[str, Any] | None) -> dict[str, Any] | None:
     return None
 
 
-def _extra(request: ResponsesRequest) -> dict[str, Any]:
+def _extra(request: ResponsesRequest, tools: list[dict[str, Any]] | None) -> dict[str, Any]:
     extra: dict[str, Any] = {}
-    tools, _ = _tools(request.tools)
     if tools:
         extra["tools"] = tools
         for key, value in (("tool_choice", _tool_choice(request.tool_choice)),
@@ -330,11 +329,12 @@ class ResponsesDialect:
 
     def parse(self, raw: bytes) -> Translated:
         request = _parse(raw)
+        tools, namespaces = _tools(request.tools)
         echo = {"instructions": request.instructions, "tools": request.tools, "tool_choice": request.tool_choice,
-                "namespaces": _tools(request.tools)[1]}
+                "namespaces": namespaces}
         return Translated(model=request.model, messages=_messages(request), stream=request.stream,
                           max_tokens=request.max_output_tokens, temperature=request.temperature,
-                          extra=_extra(request), echo=echo)
+                          extra=_extra(request, tools), echo=echo)
 
     def error_body(self, err: ApiError) -> bytes:
         return err.body()
