@@ -115,7 +115,7 @@ class TranslatedEndpoint:
         self.metrics.decided(result.decision)
         body = self.dialect.body(call, result.completion)
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                   (b"x-route-answered-by", result.completion.backend.encode()), *_decision_headers(result.decision)]
+                   (b"x-route-answered-by", result.completion.backend.encode()), *_decision_headers(result.decision, result.downgrade)]
         watch.done = True
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": body})
@@ -133,7 +133,7 @@ class TranslatedEndpoint:
             except RouteError as exc:
                 await self._send_error(send, error_for_failure(exc))
                 return
-            headers = [*_SSE, *_decision_headers(route_stream.decision)]
+            headers = [*_SSE, *_decision_headers(route_stream.decision, route_stream.decision.downgrade)]
             await send({"type": "http.response.start", "status": 200, "headers": headers})
             await self._pump(call, first, chunks, send, watch)
 
