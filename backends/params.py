@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["ChatParams", "DiffusionLocalOptions", "DiffusionLocalParams", "NoOptions", "Strict"]
+__all__ = ["AnthropicParams", "ChatParams", "DiffusionLocalOptions", "DiffusionLocalParams", "NoOptions", "Strict"]
 
 
 class Strict(BaseModel):
@@ -68,3 +68,13 @@ class DiffusionLocalOptions(Strict):
     max_batch: int = Field(4, ge=1)
     # How long a batch with room waits for requests sent at the same moment, in milliseconds.
     batch_window_ms: float = Field(5.0, ge=0)
+
+
+class AnthropicParams(Strict):
+    """Anthropic Messages API parameters (its names: `stop_sequences`, `top_k`)."""
+
+    temperature: float | None = Field(None, ge=0, le=1)
+    top_p: float | None = Field(None, gt=0, le=1)
+    top_k: int | None = Field(None, ge=1)
+    max_tokens: int | None = Field(None, ge=1)
+    stop_sequences: list[str] | None = None

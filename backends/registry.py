@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel
 
 from backends.errors import ConfigError
-from backends.params import ChatParams, DiffusionLocalOptions, DiffusionLocalParams, NoOptions
+from backends.params import AnthropicParams, ChatParams, DiffusionLocalOptions, DiffusionLocalParams, NoOptions
 
 if TYPE_CHECKING:
     from backends.base import Backend, BackendSettings
@@ -31,6 +31,7 @@ class Kind:
 
 _KINDS: dict[str, Kind] = {
     "openai": Kind("backends.openai_http:OpenAIBackend", params=ChatParams),
+    "anthropic": Kind("backends.anthropic_http:AnthropicBackend", params=AnthropicParams),
     "litellm": Kind("backends.litellm_backend:LiteLLMBackend", params=ChatParams),
     "diffusion-local": Kind("backends.diffusion.local:DiffusionLocalBackend", params=DiffusionLocalParams,
                             options=DiffusionLocalOptions),

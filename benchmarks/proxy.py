@@ -1,6 +1,6 @@
 """Added latency of `route serve` over calling the model server directly, beside LiteLLM's proxy.
 
-    LITELLM_LOCAL_MODEL_COST_MAP=True python benchmarks/proxy.py [--requests-scale 1.0]
+    LITELLM_LOCAL_MODEL_COST_MAP=True python benchmarks/proxy.py [--requests-scale 1.0] [--api messages]
 
 One SIMULATED OpenAI-compatible server (separate process) answers every request with the same
 short stream. Three ways to reach it, measured in the same run, at 1, 16 and 64 concurrent
@@ -9,7 +9,9 @@ on); through `litellm --config` (one worker, master key). Latency is request to 
 the stream. "Added" is the proxy's percentile minus the direct percentile at that concurrency.
 Target: our added p50 under a quarter of LiteLLM's at every concurrency, with no errors.
 LiteLLM's proxy needs its proxy dependencies (see the `bench` extra); without them the run
-prints our figures only and says so.
+prints our figures only and says so. `--api messages` measures the Anthropic Messages endpoint
+(`/v1/messages`) of all three instead: the simulator answers it directly too, and both proxies
+reach it through their Anthropic backends.
 """
 
 from __future__ import annotations
@@ -75,10 +77,11 @@ async def _one(client: httpx.AsyncClient, url: str, body: dict, headers: dict) -
             raise RuntimeError(f"HTTP {response.status_code}: {response.text[:200]}")
         saw_done = False
         async for line in response.aiter_lines():
-            if line.startswith("data: [DONE]"):
+            # A chat stream ends with [DONE], a Messages stream with its message_stop event.
+            if line.startswith(("data: [DONE]", "event: message_stop")):
                 saw_done = True
         if not saw_done:
-            raise RuntimeError("stream ended without [DONE]")
+            raise RuntimeError("stream ended without [DONE] or message_stop")
     return time.perf_counter() - started
 
 
@@ -119,6 +122,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests-scale", type=float, default=1.0, help="multiply the request counts")
     parser.add_argument("--no-litellm", action="store_true", help="measure only direct and route serve")
+    parser.add_argument("--api", choices=("chat", "messages"), default="chat",
+                        help="chat completions (default) or the Anthropic Messages API")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="route-bench-"))
     key = "sk-" + secrets.token_hex(24)
@@ -126,12 +131,16 @@ def main() -> int:
            "BENCH_KEY": key, "LITELLM_MASTER_KEY": key, "PYTHONUNBUFFERED": "1"}
     sim_port, route_port, litellm_port = _free_port(), _free_port(), _free_port()
     sim_base = f"http://127.0.0.1:{sim_port}/v1"
+    # With --api messages both proxies speak Messages upstream too: our anthropic kind, litellm's
+    # anthropic provider, against the simulator's /v1/messages.
+    kind, provider, api_base = (("openai", "openai", sim_base) if args.api == "chat"
+                                else ("anthropic", "anthropic", sim_base.removesuffix("/v1")))
     (tmp / "route.yaml").write_text(
-        f"backends:\n  sim:\n    kind: openai\n    model: bench\n    base_url: {sim_base}\n"
+        f"backends:\n  sim:\n    kind: {kind}\n    model: bench\n    base_url: {sim_base}\n"
         "routing:\n  tiers:\n    - name: only\n      backends: [sim]\n")
     (tmp / "litellm.yaml").write_text(
-        f"model_list:\n  - model_name: bench\n    litellm_params:\n      model: openai/bench\n"
-        f"      api_base: {sim_base}\n      api_key: sk-none\n")
+        f"model_list:\n  - model_name: bench\n    litellm_params:\n      model: {provider}/bench\n"
+        f"      api_base: {api_base}\n      api_key: sk-none\n")
     procs: list[subprocess.Popen] = []
     try:
         procs.append(_start([sys.executable, "-c", f"from backends.simulator import serve; serve(port={sim_port}, "
@@ -140,17 +149,19 @@ def main() -> int:
         procs.append(_start([sys.executable, "-m", "router.cli", "serve", "--port", str(route_port), "--config",
                              str(tmp / "route.yaml"), "--api-key-env", "BENCH_KEY"], env, tmp / "route.log"))
         _wait_ready(f"http://127.0.0.1:{route_port}/healthz", procs[-1], 60)
-        targets = [("direct", f"{sim_base}/chat/completions", "bench", None),
-                   ("route serve", f"http://127.0.0.1:{route_port}/v1/chat/completions", "auto", key)]
+        path = "/chat/completions" if args.api == "chat" else "/messages"
+        targets = [("direct", f"{sim_base}{path}", "bench", None),
+                   ("route serve", f"http://127.0.0.1:{route_port}/v1{path}", "auto", key)]
         use_litellm = not args.no_litellm and shutil.which("litellm", path=str(Path(sys.executable).parent)) \
             and _litellm_ready()
         if use_litellm:
             procs.append(_start([str(Path(sys.executable).parent / "litellm"), "--config", str(tmp / "litellm.yaml"),
                                  "--port", str(litellm_port), "--num_workers", "1"], env, tmp / "litellm.log"))
             _wait_ready(f"http://127.0.0.1:{litellm_port}/health/liveliness", procs[-1], 120)
-            targets.append(("litellm proxy", f"http://127.0.0.1:{litellm_port}/v1/chat/completions", "bench", key))
+            targets.append(("litellm proxy", f"http://127.0.0.1:{litellm_port}/v1{path}", "bench", key))
         else:
             print("LiteLLM's proxy is not runnable here (install the `bench` extra): measuring route serve only")
+        print(f"API: {args.api} ({path})")
         return _run(targets, args.requests_scale)
     finally:
         for proc in reversed(procs):

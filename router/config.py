@@ -197,4 +197,7 @@ class Config(_Strict):
     routing: RoutingConfig
     # The schema lives in the consortium package (router/consortium/spec.py).
     consortia: dict[str, ConsortiumConfig] = Field(default_factory=dict)
+    # Model names clients send (an agent's `claude-sonnet-4-5`, a glob like `claude-*`) mapped to
+    # `auto`, a backend or a consortium, for `route serve`.
+    aliases: dict[str, str] = Field(default_factory=dict, description="client model name or glob -> route name")
     log: LogConfig = LogConfig()

@@ -158,6 +158,11 @@ def _check_references(config: Config, path: str, lines: dict[tuple, int]) -> Non
 
     check_consortia(config.consortia, config.backends, path, lambda *loc: _line_for(lines, loc))
     _check_tiers(config, path, lines)
+    for alias, target in config.aliases.items():
+        if target != "auto" and target not in known:
+            raise ConfigError(f"aliases.{alias} names {target!r}, which is not `auto`, a backend or a consortium."
+                              f"{_did_you_mean(target, known)} Known: {', '.join(sorted(known))}.",
+                              path=path, line=_line_for(lines, ("aliases", alias)))
     for t, tier in enumerate(config.routing.tiers):
         for b, name in enumerate(tier.backends):
             if name not in known:

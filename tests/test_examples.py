@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,8 @@ import pytest
 import yaml
 
 from router.config_loader import load_config
+from router.server import RouteServer
+from tests.helpers import make_router
 
 pytestmark = pytest.mark.integration  # subprocesses
 
@@ -36,3 +39,41 @@ def test_editor_integration_files_parse():
     assert "127.0.0.1:4000" in json.dumps(opencode)
     models = yaml.safe_load((EXAMPLES / "llm_extra_openai_models.yaml").read_text())
     assert any(m.get("model_name") == "auto" or m.get("model_id") for m in models)
+
+
+def _run_example(name: str, url: str, *, model: str = "auto") -> subprocess.CompletedProcess:
+    env = {**os.environ, "ROUTE_URL": url, "ROUTE_MODEL": model}
+    return subprocess.run([sys.executable, str(EXAMPLES / name)], capture_output=True, text=True, timeout=120,
+                          env=env)
+
+
+def test_anthropic_sdk_example_runs_a_tool_round_trip(sim):
+    sim.script("m-small", ["2, 3 and 5.", "Waiting, then all at once.",
+                           {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}]}, "Sunny, 22 C."])
+    with RouteServer(make_router(sim, aliases={"claude-*": "auto"})) as server:
+        result = _run_example("anthropic_sdk.py", server.url, model="claude-sonnet-4-6")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "2, 3 and 5. [end_turn]" and lines[1] == "Waiting, then all at once."
+    assert "tool call: [('get_weather', {'city': 'Paris'})]" in lines and lines[-1] == "answer: Sunny, 22 C."
+
+
+def test_openai_agents_sdk_example_calls_its_tool(sim):
+    pytest.importorskip("agents", reason="the example needs `pip install openai-agents`")
+    sim.script("m-small", [{"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}]},
+                           "It is sunny in Paris."])
+    with RouteServer(make_router(sim)) as server:
+        result = _run_example("openai_agents_sdk.py", server.base_url)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "It is sunny in Paris."
+    assert sim.stats("m-small")["requests"] == 2  # the tool's result went back for the answer
+
+
+def test_agent_config_files_parse():
+    import tomllib
+
+    codex = tomllib.loads((EXAMPLES / "codex_config.toml").read_text())
+    assert codex["model_providers"]["route"]["wire_api"] == "responses"
+    assert codex["model_providers"]["route"]["base_url"] == "http://127.0.0.1:4000/v1"
+    script = (EXAMPLES / "claude_code.sh").read_text()
+    assert "ANTHROPIC_BASE_URL" in script and "@anthropic-ai/claude-code" in script

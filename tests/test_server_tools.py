@@ -1,6 +1,7 @@
 """Tools pass through `route serve` to a backend that takes them, and tool calls come back, plain
-and streamed. The upstream here is a tiny recording OpenAI-compatible server on loopback (the
-simulator does not speak tools), driven through the real openai SDK and the real OpenAI backend."""
+and streamed. The upstream here is a tiny OpenAI-compatible server on loopback that records each
+request body, so the test sees exactly what was forwarded (the simulator's scripted tool calls are
+tested end to end in test_sim_tools.py), driven through the real openai SDK and OpenAI backend."""
 
 from __future__ import annotations
 

@@ -13,11 +13,11 @@ import hashlib
 import random
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from backends.types import Message, content_text, last_user_text
 
-__all__ = ["Answer", "count_tokens", "finish", "generate", "prompt_tokens", "split_tokens"]
+__all__ = ["Answer", "count_tokens", "finish", "generate", "prompt_tokens", "split_tokens", "with_tool_calls"]
 
 _TOKEN = re.compile(r"\s*\S+")
 _ECHO_WORDS = 8
@@ -37,8 +37,9 @@ class Answer:
     """What a request gets: tokens to send, why generation ended, and the usage to report."""
 
     tokens: list[str]
-    finish_reason: str  # "stop" or "length", as OpenAI reports it
+    finish_reason: str  # "stop", "length" or "tool_calls", as OpenAI reports it
     prompt_tokens: int
+    tool_calls: tuple[dict, ...] = ()  # OpenAI format, scripted (backends/simulator/tools.py)
 
     @property
     def text(self) -> str:
@@ -84,6 +85,13 @@ def generate(
     while len(words) < n_tokens:
         words.append(rng.choice(_VOCABULARY))
     return " ".join(words[: max(n_tokens, 0)])
+
+
+def with_tool_calls(answer: Answer, calls: Sequence[dict]) -> Answer:
+    """`answer` ending in tool calls (unless it was cut at max_tokens first)."""
+    if not calls or answer.finish_reason == "length":
+        return answer
+    return replace(answer, tool_calls=tuple(calls), finish_reason="tool_calls")
 
 
 def finish(text: str, max_tokens: int | None, stop: Sequence[str], prompt: int) -> Answer:

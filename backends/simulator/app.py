@@ -4,11 +4,14 @@ Chat completions are a plain ASGI callable (no Request/Response objects) because
 time the router, not the simulator: a zero-delay profile must cost well under a millisecond.
 
     POST /v1/chat/completions   OpenAI wire format, stream and non-stream
+    POST /v1/chat/completions   with `"diffusing": true`, a diffusion profile streams Mercury's drafts
+    POST /v1/messages           the same answers in Anthropic's Messages format (simulator/anthropic.py)
     GET  /v1/models             every profiled model, owned_by "simulated"; unless the app is
                                 strict about names, `x-sim-any-model: true` says others are answered too
     GET  /healthz
     POST /sim/faults            {"model", "sequence": ["500", null, ...]}  one per request
-    POST /sim/script            {"model", "replies": [...]}  exact replies, cycling
+    POST /sim/script            {"model", "replies": [...]}  exact replies, cycling; a reply is a string
+                                or {"content", "tool_calls": [{"name", "arguments"}]} (simulator/tools.py)
     POST /sim/profiles          {"model", <SimProfile fields>}  change a profile at runtime
     GET  /sim/stats             per-model requests, completed, in_flight, peak_in_flight, cancelled, faults
     POST /sim/reset             back to the starting profiles; no faults, scripts or stats
@@ -29,7 +32,7 @@ import logging
 import time
 import uuid
 from collections import Counter, deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from starlette.applications import Starlette
@@ -38,8 +41,11 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from backends.errors import ConfigError
-from backends.simulator.answers import Answer, finish, generate, prompt_tokens
+from backends.simulator.answers import Answer, finish, generate, prompt_tokens, with_tool_calls
+from backends.simulator.anthropic import Messages
+from backends.simulator.drafts import drafts
 from backends.simulator.profiles import DEFAULT_PROFILES, FALLBACK_PROFILE, FAULT_KINDS, SimProfile
+from backends.simulator.tools import Reply, argument_pieces, check_reply, split_reply
 
 __all__ = ["SimState", "create_app"]
 
@@ -60,7 +66,7 @@ class SimState:
 
     def reset(self) -> None:
         self.profiles: dict[str, SimProfile] = dict(self._initial)
-        self.scripts: dict[str, list[str]] = {}
+        self.scripts: dict[str, list[Reply]] = {}
         self.faults: dict[str, deque[str | None]] = {}
         self.turns: Counter[str] = Counter()  # replies handed out per model, for cycling
         self.stats: dict[str, Counter[str]] = {}
@@ -84,12 +90,12 @@ class SimState:
             return queue.popleft()
         return self.profile(model).faults_request(number)
 
-    def scripted_reply(self, model: str, messages: list[dict[str, Any]]) -> str | None:
+    def scripted_reply(self, model: str, messages: list[dict[str, Any]]) -> Reply | None:
         profile = self.profile(model)
         scripted = self.scripts.get(model)
         if scripted is None and profile.responder is not None:
             return profile.responder(messages)
-        replies = scripted or profile.replies
+        replies: Sequence[Reply] | None = scripted or profile.replies
         if not replies:
             return None
         turn = self.turns[model]
@@ -195,6 +201,8 @@ class ChatCompletions:
             await client.wait_gone()
             return "cancelled"
         answer = self._answer(body, model, messages, profile)
+        if body.get("stream") and body.get("diffusing") and profile.decoding == "diffusion" and fault is None:
+            return await _stream_drafts(client, send, body, model, answer, profile)
         if body.get("stream"):
             return await _stream(client, send, body, model, answer, profile, fault)
         return await _complete(client, send, model, answer, profile, fault)
@@ -203,14 +211,16 @@ class ChatCompletions:
         max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
         stop = body.get("stop") or []
         stop = [stop] if isinstance(stop, str) else list(stop)
-        text = self.state.scripted_reply(model, messages)
+        turn = self.state.turns[model]
+        reply = self.state.scripted_reply(model, messages)
+        text, calls = (None, []) if reply is None else split_reply(reply, turn)
         if text is None:
             temperature = body.get("temperature")
             # 1 and 1.0 are the same request, whichever way a client serialises it.
             temperature = float(temperature) if isinstance(temperature, (int, float)) else None
             text = generate(model, messages, profile.answer_tokens,
                             seed=body.get("seed"), temperature=temperature)
-        return finish(text, max_tokens, stop, prompt_tokens(messages))
+        return with_tool_calls(finish(text, max_tokens, stop, prompt_tokens(messages)), calls)
 
 
 async def _complete(client, send, model, answer: Answer, profile: SimProfile, fault) -> str:
@@ -249,11 +259,32 @@ async def _stream(client, send, body, model, answer: Answer, profile: SimProfile
         bad = b'data: {"id": "chatcmpl-simulated", "choices": [{"delta": {"content": \n\n'
         await send({"type": "http.response.body", "body": bad + b"data: [DONE]\n\n"})
         return "completed"
+    if answer.tool_calls:  # the calls' pieces, each in its own event, as providers stream them
+        pieces = argument_pieces(list(answer.tool_calls))
+        await send({"type": "http.response.body", "body": b"".join(chunk.tool_call(p) for p in pieces),
+                    "more_body": True})
     tail = [chunk.finish(answer.finish_reason)]
     if include_usage:
         tail.append(chunk.usage(answer))
     tail.append(b"data: [DONE]\n\n")
     await send({"type": "http.response.body", "body": b"".join(tail)})
+    return "completed"
+
+
+async def _stream_drafts(client, send, body, model, answer: Answer, profile: SimProfile) -> str:
+    """Mercury's `diffusing` mode: each event holds the whole draft so far (simulator/drafts.py)."""
+    include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+    chunk = _ChunkWriter(model, include_usage)
+    await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+    await send({"type": "http.response.body", "body": chunk.role(), "more_body": True})
+    for due_s, draft in drafts(answer.tokens, profile):
+        if not await client.sleep_until(due_s):
+            return "cancelled"
+        await send({"type": "http.response.body", "body": chunk.content(draft), "more_body": True})
+    tail = [chunk.finish(answer.finish_reason)]
+    if include_usage:
+        tail.append(chunk.usage(answer))
+    await send({"type": "http.response.body", "body": b"".join([*tail, b"data: [DONE]\n\n"])})
     return "completed"
 
 
@@ -317,6 +348,9 @@ class _ChunkWriter:
     def content(self, text: str) -> bytes:
         return self._event([self._choice({"content": text})])
 
+    def tool_call(self, piece: dict[str, Any]) -> bytes:
+        return self._event([self._choice({"tool_calls": [piece]})])
+
     def finish(self, reason: str) -> bytes:
         return self._event([self._choice({}, reason)])
 
@@ -335,7 +369,11 @@ def _envelope(model: str, obj: str) -> dict[str, Any]:
 
 
 def _completion_body(model: str, answer: Answer) -> dict[str, Any]:
-    message = {"role": "assistant", "content": answer.text, "refusal": None}
+    message: dict[str, Any] = {"role": "assistant", "content": answer.text or None, "refusal": None}
+    if answer.tool_calls:
+        message["tool_calls"] = list(answer.tool_calls)
+    else:
+        message["content"] = answer.text
     choice = {"index": 0, "message": message, "logprobs": None,
               "finish_reason": answer.finish_reason}
     return {**_envelope(model, "chat.completion"), "choices": [choice], "usage": _usage(answer)}
@@ -458,8 +496,11 @@ async def _set_faults(request: Request) -> JSONResponse:
 async def _set_script(request: Request) -> JSONResponse:
     model, body = await _control_body(request)
     replies = body.get("replies")
-    if not isinstance(replies, list) or not all(isinstance(r, str) for r in replies):
-        return _bad("'replies' must be a list of strings")
+    if not isinstance(replies, list):
+        return _bad("'replies' must be a list of strings or {content, tool_calls} objects")
+    problem = next((p for p in map(check_reply, replies) if p), None)
+    if problem:
+        return _bad(f"'replies': {problem}")
     state: SimState = request.app.state.sim
     state.scripts[model] = replies
     state.turns[model] = 0
@@ -541,8 +582,10 @@ def create_app(profiles: Mapping[str, SimProfile] | None = None, *, strict_model
                   "(%d profiled models; any other name gets a fast default)", len(state.profiles))
         yield
 
+    chat = ChatCompletions(state)
     routes = [
-        Route("/v1/chat/completions", ChatCompletions(state), methods=["POST"]),
+        Route("/v1/chat/completions", chat, methods=["POST"]),
+        Route("/v1/messages", Messages(chat), methods=["POST"]),
         Route("/v1/models", _models),
         Route("/healthz", _healthz),
         Route("/sim/faults", _set_faults, methods=["POST"]),

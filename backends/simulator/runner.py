@@ -21,6 +21,7 @@ import uvicorn
 
 from backends.simulator.app import create_app
 from backends.simulator.profiles import SimProfile, load_profiles
+from backends.simulator.tools import Reply
 from backends.threaded_server import ThreadedServer
 
 __all__ = ["SimControl", "SimServer", "serve"]
@@ -40,8 +41,9 @@ class SimControl:
         """Queue faults for the next requests to `model`, one each; None = healthy."""
         self._post("/sim/faults", {"model": model, "sequence": list(sequence)})
 
-    def script(self, model: str, replies: list[str]) -> None:
-        """Answer `model`'s requests with `replies`, in turn, cycling."""
+    def script(self, model: str, replies: list[Reply]) -> None:
+        """Answer `model`'s requests with `replies`, in turn, cycling (a reply may hold tool calls:
+        backends/simulator/tools.py)."""
         self._post("/sim/script", {"model": model, "replies": list(replies)})
 
     def update_profile(self, model: str, **fields: Any) -> dict[str, Any]:

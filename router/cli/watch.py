@@ -71,12 +71,19 @@ def tokens_per_forward(completion) -> float | None:
     return figure
 
 
+def _draft_options(router: Any, name: str) -> dict[str, Any]:
+    """Ask an OpenAI-compatible diffusion server for Mercury's `diffusing` stream (every event the
+    whole draft), which the openai backend turns into DraftChunks; other servers ignore the field."""
+    spec = router.config.backends.get(name)
+    return {"diffusing": True} if spec is not None and spec.kind == "openai" and spec.decoding == "diffusion" else {}
+
+
 def watch_answer(router: Any, out: Any, messages: list[dict[str, Any]], options: dict[str, Any],
                  show_stats, label: str = "") -> None:
     """Stream through the router, drawing the canvas in place; then print the final text and stats."""
     from rich.live import Live
 
-    route_stream = router.stream(messages, **options)
+    route_stream = router.stream(messages, **options, **_draft_options(router, label))
     size = out.err.size
     view = CanvasView(label or options.get("model") or "", max_chars=max(200, size.width * max(2, size.height // 2)))
     with Live(view.render(), console=out.err, transient=True, auto_refresh=False,

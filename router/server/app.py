@@ -2,13 +2,17 @@
 
     POST /v1/chat/completions   stream and not; `model` is `auto`, a backend or a consortium
     POST /v1/feedback           {"id": request log id or trace id, "verdict": "good" | "bad"}
-    GET  /v1/models             auto, every backend, every consortium
+    POST /v1/messages           the Anthropic Messages API, translated (anthropic_protocol.py)
+    POST /v1/messages/count_tokens
+    POST /v1/responses          the OpenAI Responses API, stateless (responses_protocol.py)
+    GET  /v1/models             auto, every backend and consortium with its capabilities, aliases
     GET  /healthz               liveness (never needs the token)
     GET  /metrics               Prometheus text format
 
 Responses say what the router decided: `x-route-backend` (its first choice), `x-route-tier`,
 `x-route-score`, `x-route-candidates`; plain answers add `x-route-answered-by`. Errors are
-OpenAI-shaped: `{"error": {"message", "type", "param", "code"}}`.
+in each API's own shape: OpenAI's `{"error": {"message", "type", "param", "code"}}`, Anthropic's
+`{"type": "error", "error": {"type", "message"}}` under /v1/messages.
 """
 
 from __future__ import annotations
@@ -16,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
-import time
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -29,6 +32,8 @@ from starlette.routing import Route
 from router.server.chat import ChatCompletions, send_error
 from router.server.feedback import feedback_endpoint
 from router.server.metrics import Metrics
+from router.server.models import ModelNames
+from router.server.routes import add_translated_routes, shaped_for
 from router.server.wire import ApiError
 
 if TYPE_CHECKING:
@@ -41,8 +46,9 @@ _OPEN_PATHS = frozenset({"/healthz"})
 
 
 class _BearerAuth:
-    """Pure ASGI middleware: every path but /healthz needs `Authorization: Bearer <token>`.
-    Compared in constant time, so response timing says nothing about the token."""
+    """Pure ASGI middleware: every path but /healthz needs `Authorization: Bearer <token>` (or
+    `x-api-key: <token>`, as Anthropic clients send it). Compared in constant time, so response
+    timing says nothing about the token."""
 
     def __init__(self, app, token: str):
         self.app = app
@@ -50,9 +56,10 @@ class _BearerAuth:
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "http" and scope["path"] not in _OPEN_PATHS and not self._allowed(scope):
-            await send_error(send, ApiError(
-                401, "missing or wrong API key: send `Authorization: Bearer <key>` with the key held in the "
-                     "environment variable `route serve --api-key-env` names", code="invalid_api_key"))
+            await send_error(send, shaped_for(scope["path"], ApiError(
+                401, "missing or wrong API key: send `Authorization: Bearer <key>` or `x-api-key: <key>` with the "
+                     "key held in the environment variable `route serve --api-key-env` names",
+                kind="authentication_error", code="invalid_api_key")))
             return
         await self.app(scope, receive, send)
 
@@ -60,22 +67,15 @@ class _BearerAuth:
         for name, value in scope["headers"]:
             if name == b"authorization":
                 scheme, _, given = value.partition(b" ")
-                return scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), self._token)
+                if scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), self._token):
+                    return True
+            elif name == b"x-api-key" and hmac.compare_digest(value.strip(), self._token):
+                return True
         return False
 
 
 def _json(data: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(data), status_code=status, media_type="application/json")
-
-
-def _model_list(router: Router) -> list[dict[str, Any]]:
-    created = int(time.time())
-    models = [{"id": "auto", "object": "model", "created": created, "owned_by": "route"}]
-    for name, spec in router.config.backends.items():
-        models.append({"id": name, "object": "model", "created": created, "owned_by": f"route:{spec.kind}"})
-    for name in router.config.consortia:
-        models.append({"id": name, "object": "model", "created": created, "owned_by": "route:consortium"})
-    return models
 
 
 def create_app(router: Router, *, api_key: str | None = None, body_limit_bytes: int = DEFAULT_BODY_LIMIT,
@@ -90,7 +90,8 @@ def create_app(router: Router, *, api_key: str | None = None, body_limit_bytes: 
     router.add_request_observer(metrics.observe)
     router.add_observer(metrics.attempt)
     chat = ChatCompletions(router, metrics, body_limit_bytes=body_limit_bytes, body_timeout_s=body_timeout_s)
-    models = _model_list(router)
+    names = ModelNames(router)
+    models = names.listing()
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -105,6 +106,7 @@ def create_app(router: Router, *, api_key: str | None = None, body_limit_bytes: 
     # The chat endpoint is a raw ASGI app (a Route whose endpoint is not a function is mounted as is).
     app.router.routes.append(Route("/v1/chat/completions", chat, methods=["POST"]))
     app.router.routes.append(Route("/chat/completions", chat, methods=["POST"]))
+    add_translated_routes(app, router, metrics, names, body_limit_bytes=body_limit_bytes)
 
     @app.get("/v1/models")
     async def list_models() -> Response:
@@ -133,8 +135,8 @@ def create_app(router: Router, *, api_key: str | None = None, body_limit_bytes: 
     @app.exception_handler(StarletteHTTPException)
     async def openai_shaped(request, exc: StarletteHTTPException) -> Response:
         # Unknown paths and wrong methods answer in the same error shape as everything else.
-        body = ApiError(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}",
-                        code="not_found" if exc.status_code == 404 else "invalid_request").body()
+        body = shaped_for(request.url.path, ApiError(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}",
+                          code="not_found" if exc.status_code == 404 else "invalid_request")).body()
         return Response(body, status_code=exc.status_code, media_type="application/json", headers=exc.headers)
 
     @app.exception_handler(Exception)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from backends.errors import RouteError, Unsupported, UsageError
 from backends.types import DraftChunk, FinalChunk, TextChunk
 from router.decision import Decision, Downgrade
+from router.server.models import ModelNames
 from router.server.parse import ChatCall, parse_chat
 from router.server.wire import DONE, ApiError, ChunkWriter, completion_body, error_for_failure
 
@@ -133,7 +134,7 @@ class ChatCompletions:
         self.metrics = metrics
         self.body_limit = body_limit_bytes
         self.body_timeout_s = body_timeout_s
-        self._names = frozenset(router.names())
+        self._models = ModelNames(router)  # names, and the config's aliases
 
     async def __call__(self, scope: dict, receive, send) -> None:
         try:
@@ -171,10 +172,7 @@ class ChatCompletions:
     def _model_for(self, call: ChatCall) -> str:
         """The model to route with: 404 for unknown names. What the request needs (tools, images,
         context) the router checks itself when it decides."""
-        if call.model != "auto" and call.model not in self._names:
-            raise ApiError(404, f"unknown model {call.model!r}; GET /v1/models lists `auto`, every backend and "
-                                "every consortium", code="model_not_found", param="model")
-        return call.model
+        return self._models.resolve(call.model)
 
     def _options(self, call: ChatCall, model: str) -> dict[str, Any]:
         return dict(model=model, max_tokens=call.max_tokens, temperature=call.temperature, stop=call.stop,
