@@ -68,9 +68,14 @@ def register(app: typer.Typer) -> None:
             return
         from rich.table import Table
 
-        table = Table(title=f"backends ({loaded.path})", title_justify="left")
-        for column in ("name", "kind", "model", "key", "$/Mtok in/out", "samples", "ttft p50/p95 s", "breaker"):
-            table.add_column(column)
+        # Fits 80 columns: names never cut; a long model string or key note wraps (--json: one line).
+        table = Table(title=f"backends ({loaded.path})", title_justify="left", pad_edge=False)
+        table.add_column("name", no_wrap=True, min_width=max([len(r["name"]) for r in rows] + [4]))
+        table.add_column("kind", no_wrap=True)
+        table.add_column("model", overflow="fold", ratio=2)
+        table.add_column("key", overflow="fold", ratio=1)
+        for column in ("$/Mtok in/out", "n", "ttft p50/95 s", "breaker"):
+            table.add_column(column, justify="right" if column != "breaker" else "left", overflow="fold")
         for r in rows:
             lat = r["latency"]
             table.add_row(r["name"], r["kind"], r["model"], r["key"], f"{r['price_in']:g}/{r['price_out']:g}",

@@ -51,6 +51,12 @@ class Output:
         if not self.quiet:
             self.err.print(message)
 
+    def warn(self, message: str) -> None:
+        """One line on stderr that even --quiet keeps: the answer is not what it seems."""
+        from rich.markup import escape
+
+        self.err.print(f"[bold yellow]route: warning:[/] {escape(message)}")
+
     def error(self, message: str, *, kind: str = "error") -> None:
         from rich.markup import escape
 

@@ -27,6 +27,7 @@ from backends.types import Chunk, Completion, FinalChunk, Request, TextChunk, Ti
 from policies.judging import code_metrics, over_budget
 from router.calls import CallPath
 from router.consortium.arbiter import Judgement, judge
+from router.consortium.degraded import degraded
 from router.consortium.budget import (
     MAX_DEPTH,
     BudgetExhausted,
@@ -301,6 +302,8 @@ class _Run:
                                     "calls": self.run.budget.used}
         if self.simulated:
             metadata["simulated"] = True
+        if lost := degraded(trace):  # a weaker answer than configured must say so (degraded.py)
+            metadata["degraded"] = lost
         return Completion(text=answer, backend=self.c.name, model=self.c.model, finish_reason="stop",
                           usage=self.usage, timings=Timings(ttft_s=None, total_s=wall), cost_usd=self.cost,
                           metadata=metadata)
