@@ -33,7 +33,7 @@ from policies.scoring import Scorer, build_scorer
 from policies.selection import PREFER_CHOICES, Prefer, RouteInputs, forced_plan, plan_route
 from policies.tiers import Tier, fallback_order, pick_tier
 from router.calls import CallPath
-from router.config_loader import LoadedConfig, load_config
+from router.config_loader import LoadedConfig, _did_you_mean, load_config
 from router.decision import Attempt, Decision, Outcome, RouteResult
 from router.execution import Executor
 from router.latency_tracker import LatencyTracker
@@ -158,7 +158,8 @@ class Router:
         elif name in self.config.consortia:
             backend = self._build_consortium(name)
         else:
-            raise UsageError(f"unknown model {name!r}. Configured names: {', '.join(self.names())}. "
+            raise UsageError(f"unknown model {name!r}.{_did_you_mean(name, self.names())} "
+                             f"Configured names: {', '.join(self.names())}. "
                              "Run `route models` to list them.")
         self._backends[name] = backend
         return backend
@@ -251,7 +252,8 @@ class Router:
     def _decide_forced(self, model: str, deadline_s: float | None, max_tokens: int | None,
                        unable: Mapping[str, str]) -> Decision:
         if model not in self.config.backends and model not in self.config.consortia and model not in self._backends:
-            raise UsageError(f"unknown model {model!r}. Configured names: {', '.join(self.names())}. "
+            raise UsageError(f"unknown model {model!r}.{_did_you_mean(model, self.names())} "
+                             f"Configured names: {', '.join(self.names())}. "
                              "Run `route models` to list them.")
         if model in unable:
             need = unable[model]

@@ -358,8 +358,8 @@ def test_shell_completion_script():
     assert result.returncode == 0, result.stderr
     assert "_ROUTE_COMPLETE" in result.stdout
     complete = subprocess.run([ROUTE], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60,
-                              env={**os.environ, "_ROUTE_COMPLETE": "bash_complete", "COMP_WORDS": "route con",
-                                   "COMP_CWORD": "1"})
+                              env={**os.environ, "_ROUTE_COMPLETE": "complete_bash", "COMP_WORDS": "route -q con",
+                                   "COMP_CWORD": "2"})
     assert "consortium" in complete.stdout and "config" in complete.stdout
 
 

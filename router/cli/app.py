@@ -27,7 +27,7 @@ class _DefaultToAsk(TyperGroup):
 
     def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
         try:
-            routed = dispatch(self, args)
+            routed = dispatch(self, args, completing=ctx.resilient_parsing)
         except NotAPrompt as exc:
             if ctx.resilient_parsing:  # shell completion: offer what there is, say nothing
                 return super().parse_args(ctx, args)

@@ -180,10 +180,11 @@ def _command_path(group: Command, args: list[str]) -> tuple[list[str], Command, 
     return path, node, rest
 
 
-def dispatch(group: Command, args: Sequence[str]) -> list[str]:
-    """The arguments for `group` to parse: the command first, then its own and the global options."""
+def dispatch(group: Command, args: Sequence[str], *, completing: bool = False) -> list[str]:
+    """The arguments for `group` to parse: the command first, then its own and the global options.
+    `completing`: shell completion, where no command yet means "offer the commands", not `ask`."""
     leading, rest = _leading_globals(args)
-    if rest and rest[0] in PASSTHROUGH:
+    if (rest and rest[0] in PASSTHROUGH) or (completing and not rest):
         return rest
     explicit = True
     if rest and rest[0] == "--":
