@@ -36,6 +36,7 @@ from router.calls import CallPath
 from router.config_loader import LoadedConfig, _did_you_mean, load_config
 from router.decision import Attempt, Decision, Outcome, RouteResult
 from router.execution import Executor
+from router.interrupt import run_interruptibly
 from router.latency_tracker import LatencyTracker
 from router.queueing import with_queue  # queue hook
 from router.redaction import Redactor
@@ -377,7 +378,7 @@ class Router:
         if self._sync_loop is None or self._sync_loop.is_closed():
             # One private loop for all sync calls, so pooled connections are reused between them.
             self._sync_loop = asyncio.new_event_loop()
-        return self._sync_loop.run_until_complete(awaitable)
+        return run_interruptibly(self._sync_loop, awaitable)  # Ctrl-C cancels the call (router/interrupt.py)
 
     def complete(self, prompt_or_messages: str | list[Message], **options: Any) -> RouteResult:
         self._refuse_inside_a_loop()
