@@ -432,3 +432,47 @@ def test_consortium_save_into_a_given_file(tmp_path, route_home):
 
 def test_license_file_matches_pyproject():
     assert "Apache License" in (ROOT / "LICENSE").read_text() and "Version 2.0" in (ROOT / "LICENSE").read_text()
+
+
+# -- 8. litellm connection failures are not "server errors" -----------------------------------
+
+
+def test_a_litellm_backend_that_cannot_connect_says_so(tmp_path):
+    import socket
+
+    with socket.socket() as closed:  # bound, never listening: connections are refused
+        closed.bind(("127.0.0.1", 0))
+        path = tmp_path / "lite.yaml"
+        path.write_text(f"backends:\n  f: {{kind: litellm, model: anthropic/claude-sonnet-4-5, max_retries: 0, "
+                        f"base_url: 'http://127.0.0.1:{closed.getsockname()[1]}', api_key: '${{DUMMY_KEY}}'}}\n"
+                        "routing:\n  tiers: [{name: t, backends: [f]}]\n")
+        result = route("-c", str(path), "--no-log", "hello", env={"DUMMY_KEY": "x", "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    assert result.returncode == 3
+    assert "cannot connect" in result.stderr and "HTTP 500" not in result.stderr and "server error" not in result.stderr
+
+
+# -- 9. engine serve gives no advice it has no option for ------------------------------------
+
+
+@pytest.mark.torch
+def test_engine_serve_takes_the_canvas_length_from_the_checkpoint(tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from backends.diffusion_tiny import build_tiny_checkpoint
+
+    model = build_tiny_checkpoint(tmp_path / "tiny")
+    proc = subprocess.Popen([ROUTE, "engine", "serve", "--model", str(model), "--port", "0", "--device", "cpu"],
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                            env={**os.environ, "COLUMNS": "300"})
+    seen = []
+    try:
+        for line in proc.stderr:
+            seen.append(line)
+            if "serving" in line:
+                break
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(30)
+    text = "".join(seen)
+    assert "serving" in text and "canvas 16" in text, text
+    assert "set canvas_length" not in text
