@@ -231,19 +231,20 @@ def register(app: typer.Typer) -> None:
         if config is None:
             _shadow_note(out)
 
-    @group.command("remove", help="Remove a consortium from the user config.")
+    @group.command("remove", help="Remove a consortium from the user config (or the file given with -c).")
     @handle_errors
     def remove(name: Annotated[str, typer.Argument()],
-               json_output: Annotated[bool, typer.Option("--json")] = False) -> None:
+               json_output: Annotated[bool, typer.Option("--json")] = False,
+               config: Annotated[str | None, typer.Option(
+                   "-c", "--config", help="Remove from this config file (default: the user config).")] = None) -> None:
         from backends.errors import UsageError
         from router.config_loader import parse_config
         from router.consortium.userconfig import remove_entry, write_config
-        from router.paths import user_config_file
 
         out = Output(json_mode=json_output)
-        path = user_config_file()
+        path = _target(config)
         if not path.is_file():
-            raise UsageError(f"there is no user config yet ({path}), so nothing to remove")
+            raise UsageError(f"there is no config at {path} yet, so nothing to remove")
         text = path.read_text(encoding="utf-8")
         config = parse_config(text, str(path)).config
         users = [f"{c} ({'arbiter' if s.arbiter == name else 'member'})" for c, s in config.consortia.items()
