@@ -25,7 +25,7 @@ EXIT_OK, EXIT_USAGE, EXIT_NO_BACKEND, EXIT_INTERRUPTED = 0, 2, 3, 130
 class _DefaultToAsk(TyperGroup):
     """`route "prompt"` and `route --explain "prompt"` mean `route ask ...`; see router/cli/dispatch.py."""
 
-    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:  # Any: typer may vendor its own click
         try:
             routed = dispatch(self, args, completing=ctx.resilient_parsing)
         except NotAPrompt as exc:
@@ -135,4 +135,4 @@ def run() -> None:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(run())
+    run()

@@ -7,7 +7,7 @@ rest of it as written; a new user config starts as a copy of the shipped default
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import contextmanager
 from typing import Annotated, Any
 
@@ -107,7 +107,7 @@ def _entry(name: str, members: list[str], arbiter: str, judging: str, options: d
     return entry
 
 
-def _problem(error: dict[str, Any], members: list[str]) -> str:
+def _problem(error: Mapping[str, Any], members: list[str]) -> str:
     where = error.get("loc", ())
     message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
     if where and where[0] == "members" and len(where) > 1 and isinstance(where[1], int) and where[1] < len(members):
@@ -246,10 +246,10 @@ def register(app: typer.Typer) -> None:
         if not path.is_file():
             raise UsageError(f"there is no config at {path} yet, so nothing to remove")
         text = path.read_text(encoding="utf-8")
-        config = parse_config(text, str(path)).config
-        users = [f"{c} ({'arbiter' if s.arbiter == name else 'member'})" for c, s in config.consortia.items()
+        parsed = parse_config(text, str(path)).config
+        users = [f"{c} ({'arbiter' if s.arbiter == name else 'member'})" for c, s in parsed.consortia.items()
                  if c != name and name in s.names()]
-        users += [f"routing tier {t.name!r}" for t in config.routing.tiers if name in t.backends]
+        users += [f"routing tier {t.name!r}" for t in parsed.routing.tiers if name in t.backends]
         if users:
             raise UsageError(f"consortium {name!r} is used by {', '.join(users)}; remove or change those first")
         write_config(path, remove_entry(text, name))
@@ -266,7 +266,7 @@ def register(app: typer.Typer) -> None:
 
         out = Output(json_mode=json_output)
         loaded = load_config(config)
-        rows = [{"name": n, "members": [m.short() for m in s.members], "arbiter": s.arbiter, "judging": s.judging,
+        rows: list[dict[str, Any]] = [{"name": n, "members": [m.short() for m in s.members], "arbiter": s.arbiter, "judging": s.judging,
                  "iterations": f"{s.min_iterations}-{s.max_iterations}", "budget": s.budget,
                  "line": loaded.line_of("consortia", n)} for n, s in loaded.config.consortia.items()]
         if json_output:

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = ["Output"]
 
@@ -17,11 +20,11 @@ class Output:
     def __init__(self, *, json_mode: bool = False, quiet: bool = False):
         self.json_mode = json_mode
         self.quiet = quiet
-        self._err = None
-        self._out = None
+        self._err: Console | None = None
+        self._out: Console | None = None
 
     @property
-    def err(self):
+    def err(self) -> Console:
         if self._err is None:
             from rich.console import Console
 
@@ -29,7 +32,7 @@ class Output:
         return self._err
 
     @property
-    def out(self):
+    def out(self) -> Console:
         if self._out is None:
             from rich.console import Console
 

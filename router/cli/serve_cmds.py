@@ -186,7 +186,7 @@ def register(app: typer.Typer) -> None:
             router.persist()
         shown = f"[{host}]" if ":" in host else host
         out.info(f"route serve: http://{shown}:{port}/v1 · config {loaded.path} · models: auto, "
-                 f"{', '.join(router.names())} · auth {'on ($' + api_key_env + ')' if key else 'off (loopback)'} · "
+                 f"{', '.join(router.names())} · auth {f'on (${api_key_env})' if key else 'off (loopback)'} · "
                  f"log {'on: ' + str(router.request_log.path) if router.request_log else 'off'}")
         limits = ServerLimits(header_timeout_s=header_timeout, body_timeout_s=body_timeout,
                               max_header_bytes=max_header, max_connections=max_connections)

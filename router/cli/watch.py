@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from backends.types import Chunk, DraftChunk, FinalChunk, TextChunk
+from backends.types import Chunk, Completion, DraftChunk, FinalChunk, TextChunk
 
 __all__ = ["CanvasView", "watch_answer"]
 
@@ -28,7 +28,7 @@ class CanvasView:
         self.canvas = 0
         self.step = 0
         self.drafts_seen = 0
-        self.completion = None
+        self.completion: Completion | None = None
 
     def update(self, chunk: Chunk) -> None:
         if isinstance(chunk, DraftChunk):

@@ -27,7 +27,6 @@ from backends.types import Chunk, Completion, FinalChunk, Request, TextChunk, Ti
 from policies.judging import code_metrics, over_budget
 from router.calls import CallPath
 from router.consortium.arbiter import Judgement, judge
-from router.consortium.degraded import degraded
 from router.consortium.budget import (
     MAX_DEPTH,
     BudgetExhausted,
@@ -37,6 +36,7 @@ from router.consortium.budget import (
     RunContext,
     current_run,
 )
+from router.consortium.degraded import degraded
 from router.consortium.members import Slot, member_messages, run_members
 from router.consortium.prompts import Candidate, refinement_messages
 from router.consortium.spec import ConsortiumConfig
