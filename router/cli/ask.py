@@ -22,26 +22,31 @@ _CONNECT_HINT = (
 
 def _piped() -> str | None:
     """What was piped into stdin, or None for a terminal, a closed stdin or no data (/dev/null)."""
-    stream = sys.stdin
-    if stream is None or stream.closed or stream.isatty():
+    if _piped_nothing():
         return None
     try:
-        return stream.read()
+        return sys.stdin.read()
     except (OSError, ValueError):
         return None
 
 
+def _piped_nothing() -> bool:
+    """No stdin to read: none, closed, or a terminal (where reading would wait for typing)."""
+    return sys.stdin is None or sys.stdin.closed or sys.stdin.isatty()
+
+
 def _read_prompt(prompt: str | None) -> str:
-    """The argument, then a blank line and stdin when text was piped in (as `llm` combines them);
-    stdin alone when there is no argument or it is '-'. A prompt with nothing but whitespace is
+    """The argument, then a blank line and stdin when text was piped in (`llm` combines the same
+    two, stdin first; the instruction first reads better to a model); stdin alone when there is no
+    argument or it is '-'. A prompt with nothing but whitespace is
     refused: a model would be paid to answer nothing."""
     from backends.errors import UsageError
 
-    from_argument = prompt is not None and prompt != "-"
-    if not from_argument and (sys.stdin is None or sys.stdin.closed or sys.stdin.isatty()):
+    argument = prompt if prompt != "-" else None
+    if argument is None and _piped_nothing():
         raise UsageError('no prompt given: write `route "your prompt"`, or pipe text in: `echo "..." | route`.')
-    piped = _piped()
-    parts = [p for p in ((prompt if from_argument else None), piped) if p and p.strip()]
+    from_argument = argument is not None
+    parts = [p for p in (argument, _piped()) if p and p.strip()]
     if not parts:
         where = "the prompt read from stdin" if not from_argument else "the prompt"
         raise UsageError(f"{where} is empty; pass some text as an argument or pipe it in "

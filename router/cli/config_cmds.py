@@ -24,7 +24,7 @@ def _ask_backends(out: Output) -> list[str]:
             if typer.confirm(f"  {c.name}: {c.question}?", default=c.default, err=True)]
 
 
-def _chosen(backends: list[str], yes: bool, out: Output) -> list[str]:
+def _check_known(backends: list[str]) -> None:
     from backends.errors import UsageError
     from router.cli.starter import CHOICES
 
@@ -32,12 +32,18 @@ def _chosen(backends: list[str], yes: bool, out: Output) -> list[str]:
     unknown = [b for b in backends if b not in known]
     if unknown:
         raise UsageError(f"--backend {unknown[0]!r} is not one route init knows; choose from {', '.join(known)}.")
-    if backends:
-        return backends
-    if yes:
-        return [c.name for c in CHOICES if c.default]
+
+
+def _chosen(backends: list[str], yes: bool, out: Output) -> list[str]:
+    """--backend names, else the defaults (--yes), else the user's answers."""
     import sys
 
+    from backends.errors import UsageError
+    from router.cli.starter import CHOICES
+
+    _check_known(backends)
+    if backends or yes:
+        return backends or [c.name for c in CHOICES if c.default]
     if sys.stdin is None or sys.stdin.closed:
         raise UsageError("route init needs answers on stdin, or --backend NAME (repeat) / --yes for the defaults.")
     return _ask_backends(out)

@@ -39,21 +39,23 @@ def _when(ts: float, *, short: bool = False) -> str:
 _STATUSES = ("ok", "error", "cancelled")
 
 
+def _request_facts(row: dict[str, Any]) -> list[tuple[str, Any]]:
+    decision = row.get("decision") or {}
+    error = f": {row.get('error_type')}: {row.get('error')}" if row.get("error") else ""
+    return [("id", row["id"]), ("time", _when(row["ts"])), ("source", row["source"]),
+            ("asked for", row.get("requested") or "-"), ("backend", f"{row.get('backend') or '-'} ({row.get('model') or '-'})"),
+            ("status", row["status"] + error), ("reason", decision.get("reason") or "-"),
+            ("tokens", f"{_fmt(row.get('input_tokens'), 'd')} in, {_fmt(row.get('output_tokens'), 'd')} out"),
+            ("time taken", f"{_fmt(row.get('total_s'), '.2f')} s (first token {_fmt(row.get('ttft_s'), '.2f')} s)"),
+            ("cost", f"${_fmt(row.get('cost_usd'), '.6f')}"), ("trace", row.get("trace_id") or "-"),
+            ("simulated", "yes: the answer is fake" if row.get("simulated") else "no")]
+
+
 def _show_request(out: Output, row: dict[str, Any]) -> None:
     """The metadata as name/value lines, then the prompt and the answer in full."""
     from rich.markup import escape
 
-    decision = row.get("decision") or {}
-    facts = [("id", row["id"]), ("time", _when(row["ts"])), ("source", row["source"]),
-             ("asked for", row.get("requested") or "-"), ("backend", f"{row.get('backend') or '-'} ({row.get('model') or '-'})"),
-             ("status", row["status"] + (f": {row.get('error_type')}: {row.get('error')}" if row.get("error") else "")),
-             ("reason", decision.get("reason") or "-"),
-             ("tokens", f"{_fmt(row.get('input_tokens'), 'd')} in, {_fmt(row.get('output_tokens'), 'd')} out"),
-             ("time taken", f"{_fmt(row.get('total_s'), '.2f')} s (first token {_fmt(row.get('ttft_s'), '.2f')} s)"),
-             ("cost", f"${_fmt(row.get('cost_usd'), '.6f')}"), ("trace", row.get("trace_id") or "-")]
-    if row.get("simulated"):
-        facts.append(("simulated", "yes: the answer is fake"))
-    for name, value in facts:
+    for name, value in _request_facts(row):
         out.out.print(f"[bold]{name:>10}[/]  {escape(str(value))}", overflow="fold")
     for title, text in (("prompt", row.get("prompt")), ("answer", row.get("answer"))):
         out.out.print(f"\n[bold]── {title} ──[/]")

@@ -99,6 +99,11 @@ async def watch_answer(router: Any, out: Any, messages: list[dict[str, Any]], op
             async for chunk in chunks:
                 view.update(chunk)
                 live.update(view.render(), refresh=True)
+    _show_result(out, view, show_stats)
+
+
+def _show_result(out: Any, view: CanvasView, show_stats) -> None:
+    """The final text on stdout; on stderr the stats, tokens per forward pass, or why no drafts came."""
     if not view.drafts_seen:
         out.info("[dim]no denoising drafts came back: this backend streams plain text (for Mercury set "
                  "`params: {diffusing: true}`; an in-process `diffusion-local` backend shows canvases)[/]")

@@ -9,7 +9,7 @@ shows in every mode and the server sends as a header and a field.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 __all__ = ["degraded"]
@@ -22,23 +22,26 @@ def degraded(trace: dict[str, Any]) -> list[str]:
 
 def _losses(trace: dict[str, Any], path: str) -> Iterator[str]:
     for round_ in trace.get("rounds", ()):
-        where = f"{path}, round {round_.get('iteration')}"
-        failed = [m for m in round_.get("members", ()) if m.get("status") == "failed"]
-        if failed:
-            labels = ", ".join(f"{m['member']}#{m['sample']}" for m in failed)
-            total = len(round_.get("members", ()))
-            yield f"{where}: {len(failed)} of {total} member calls failed ({labels})"
-        for member in round_.get("members", ()):
+        members = round_.get("members", ())
+        arbiter = round_.get("arbiter") or {}
+        yield from _round_losses(f"{path}, round {round_.get('iteration')}", members, arbiter)
+        for member in members:
             if "trace" in member:
                 yield from _losses(member["trace"], f"{path}/{member['trace'].get('consortium', member['member'])}")
-        arbiter = round_.get("arbiter") or {}
-        if arbiter.get("status") == "failed":
-            errors = arbiter.get("errors") or [{}]
-            why = errors[-1].get("message") or errors[-1].get("error") or "no reply"
-            yield (f"{where}: arbiter {arbiter.get('arbiter')} failed ({_short(why)}); "
-                   "the answer is an unjudged member answer")
         if "trace" in arbiter:
             yield from _losses(arbiter["trace"], f"{path}/{arbiter['trace'].get('consortium', arbiter.get('arbiter'))}")
+
+
+def _round_losses(where: str, members: Sequence[dict[str, Any]], arbiter: dict[str, Any]) -> Iterator[str]:
+    """This round's own losses: failed member calls, a failed arbiter."""
+    failed = [m for m in members if m.get("status") == "failed"]
+    if failed:
+        labels = ", ".join(f"{m['member']}#{m['sample']}" for m in failed)
+        yield f"{where}: {len(failed)} of {len(members)} member calls failed ({labels})"
+    if arbiter.get("status") == "failed":
+        errors = arbiter.get("errors") or [{}]
+        why = errors[-1].get("message") or errors[-1].get("error") or "no reply"
+        yield f"{where}: arbiter {arbiter.get('arbiter')} failed ({_short(why)}); the answer is an unjudged member answer"
 
 
 def _short(text: str, limit: int = 120) -> str:
