@@ -342,6 +342,20 @@ def test_tables_fit_80_columns(tmp_path, command):
     assert "diffusiongemma" in result.stdout  # abbreviated elsewhere, never the names
 
 
+def test_log_and_stats_tables_fit_80_columns_with_every_column(sim, tmp_path):
+    path = tmp_path / "long.yaml"
+    path.write_text(f"backends:\n  a-rather-long-backend-name: {{kind: openai, model: m, base_url: '{sim.base_url}'}}\n"
+                    "routing:\n  tiers: [{name: only, backends: [a-rather-long-backend-name]}]\n")
+    assert route("-c", str(path), "-q", "Explain CRDTs in five lines, with an example of each kind").returncode == 0
+    for command, header in ((["log"], ["id", "time", "backend", "status", "tok", "s", "$", "prompt"]),
+                            (["stats"], ["backend", "reqs", "share", "p50 s", "p95 s", "ttft s", "tok/s", "$", "errors"])):
+        result = route(*command, "-c", str(path), env={"COLUMNS": "80"})
+        lines = result.stdout.splitlines()
+        assert max(len(line) for line in lines) <= 80, result.stdout
+        assert lines[1].split() == " ".join(header).split(), result.stdout  # no header cut or dropped
+        assert "a-rather-long" in result.stdout  # wrapped if need be, never cut
+
+
 # -- 10. what users expect -------------------------------------------------------------------
 
 

@@ -42,8 +42,8 @@ def test_nested_losses_are_listed_with_their_path():
     outer = {"consortium": "outer", "rounds": [{"iteration": 1, "members": [
         {"member": "inner", "sample": 1, "status": "done", "trace": inner}],
         "arbiter": {"arbiter": "j", "status": "failed", "errors": [{"error": "BackendTimeout", "message": "slow"}]}}]}
-    assert degraded(outer) == ["outer/inner, round 1: 1 of 2 member calls failed (a#1)",
-                               "outer, round 1: arbiter j failed (slow); the answer is an unjudged member answer"]
+    assert degraded(outer) == ["outer, round 1: arbiter j failed (slow); the answer is an unjudged member answer",
+                               "outer/inner, round 1: 1 of 2 member calls failed (a#1)"]
 
 
 def test_the_server_sends_a_header_and_a_field(sim):

@@ -64,35 +64,37 @@ def _show_request(out: Output, row: dict[str, Any]) -> None:
 
 def _log_table(rows: list[dict[str, Any]]):
     """Fits 80 columns: names never cut, the prompt takes what is left (in full: `route log show ID`)."""
+    from rich import box
     from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title="request log (newest first)", title_justify="left", pad_edge=False)
-    table.add_column("id", justify="right", no_wrap=True)
-    table.add_column("time", no_wrap=True)
-    table.add_column("backend", no_wrap=True, min_width=max([len(r.get("backend") or "-") for r in rows] + [7]))
-    for column in ("status", "tok", "s", "$"):
-        table.add_column(column, justify="left" if column == "status" else "right", no_wrap=True)
-    table.add_column("prompt", overflow="ellipsis", no_wrap=True, ratio=1)
+    # Every column but the prompt keeps its width; the prompt gets the rest, cut to one line.
+    table = Table(title="request log (newest first)", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
+                  collapse_padding=True)
+    for column in ("id", "time", "backend", "status", "tok", "s", "$"):
+        table.add_column(column, justify="left" if column in ("time", "backend", "status") else "right",
+                         no_wrap=column != "backend", overflow="fold", min_width=12 if column == "backend" else None)
+    table.add_column("prompt", overflow="ellipsis", max_width=60)
     for r in rows:
         status = r["status"] if r["status"] == "ok" else f"[red]{r['status']}[/]"
-        prompt = (r.get("prompt") or "").replace("\n", " ")
+        prompt = " ".join((r.get("prompt") or "").split())
         table.add_row(str(r["id"]), _when(r["ts"], short=True), escape(r.get("backend") or "-"), status,
                       _fmt(r.get("output_tokens"), "d"), _fmt(r.get("total_s"), ".2f"),
-                      _fmt(r.get("cost_usd"), ".4f"), escape(prompt[:200]))
+                      _fmt(r.get("cost_usd"), ".4f"), escape(prompt[:24] + ("…" if len(prompt) > 24 else "")))
     return table
 
 
 def _stats_table(stats, window: str, total_usd: float):
+    from rich import box
     from rich.markup import escape
     from rich.table import Table
 
     table = Table(title=f"per backend ({window}) · total spend ${total_usd:.4f}", title_justify="left",
-                  pad_edge=False)
-    names = [len(s.backend) for s in stats]
-    table.add_column("backend", no_wrap=True, min_width=max(names + [7]))
+                  box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
+                  collapse_padding=True)
+    table.add_column("backend", overflow="fold", min_width=12)  # a long name wraps; the numbers never do
     for column in ("reqs", "share", "p50 s", "p95 s", "ttft s", "tok/s", "$", "errors"):
-        table.add_column(column, justify="right", overflow="fold")
+        table.add_column(column, justify="right", no_wrap=True)
     for s in stats:
         table.add_row(escape(s.backend), str(s.requests), f"{s.share:.0%}", _fmt(s.p50_s, ".2f"), _fmt(s.p95_s, ".2f"),
                       _fmt(s.ttft_p50_s, ".2f"), _fmt(s.tokens_per_s, ".0f"), f"{s.cost_usd:.4f}",
