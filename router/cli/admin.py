@@ -66,9 +66,8 @@ def register(app: typer.Typer) -> None:
         if json_output:
             out.data({"config": loaded.path, "backends": rows, "consortia": consortia})
             return
-        from rich.table import Table
-
         from rich import box
+        from rich.table import Table
 
         # Fits 80 columns: only the model string may wrap; missing keys are named below the table.
         table = Table(title=f"backends ({loaded.path})", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
