@@ -15,6 +15,12 @@ from pathlib import Path
 import pytest
 
 ROUTE = str(Path(sys.executable).parent / "route")
+
+
+def _default_sigint() -> None:
+    """In the child: Ctrl-C as in a terminal, even when the test run itself was started in the
+    background (which makes the shell ignore SIGINT for it and everything it starts)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -154,7 +160,7 @@ def test_blank_prompts_are_refused(sim, tmp_path, prompt):
 def _interrupt(args: list[str], sim, models: list[str]) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "INCEPTION_API_KEY")}
     proc = subprocess.Popen([ROUTE, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            stdin=subprocess.DEVNULL)
+                            stdin=subprocess.DEVNULL, preexec_fn=_default_sigint)
     deadline = time.monotonic() + 30
     while sum(sim.stats(m)["in_flight"] for m in models) == 0:  # every wait is on an event, not a margin
         assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
@@ -477,7 +483,7 @@ def test_engine_serve_takes_the_canvas_length_from_the_checkpoint(tmp_path):
     model = build_tiny_checkpoint(tmp_path / "tiny")
     proc = subprocess.Popen([ROUTE, "engine", "serve", "--model", str(model), "--port", "0", "--device", "cpu"],
                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-                            env={**os.environ, "COLUMNS": "300"})
+                            env={**os.environ, "COLUMNS": "300"}, preexec_fn=_default_sigint)
     seen = []
     try:
         for line in proc.stderr:

@@ -47,7 +47,9 @@ def test_ctrl_c_cancels_a_sync_call_cleanly(sim, route_home, mode):
     proc = subprocess.Popen(
         [sys.executable, "-c", _SCRIPT, str(ROOT / "examples/nested_consortium.yaml"), sim.base_url, mode],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)})
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        # Ctrl-C as in a terminal, even when this test run was started in the background (SIGINT ignored).
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert proc.stdout.readline().strip() == "ready"
     deadline = time.monotonic() + 30
     while not all(sim.stats(m)["in_flight"] for m in ("glm-5.2", "k2.6")):  # both inner consortia are waiting
