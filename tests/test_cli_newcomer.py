@@ -478,7 +478,7 @@ def test_a_litellm_backend_that_cannot_connect_says_so(tmp_path):
 def test_engine_serve_takes_the_canvas_length_from_the_checkpoint(tmp_path):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from backends.diffusion_tiny import build_tiny_checkpoint
+    from backends.diffusion.tiny import build_tiny_checkpoint
 
     model = build_tiny_checkpoint(tmp_path / "tiny")
     proc = subprocess.Popen([ROUTE, "engine", "serve", "--model", str(model), "--port", "0", "--device", "cpu"],
