@@ -60,3 +60,20 @@ def translate_transport_error(exc: httpx.HTTPError, *, url: str, backend: str, m
     if isinstance(exc, httpx.ConnectError):
         return BackendUnavailable(f"cannot connect to {url} ({exc or 'connection refused'})", **where)
     return BackendUnavailable(f"connection to {url} failed: {type(exc).__name__}: {exc}", **where)
+
+
+def connection_failure(exc: BaseException) -> str | None:
+    """What failed to connect, when `exc` was caused by a connection that never opened (refused,
+    no route, name not resolved), however deeply wrapped; None otherwise. litellm reports these
+    as HTTP 500 InternalServerError, which would read as the provider's fault."""
+    import httpx
+
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, (httpx.ConnectError, ConnectionRefusedError, ConnectionResetError)) or \
+                type(current).__name__ in ("ClientConnectorError", "gaierror", "APIConnectionError"):
+            return f"{type(current).__name__}: {current}"[:300]
+        current = current.__cause__ or current.__context__
+    return None

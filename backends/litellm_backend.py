@@ -17,7 +17,7 @@ from backends.base import Backend
 from backends.capabilities import Capabilities
 from backends.deadline import Deadline
 from backends.errors import BackendError, BackendTimeout, BackendUnavailable, MalformedResponse
-from backends.http_errors import error_for_status, parse_retry_after
+from backends.http_errors import connection_failure, error_for_status, parse_retry_after
 from backends.params import ChatParams
 from backends.types import Request, Usage
 
@@ -66,6 +66,9 @@ class LiteLLMBackend(Backend):
         where = self.where()
         if isinstance(exc, TimeoutError) or type(exc).__name__ == "Timeout":
             return BackendTimeout(f"no answer within the deadline ({type(exc).__name__})", **where)
+        refused = connection_failure(exc)  # litellm calls these HTTP 500: they are no server's answer
+        if refused is not None:
+            return BackendUnavailable(f"cannot connect ({refused})", **where)
         status = getattr(exc, "status_code", None)
         response = getattr(exc, "response", None)
         headers = getattr(response, "headers", None) or getattr(exc, "headers", None) or {}

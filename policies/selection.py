@@ -202,6 +202,14 @@ def _first_pool(tiers: Sequence[Tier], indexes: Sequence[int], rows: Mapping[str
 
 
 def _winner_why(row: _Row, goal: str, tier: Tier, escalated: bool, inputs: RouteInputs) -> str:
+    """Why `row` (picked from `tier`) wins: the goal, the deadline it meets, why another tier
+    (prefer best starts at the strongest tier: that is no escalation, and may have no deadline)."""
+    if escalated and inputs.prefer == "best":
+        return _winner_why_default(row, goal, tier, False, inputs) + f" (prefer best: tier {tier.name!r})"
+    return _winner_why_default(row, goal, tier, escalated, inputs)
+
+
+def _winner_why_default(row: _Row, goal: str, tier: Tier, escalated: bool, inputs: RouteInputs) -> str:
     """Why `row` (picked from `tier`) wins: the goal, the deadline it meets, any escalation."""
     where = (f" (escalated to tier {tier.name!r}: nothing in the chosen tier meets the deadline)"
              if escalated else "")

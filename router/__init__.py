@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from router.lazy import lazy_exports
 
+__version__ = "0.1.0"  # the one place it is written: pyproject.toml reads it (tool.hatch.version)
+
 __all__ = [
     "AllBackendsFailed",
     "Attempt",

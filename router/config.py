@@ -119,7 +119,7 @@ class ScorerConfig(BaseModel):
     """`kind` picks the scorer; the other keys are that scorer's options (checked when built)."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
-    kind: str = "length"
+    kind: str = "learned"  # the shipped fitted scorer; `length` is the baseline it is measured against
 
     @property
     def options(self) -> dict[str, Any]:
@@ -192,6 +192,13 @@ class LogConfig(_Strict):
     path: str | None = Field(None, description="SQLite file; default: route.db in the user data dir")
 
 
+class SpendConfig(_Strict):
+    """An optional cap on what requests may cost, read from the request log (router/spend.py)."""
+
+    cap_usd: float | None = Field(None, gt=0, description="refuse new requests once logged spend reaches this")
+    window_days: float = Field(30, gt=0, description="the spend counted is that of the last this many days")
+
+
 class Config(_Strict):
     backends: dict[str, BackendConfig] = Field(min_length=1)
     routing: RoutingConfig
@@ -201,3 +208,4 @@ class Config(_Strict):
     # `auto`, a backend or a consortium, for `route serve`.
     aliases: dict[str, str] = Field(default_factory=dict, description="client model name or glob -> route name")
     log: LogConfig = LogConfig()
+    spend: SpendConfig = SpendConfig()

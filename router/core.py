@@ -33,9 +33,10 @@ from policies.scoring import Scorer, build_scorer
 from policies.selection import PREFER_CHOICES, Prefer, RouteInputs, forced_plan, plan_route
 from policies.tiers import Tier, fallback_order, pick_tier
 from router.calls import CallPath
-from router.config_loader import LoadedConfig, load_config
+from router.config_loader import LoadedConfig, _did_you_mean, load_config
 from router.decision import Attempt, Decision, Outcome, RouteResult
 from router.execution import Executor
+from router.interrupt import run_interruptibly
 from router.latency_tracker import LatencyTracker
 from router.queueing import with_queue  # queue hook
 from router.redaction import Redactor
@@ -158,7 +159,8 @@ class Router:
         elif name in self.config.consortia:
             backend = self._build_consortium(name)
         else:
-            raise UsageError(f"unknown model {name!r}. Configured names: {', '.join(self.names())}. "
+            raise UsageError(f"unknown model {name!r}.{_did_you_mean(name, self.names())} "
+                             f"Configured names: {', '.join(self.names())}. "
                              "Run `route models` to list them.")
         self._backends[name] = backend
         return backend
@@ -251,7 +253,8 @@ class Router:
     def _decide_forced(self, model: str, deadline_s: float | None, max_tokens: int | None,
                        unable: Mapping[str, str]) -> Decision:
         if model not in self.config.backends and model not in self.config.consortia and model not in self._backends:
-            raise UsageError(f"unknown model {model!r}. Configured names: {', '.join(self.names())}. "
+            raise UsageError(f"unknown model {model!r}.{_did_you_mean(model, self.names())} "
+                             f"Configured names: {', '.join(self.names())}. "
                              "Run `route models` to list them.")
         if model in unable:
             need = unable[model]
@@ -375,7 +378,7 @@ class Router:
         if self._sync_loop is None or self._sync_loop.is_closed():
             # One private loop for all sync calls, so pooled connections are reused between them.
             self._sync_loop = asyncio.new_event_loop()
-        return self._sync_loop.run_until_complete(awaitable)
+        return run_interruptibly(self._sync_loop, awaitable)  # Ctrl-C cancels the call (router/interrupt.py)
 
     def complete(self, prompt_or_messages: str | list[Message], **options: Any) -> RouteResult:
         self._refuse_inside_a_loop()

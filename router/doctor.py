@@ -97,4 +97,26 @@ def _check_local(name: str, spec: BackendConfig) -> Check:
 
 
 def check_all(config: Config, *, timeout_s: float = 3.0) -> list[Check]:
-    return [check_backend(name, spec, timeout_s=timeout_s) for name, spec in config.backends.items()]
+    """Every backend, then every consortium (from its backends' checks: no second call)."""
+    backends = {name: check_backend(name, spec, timeout_s=timeout_s) for name, spec in config.backends.items()}
+    consortia = [check_consortium(name, config, backends) for name in config.consortia]
+    return [*backends.values(), *consortia]
+
+
+def check_consortium(name: str, config: Config, backends: dict[str, Check]) -> Check:
+    """A consortium whose arbiter cannot answer still answers, unjudged: say so before it happens.
+    Members are fine while the quorum can still be met. Nested consortia are checked the same way."""
+    def can_answer(member: str) -> Check:
+        return backends[member] if member in backends else check_consortium(member, config, backends)
+
+    spec = config.consortia[name]
+    arbiter = can_answer(spec.arbiter)
+    if not arbiter.ok:
+        return Check(name, False, f"arbiter {spec.arbiter} cannot answer ({arbiter.detail}); answers would be "
+                                  "unjudged member answers")
+    members = [m.model for m in spec.members for _ in range(m.n)]
+    up = sum(can_answer(m).ok for m in members)
+    need = spec.quorum or 1  # without a quorum, one answer is enough (consortium.py)
+    if up < need:
+        return Check(name, False, f"only {up} of {len(members)} member calls can be made; it needs {need}")
+    return Check(name, True, f"{len(members)} member calls, arbiter {spec.arbiter}")

@@ -304,6 +304,11 @@ class Store:
         rows = self._conn().execute(f"SELECT * FROM requests {where} ORDER BY id DESC LIMIT ?", (*params, limit))
         return [self._record_dict(row) for row in rows]
 
+    def get(self, request_id: int) -> dict[str, Any] | None:
+        """One logged request, prompt, answer and decision included, or None."""
+        row = self._conn().execute("SELECT * FROM requests WHERE id = ?", (request_id,)).fetchone()
+        return None if row is None else self._record_dict(row)
+
     def count(self) -> int:
         return self._conn().execute("SELECT COUNT(*) FROM requests").fetchone()[0]
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -23,8 +24,9 @@ ROUTE = [sys.executable, "-m", "router.cli"]
 def route(*args: str, input: str | None = None, env: dict | None = None, cwd: Path | None = None):
     full_env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "INCEPTION_API_KEY")}
     full_env.update(env or {})
+    # No input: stdin is /dev/null, as in a script (an inherited open pipe would be read as the prompt's tail).
     return subprocess.run([*ROUTE, *args], capture_output=True, text=True, input=input, env=full_env, cwd=cwd,
-                          timeout=60)
+                          timeout=60, stdin=subprocess.DEVNULL if input is None else None)
 
 
 def _config(tmp_path: Path, base_url: str, extra: str = "") -> Path:
@@ -100,7 +102,17 @@ def test_no_reachable_backend_exits_3_with_what_was_tried_and_how_to_connect(tmp
 
 
 def test_shipped_default_without_keys_exits_3_and_names_the_missing_keys(tmp_path):
-    result = route("hello", cwd=tmp_path, env={"ROUTE_HOME": str(tmp_path / "home")})
+    from router.config_loader import _embedded_text
+
+    # The shipped default, with its local server moved from port 8000 (where a real vLLM or a
+    # `route sim` may listen) to a port held bound but not listening: connections are refused.
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+        shipped = tmp_path / "shipped.yaml"
+        shipped.write_text(_embedded_text().replace("127.0.0.1:8000", f"127.0.0.1:{port}"))
+        assert f"127.0.0.1:{port}" in shipped.read_text()
+        result = route("hello", cwd=tmp_path, env={"ROUTE_HOME": str(tmp_path / "home"), "ROUTE_CONFIG": str(shipped)})
     assert result.returncode == 3
     assert "ANTHROPIC_API_KEY" in result.stderr and "INCEPTION_API_KEY" in result.stderr
     assert "→ diffusiongemma" in result.stderr

@@ -20,7 +20,8 @@ ROUTE = [sys.executable, "-m", "router.cli"]
 
 def route(*args: str, cwd: Path, env: dict | None = None):
     full_env = {**os.environ, "PYTHONPATH": str(Path.cwd()), **(env or {})}
-    return subprocess.run([*ROUTE, *args], capture_output=True, text=True, cwd=cwd, env=full_env, timeout=60)
+    return subprocess.run([*ROUTE, *args], capture_output=True, text=True, cwd=cwd, env=full_env, timeout=60,
+                          stdin=subprocess.DEVNULL)
 
 
 def test_save_list_show_remove_round_trip(tmp_path, route_home):

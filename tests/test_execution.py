@@ -265,6 +265,8 @@ cfg, n = json.loads(sys.argv[1]), int(sys.argv[2])
 router = Router(__import__("router.config_loader", fromlist=["x"]).load_config(cfg), source="cli")
 router.latency.attach_store(Store())
 samples_at_start = router.latency.model("a").samples
+print("ready", flush=True)
+sys.stdin.readline()  # the test starts every worker at once: they overlap by construction, not by timing
 
 async def main():
     for _ in range(n):
@@ -279,7 +281,16 @@ print(json.dumps({"samples_at_start": samples_at_start}))
 def _worker(cfg: dict, n: int) -> subprocess.Popen:
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONPATH": str(ROOT)}
     return subprocess.Popen([sys.executable, "-c", _WORKER, json.dumps(cfg), str(n)], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _start(*procs: subprocess.Popen) -> None:
+    """Wait until every worker has read the store, then let them all go together."""
+    for proc in procs:
+        assert proc.stdout.readline().strip() == "ready", proc.communicate(timeout=60)
+    for proc in procs:
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
 
 
 def _finish(proc: subprocess.Popen) -> dict:
@@ -292,13 +303,15 @@ def test_processes_share_learned_latency_without_clobbering(sim, route_home):
     sim.update_profile("p-m", ttft_s=0.01, answer_tokens=5)
     cfg = config(sim, {"a": {"model": "p-m"}})
     cfg["routing"]["latency"] = {"flush_interval_ms": 0}  # flush after every request: maximal interleaving
-    first, second = _worker(cfg, 12), _worker(cfg, 12)  # two processes writing at once
-    assert _finish(first)["samples_at_start"] in (0, *range(1, 13))
-    _finish(second)
+    first, second = _worker(cfg, 12), _worker(cfg, 12)
+    _start(first, second)  # both have read the empty store; now both write at once
+    assert [_finish(first)["samples_at_start"], _finish(second)["samples_at_start"]] == [0, 0]
     state = Store().load_latency()["a"]
     assert state["failures"]["count"] == 24  # one entry per attempt, from both processes
     # A later run starts from what both learned.
-    assert _finish(_worker(cfg, 0))["samples_at_start"] >= 24
+    later = _worker(cfg, 0)
+    _start(later)
+    assert _finish(later)["samples_at_start"] >= 24
     assert sim.stats("p-m")["requests"] == 24
 
 
@@ -311,6 +324,7 @@ def test_consecutive_cli_runs_learn_from_each_other(sim, route_home, tmp_path):
 
     def route(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "router.cli", *args, "-c", str(path)], capture_output=True,
+                              stdin=subprocess.DEVNULL,
                               text=True, env=env, cwd=ROOT, timeout=60)
 
     def explained() -> dict:

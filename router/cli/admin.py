@@ -66,16 +66,26 @@ def register(app: typer.Typer) -> None:
         if json_output:
             out.data({"config": loaded.path, "backends": rows, "consortia": consortia})
             return
+        from rich import box
         from rich.table import Table
 
-        table = Table(title=f"backends ({loaded.path})", title_justify="left")
-        for column in ("name", "kind", "model", "key", "$/Mtok in/out", "samples", "ttft p50/p95 s", "breaker"):
-            table.add_column(column)
+        # Fits 80 columns: only the model string may wrap; missing keys are named below the table.
+        table = Table(title=f"backends ({loaded.path})", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
+                  collapse_padding=True)
+        table.add_column("name", no_wrap=True)
+        table.add_column("kind", no_wrap=True)
+        table.add_column("model", overflow="fold")
+        for column in ("key", "$/Mtok", "n", "ttft s", "breaker"):
+            table.add_column(column, justify="left" if column in ("key", "breaker") else "right", no_wrap=True)
         for r in rows:
             lat = r["latency"]
-            table.add_row(r["name"], r["kind"], r["model"], r["key"], f"{r['price_in']:g}/{r['price_out']:g}",
+            key = "missing" if r["key"].startswith("missing") else r["key"]
+            table.add_row(r["name"], r["kind"], r["model"], key, f"{r['price_in']:g}/{r['price_out']:g}",
                           str(lat["samples"]), f"{lat['ttft_p50_s']:.2f}/{lat['ttft_p95_s']:.2f}", r["breaker"])
         out.out.print(table)
+        missing = [f"{r['name']} needs {r['key'].removeprefix('missing ')}" for r in rows if r["key"].startswith("missing")]
+        for line in missing:
+            out.out.print(f"missing key: {line}")
         if consortia:
             out.out.print("consortia: " + ", ".join(consortia))
 

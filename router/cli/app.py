@@ -6,28 +6,34 @@ Kept light on purpose: nothing here imports httpx, litellm, pydantic or torch, s
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from functools import wraps
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from typer.core import TyperGroup
 
+from router.cli.dispatch import NotAPrompt, dispatch
+
 __all__ = ["app", "run", "handle_errors"]
 
-EXIT_OK, EXIT_USAGE, EXIT_NO_BACKEND = 0, 2, 3
-_DEFAULT_COMMAND = "ask"
-_PASSTHROUGH = {"--help", "-h", "--version", "--install-completion", "--show-completion"}
+EXIT_OK, EXIT_USAGE, EXIT_NO_BACKEND, EXIT_INTERRUPTED = 0, 2, 3, 130
 
 
 class _DefaultToAsk(TyperGroup):
-    """`route "prompt"` and `route --explain "prompt"` mean `route ask ...`."""
+    """`route "prompt"` and `route --explain "prompt"` mean `route ask ...`; see router/cli/dispatch.py."""
 
-    def parse_args(self, ctx, args: list[str]) -> list[str]:
-        if not args or (args[0] not in self.commands and args[0] not in _PASSTHROUGH):
-            args = [_DEFAULT_COMMAND, *args]
-        return super().parse_args(ctx, args)
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:  # Any: typer may vendor its own click
+        try:
+            routed = dispatch(self, args, completing=ctx.resilient_parsing)
+        except NotAPrompt as exc:
+            if ctx.resilient_parsing:  # shell completion: offer what there is, say nothing
+                return super().parse_args(ctx, args)
+            _fail(str(exc), "UsageError", json_mode="--json" in args)
+            ctx.exit(EXIT_USAGE)
+        return super().parse_args(ctx, routed)
 
     def format_usage(self, ctx, formatter) -> None:
         formatter.write_usage("route", '[OPTIONS] "PROMPT"  |  route COMMAND [ARGS]...')
@@ -42,38 +48,82 @@ app = typer.Typer(
         "Exit codes: 0 ok, 2 usage or config error, 3 no backend could answer."
     ),
     no_args_is_help=False,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        from router import __version__
+
+        typer.echo(f"route {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", callback=_show_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """The group itself does nothing: every command takes its own options (see router/cli/dispatch.py)."""
+
+
+def _fail(message: str, kind: str, *, json_mode: bool) -> None:
+    from router.cli.output import Output
+
+    Output(json_mode=json_mode).error(message, kind=kind)
+
+
 def handle_errors(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Map our errors to a one-paragraph message and an exit code, never a traceback."""
+    """Map errors to a one-paragraph message and an exit code, never a traceback: ours carry
+    their exit code (2 usage/config, 3 no backend); a file the user named that cannot be read or
+    written is 2; Ctrl-C is one line and 130; anything else is a bug, shown in one line (set
+    ROUTE_DEBUG=1 for the traceback), exit 1."""
 
     @wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from backends.errors import RouteError
-        from router.cli.output import Output
 
-        json_mode = bool(kwargs.get("json_output"))
+        json_mode = bool(kwargs.get("json_output") or kwargs.get("json_out"))
         try:
             return command(*args, **kwargs)
         except RouteError as exc:
-            Output(json_mode=json_mode).error(str(exc), kind=type(exc).__name__)
+            _fail(str(exc), type(exc).__name__, json_mode=json_mode)
             raise typer.Exit(getattr(exc, "exit_code", 1)) from None
         except KeyboardInterrupt:
-            raise typer.Exit(130) from None
+            _cancelled(json_mode)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+        except OSError as exc:
+            _fail(f"{exc}. Check the path and its permissions.", type(exc).__name__, json_mode=json_mode)
+            raise typer.Exit(EXIT_USAGE) from None
+        except Exception as exc:
+            if os.environ.get("ROUTE_DEBUG") or type(exc).__module__.startswith(("click", "typer")):
+                raise  # click's and typer's own exits and usage errors are theirs to show
+            _fail(f"{exc!r}: this is a bug in route; run again with ROUTE_DEBUG=1 for the traceback "
+                  "and report it.", "InternalError", json_mode=json_mode)
+            raise typer.Exit(1) from None
 
     return wrapper
 
 
+def _cancelled(json_mode: bool) -> None:
+    """Ctrl-C: one line on stderr (and the error document on stdout with --json)."""
+    sys.stderr.write("route: cancelled\n")
+    sys.stderr.flush()
+    if json_mode:
+        from router.cli.output import Output
+
+        Output(json_mode=True).data({"error": {"type": "cancelled", "message": "interrupted (Ctrl-C)"}})
+
+
 def _register_commands() -> None:
     # Each module imports only typer at the top; its command bodies import what they need.
-    from router.cli import admin, ask, consortium_cmds, engine_cmds, scoring_cmds, serve_cmds
+    from router.cli import admin, ask, config_cmds, consortium_cmds, engine_cmds, scoring_cmds, serve_cmds
 
-    for module in (ask, admin, scoring_cmds, consortium_cmds, serve_cmds, engine_cmds):
+    for module in (ask, admin, config_cmds, scoring_cmds, consortium_cmds, serve_cmds, engine_cmds):
         module.register(app)
 
 
@@ -85,4 +135,4 @@ def run() -> None:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(run())
+    run()

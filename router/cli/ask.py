@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from typing import Annotated, Any
 
@@ -19,17 +20,38 @@ _CONNECT_HINT = (
 )
 
 
+def _piped() -> str | None:
+    """What was piped into stdin, or None for a terminal, a closed stdin or no data (/dev/null)."""
+    if _piped_nothing():
+        return None
+    try:
+        return sys.stdin.read()
+    except (OSError, ValueError):
+        return None
+
+
+def _piped_nothing() -> bool:
+    """No stdin to read: none, closed, or a terminal (where reading would wait for typing)."""
+    return sys.stdin is None or sys.stdin.closed or sys.stdin.isatty()
+
+
 def _read_prompt(prompt: str | None) -> str:
+    """The argument, then a blank line and stdin when text was piped in (`llm` combines the same
+    two, stdin first; the instruction first reads better to a model); stdin alone when there is no
+    argument or it is '-'. A prompt with nothing but whitespace is
+    refused: a model would be paid to answer nothing."""
     from backends.errors import UsageError
 
-    if prompt is not None and prompt != "-":
-        return prompt
-    if sys.stdin is None or sys.stdin.isatty():
+    argument = prompt if prompt != "-" else None
+    if argument is None and _piped_nothing():
         raise UsageError('no prompt given: write `route "your prompt"`, or pipe text in: `echo "..." | route`.')
-    text = sys.stdin.read()
-    if not text.strip():
-        raise UsageError("the prompt read from stdin is empty; pipe in some text or pass it as an argument.")
-    return text
+    from_argument = argument is not None
+    parts = [p for p in (argument, _piped()) if p and p.strip()]
+    if not parts:
+        where = "the prompt read from stdin" if not from_argument else "the prompt"
+        raise UsageError(f"{where} is empty; pass some text as an argument or pipe it in "
+                         '(`route "Summarise this" < file` sends both).')
+    return "\n\n".join(parts)
 
 
 def _messages(prompt: str, system: str | None) -> list[dict[str, Any]]:
@@ -92,9 +114,11 @@ def _candidate_table(rows: list[dict[str, Any]], hedges: dict[str, float]):
     from rich.table import Table
 
     table = Table(title="candidates, in order (predicted from measured latency, or config priors)",
-                  title_justify="left")
-    for column in ("backend", "tier", "p50 s", "p95 s", "cost $", "deadline", "breaker", "samples", "hedge at s"):
-        table.add_column(column, justify="left" if column in ("backend", "tier", "breaker") else "right")
+                  title_justify="left", pad_edge=False)
+    # Fits 80 columns: backend names are never cut; short headers, full values in --json.
+    table.add_column("backend", no_wrap=True, min_width=max([len(r["backend"]) for r in rows] + [7]))
+    for column in ("tier", "p50 s", "p95 s", "cost $", "deadline", "breaker", "n", "hedge s"):
+        table.add_column(column, justify="left" if column in ("tier", "breaker") else "right", overflow="fold")
     for row in rows:
         meets = row.get("meets_deadline")
         tier = row.get("tier") or "-"
@@ -129,35 +153,85 @@ def _show_stats(out: Output, c) -> None:
     out.info("[dim]" + " · ".join(parts) + "[/]")
 
 
-def _ask(router, out: Output, messages, *, stream: bool, options: dict[str, Any]) -> None:
+async def _ask(router, out: Output, messages, *, stream: bool, options: dict[str, Any]) -> None:
     from backends.types import FinalChunk, TextChunk
 
     if not stream or out.json_mode:
-        result = router.complete(messages, **options)
+        result = await router.acomplete(messages, **options)
         if out.json_mode:
-            out.data(result.as_dict())
+            out.data(_with_degraded(result.as_dict(), result.completion))
         else:
             out.text(result.text, end="\n")
             _show_stats(out, result.completion)
             if result.downgrade is not None:
                 out.info(f"[yellow]DOWNGRADED[/] tier {result.downgrade.header()}: {result.downgrade.reason}")
+        _warn_degraded(out, result.completion)
         return
-    for chunk in router.stream(messages, **options):
-        if isinstance(chunk, TextChunk):
-            out.text(chunk.text)
-        elif isinstance(chunk, FinalChunk):
-            out.text("\n")
-            _show_stats(out, chunk.completion)
-        # DraftChunks are for the --watch view only
+    async with contextlib.aclosing(router.astream(messages, **options).__aiter__()) as chunks:
+        async for chunk in chunks:
+            if isinstance(chunk, TextChunk):
+                out.text(chunk.text)
+            elif isinstance(chunk, FinalChunk):
+                out.text("\n")
+                _show_stats(out, chunk.completion)
+                _warn_degraded(out, chunk.completion)
+            # DraftChunks are for the --watch view only
+
+
+def _with_degraded(doc: dict[str, Any], completion) -> dict[str, Any]:
+    return {**doc, "degraded": list(completion.metadata.get("degraded") or [])}
+
+
+def _warn_degraded(out: Output, completion) -> None:
+    """One line on stderr, even with -q: the answer is weaker than the config promised."""
+    lost = completion.metadata.get("degraded")
+    if lost:
+        more = f" (+{len(lost) - 1} more; --json has them all)" if len(lost) > 1 else ""
+        out.warn(f"degraded answer: {lost[0]}{more}")
 
 
 def _report_failure(out: Output, exc) -> None:
     out.error(str(exc), kind="AllBackendsFailed")
-    out.info(_CONNECT_HINT)
+    hint = failure_hint(exc)
+    if hint:
+        out.info(hint)
+
+
+def failure_hint(exc) -> str | None:
+    """The connect-a-model hint, only when something could not be reached (not for a deadline
+    that passed, a bad request or a server error: connecting another model fixes none of those)."""
+    from backends.errors import AuthError, BackendUnavailable
+
+    if any(isinstance(e, (BackendUnavailable, AuthError)) for e in getattr(exc, "exceptions", ())):
+        return _CONNECT_HINT
+    return None
+
+
+async def _run(router, out: Output, messages, options: dict[str, Any], *, stream: bool, watch: bool,
+               label: str) -> None:
+    """The request on one event loop; Ctrl-C cancels this task, so every call it made is cancelled."""
+    try:
+        if watch:
+            from router.cli.watch import watch_answer
+
+            await watch_answer(router, out, messages, options, _show_stats, label=label)
+        else:
+            await _ask(router, out, messages, stream=stream, options=options)
+    finally:
+        await router.aclose()
+
+
+def _run_request(coroutine) -> None:
+    """Run `coroutine`; on Ctrl-C its task is cancelled (asyncio.Runner's SIGINT handling), the
+    cancellation reaches every backend call, and KeyboardInterrupt follows once it has unwound."""
+    import asyncio
+
+    with asyncio.Runner() as runner:
+        runner.run(coroutine)
 
 
 def register(app: typer.Typer) -> None:
-    from router.cli.app import EXIT_NO_BACKEND, handle_errors
+    from router.cli.app import handle_errors
 
     @app.command("ask", help='Ask a question (the default: `route "prompt"` is `route ask "prompt"`).')
     @handle_errors
@@ -197,28 +271,36 @@ def register(app: typer.Typer) -> None:
         if explain:
             _show_explain(out, decision)
             return
+        _check_spend(router)
         _show_decision(out, decision)
         options = dict(model=model, max_tokens=max_tokens, temperature=temperature, deadline_s=deadline_s,
                        prefer=prefer)
-        import contextlib
+        _answer(router, out, messages, options, decision.chosen, stream=stream, watch=watch and not json_output)
 
-        from backends.errors import AllBackendsFailed
 
-        view = contextlib.nullcontext()
-        if decision.chosen in loaded.config.consortia and not (json_output or quiet):
-            from router.cli.consortium_cmds import live_view  # members' progress, live on stderr
+def _check_spend(router) -> None:
+    if router.config.spend.cap_usd is None:
+        return
+    from router.spend import check_spend_cap
+    from router.store import store_for
 
-            view = live_view(router, decision.chosen, out)
-        try:
-            with view:
-                if watch and not json_output:
-                    from router.cli.watch import watch_answer
+    check_spend_cap(router.config, store_for(router.config))
 
-                    watch_answer(router, out, messages, options, _show_stats, label=decision.chosen)
-                else:
-                    _ask(router, out, messages, stream=stream, options=options)
-        except AllBackendsFailed as exc:
-            _report_failure(out, exc)
-            raise typer.Exit(EXIT_NO_BACKEND) from None
-        finally:
-            router.close()
+
+def _answer(router, out: Output, messages, options: dict[str, Any], chosen: str, *, stream: bool,
+            watch: bool) -> None:
+    """Run the request, with the consortium's live table when there is one to show."""
+    from backends.errors import AllBackendsFailed
+    from router.cli.app import EXIT_NO_BACKEND
+
+    view: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
+    if chosen in router.config.consortia and not (out.json_mode or out.quiet):
+        from router.cli.consortium_cmds import live_view  # members' progress, live on stderr
+
+        view = live_view(router, chosen, out)
+    try:
+        with view:
+            _run_request(_run(router, out, messages, options, stream=stream, watch=watch, label=chosen))
+    except AllBackendsFailed as exc:
+        _report_failure(out, exc)
+        raise typer.Exit(EXIT_NO_BACKEND) from None

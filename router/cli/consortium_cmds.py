@@ -7,7 +7,7 @@ rest of it as written; a new user config starts as a copy of the shipped default
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import contextmanager
 from typing import Annotated, Any
 
@@ -90,21 +90,60 @@ def live_view(router, name: str, out: Output):
 # -- commands -----------------------------------------------------------------------------
 
 
-def _entry(members: list[str], arbiter: str, judging: str, options: dict[str, Any]) -> dict[str, Any]:
+def _entry(name: str, members: list[str], arbiter: str, judging: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The config entry, checked before any file is touched; a bad value is one plain sentence."""
+    from pydantic import ValidationError
+
+    from backends.errors import UsageError
     from router.consortium.spec import ConsortiumConfig
 
     entry: dict[str, Any] = {"members": list(members), "arbiter": arbiter, "judging": judging}
     entry.update({k: v for k, v in options.items() if v is not None})
-    ConsortiumConfig.model_validate(entry)  # fail on bad values before touching the file
+    try:
+        ConsortiumConfig.model_validate(entry)
+    except ValidationError as exc:
+        problems = "; ".join(_problem(error, members) for error in exc.errors(include_url=False))
+        raise UsageError(f"consortium {name!r} is invalid: {problems}.") from None
     return entry
 
 
-def _user_text() -> str:
-    from router.config_loader import _embedded_text
+def _problem(error: Mapping[str, Any], members: list[str]) -> str:
+    where = error.get("loc", ())
+    message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
+    if where and where[0] == "members" and len(where) > 1 and isinstance(where[1], int) and where[1] < len(members):
+        return f"member {members[where[1]]!r}: {message} (write NAME or NAME*N with N of at least 1)"
+    return f"{'.'.join(str(p) for p in where) or 'value'}: {message}"
+
+
+def _target(config: str | None):
+    """The file `save` edits: --config FILE, else the user config file."""
+    from pathlib import Path
+
     from router.paths import user_config_file
 
-    path = user_config_file()
+    return Path(config) if config else user_config_file()
+
+
+def _target_text(path) -> str:
+    from router.config_loader import _embedded_text
+
     return path.read_text(encoding="utf-8") if path.is_file() else _embedded_text()
+
+
+def _checked(path, text: str) -> str:
+    """`text` once it validates. A file not written yet has no lines to point at, so its errors
+    are told without a file:line that the user would look for in vain."""
+    from backends.errors import ConfigError, UsageError
+    from router.config_loader import parse_config
+
+    try:
+        parse_config(text, str(path))
+    except ConfigError as exc:
+        if path.is_file():
+            raise
+        bare = str(exc).removeprefix(f"{exc.path}:{exc.line}: " if exc.line else f"{exc.path}: ")
+        raise UsageError(f"{bare} (nothing was written; {path} does not exist yet)") from None
+    return text
 
 
 def _shadow_note(out: Output) -> None:
@@ -166,10 +205,12 @@ def register(app: typer.Typer) -> None:
         system: Annotated[str | None, typer.Option("--system", help="System prompt for every member.")] = None,
         force: Annotated[bool, typer.Option("--force", help="Replace an existing consortium.")] = False,
         json_output: Annotated[bool, typer.Option("--json")] = False,
+        config: Annotated[str | None, typer.Option(
+            "-c", "--config", help="Save into this config file (default: the user config).")] = None,
     ) -> None:
         from backends.errors import UsageError
+        from router.config_loader import parse_config
         from router.consortium.userconfig import add_entry, write_config
-        from router.paths import user_config_file
 
         out = Output(json_mode=json_output)
         if judging not in ("rank", "synthesis"):
@@ -177,40 +218,38 @@ def register(app: typer.Typer) -> None:
         options = dict(confidence_threshold=confidence_threshold, min_iterations=min_iterations,
                        max_iterations=max_iterations, quorum=quorum, member_timeout_s=member_timeout,
                        budget=budget, system=system)
-        try:
-            entry = _entry(members, arbiter, judging, options)
-        except ValueError as exc:  # pydantic's ValidationError is a ValueError
-            raise UsageError(f"consortium {name!r} is invalid: {exc}") from None
-        from router.config_loader import parse_config
-
-        path = user_config_file()
-        text = _user_text()
+        entry = _entry(name, members, arbiter, judging, options)
+        path = _target(config)
+        text = _target_text(path)
         parse_config(text, str(path))  # a broken file is reported with its line, not edited
-        loaded = write_config(path, add_entry(text, name, entry, replace=force))
+        new_text = _checked(path, add_entry(text, name, entry, replace=force))
+        loaded = write_config(path, new_text)
         if json_output:
             out.data({"saved": name, "path": str(path), "entry": entry})
         else:
             out.info(f"saved consortium [bold]{name}[/] to {path} (line {loaded.line_of('consortia', name)})")
-        _shadow_note(out)
+        if config is None:
+            _shadow_note(out)
 
-    @group.command("remove", help="Remove a consortium from the user config.")
+    @group.command("remove", help="Remove a consortium from the user config (or the file given with -c).")
     @handle_errors
     def remove(name: Annotated[str, typer.Argument()],
-               json_output: Annotated[bool, typer.Option("--json")] = False) -> None:
+               json_output: Annotated[bool, typer.Option("--json")] = False,
+               config: Annotated[str | None, typer.Option(
+                   "-c", "--config", help="Remove from this config file (default: the user config).")] = None) -> None:
         from backends.errors import UsageError
         from router.config_loader import parse_config
         from router.consortium.userconfig import remove_entry, write_config
-        from router.paths import user_config_file
 
         out = Output(json_mode=json_output)
-        path = user_config_file()
+        path = _target(config)
         if not path.is_file():
-            raise UsageError(f"there is no user config yet ({path}), so nothing to remove")
+            raise UsageError(f"there is no config at {path} yet, so nothing to remove")
         text = path.read_text(encoding="utf-8")
-        config = parse_config(text, str(path)).config
-        users = [f"{c} ({'arbiter' if s.arbiter == name else 'member'})" for c, s in config.consortia.items()
+        parsed = parse_config(text, str(path)).config
+        users = [f"{c} ({'arbiter' if s.arbiter == name else 'member'})" for c, s in parsed.consortia.items()
                  if c != name and name in s.names()]
-        users += [f"routing tier {t.name!r}" for t in config.routing.tiers if name in t.backends]
+        users += [f"routing tier {t.name!r}" for t in parsed.routing.tiers if name in t.backends]
         if users:
             raise UsageError(f"consortium {name!r} is used by {', '.join(users)}; remove or change those first")
         write_config(path, remove_entry(text, name))
@@ -227,7 +266,7 @@ def register(app: typer.Typer) -> None:
 
         out = Output(json_mode=json_output)
         loaded = load_config(config)
-        rows = [{"name": n, "members": [m.short() for m in s.members], "arbiter": s.arbiter, "judging": s.judging,
+        rows: list[dict[str, Any]] = [{"name": n, "members": [m.short() for m in s.members], "arbiter": s.arbiter, "judging": s.judging,
                  "iterations": f"{s.min_iterations}-{s.max_iterations}", "budget": s.budget,
                  "line": loaded.line_of("consortia", n)} for n, s in loaded.config.consortia.items()]
         if json_output:
@@ -238,9 +277,10 @@ def register(app: typer.Typer) -> None:
             return
         from rich.table import Table
 
-        table = Table(title=f"consortia ({loaded.path})", title_justify="left")
-        for column in ("name", "members", "arbiter", "judging", "iterations", "budget"):
-            table.add_column(column)
+        table = Table(title=f"consortia ({loaded.path})", title_justify="left", pad_edge=False)
+        table.add_column("name", no_wrap=True, min_width=max([len(r["name"]) for r in rows] + [4]))
+        for column in ("members", "arbiter", "judging", "iterations", "budget"):
+            table.add_column(column, overflow="fold")
         for r in rows:
             table.add_row(r["name"], ", ".join(r["members"]), r["arbiter"], r["judging"], r["iterations"],
                           str(r["budget"] or "-"))

@@ -20,11 +20,12 @@ _LOOPBACK = ("127.0.0.1", "::1", "localhost")
 def _size(n: int | None) -> str:
     if n is None:
         return "-"
+    size = float(n)
     for unit in ("B", "KB", "MB", "GB", "TB"):
-        if n < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return str(n)  # unreachable
+        if size < 1000 or unit == "TB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return str(size)  # unreachable
 
 
 def _show_info(out: Output, info: dict[str, Any]) -> None:
@@ -88,13 +89,16 @@ def register(app: typer.Typer) -> None:
                                                "(like vLLM's --max-num-seqs; its DiffusionGemma recipe uses 4).")] = 4,
     ) -> None:
         from backends.base import BackendSettings
+        from backends.diffusion.load import read_config
         from backends.diffusion.local import DiffusionLocalBackend
         from router.engine_server import EngineServer
 
         out = Output()
         name = served_name or model
+        # The checkpoint says how long its canvases are; there is no config here to set it in.
+        canvas = read_config(model).canvas_length
         settings = BackendSettings(name=name, model=model, decoding="diffusion", timeout_s=timeout,
-                                   options={"device": device, "dtype": dtype, "max_batch": max_batch})
+                                   canvas_length=canvas, options={"device": device, "dtype": dtype, "max_batch": max_batch})
         backend = DiffusionLocalBackend(settings)
         out.info(f"[dim]loading {model} ...[/]")
         loaded = backend.load().loaded  # fail here, before listening, with the loader's message

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = ["Output"]
 
@@ -17,11 +20,11 @@ class Output:
     def __init__(self, *, json_mode: bool = False, quiet: bool = False):
         self.json_mode = json_mode
         self.quiet = quiet
-        self._err = None
-        self._out = None
+        self._err: Console | None = None
+        self._out: Console | None = None
 
     @property
-    def err(self):
+    def err(self) -> Console:
         if self._err is None:
             from rich.console import Console
 
@@ -29,7 +32,7 @@ class Output:
         return self._err
 
     @property
-    def out(self):
+    def out(self) -> Console:
         if self._out is None:
             from rich.console import Console
 
@@ -50,6 +53,12 @@ class Output:
         """A human note on stderr (rich markup allowed); silent with --quiet."""
         if not self.quiet:
             self.err.print(message)
+
+    def warn(self, message: str) -> None:
+        """One line on stderr that even --quiet keeps: the answer is not what it seems."""
+        from rich.markup import escape
+
+        self.err.print(f"[bold yellow]route: warning:[/] {escape(message)}")
 
     def error(self, message: str, *, kind: str = "error") -> None:
         from rich.markup import escape

@@ -252,7 +252,19 @@ def _report(summary: dict[str, Any], json_out: bool) -> None:
     if json_out:
         print(json.dumps(summary))
     else:
-        _err().print(summary)
+        _err().print(_summary_text(summary), highlight=False)
+
+
+def _summary_text(summary: dict[str, Any]) -> str:
+    """The summary as `name: value` lines, not a Python dict (--json has it as one object)."""
+    def plain(value: Any) -> str:
+        if isinstance(value, float):
+            return f"{value:.4f}"
+        if isinstance(value, dict):
+            return ", ".join(f"{k} {plain(v)}" for k, v in value.items())
+        return str(value)
+
+    return "\n".join(f"{name.replace('_', ' ')}: {plain(value)}" for name, value in summary.items())
 
 
 def _calibrate_from_log(

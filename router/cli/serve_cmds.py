@@ -32,35 +32,73 @@ def _fmt(value: Any, spec: str, dash: str = "-") -> str:
     return dash if value is None else format(value, spec)
 
 
-def _when(ts: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+def _when(ts: float, *, short: bool = False) -> str:
+    return time.strftime("%m-%d %H:%M" if short else "%Y-%m-%d %H:%M:%S", time.localtime(ts))
+
+
+_STATUSES = ("ok", "error", "cancelled")
+
+
+def _request_facts(row: dict[str, Any]) -> list[tuple[str, Any]]:
+    decision = row.get("decision") or {}
+    error = f": {row.get('error_type')}: {row.get('error')}" if row.get("error") else ""
+    return [("id", row["id"]), ("time", _when(row["ts"])), ("source", row["source"]),
+            ("asked for", row.get("requested") or "-"), ("backend", f"{row.get('backend') or '-'} ({row.get('model') or '-'})"),
+            ("status", row["status"] + error), ("reason", decision.get("reason") or "-"),
+            ("tokens", f"{_fmt(row.get('input_tokens'), 'd')} in, {_fmt(row.get('output_tokens'), 'd')} out"),
+            ("time taken", f"{_fmt(row.get('total_s'), '.2f')} s (first token {_fmt(row.get('ttft_s'), '.2f')} s)"),
+            ("cost", f"${_fmt(row.get('cost_usd'), '.6f')}"), ("trace", row.get("trace_id") or "-"),
+            ("simulated", "yes: the answer is fake" if row.get("simulated") else "no")]
+
+
+def _show_request(out: Output, row: dict[str, Any]) -> None:
+    """The metadata as name/value lines, then the prompt and the answer in full."""
+    from rich.markup import escape
+
+    for name, value in _request_facts(row):
+        out.out.print(f"[bold]{name:>10}[/]  {escape(str(value))}", overflow="fold")
+    for title, text in (("prompt", row.get("prompt")), ("answer", row.get("answer"))):
+        out.out.print(f"\n[bold]── {title} ──[/]")
+        out.text(text if text is not None else "(not stored: log.store_content is false)", end="\n")
 
 
 def _log_table(rows: list[dict[str, Any]]):
+    """Fits 80 columns: names never cut, the prompt takes what is left (in full: `route log show ID`)."""
+    from rich import box
+    from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title="request log (newest first)", title_justify="left")
-    for column in ("id", "time", "source", "asked", "backend", "status", "tok out", "seconds", "$", "prompt"):
-        table.add_column(column, overflow="fold" if column == "prompt" else "ellipsis")
+    # Every column but the prompt keeps its width; the prompt gets the rest, cut to one line.
+    table = Table(title="request log (newest first)", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
+                  collapse_padding=True)
+    for column in ("id", "time", "backend", "status", "tok", "s", "$"):
+        table.add_column(column, justify="left" if column in ("time", "backend", "status") else "right",
+                         no_wrap=column != "backend", overflow="fold", min_width=12 if column == "backend" else None)
+    table.add_column("prompt", overflow="ellipsis", max_width=60)
     for r in rows:
         status = r["status"] if r["status"] == "ok" else f"[red]{r['status']}[/]"
-        prompt = (r.get("prompt") or "").replace("\n", " ")
-        table.add_row(str(r["id"]), _when(r["ts"]), r["source"], r.get("requested") or "-", r.get("backend") or "-",
-                      status, _fmt(r.get("output_tokens"), "d"), _fmt(r.get("total_s"), ".2f"),
-                      _fmt(r.get("cost_usd"), ".6f"), prompt[:60] + ("…" if len(prompt) > 60 else ""))
+        prompt = " ".join((r.get("prompt") or "").split())
+        table.add_row(str(r["id"]), _when(r["ts"], short=True), escape(r.get("backend") or "-"), status,
+                      _fmt(r.get("output_tokens"), "d"), _fmt(r.get("total_s"), ".2f"),
+                      _fmt(r.get("cost_usd"), ".4f"), escape(prompt[:24] + ("…" if len(prompt) > 24 else "")))
     return table
 
 
-def _stats_table(stats, window: str):
+def _stats_table(stats, window: str, total_usd: float):
+    from rich import box
+    from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title=f"per backend ({window})", title_justify="left")
-    for column in ("backend", "requests", "share", "p50 s", "p95 s", "ttft p50 s", "tok/s", "cost $", "errors"):
-        table.add_column(column, justify="left" if column == "backend" else "right")
+    table = Table(title=f"per backend ({window}) · total spend ${total_usd:.4f}", title_justify="left",
+                  box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
+                  collapse_padding=True)
+    table.add_column("backend", overflow="fold", min_width=12)  # a long name wraps; the numbers never do
+    for column in ("reqs", "share", "p50 s", "p95 s", "ttft s", "tok/s", "$", "errors"):
+        table.add_column(column, justify="right", no_wrap=True)
     for s in stats:
-        table.add_row(s.backend, str(s.requests), f"{s.share:.0%}", _fmt(s.p50_s, ".3f"), _fmt(s.p95_s, ".3f"),
-                      _fmt(s.ttft_p50_s, ".3f"), _fmt(s.tokens_per_s, ".0f"), f"{s.cost_usd:.4f}",
-                      f"{s.error_rate:.1%}" + (f" (+{s.cancelled} cancelled)" if s.cancelled else ""))
+        table.add_row(escape(s.backend), str(s.requests), f"{s.share:.0%}", _fmt(s.p50_s, ".2f"), _fmt(s.p95_s, ".2f"),
+                      _fmt(s.ttft_p50_s, ".2f"), _fmt(s.tokens_per_s, ".0f"), f"{s.cost_usd:.4f}",
+                      f"{s.error_rate:.0%}" + (f" +{s.cancelled}c" if s.cancelled else ""))
     return table
 
 
@@ -152,16 +190,21 @@ def register(app: typer.Typer) -> None:
             router.persist()
         shown = f"[{host}]" if ":" in host else host
         out.info(f"route serve: http://{shown}:{port}/v1 · config {loaded.path} · models: auto, "
-                 f"{', '.join(router.names())} · auth {'on ($' + api_key_env + ')' if key else 'off (loopback)'} · "
+                 f"{', '.join(router.names())} · auth {f'on (${api_key_env})' if key else 'off (loopback)'} · "
                  f"log {'on: ' + str(router.request_log.path) if router.request_log else 'off'}")
         limits = ServerLimits(header_timeout_s=header_timeout, body_timeout_s=body_timeout,
                               max_header_bytes=max_header, max_connections=max_connections)
         run_server(router, host=host, port=port, api_key=key, body_limit_bytes=max_body, drain_timeout_s=drain,
                    limits=limits)
 
-    @app.command("log", help="Show the last requests from the request log (CLI, Python API and server alike).")
+    log_group = typer.Typer(help="The request log (CLI, Python API and server alike): the last requests, or one "
+                                 "in full with `route log show ID`.", invoke_without_command=True)
+    app.add_typer(log_group, name="log")
+
+    @log_group.callback()
     @handle_errors
     def log(
+        ctx: typer.Context,
         limit: Annotated[int, typer.Option("-n", "--limit", min=1, help="How many, newest first.")] = 20,
         backend: Annotated[str | None, typer.Option("--backend", help="Only this backend.")] = None,
         status: Annotated[str | None, typer.Option("--status", help="ok, error or cancelled.")] = None,
@@ -169,6 +212,12 @@ def register(app: typer.Typer) -> None:
         json_output: Annotated[bool, typer.Option("--json", help="One JSON object per line, prompts and answers included.")] = False,
         config: Annotated[str | None, typer.Option("-c", "--config")] = None,
     ) -> None:
+        from backends.errors import UsageError
+
+        if ctx.invoked_subcommand is not None:
+            return
+        if status is not None and status not in _STATUSES:
+            raise UsageError(f"--status {status!r} is not one the log records; use ok, error or cancelled.")
         out = Output(json_mode=json_output)
         store = _store(config)
         with store.guard():
@@ -181,9 +230,30 @@ def register(app: typer.Typer) -> None:
             out.info("the request log is empty for this filter; requests are logged unless --no-log or `log: {enabled: false}`")
             return
         out.out.print(_log_table(rows))
+        out.info("[dim]`route log show ID` prints one request in full; --json has every field.[/]")
+
+    @log_group.command("show", help="One request in full: prompt, answer, decision, timings, cost.")
+    @handle_errors
+    def log_show(
+        request_id: Annotated[int, typer.Argument(metavar="ID", help="The id `route log` shows.")],
+        json_output: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
+        config: Annotated[str | None, typer.Option("-c", "--config")] = None,
+    ) -> None:
+        from backends.errors import UsageError
+
+        out = Output(json_mode=json_output)
+        store = _store(config)
+        with store.guard():
+            row = store.get(request_id)
+        if row is None:
+            raise UsageError(f"no request {request_id} in the request log; `route log` lists the recent ones.")
+        if json_output:
+            out.data(row)
+            return
+        _show_request(out, row)
 
     @app.command("stats", help="Per backend: requests, share, p50/p95 latency, time to first token, tokens/s, "
-                               "cost, error rate, from the request log.")
+                               "cost, error rate, and the total spend, from the request log.")
     @handle_errors
     def stats(
         since: Annotated[str | None, typer.Option("--since", help="Only this recent: 30m, 1h, 2d.")] = None,
@@ -191,24 +261,30 @@ def register(app: typer.Typer) -> None:
         json_output: Annotated[bool, typer.Option("--json")] = False,
         config: Annotated[str | None, typer.Option("-c", "--config")] = None,
     ) -> None:
+        from router.config_loader import load_config
         from router.log_stats import summarize, summarize_tiers
 
         out = Output(json_mode=json_output)
+        loaded = load_config(config)
         store = _store(config)
         with store.guard():
             rows = store.stat_rows(since_ts=_since(since))
         summary, tiers = summarize(rows), summarize_tiers(rows)
+        total = sum(r.get("cost_usd") or 0.0 for r in rows)
         if plot:
             _plot(rows, plot)
+        cap = loaded.config.spend.cap_usd
         if json_output:
-            out.data({"since": since, "requests": len(rows), "backends": [s.as_dict() for s in summary],
-                      "tiers": [t.as_dict() for t in tiers]})
+            out.data({"since": since, "requests": len(rows), "total_cost_usd": total, "spend_cap_usd": cap,
+                      "backends": [s.as_dict() for s in summary], "tiers": [t.as_dict() for t in tiers]})
         elif not summary:
             out.info("no requests logged in this window")
         else:
             window = f"last {since}" if since else "all time"
-            out.out.print(_stats_table(summary, window))
+            out.out.print(_stats_table(summary, window, total))
             if tiers:
                 out.out.print(_tiers_table(tiers, window))
+            if cap is not None:
+                out.info(f"spend cap: ${cap:g} per {loaded.config.spend.window_days:g} days (spend.cap_usd)")
         if plot:
             out.info(f"latency plot written to {plot}")

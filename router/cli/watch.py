@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from backends.types import Chunk, DraftChunk, FinalChunk, TextChunk
+from backends.types import Chunk, Completion, DraftChunk, FinalChunk, TextChunk
 
 __all__ = ["CanvasView", "watch_answer"]
 
@@ -28,7 +28,7 @@ class CanvasView:
         self.canvas = 0
         self.step = 0
         self.drafts_seen = 0
-        self.completion = None
+        self.completion: Completion | None = None
 
     def update(self, chunk: Chunk) -> None:
         if isinstance(chunk, DraftChunk):
@@ -78,19 +78,35 @@ def _draft_options(router: Any, name: str) -> dict[str, Any]:
     return {"diffusing": True} if spec is not None and spec.kind == "openai" and spec.decoding == "diffusion" else {}
 
 
-def watch_answer(router: Any, out: Any, messages: list[dict[str, Any]], options: dict[str, Any],
-                 show_stats, label: str = "") -> None:
-    """Stream through the router, drawing the canvas in place; then print the final text and stats."""
+async def watch_answer(router: Any, out: Any, messages: list[dict[str, Any]], options: dict[str, Any],
+                       show_stats, label: str = "") -> None:
+    """Stream through the router, drawing the canvas in place; then print the final text and stats.
+
+    The live area is transient: it is erased when the answer is complete (or the request is
+    cancelled), so nothing like "waiting for the first canvas" is left above the answer. Other
+    writers to stderr (a progress bar from a library) go through rich's redirect, above the view,
+    instead of cutting into it."""
+    import contextlib
+
     from rich.live import Live
 
-    route_stream = router.stream(messages, **options, **_draft_options(router, label))
+    route_stream = router.astream(messages, **options, **_draft_options(router, label))
     size = out.err.size
     view = CanvasView(label or options.get("model") or "", max_chars=max(200, size.width * max(2, size.height // 2)))
     with Live(view.render(), console=out.err, transient=True, auto_refresh=False,
-              redirect_stdout=False, redirect_stderr=False) as live:
-        for chunk in route_stream:
-            view.update(chunk)
-            live.update(view.render(), refresh=True)
+              redirect_stdout=False, redirect_stderr=True) as live:
+        async with contextlib.aclosing(route_stream.__aiter__()) as chunks:
+            async for chunk in chunks:
+                view.update(chunk)
+                live.update(view.render(), refresh=True)
+    _show_result(out, view, show_stats)
+
+
+def _show_result(out: Any, view: CanvasView, show_stats) -> None:
+    """The final text on stdout; on stderr the stats, tokens per forward pass, or why no drafts came."""
+    if not view.drafts_seen:
+        out.info("[dim]no denoising drafts came back: this backend streams plain text (for Mercury set "
+                 "`params: {diffusing: true}`; an in-process `diffusion-local` backend shows canvases)[/]")
     completion = view.completion
     out.text(completion.text if completion is not None else view.committed, end="\n")
     if completion is None:

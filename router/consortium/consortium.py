@@ -36,6 +36,7 @@ from router.consortium.budget import (
     RunContext,
     current_run,
 )
+from router.consortium.degraded import degraded
 from router.consortium.members import Slot, member_messages, run_members
 from router.consortium.prompts import Candidate, refinement_messages
 from router.consortium.spec import ConsortiumConfig
@@ -301,6 +302,8 @@ class _Run:
                                     "calls": self.run.budget.used}
         if self.simulated:
             metadata["simulated"] = True
+        if lost := degraded(trace):  # a weaker answer than configured must say so (degraded.py)
+            metadata["degraded"] = lost
         return Completion(text=answer, backend=self.c.name, model=self.c.model, finish_reason="stop",
                           usage=self.usage, timings=Timings(ttft_s=None, total_s=wall), cost_usd=self.cost,
                           metadata=metadata)

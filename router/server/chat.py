@@ -19,7 +19,15 @@ from backends.types import DraftChunk, FinalChunk, TextChunk
 from router.decision import Decision, Downgrade
 from router.server.models import ModelNames
 from router.server.parse import ChatCall, parse_chat
-from router.server.wire import DONE, ApiError, ChunkWriter, completion_body, error_for_failure
+from router.server.wire import (
+    DONE,
+    ApiError,
+    ChunkWriter,
+    completion_body,
+    degraded_header,
+    error_for_failure,
+    route_facts,
+)
 
 if TYPE_CHECKING:
     from router.core import Router
@@ -191,11 +199,12 @@ class ChatCompletions:
             return
         self.metrics.decided(result.decision)
         downgrade = result.downgrade
-        body = completion_body(call.model, result.completion,
-                               {"downgraded": downgrade.as_dict()} if downgrade is not None else None)
+        route = {**({"downgraded": downgrade.as_dict()} if downgrade is not None else {}),
+                 **(route_facts(result.completion) or {})}
+        body = completion_body(call.model, result.completion, route or None)
         headers = [_JSON, (b"content-length", str(len(body)).encode()),
                    (b"x-route-answered-by", result.completion.backend.encode()),
-                   *_decision_headers(result.decision, downgrade)]
+                   *_decision_headers(result.decision, downgrade), *degraded_header(result.completion)]
         watch.done = True
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": body})
@@ -255,7 +264,7 @@ class ChatCompletions:
             if c.tool_calls:
                 tail.append(writer.tool_calls(c.tool_calls))
                 reason = c.finish_reason or "tool_calls"
-        tail.append(writer.finish(reason))
+        tail.append(writer.finish(reason, route_facts(final.completion) if final is not None else None))
         if call.include_usage and final is not None:
             tail.append(writer.usage(final.completion))
         tail.append(DONE)

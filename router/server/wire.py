@@ -111,9 +111,11 @@ class ChunkWriter:
         delta = orjson.dumps({"tool_calls": indexed})
         return self._head + b',"choices":[{"index":0,"delta":' + delta + b',"finish_reason":null}]}\n\n'
 
-    def finish(self, reason: str | None) -> bytes:
+    def finish(self, reason: str | None, route: dict[str, Any] | None = None) -> bytes:
+        """The last choice event; `route` (our own facts, e.g. a degraded consortium) rides along."""
+        extra = b',"route":' + orjson.dumps(route) if route else b""
         return (self._head + b',"choices":[{"index":0,"delta":{},"finish_reason":'
-                + orjson.dumps(reason or "stop") + b"}]}\n\n")
+                + orjson.dumps(reason or "stop") + b"}]" + extra + b"}\n\n")
 
     def usage(self, completion: Completion) -> bytes:
         return self._head + b',"choices":[],"usage":' + orjson.dumps(_usage(completion)) + b"}\n\n"
@@ -121,6 +123,21 @@ class ChunkWriter:
     @staticmethod
     def error(err: ApiError) -> bytes:
         return b"data: " + err.body() + b"\n\n"
+
+
+def route_facts(completion: Completion) -> dict[str, Any] | None:
+    """What the router adds to an OpenAI response under `route`: a degraded consortium's losses."""
+    lost = completion.metadata.get("degraded")
+    return {"degraded": list(lost)} if lost else None
+
+
+def degraded_header(completion: Completion) -> list[tuple[bytes, bytes]]:
+    """`x-route-degraded: N; first loss` when a consortium answered with less than configured."""
+    lost = completion.metadata.get("degraded")
+    if not lost:
+        return []
+    value = f"{len(lost)}; {lost[0]}"[:300].encode("ascii", "replace")  # header values: plain ASCII
+    return [(b"x-route-degraded", value)]
 
 
 def completion_body(model: str, completion: Completion, route: dict[str, Any] | None = None) -> bytes:

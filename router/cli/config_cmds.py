@@ -1,0 +1,119 @@
+"""`route init` (write a starter config) and `route config show|path` (which config is in use).
+
+A pip-only user has no config.yaml to read: `route config show` prints the one in use, the
+embedded default included, and `route config path` says where it came from.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from router.cli.output import Output
+
+__all__ = ["register"]
+
+
+def _ask_backends(out: Output) -> list[str]:
+    """One yes/no question per starter backend, on stderr; answers come from stdin."""
+    from router.cli.starter import CHOICES
+
+    out.info("Which backends should the config have? (Enter keeps the default in capitals.)")
+    return [c.name for c in CHOICES
+            if typer.confirm(f"  {c.name}: {c.question}?", default=c.default, err=True)]
+
+
+def _check_known(backends: list[str]) -> None:
+    from backends.errors import UsageError
+    from router.cli.starter import CHOICES
+
+    known = [c.name for c in CHOICES]
+    unknown = [b for b in backends if b not in known]
+    if unknown:
+        raise UsageError(f"--backend {unknown[0]!r} is not one route init knows; choose from {', '.join(known)}.")
+
+
+def _chosen(backends: list[str], yes: bool, out: Output) -> list[str]:
+    """--backend names, else the defaults (--yes), else the user's answers."""
+    import sys
+
+    from backends.errors import UsageError
+    from router.cli.starter import CHOICES
+
+    _check_known(backends)
+    if backends or yes:
+        return backends or [c.name for c in CHOICES if c.default]
+    if sys.stdin is None or sys.stdin.closed:
+        raise UsageError("route init needs answers on stdin, or --backend NAME (repeat) / --yes for the defaults.")
+    return _ask_backends(out)
+
+
+def register(app: typer.Typer) -> None:
+    from router.cli.app import handle_errors
+
+    @app.command("init", help="Write a starter config (asks which backends; --backend NAME/--yes to skip asking).")
+    @handle_errors
+    def init(
+        backend: Annotated[list[str] | None, typer.Option(
+            "--backend", "-b", help="diffusiongemma, mercury-2, frontier or sim; repeat. Skips the questions.")] = None,
+        yes: Annotated[bool, typer.Option("--yes", "-y", help="No questions: the default backends.")] = False,
+        path: Annotated[str | None, typer.Option("--path", help="Where to write (default: the user config file).")] = None,
+        force: Annotated[bool, typer.Option("--force", help="Replace an existing file.")] = False,
+        json_output: Annotated[bool, typer.Option("--json")] = False,
+    ) -> None:
+        from pathlib import Path
+
+        from backends.errors import UsageError
+        from router.cli.starter import starter_config
+        from router.consortium.userconfig import write_config
+        from router.paths import user_config_file
+
+        out = Output(json_mode=json_output)
+        target = Path(path) if path else user_config_file()
+        if target.exists() and not force:
+            raise UsageError(f"{target} already exists; pass --force to replace it, or --path to write elsewhere.")
+        names = _chosen(list(backend or []), yes, out)
+        if not names:
+            raise UsageError("no backend chosen, so there is nothing to route to; choose at least one.")
+        write_config(target, starter_config(names))  # validated as a whole before it is written
+        if json_output:
+            out.data({"path": str(target), "backends": names})
+        else:
+            out.info(f"wrote {target} with {', '.join(names)}. Next: `route doctor` checks them, "
+                     '`route --explain "hello"` shows the routing.')
+
+    group = typer.Typer(help="The config in use: where it comes from, and what it says.", no_args_is_help=True)
+    app.add_typer(group, name="config")
+
+    @group.command("path", help="Where the config in use comes from (stdout), and the search order (stderr).")
+    @handle_errors
+    def path_(config: Annotated[str | None, typer.Option("-c", "--config")] = None,
+              json_output: Annotated[bool, typer.Option("--json")] = False) -> None:
+        from router.config_loader import find_config
+        from router.paths import user_config_file
+
+        out = Output(json_mode=json_output)
+        found = find_config(config)
+        shown = str(found) if found is not None else "(embedded default)"
+        if json_output:
+            out.data({"path": str(found) if found else None, "user_config": str(user_config_file())})
+            return
+        out.text(shown, end="\n")
+        out.info(f"search order: --config, $ROUTE_CONFIG, ./config.yaml, {user_config_file()}, "
+                 "then the default embedded in the package ($ROUTE_HOME moves the user config and data).")
+
+    @group.command("show", help="Print the config in use, the embedded default included (--json: as parsed).")
+    @handle_errors
+    def show(config: Annotated[str | None, typer.Option("-c", "--config")] = None,
+             json_output: Annotated[bool, typer.Option("--json")] = False) -> None:
+        from router.config_loader import _embedded_text, find_config, load_config
+
+        out = Output(json_mode=json_output)
+        loaded = load_config(config)
+        if json_output:
+            out.data({"path": loaded.path, "config": loaded.config.model_dump(mode="json")})
+            return
+        found = find_config(config)
+        out.info(f"[dim]# {loaded.path}[/]")
+        out.text(found.read_text(encoding="utf-8") if found is not None else _embedded_text())

@@ -1,0 +1,62 @@
+"""A consortium that answered with less than configured (its arbiter failed, members lost) says
+so: in the completion's metadata, and through the server as a header and a `route` field."""
+
+from __future__ import annotations
+
+import httpx
+import openai
+
+from router.config_loader import load_config
+from router.consortium.degraded import degraded
+from router.core import Router
+from router.server import RouteServer
+
+
+def _router(sim) -> Router:
+    def backend(model: str, url: str) -> dict:
+        return {"kind": "openai", "model": model, "base_url": url, "max_retries": 0, "timeout_s": 10}
+
+    return Router(load_config({
+        "backends": {"glm": backend("glm-5.2", sim.base_url), "judge": backend("judge", "http://127.0.0.1:9/v1")},
+        "routing": {"tiers": [{"name": "all", "backends": ["glm"]}]},
+        "consortia": {"pair": {"members": ["glm*2"], "arbiter": "judge", "retries": 0},
+                      "full": {"members": ["glm*2"], "arbiter": "glm", "retries": 0}},
+    }), source="server", log=False)
+
+
+def test_a_full_run_is_not_degraded(sim):
+    with _router(sim) as router:
+        assert "degraded" not in router.complete("hi", model="full").completion.metadata
+
+
+def test_a_failed_arbiter_is_named_in_the_metadata(sim):
+    with _router(sim) as router:
+        lost = router.complete("hi", model="pair").completion.metadata["degraded"]
+    assert len(lost) == 1 and "pair, round 1: arbiter judge failed" in lost[0] and "unjudged" in lost[0]
+
+
+def test_nested_losses_are_listed_with_their_path():
+    inner = {"consortium": "inner", "rounds": [{"iteration": 1, "members": [
+        {"member": "a", "sample": 1, "status": "failed"}, {"member": "a", "sample": 2, "status": "done"}],
+        "arbiter": {"arbiter": "j", "status": "done"}}]}
+    outer = {"consortium": "outer", "rounds": [{"iteration": 1, "members": [
+        {"member": "inner", "sample": 1, "status": "done", "trace": inner}],
+        "arbiter": {"arbiter": "j", "status": "failed", "errors": [{"error": "BackendTimeout", "message": "slow"}]}}]}
+    assert degraded(outer) == ["outer, round 1: arbiter j failed (slow); the answer is an unjudged member answer",
+                               "outer/inner, round 1: 1 of 2 member calls failed (a#1)"]
+
+
+def test_the_server_sends_a_header_and_a_field(sim):
+    router = _router(sim)
+    with RouteServer(router) as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="unused", max_retries=0, timeout=20)
+        raw = client.chat.completions.with_raw_response.create(model="pair", messages=[{"role": "user", "content": "hi"}])
+        assert raw.headers["x-route-degraded"].startswith("1; pair, round 1: arbiter judge failed")
+        assert "judge" in raw.http_response.json()["route"]["degraded"][0]
+        full = client.chat.completions.with_raw_response.create(model="full", messages=[{"role": "user", "content": "hi"}])
+        assert "x-route-degraded" not in full.headers and "route" not in full.http_response.json()
+        # Streamed: headers go out before the run ends, so the last choice event carries the field.
+        with httpx.stream("POST", f"{server.base_url}/chat/completions", timeout=20, json={
+                "model": "pair", "stream": True, "messages": [{"role": "user", "content": "hi"}]}) as response:
+            events = [line for line in response.iter_lines() if line.startswith("data: {")]
+        assert '"route":{"degraded":["pair, round 1: arbiter judge failed' in events[-1]
