@@ -28,7 +28,8 @@ __all__ = [
 # that the router never lets it out.
 FAULT_KINDS = frozenset({"500", "429", "hang", "drop", "malformed", "drip", "echo-key"})
 
-Responder = Callable[[list[Message]], str]
+# A responder may return None: "answer this one as the plain simulated model would".
+Responder = Callable[[list[Message]], str | None]
 
 
 @dataclass(frozen=True, slots=True)
