@@ -16,7 +16,7 @@ import httpx
 
 from backends.anthropic_format import StreamReader, message_delta, request_parts
 from backends.assembly import Delta
-from backends.base import BackendSettings
+from backends.base import BackendSettings, Health
 from backends.capabilities import Capabilities
 from backends.deadline import Deadline
 from backends.errors import BackendUnavailable, BadRequest, MalformedResponse, RateLimited
@@ -65,10 +65,10 @@ class AnthropicBackend(OpenAIBackend):
             payload["stream"] = True
         return payload
 
-    async def check(self) -> str:
-        """Configured and keyed; the Messages API has no free endpoint to probe."""
+    async def check(self, timeout_s: float = 5.0) -> Health:
+        """Configured and keyed; nothing is sent, so the check spends nothing."""
         self.settings.api_key()
-        return f"configured for {self._shown}"
+        return Health(True, f"anthropic model {self.model} at {self._shown} (key present; not called)")
 
     async def _wire(self, request: Request, deadline: Deadline, *, stream: bool) -> AsyncIterator[Delta]:
         payload = self._payload(request, stream=stream)

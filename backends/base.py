@@ -30,7 +30,7 @@ from backends.params import NoOptions
 from backends.secrets import MissingVariable, expand_all
 from backends.types import Chunk, Completion, FinalChunk, Price, Request, Usage
 
-__all__ = ["Backend", "BackendSettings", "Decoding", "Delta"]
+__all__ = ["Backend", "BackendSettings", "Decoding", "Delta", "Health"]
 
 Decoding = Literal["autoregressive", "diffusion"]
 T = TypeVar("T")
@@ -92,6 +92,14 @@ class BackendSettings:
         return key
 
 
+@dataclass(frozen=True, slots=True)
+class Health:
+    """What `Backend.check` found: usable or not, and in words."""
+
+    ok: bool
+    detail: str
+
+
 class Backend:
     """One model behind one async interface."""
 
@@ -137,10 +145,12 @@ class Backend:
     def cost(self, usage: Usage) -> float:
         return self.settings.price.cost(usage)
 
-    async def check(self) -> str:
-        """A cheap reachability check for `route doctor`: what was found, or a BackendError."""
+    async def check(self, timeout_s: float = 5.0) -> Health:
+        """A cheap check for `route doctor` that spends nothing: is this backend usable? The
+        base checks the key; kinds that can look further (a server's model list, a checkpoint)
+        override it. Errors a check raises are reported as a failed Health by the caller."""
         self.settings.api_key()
-        return "configured"
+        return Health(True, f"{self.kind} backend ({'key present' if self.settings.api_key_env else 'no key needed'})")
 
     # -- the interface, written once ----------------------------------------------------------
 

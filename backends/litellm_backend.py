@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
 from backends.assembly import Delta
-from backends.base import Backend
+from backends.base import Backend, Health
 from backends.capabilities import Capabilities
 from backends.deadline import Deadline
 from backends.errors import BackendError, BackendTimeout, BackendUnavailable, MalformedResponse
@@ -61,6 +61,13 @@ class LiteLLMBackend(Backend):
         if stream:
             kwargs.update(stream=True, stream_options={"include_usage": True})
         return kwargs
+
+    async def check(self, timeout_s: float = 5.0) -> Health:
+        """Keyed; not called, to spend nothing (and not to pay for importing litellm)."""
+        self.settings.api_key()
+        where = f" at {self.settings.base_url}" if self.settings.base_url else ""
+        note = "key present" if self.settings.api_key_env else "no key configured"
+        return Health(True, f"litellm model {self.model}{where} ({note}; not called, to spend nothing)")
 
     def _translate(self, exc: Exception) -> BackendError:
         where = self.where()

@@ -15,13 +15,14 @@ from typing import Any, ClassVar, cast
 import httpx
 
 from backends.assembly import Delta
-from backends.base import Backend, BackendSettings
+from backends.base import Backend, BackendSettings, Health
 from backends.capabilities import Capabilities
 from backends.deadline import Deadline
 from backends.errors import BackendError, MalformedResponse
 from backends.http_errors import error_for_status, translate_transport_error
 from backends.params import ChatParams
 from backends.per_loop import PerLoop
+from backends.served import not_served_hint, served_models
 from backends.thinking import reasoning_delta, reasoning_of  # thinking hook
 from backends.types import Request, Usage
 
@@ -80,16 +81,30 @@ class OpenAIBackend(Backend):
             return translate_transport_error(exc, url=self._shown, **self.where())
         return super()._translate(exc)
 
-    async def check(self) -> str:
-        """GET /models: reachable, and the key (if any) accepted."""
+    async def check(self, timeout_s: float = 5.0) -> Health:
+        """GET /models: reachable, the key (if any) accepted, and our model among those served."""
+        base = self._shown.removesuffix("/chat/completions")
         try:
             response = await self._client().get(self.settings.url("/models", _DEFAULT_BASE_URL),
-                                                headers=self._headers(), timeout=5.0)
+                                                headers=self._headers(), timeout=timeout_s)
         except httpx.HTTPError as exc:
-            raise self._translate(exc) from exc
+            return Health(False, f"cannot reach {base} ({type(exc).__name__}); is the server running?")
+        if response.status_code in (401, 403):
+            return Health(False, f"{base} refused the key (HTTP {response.status_code})")
         if response.status_code >= 400:
-            raise error_for_status(response.status_code, response.headers, response.text, **self.where())
-        return f"reachable at {self._shown.removesuffix('/chat/completions')}"
+            return Health(False, f"{base}/models answered HTTP {response.status_code}")
+        simulated = " [SIMULATED]" if response.headers.get("x-simulated") == "true" else ""
+        try:
+            served = served_models(response.json())
+        except ValueError:
+            served = []
+        if served and self.model not in served:
+            problem = f"{base} does not serve {self.model!r}; {not_served_hint(self.model, served)}"
+            if response.headers.get("x-sim-any-model") == "true":
+                # The lenient simulator answers every name; a real server (vLLM) would answer 404.
+                return Health(True, f"reachable at {base}{simulated}, which answers any name, but {problem}")
+            return Health(False, problem)
+        return Health(True, f"reachable at {base}{simulated}")
 
     # -- the wire call ----------------------------------------------------------------------
 

@@ -1,12 +1,17 @@
-"""Health checks for `route doctor`: is each backend's key present and its server reachable?"""
+"""Health checks for `route doctor`: each backend checks itself (`Backend.check`: its key, its
+server's model list, its checkpoint), all at once; consortia from their backends' results."""
 
 from __future__ import annotations
 
-import difflib
+import asyncio
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
+from backends import build_backend
+from backends.base import Backend
+from backends.errors import RouteError
+from backends.served import not_served_hint
 from router.config import BackendConfig, Config
 
 __all__ = ["Check", "check_all", "check_backend", "not_served_hint"]
@@ -20,85 +25,34 @@ class Check:
 
 
 def check_backend(name: str, spec: BackendConfig, *, timeout_s: float) -> Check:
-    env = spec.api_key_env
+    """One backend's own check (`Backend.check`): no model call, nothing spent."""
+    return asyncio.run(_check_backends({name: spec}, timeout_s))[name]
+
+
+async def _check_backends(specs: Mapping[str, BackendConfig], timeout_s: float) -> dict[str, Check]:
+    backends = {name: build_backend(spec.kind, spec.settings(name)) for name, spec in specs.items()}
+    try:
+        found = await asyncio.gather(*(_check_one(name, backend, timeout_s) for name, backend in backends.items()))
+    finally:
+        for backend in backends.values():
+            await backend.aclose()
+    return dict(zip(backends, found))
+
+
+async def _check_one(name: str, backend: Backend, timeout_s: float) -> Check:
+    env = backend.settings.api_key_env
     if env and not os.environ.get(env):
-        return Check(name, False, f"${env} is not set: export it with the API key for {spec.model}")
-    if spec.kind == "openai":
-        return _check_openai(name, spec, timeout_s)
-    if spec.kind == "litellm":
-        where = f" at {spec.base_url}" if spec.base_url else ""
-        note = "key present" if env else "no key configured"
-        return Check(name, True, f"litellm model {spec.model}{where} ({note}; not called, to spend nothing)")
-    if spec.kind == "diffusion-local":
-        return _check_local(name, spec)
-    return Check(name, True, f"{spec.kind} backend")
-
-
-def _check_openai(name: str, spec: BackendConfig, timeout_s: float) -> Check:
-    import httpx
-
-    base = (spec.base_url or "http://127.0.0.1:8000/v1").rstrip("/")
-    headers = {"Authorization": f"Bearer {os.environ[spec.api_key_env]}"} if spec.api_key_env else {}
+        return Check(name, False, f"${env} is not set: export it with the API key for {backend.model}")
     try:
-        response = httpx.get(f"{base}/models", headers=headers, timeout=timeout_s)
-    except httpx.HTTPError as exc:
-        return Check(name, False, f"cannot reach {base} ({type(exc).__name__}); is the server running?")
-    if response.status_code in (401, 403):
-        return Check(name, False, f"{base} refused the key (HTTP {response.status_code})")
-    if response.status_code >= 400:
-        return Check(name, False, f"{base}/models answered HTTP {response.status_code}")
-    simulated = " [SIMULATED]" if response.headers.get("x-simulated") == "true" else ""
-    served = _served_models(response)
-    if served and spec.model not in served:
-        problem = f"{base} does not serve {spec.model!r}; {not_served_hint(spec.model, served)}"
-        if response.headers.get("x-sim-any-model") == "true":
-            # The lenient simulator answers every name; a real server (vLLM) would answer 404.
-            return Check(name, True, f"reachable at {base}{simulated}, which answers any name, but {problem}")
-        return Check(name, False, problem)
-    return Check(name, True, f"reachable at {base}{simulated}")
-
-
-def not_served_hint(model: str, served: list[str]) -> str:
-    """Which names a server does serve, led by a case-insensitive (then fuzzy) did-you-mean.
-
-    vLLM serves exactly the name it was started with and answers any other with 404, so
-    `google/diffusiongemma-26b-a4b-it` fails against `vllm serve google/diffusiongemma-26B-A4B-it`.
-    """
-    same = [s for s in served if s.casefold() == model.casefold()]
-    close = same or difflib.get_close_matches(model, served, n=1, cutoff=0.6)
-    listed = ", ".join(served[:10]) + (f" and {len(served) - 10} more" if len(served) > 10 else "")
-    mean = f"did you mean {close[0]!r}? (set the backend's `model:` to it) " if close else ""
-    return f"{mean}it serves: {listed}"
-
-
-def _served_models(response: Any) -> list[str]:
-    try:
-        data = response.json().get("data", [])
-        return [str(m["id"]) for m in data if isinstance(m, dict) and m.get("id")]
-    except (ValueError, AttributeError, TypeError):
-        return []
-
-
-def _check_local(name: str, spec: BackendConfig) -> Check:
-    from importlib.util import find_spec
-
-    missing = [m for m in ("torch", "transformers") if find_spec(m) is None]
-    if missing:
-        return Check(name, False, f"needs {' and '.join(missing)}: pip install torch==2.13.0 (the CPU build; a bare "
-                                  "`torch` pulls a CUDA build), then pip install 'latency-router[local]'")
-    from backends.diffusion.load import EngineSetupError, read_config
-
-    try:  # config.json only: checks the path and the model type without loading weights
-        config = read_config(spec.model)
-    except EngineSetupError as exc:
+        health = await backend.check(timeout_s)
+    except RouteError as exc:
         return Check(name, False, str(exc))
-    return Check(name, True, f"DiffusionGemma checkpoint at {spec.model} (canvas {config.canvas_length}; "
-                             "weights load on first use)")
+    return Check(name, health.ok, health.detail)
 
 
 def check_all(config: Config, *, timeout_s: float = 3.0) -> list[Check]:
     """Every backend, then every consortium (from its backends' checks: no second call)."""
-    backends = {name: check_backend(name, spec, timeout_s=timeout_s) for name, spec in config.backends.items()}
+    backends = asyncio.run(_check_backends(config.backends, timeout_s))
     consortia = [check_consortium(name, config, backends) for name in config.consortia]
     return [*backends.values(), *consortia]
 

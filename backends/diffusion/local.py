@@ -32,7 +32,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any, ClassVar
 
-from backends.base import Backend, BackendSettings
+from backends.base import Backend, BackendSettings, Health
 from backends.capabilities import Capabilities
 from backends.diffusion.engine import GENERATION_KEYS, DiffusionEngine, EngineJob, EngineResult
 from backends.diffusion.load import EngineSetupError, load_model
@@ -226,6 +226,24 @@ class DiffusionLocalBackend(Backend):
         finally:
             # Reached on success, error, consumer break (aclose) and task cancellation alike.
             job.cancel()
+
+    async def check(self, timeout_s: float = 5.0) -> Health:
+        """torch and transformers present, and a DiffusionGemma config at the path (config.json
+        only: the weights load on first use)."""
+        from importlib.util import find_spec
+
+        missing = [m for m in ("torch", "transformers") if find_spec(m) is None]
+        if missing:
+            return Health(False, f"needs {' and '.join(missing)}: pip install torch==2.13.0 (the CPU build; a bare "
+                                 "`torch` pulls a CUDA build), then pip install 'latency-router[local]'")
+        from backends.diffusion.load import read_config
+
+        try:
+            config = read_config(self.model)
+        except EngineSetupError as exc:
+            return Health(False, str(exc))
+        return Health(True, f"DiffusionGemma checkpoint at {self.model} (canvas {config.canvas_length}; "
+                            "weights load on first use)")
 
     async def aclose(self) -> None:
         engine, self._engine = self._engine, None
