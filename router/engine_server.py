@@ -21,10 +21,14 @@ from typing import Any
 from starlette.requests import Request as HTTPRequest  # at module level: FastAPI resolves the annotation here
 
 from backends.base import Backend
+from backends.deadline import Deadline
 from backends.diffusion.engine import GENERATION_KEYS
-from backends.errors import BackendError, BackendTimeout, RouteError, UsageError
+from backends.errors import RouteError, UsageError
 from backends.threaded_server import ThreadedServer
 from backends.types import Completion, FinalChunk, Request, TextChunk, ThinkingChunk
+from policies.breaker import BreakerBoard
+from router.calls import CallOptions, CallPath
+from router.server.wire import ApiError, ChunkWriter, error_for_failure
 
 __all__ = ["EngineServer", "create_app"]
 
@@ -73,18 +77,27 @@ def _diffusion(completion: Completion) -> dict[str, Any] | None:
             "tokens_per_forward": completion.metadata.get("tokens_per_forward", d.tokens_per_forward)}
 
 
-def _error(status: int, message: str, kind: str):
-    from fastapi.responses import JSONResponse
+def _error(error: ApiError) -> Any:
+    """The one error shape and status rule of `route serve` (router/server/wire.py)."""
+    from fastapi.responses import Response
 
-    return JSONResponse({"error": {"message": message, "type": kind}}, status_code=status)
+    return Response(error.body(), status_code=error.status, media_type="application/json", headers=error.headers)
 
 
-def _status_for(exc: RouteError) -> int:
+def _failure(exc: RouteError) -> ApiError:
     if isinstance(exc, UsageError):
-        return 400
-    if isinstance(exc, BackendTimeout):
-        return 504
-    return 503 if isinstance(exc, BackendError) else 500
+        return ApiError(400, str(exc), code="invalid_request")
+    return error_for_failure(exc)
+
+
+def _call_path(backend: Backend) -> CallPath:
+    """The engine's calls go through the same call path as the router's (deadline, breaker,
+    redaction, observers); a local engine is not retried: a failure there would repeat."""
+    return CallPath({backend.name: backend}.__getitem__, breakers=BreakerBoard(time.monotonic))
+
+
+def _options(request: Request) -> CallOptions:
+    return CallOptions(deadline=Deadline(request.timeout_s), retries=0)
 
 
 def create_app(backend: Backend, served_name: str | None = None):
@@ -93,6 +106,7 @@ def create_app(backend: Backend, served_name: str | None = None):
     from fastapi.responses import StreamingResponse
 
     name = served_name or backend.model
+    calls = _call_path(backend)
     app = FastAPI(title=f"route engine: {name}", docs_url=None, redoc_url=None)
 
     @app.get("/healthz")
@@ -114,14 +128,15 @@ def create_app(backend: Backend, served_name: str | None = None):
                 raise ValueError("the body must be a JSON object")
             request = _request(body)
         except (ValueError, UsageError) as exc:
-            return _error(400, str(exc), "invalid_request_error")
+            return _error(ApiError(400, str(exc), code="invalid_request"))
         if body.get("stream"):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            return StreamingResponse(_sse(backend, request, name, include_usage), media_type="text/event-stream")
+            return StreamingResponse(_sse(calls, backend.name, request, name, include_usage),
+                                     media_type="text/event-stream")
         try:
-            completion = await backend.complete(request)
+            completion = await calls.complete(backend.name, request, _options(request))
         except RouteError as exc:
-            return _error(_status_for(exc), str(exc), type(exc).__name__)
+            return _error(_failure(exc))
         payload = {
             "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
             "object": "chat.completion",
@@ -138,7 +153,7 @@ def create_app(backend: Backend, served_name: str | None = None):
     return app
 
 
-async def _sse(backend: Backend, request: Request, name: str, include_usage: bool):
+async def _sse(calls: CallPath, backend: str, request: Request, name: str, include_usage: bool):
     """OpenAI chat.completion.chunk events for committed text; errors become one error event."""
     ident, created = f"chatcmpl-{uuid.uuid4().hex[:24]}", int(time.time())
 
@@ -148,7 +163,7 @@ async def _sse(backend: Backend, request: Request, name: str, include_usage: boo
         return f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
 
     yield event({"role": "assistant", "content": ""})
-    stream = backend.stream(request)
+    stream = calls.stream(backend, request, _options(request))
     try:
         async for chunk in stream:
             if isinstance(chunk, TextChunk):
@@ -165,7 +180,7 @@ async def _sse(backend: Backend, request: Request, name: str, include_usage: boo
                              "choices": [], "usage": _usage(c)}
                     yield f"data: {json.dumps(usage)}\n\n"
     except RouteError as exc:
-        yield f"data: {json.dumps({'error': {'message': str(exc), 'type': type(exc).__name__}})}\n\n"
+        yield ChunkWriter.error(_failure(exc)).decode()
     finally:
         # A client that hangs up closes this generator; closing the backend stream cancels generation.
         await stream.aclose()
