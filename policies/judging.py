@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from policies.radon_metrics import analyse
+
 __all__ = [
     "CodeMetrics",
     "Verdict",
@@ -74,25 +76,12 @@ def code_metrics(text: str) -> CodeMetrics | None:
         return None
     if any(lang not in _PYTHON for lang, _ in blocks):
         return CodeMetrics(len(blocks), _nonblank(blocks), parsed=False)
-    code = "\n\n".join(code for _, code in blocks)
-    try:
-        from radon.complexity import ComplexityVisitor
-        from radon.metrics import h_visit, mi_visit
-        from radon.raw import analyze
-
-        visitor = ComplexityVisitor.from_code(code)
-        halstead = h_visit(code).total
-        return CodeMetrics(
-            blocks=len(blocks),
-            lines=analyze(code).sloc,
-            parsed=True,
-            cyclomatic=int(visitor.total_complexity),
-            halstead_volume=float(halstead.volume),
-            halstead_difficulty=float(halstead.difficulty),
-            maintainability=float(mi_visit(code, multi=True)),
-        )
-    except (SyntaxError, ValueError, TypeError, RecursionError):
+    found = analyse("\n\n".join(code for _, code in blocks))
+    if found is None:
         return CodeMetrics(len(blocks), _nonblank(blocks), parsed=False)
+    return CodeMetrics(blocks=len(blocks), lines=found.sloc, parsed=True, cyclomatic=found.cyclomatic,
+                       halstead_volume=found.halstead_volume, halstead_difficulty=found.halstead_difficulty,
+                       maintainability=found.maintainability)
 
 
 def _nonblank(blocks: Sequence[tuple[str, str]]) -> int:

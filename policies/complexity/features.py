@@ -15,9 +15,9 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from functools import lru_cache
 
 from policies.complexity.lexicon import CLASSES, JOINERS, WORDS, stem_pattern
+from policies.radon_metrics import analyse
 
 __all__ = ["FEATURES", "LEXICON", "NON_LATIN", "SCRIPT_BOUND", "analysed_text", "extract", "script_profile"]
 
@@ -147,24 +147,16 @@ def script_profile(utf8: bytes) -> tuple[float, float]:
 _LETTERS = _keep(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 
 
-@lru_cache(maxsize=512)
 def _code_metrics(code: str) -> tuple[float, float, float]:
     """(cyclomatic complexity, Halstead effort, 100 - maintainability index) of a code block.
 
     radon parses Python only; other languages fall back to counting branch keywords and
     report no effort or MI (0), so unparseable code is never scored as trivial by accident.
     """
-    try:
-        from radon.complexity import cc_visit
-        from radon.metrics import h_visit, mi_visit
-
-        blocks = cc_visit(code)
-        cc = float(sum(b.complexity for b in blocks)) or 1.0
-        effort = float(h_visit(code).total.effort)
-        mi_deficit = max(0.0, 100.0 - float(mi_visit(code, multi=True)))
-        return cc, effort, mi_deficit
-    except Exception:  # radon raises SyntaxError and others on non-Python code
+    found = analyse(code)
+    if found is None:
         return 1.0 + len(_BRANCH.findall(code)), 0.0, 0.0
+    return found.blocks_cyclomatic, found.halstead_effort, max(0.0, 100.0 - found.maintainability)
 
 
 def _code_features(text: str) -> tuple[float, float, float, float]:
