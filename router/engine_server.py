@@ -4,8 +4,10 @@
 
 Other tools, and other router instances (`kind: openai, base_url: http://127.0.0.1:8000/v1`),
 then use the engine like vLLM. Endpoints: POST /v1/chat/completions (plain and `stream: true`),
-GET /v1/models, GET /healthz. The stream carries committed text only: draft canvases are for
-in-process viewers (`route --watch`), and OpenAI clients would append them as text.
+GET /v1/models, GET /healthz. The stream carries committed text only -- OpenAI clients would
+append drafts as text -- unless the client asks for Mercury's `"diffusing": true`: then every
+event holds the whole answer so far, drafts included, and the last one the answer itself, so
+`route --watch` on another machine shows the canvas denoising.
 DiffusionGemma settings (max_denoising_steps, entropy_bound, t_min, t_max, stability_threshold,
 confidence_threshold, seed) may be sent as extra body fields; other unknown fields are ignored,
 as vLLM does.
@@ -25,7 +27,7 @@ from backends.deadline import Deadline
 from backends.diffusion.engine import GENERATION_KEYS
 from backends.errors import RouteError, UsageError
 from backends.threaded_server import ThreadedServer
-from backends.types import Completion, FinalChunk, Request, TextChunk, ThinkingChunk
+from backends.types import Completion, DraftChunk, FinalChunk, Request, TextChunk, ThinkingChunk
 from policies.breaker import BreakerBoard
 from router.calls import CallOptions, CallPath
 from router.server.wire import ApiError, ChunkWriter, error_for_failure
@@ -131,7 +133,8 @@ def create_app(backend: Backend, served_name: str | None = None):
             return _error(ApiError(400, str(exc), code="invalid_request"))
         if body.get("stream"):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            return StreamingResponse(_sse(calls, backend.name, request, name, include_usage),
+            return StreamingResponse(_sse(calls, backend.name, request, name, include_usage,
+                                          diffusing=body.get("diffusing") is True),
                                      media_type="text/event-stream")
         try:
             completion = await calls.complete(backend.name, request, _options(request))
@@ -153,8 +156,10 @@ def create_app(backend: Backend, served_name: str | None = None):
     return app
 
 
-async def _sse(calls: CallPath, backend: str, request: Request, name: str, include_usage: bool):
-    """OpenAI chat.completion.chunk events for committed text; errors become one error event."""
+async def _sse(calls: CallPath, backend: str, request: Request, name: str, include_usage: bool, *,
+               diffusing: bool = False):
+    """OpenAI chat.completion.chunk events for committed text (with `diffusing`, the whole answer
+    so far in every event, drafts included); errors become one error event."""
     ident, created = f"chatcmpl-{uuid.uuid4().hex[:24]}", int(time.time())
 
     def event(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
@@ -164,10 +169,18 @@ async def _sse(calls: CallPath, backend: str, request: Request, name: str, inclu
 
     yield event({"role": "assistant", "content": ""})
     stream = calls.stream(backend, request, _options(request))
+    committed = ""
     try:
         async for chunk in stream:
+            if diffusing and isinstance(chunk, (TextChunk, DraftChunk, FinalChunk)):
+                if isinstance(chunk, TextChunk):
+                    committed += chunk.text
+                whole = (chunk.completion.text if isinstance(chunk, FinalChunk)
+                         else committed + chunk.text if isinstance(chunk, DraftChunk) else committed)
+                yield event({"content": whole})
             if isinstance(chunk, TextChunk):
-                yield event({"content": chunk.text})
+                if not diffusing:
+                    yield event({"content": chunk.text})
             elif isinstance(chunk, ThinkingChunk):
                 yield event({"reasoning_content": chunk.text})
             elif isinstance(chunk, FinalChunk):

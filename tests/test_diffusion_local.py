@@ -567,6 +567,24 @@ async def test_another_router_uses_the_engine_server_as_an_openai_backend(engine
 
 
 @torch_only
+async def test_the_engine_server_streams_drafts_to_a_client_that_asks_for_diffusing(engine_server):
+    from backends.openai_http import OpenAIBackend
+
+    remote = OpenAIBackend(BackendSettings(name="remote", model="tiny-dg", base_url=engine_server.base_url,
+                                           decoding="diffusion", canvas_length=CANVAS,
+                                           params={"seed": 9, "max_denoising_steps": 4}))
+    try:
+        plain = await remote.complete(Request(messages=PROMPT, max_tokens=CANVAS))
+        watched = [c async for c in remote.stream(Request(messages=PROMPT, max_tokens=CANVAS,
+                                                          extra={"diffusing": True}))]
+    finally:
+        await remote.aclose()
+    drafts = [c for c in watched if isinstance(c, DraftChunk)]
+    assert len(drafts) >= 2  # the canvas as it denoises, then the answer
+    assert drafts[-1].text == plain.text == _final(watched).text
+
+
+@torch_only
 def test_doctor_checks_the_checkpoint_without_loading_it(tiny_path, tmp_path):
     from router.config import BackendConfig
     from router.doctor import check_backend
