@@ -20,7 +20,6 @@ from backends.base import BackendSettings, Health
 from backends.capabilities import Capabilities
 from backends.deadline import Deadline
 from backends.errors import BackendUnavailable, BadRequest, MalformedResponse, RateLimited
-from backends.http_errors import error_for_status
 from backends.openai_http import OpenAIBackend
 from backends.params import AnthropicParams
 from backends.types import Request
@@ -72,17 +71,9 @@ class AnthropicBackend(OpenAIBackend):
 
     async def _wire(self, request: Request, deadline: Deadline, *, stream: bool) -> AsyncIterator[Delta]:
         payload = self._payload(request, stream=stream)
-        remaining = deadline.remaining()
-        limit = self.settings.timeout_s if remaining is None else max(0.001, remaining)
-        client = self._client()
-        sent = client.build_request("POST", self.settings.url("/messages", _DEFAULT_BASE_URL), json=payload,
-                                    headers=self._headers(), timeout=httpx.Timeout(limit, connect=min(limit, 10.0)))
-        response = await client.send(sent, stream=True)
+        response = await self._post(self.settings.url("/messages", _DEFAULT_BASE_URL), payload, deadline)
         try:
             simulated = response.headers.get("x-simulated") == "true"
-            if response.status_code >= 400:
-                body = (await response.aread()).decode("utf-8", "replace")
-                raise error_for_status(response.status_code, response.headers, body, **self.where())
             if not stream:
                 yield self._answer(await response.aread(), simulated)
                 return

@@ -108,20 +108,27 @@ class OpenAIBackend(Backend):
 
     # -- the wire call ----------------------------------------------------------------------
 
-    async def _wire(self, request: Request, deadline: Deadline, *, stream: bool) -> AsyncIterator[Delta]:
-        payload = self._payload(request, stream=stream)
+    async def _post(self, url: str, payload: dict[str, Any], deadline: Deadline) -> httpx.Response:
+        """POST with the time left, as a stream; an error status is raised as ours (and closed)."""
         remaining = deadline.remaining()
         limit = self.settings.timeout_s if remaining is None else max(0.001, remaining)
         client = self._client()
-        url = self.settings.url("/chat/completions", _DEFAULT_BASE_URL)
         sent = client.build_request("POST", url, json=payload, headers=self._headers(),
                                     timeout=httpx.Timeout(limit, connect=min(limit, 10.0)))
         response = await client.send(sent, stream=True)
+        if response.status_code >= 400:
+            try:
+                body = (await response.aread()).decode("utf-8", "replace")
+            finally:
+                await response.aclose()
+            raise error_for_status(response.status_code, response.headers, body, **self.where())
+        return response
+
+    async def _wire(self, request: Request, deadline: Deadline, *, stream: bool) -> AsyncIterator[Delta]:
+        payload = self._payload(request, stream=stream)
+        response = await self._post(self.settings.url("/chat/completions", _DEFAULT_BASE_URL), payload, deadline)
         try:
             simulated = response.headers.get("x-simulated") == "true"
-            if response.status_code >= 400:
-                body = (await response.aread()).decode("utf-8", "replace")
-                raise error_for_status(response.status_code, response.headers, body, **self.where())
             if not stream:
                 yield self._message(await response.aread(), simulated)
                 return
