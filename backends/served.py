@@ -1,7 +1,7 @@
 """Which model names an OpenAI-compatible server serves, and a did-you-mean when ours is not one.
 
-vLLM serves exactly the name it was started with and answers any other with 404, so
-`google/diffusiongemma-26b-a4b-it` fails against `vllm serve google/diffusiongemma-26B-A4B-it`.
+vLLM serves exactly the name it was started with and answers any other with 404, so a model id
+that differs only in case (DiffusionGemma is published as `...-26B-A4B-it`) fails against it.
 """
 
 from __future__ import annotations
