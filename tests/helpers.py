@@ -2,20 +2,30 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
+import socket
+import threading
 import time
+from collections.abc import Iterator
+
+import uvicorn
 
 from backends.base import BackendSettings
 from backends.deadline import Deadline
 from backends.fake import FakeBackend, FakeStep
-from backends.types import Completion, Request
+from backends.types import Completion, Request, Timings, Usage
 from policies.breaker import BreakerBoard
+from policies.latency import LatencyModel
+from policies.selection import Candidate, Plan
 from router import Router
 from router.calls import CallOptions, CallPath
 from router.config_loader import load_config, parse_config
 from router.consortium.consortium import Consortium
 from router.consortium.simulated import arbiter_responder
 from router.consortium.spec import ConsortiumConfig
+from router.decision import Decision, Outcome, RouteResult
 
 __all__ = ["arbiter", "ask", "build", "call", "calls", "fake", "make_router", "router_for", "use_arbiter"]
 
@@ -92,3 +102,78 @@ def make_router(sim, *, timeout_s: float = 10.0, **top) -> Router:
         **top,
     }
     return Router(load_config(config), source="server")
+
+
+TOOLS = [{"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}}}]
+CALL = {"id": "call_1", "type": "function", "function": {"name": "get_time", "arguments": '{"tz": "UTC"}'}}
+
+
+class ToolUpstream:
+    """Records each request body; answers with one tool call."""
+
+    def __init__(self):
+        self.bodies: list[dict] = []
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return
+        raw = b""
+        while True:
+            message = await receive()
+            raw += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        body = json.loads(raw)
+        self.bodies.append(body)
+        if body.get("stream"):
+            head = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": body["model"]}
+            pieces = [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "get_time", "arguments": ""}},
+                      {"index": 0, "function": {"arguments": '{"tz": '}},
+                      {"index": 0, "function": {"arguments": '"UTC"}'}}]
+            events = [{**head, "choices": [{"index": 0, "delta": {"tool_calls": [p]}, "finish_reason": None}]}
+                      for p in pieces]
+            events.append({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})
+            out = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
+            content_type = b"text/event-stream"
+        else:
+            out = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                              "choices": [{"index": 0, "finish_reason": "tool_calls",
+                                           "message": {"role": "assistant", "content": None, "tool_calls": [CALL]}}],
+                              "usage": {"prompt_tokens": 5, "completion_tokens": 7}}).encode()
+            content_type = b"application/json"
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", content_type)]})
+        await send({"type": "http.response.body", "body": out})
+
+
+@contextlib.contextmanager
+def tool_upstream() -> Iterator[ToolUpstream]:
+    """A ToolUpstream served on a free loopback port; `.base_url` says where."""
+    app = ToolUpstream()
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_config=None, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.005)
+    app.base_url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    try:
+        yield app
+    finally:
+        server.should_exit = True
+        thread.join(timeout=5)
+
+
+def decision() -> Decision:
+    """A two-candidate decision, for records that need one."""
+    prediction = LatencyModel().predict()
+    plan = Plan((Candidate("a", "low", prediction, 0.0, True, "closed"),
+                 Candidate("b", "low", prediction, 0.0, True, "closed")), "test")
+    return Decision(plan=plan, reason="test", tier="low")
+
+
+def ok_outcome(prompt: object) -> Outcome:
+    """A successful request's outcome whose prompt is `prompt` (maybe malformed)."""
+    completion = Completion(text="fine", backend="a", model="m", usage=Usage(3, 5), timings=Timings(0.1, 0.2, 50.0))
+    return Outcome(decision(), [{"role": "user", "content": prompt}], "server", 0.2,
+                   result=RouteResult(completion, decision(), ()))

@@ -11,7 +11,9 @@ import pytest
 
 from policies.judging import parse_verdict, read_confidence
 from router.consortium.prompts import Candidate, arbiter_prompt
-from tests.test_consortium_sim import FAST, router_for
+from tests.helpers import router_for
+
+FAST = {"ttft_s": 0.02, "tokens_per_s": None}
 
 NONCE = "abc123"
 HONEST = "Delete the temporary files with `rm /tmp/app-*.tmp`."

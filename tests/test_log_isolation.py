@@ -6,23 +6,16 @@ from __future__ import annotations
 
 import threading
 
+import httpx
 import openai
+import pytest
 
-from backends.types import Completion, Timings, Usage
 from router.config_loader import load_config
 from router.core import Router
-from router.decision import Outcome, RouteResult
 from router.request_log import RequestLog
 from router.server import RouteServer
 from router.store import RequestRecord, Store
-from tests.test_request_log import _decision
-from tests.test_server_tools import TOOLS, upstream  # noqa: F401 (the fixture)
-
-
-def _ok(prompt: object) -> Outcome:
-    completion = Completion(text="fine", backend="a", model="m", usage=Usage(3, 5), timings=Timings(0.1, 0.2, 50.0))
-    return Outcome(_decision(), [{"role": "user", "content": prompt}], "server", 0.2,
-                   result=RouteResult(completion, _decision(), ()))
+from tests.helpers import TOOLS, ok_outcome, tool_upstream
 
 
 def test_a_bad_record_among_concurrent_good_ones_costs_no_good_one(tmp_path):
@@ -32,9 +25,9 @@ def test_a_bad_record_among_concurrent_good_ones_costs_no_good_one(tmp_path):
 
     def client(worker: int) -> None:
         for i in range(200):
-            log.observe(_ok(f"{worker}:{i}"))
+            log.observe(ok_outcome(f"{worker}:{i}"))
             if i % 50 == 25:
-                log.observe(_ok(42))  # last_user_text raises TypeError on this
+                log.observe(ok_outcome(42))  # last_user_text raises TypeError on this
 
     threads = [threading.Thread(target=client, args=(w,)) for w in range(8)]
     for t in threads:
@@ -58,14 +51,14 @@ def test_a_row_sqlite_refuses_is_left_out_of_its_batch_alone(tmp_path):
 
 def test_odd_strings_are_stored_not_dropped(tmp_path):
     log = RequestLog(tmp_path / "log.db")
-    log.observe(_ok("lone surrogate \ud800 here"))
+    log.observe(ok_outcome("lone surrogate \ud800 here"))
     assert log.flush() and log.dropped == 0
     assert Store(tmp_path / "log.db").recent(1)[0]["prompt"].startswith("lone surrogate ")
 
 
 def test_stored_content_is_bounded_with_a_marker_and_the_original_size(tmp_path):
     log = RequestLog(tmp_path / "log.db", max_content_chars=1000)
-    log.observe(_ok("x" * 1_000_000))
+    log.observe(ok_outcome("x" * 1_000_000))
     assert log.flush()
     prompt = Store(tmp_path / "log.db").recent(1)[0]["prompt"]
     assert prompt.startswith("x" * 1000) and len(prompt) < 1200
@@ -87,11 +80,17 @@ def test_a_zero_interval_writes_before_observe_returns(tmp_path):
     log = RequestLog(tmp_path / "sync.db", flush_interval_s=0)
     store = Store(tmp_path / "sync.db")
     for i in range(20):
-        log.observe(_ok(f"p{i}"))
+        log.observe(ok_outcome(f"p{i}"))
         assert store.count() == i + 1
 
 
-def test_a_complete_tool_call_only_stream_is_logged_ok(upstream, tmp_path):  # noqa: F811
+@pytest.fixture
+def upstream():
+    with tool_upstream() as app:
+        yield app
+
+
+def test_a_complete_tool_call_only_stream_is_logged_ok(upstream, tmp_path):
     """OpenCode's first turn whenever it uses a tool: the stream is one tool call and [DONE].
     On main it was logged `cancelled` ("the client went away") though the client got it all."""
     config = {"backends": {"tooly": {"kind": "openai", "model": "tool-model", "base_url": upstream.base_url,
@@ -108,3 +107,23 @@ def test_a_complete_tool_call_only_stream_is_logged_ok(upstream, tmp_path):  # n
     row = Store(tmp_path / "tools.db").recent(1)[0]
     assert row["status"] == "ok", row
     assert row["error"] is None
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/messages", {"model": "auto", "max_tokens": 64, "stream": True, "messages": [{"role": "user", "content": "time?"}],
+                   "tools": [{"name": "get_time", "input_schema": {"type": "object", "properties": {}}}]}),
+    ("/responses", {"model": "auto", "stream": True, "input": "time?",
+                    "tools": [{"type": "function", "name": "get_time", "parameters": {"type": "object", "properties": {}}}]}),
+])
+def test_a_tool_call_only_stream_is_logged_ok_on_every_protocol(upstream, tmp_path, path, body):
+    config = {"backends": {"tooly": {"kind": "openai", "model": "tool-model", "base_url": upstream.base_url,
+                                     "max_retries": 0}},
+              "routing": {"tiers": [{"name": "only", "backends": ["tooly"]}]},
+              "log": {"path": str(tmp_path / "tools.db")}}
+    router = Router(load_config(config), source="server")
+    with RouteServer(router) as srv:
+        reply = httpx.post(srv.base_url + path, json=body, timeout=30)
+        assert reply.status_code == 200 and "get_time" in reply.text
+    assert router.request_log.flush()
+    row = Store(tmp_path / "tools.db").recent(1)[0]
+    assert row["status"] == "ok", row

@@ -12,13 +12,12 @@ import pytest
 
 from backends.errors import AllBackendsFailed, BackendUnavailable
 from backends.types import Completion, Timings, Usage
-from policies.latency import LatencyModel
-from policies.selection import Candidate, Plan
 from router.config_loader import load_config
 from router.core import Router
-from router.decision import Decision, Outcome, RouteResult
+from router.decision import Outcome, RouteResult
 from router.request_log import RequestLog, record_from
 from router.store import Store, default_store_path
+from tests.helpers import decision
 
 
 def _config(sim, **top):
@@ -96,34 +95,28 @@ def test_log_path_comes_from_config(sim, tmp_path):
     assert not default_store_path().exists()
 
 
-def _decision() -> Decision:
-    prediction = LatencyModel().predict()
-    plan = Plan((Candidate("a", "low", prediction, 0.0, True, "closed"), Candidate("b", "low", prediction, 0.0, True, "closed")), "test")
-    return Decision(plan=plan, reason="test", tier="low")
-
-
 def test_record_from_maps_success_error_and_cancellation():
     completion = Completion(text="hi", backend="a", model="m", usage=Usage(3, 5), timings=Timings(0.1, 0.4, 20.0),
                             cost_usd=0.01, metadata={"trace": {"id": "t-1"}, "simulated": True})
-    ok = record_from(Outcome(_decision(), [{"role": "user", "content": "q"}], "cli", 0.5,
-                             result=RouteResult(completion, _decision(), (BackendUnavailable("x", backend="b"),))),
+    ok = record_from(Outcome(decision(), [{"role": "user", "content": "q"}], "cli", 0.5,
+                             result=RouteResult(completion, decision(), (BackendUnavailable("x", backend="b"),))),
                      ended_at=1000.0)
     assert (ok.status, ok.backend, ok.trace_id, ok.ts, ok.ttft_s, ok.total_s) == ("ok", "a", "t-1", 999.5, 0.1, 0.4)
     assert ok.decision["fallbacks"] == [{"backend": "b", "error": "BackendUnavailable"}]
-    failed = record_from(Outcome(_decision(), [], "server", 2.0,
+    failed = record_from(Outcome(decision(), [], "server", 2.0,
                                  error=AllBackendsFailed("none", [BackendUnavailable("down", backend="b")])))
     assert (failed.status, failed.backend, failed.total_s, failed.answer) == ("error", "b", 2.0, None)
-    gone = record_from(Outcome(_decision(), [], "server", 0.2, error=asyncio.CancelledError()))
+    gone = record_from(Outcome(decision(), [], "server", 0.2, error=asyncio.CancelledError()))
     assert gone.status == "cancelled" and gone.backend == "a" and gone.error == "the client went away"
 
 
 def _observe_many(path: str, writer: int, count: int, start_at: float) -> None:
     log = RequestLog(path)
-    decision = _decision()
+    made = decision()
     while time.time() < start_at:
         time.sleep(0.001)
     for seq in range(count):
-        log.observe(Outcome(decision, [{"role": "user", "content": f"{writer}:{seq}"}], f"w{writer}", 0.01,
+        log.observe(Outcome(made, [{"role": "user", "content": f"{writer}:{seq}"}], f"w{writer}", 0.01,
                             error=RuntimeError("x")))
     assert log.flush(timeout_s=60)
     assert log.dropped == 0
@@ -156,7 +149,7 @@ def test_observe_does_not_write_on_the_callers_thread(tmp_path, monkeypatch):
 
     monkeypatch.setattr(Store, "log_rows", spy)
     log = RequestLog(tmp_path / "x.db")
-    log.observe(Outcome(_decision(), [], "api", 0.1, error=RuntimeError("x")))
+    log.observe(Outcome(decision(), [], "api", 0.1, error=RuntimeError("x")))
     assert log.flush()
     assert writers and threading.current_thread().name not in writers
 

@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from router.server import RouteServer, ServerLimits
-from tests.test_server import make_router
+from tests.helpers import make_router
 
 GUARD_S = 20.0  # a server that never hangs up fails the test after this long
 HEAD = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"

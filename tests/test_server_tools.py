@@ -5,74 +5,19 @@ tested end to end in test_sim_tools.py), driven through the real openai SDK and 
 
 from __future__ import annotations
 
-import json
-import socket
-import threading
-import time
-
 import openai
 import pytest
-import uvicorn
 
 from router.config_loader import load_config
 from router.core import Router
 from router.server import RouteServer
-
-TOOLS = [{"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}}}]
-CALL = {"id": "call_1", "type": "function", "function": {"name": "get_time", "arguments": '{"tz": "UTC"}'}}
-
-
-class ToolUpstream:
-    """Records each request body; answers with one tool call."""
-
-    def __init__(self):
-        self.bodies: list[dict] = []
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            return
-        raw = b""
-        while True:
-            message = await receive()
-            raw += message.get("body", b"")
-            if not message.get("more_body"):
-                break
-        body = json.loads(raw)
-        self.bodies.append(body)
-        if body.get("stream"):
-            head = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": body["model"]}
-            pieces = [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "get_time", "arguments": ""}},
-                      {"index": 0, "function": {"arguments": '{"tz": '}},
-                      {"index": 0, "function": {"arguments": '"UTC"}'}}]
-            events = [{**head, "choices": [{"index": 0, "delta": {"tool_calls": [p]}, "finish_reason": None}]}
-                      for p in pieces]
-            events.append({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})
-            out = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
-            content_type = b"text/event-stream"
-        else:
-            out = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                              "choices": [{"index": 0, "finish_reason": "tool_calls",
-                                           "message": {"role": "assistant", "content": None, "tool_calls": [CALL]}}],
-                              "usage": {"prompt_tokens": 5, "completion_tokens": 7}}).encode()
-            content_type = b"application/json"
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", content_type)]})
-        await send({"type": "http.response.body", "body": out})
+from tests.helpers import TOOLS, tool_upstream
 
 
 @pytest.fixture
 def upstream():
-    app = ToolUpstream()
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_config=None, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.005)
-    app.base_url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
-    yield app
-    server.should_exit = True
-    thread.join(timeout=5)
+    with tool_upstream() as app:
+        yield app
 
 
 @pytest.fixture

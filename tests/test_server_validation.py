@@ -17,7 +17,9 @@ from hypothesis import strategies as st
 
 from router.server import RouteServer
 from router.store import Store
-from tests.test_server import FAST, make_router
+from tests.helpers import make_router
+
+FAST = {"ttft_s": 0.0, "tokens_per_s": None}  # answers at once: these tests are about refusals
 
 GOOD = {"model": "auto", "messages": [{"role": "user", "content": "hi"}]}
 

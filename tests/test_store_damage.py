@@ -20,7 +20,7 @@ import pytest
 
 from router.request_log import RequestLog
 from router.store import RequestRecord, Store, StoreError
-from tests.test_log_isolation import _ok
+from tests.helpers import ok_outcome
 
 ROUTE = [sys.executable, "-m", "router.cli"]
 ROOT = Path(__file__).resolve().parent.parent
@@ -106,7 +106,7 @@ def test_the_background_writer_repairs_too(tmp_path, caplog):
     scribbled(db)
     log = RequestLog(db)
     with caplog.at_level(logging.WARNING):
-        log.observe(_ok("after the damage"))
+        log.observe(ok_outcome("after the damage"))
         assert log.flush()
     assert [r["prompt"] for r in Store(db, check=True).recent(5)] == ["after the damage"]
     assert len([r for r in caplog.records if "moved it aside" in r.getMessage()]) == 1

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from backends.errors import RouteError, Unsupported, UsageError
-from backends.types import DraftChunk, FinalChunk, TextChunk
+from backends.types import Chunk, DraftChunk, FinalChunk, TextChunk
 from router.decision import Decision, Downgrade
 from router.server.models import ModelNames
 from router.server.parse import ChatCall, parse_chat
@@ -238,14 +239,7 @@ class ChatCompletions:
             out.append(writer.content(first.text))
         await send({"type": "http.response.body", "body": b"".join(out), "more_body": True})
         try:
-            # Read to the end even when the first chunk was already the final one (a stream that is
-            # only a tool call): the route stream logs its outcome when it ends, and one closed
-            # early is logged as the client going away.
-            async for chunk in chunks:
-                if isinstance(chunk, TextChunk):
-                    await send({"type": "http.response.body", "body": writer.content(chunk.text), "more_body": True})
-                elif isinstance(chunk, FinalChunk):
-                    final = chunk
+            final = await forward_text(chunks, send, writer.content) or final
         except RouteError as exc:
             # Text already went out: the only honest signal left is an error event (the openai SDK raises it).
             watch.done = True
@@ -280,3 +274,17 @@ def _usage_error(exc: UsageError) -> ApiError:
     if isinstance(exc, Unsupported):
         return ApiError(400, str(exc), code=f"{exc.need}_not_supported", param=_NEED_PARAMS.get(exc.need))
     return ApiError(400, str(exc), code="invalid_request")
+
+
+async def forward_text(chunks: AsyncIterator[Chunk], send: Any, encode: Callable[[str], bytes]) -> FinalChunk | None:
+    """Send each TextChunk as `encode` writes it for the wire, to the end of the stream; the
+    FinalChunk. Read to the end even when the first chunk was already the final one (a stream
+    that is only a tool call): the route stream logs its outcome when it ends, and one closed
+    early is logged as the client going away. Every protocol's stream uses this."""
+    final: FinalChunk | None = None
+    async for chunk in chunks:
+        if isinstance(chunk, TextChunk):
+            await send({"type": "http.response.body", "body": encode(chunk.text), "more_body": True})
+        elif isinstance(chunk, FinalChunk):
+            final = chunk
+    return final

@@ -15,7 +15,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from backends.errors import RouteError, UsageError
 from backends.types import Chunk, Completion, FinalChunk, Message, TextChunk
-from router.server.chat import _ClientGone, _ClientWatch, _decision_headers, _first_content, _usage_error, read_body
+from router.server.chat import (
+    _ClientGone,
+    _ClientWatch,
+    _decision_headers,
+    _first_content,
+    _usage_error,
+    forward_text,
+    read_body,
+)
 from router.server.wire import ApiError, error_for_failure
 
 if TYPE_CHECKING:
@@ -146,12 +154,7 @@ class TranslatedEndpoint:
             out.append(writer.text(first.text))
         await send({"type": "http.response.body", "body": b"".join(out), "more_body": True})
         try:
-            if final is None:
-                async for chunk in chunks:
-                    if isinstance(chunk, TextChunk):
-                        await send({"type": "http.response.body", "body": writer.text(chunk.text), "more_body": True})
-                    elif isinstance(chunk, FinalChunk):
-                        final = chunk
+            final = await forward_text(chunks, send, writer.text) or final
         except RouteError as exc:
             # Text already went out: the only honest signal left is the API's error event.
             watch.done = True
