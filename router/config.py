@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from backends.base import BackendSettings
 from backends.secrets import literal_secret_paths, url_secret
@@ -17,7 +17,7 @@ from policies.selection import OnDeadlineRisk, Prefer
 from router.consortium.spec import ConsortiumConfig
 
 __all__ = ["BackendConfig", "BreakerConfig", "Config", "LatencyModelConfig", "LatencyPrior", "LogConfig", "PriceConfig", "RoutingConfig",
-           "ScorerConfig", "TierConfig"]
+           "ScorerConfig", "StateConfig", "TierConfig"]
 
 _ENV_REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
 
@@ -192,6 +192,38 @@ class LogConfig(_Strict):
     path: str | None = Field(None, description="SQLite file; default: route.db in the user data dir")
 
 
+class StateConfig(_Strict):
+    """Where what the router learns lives: `local` (the SQLite store next to the request log, shared
+    by the processes of one machine) or `redis` (shared by every replica that names the same URL
+    and prefix). With Redis unreachable a replica runs on its local state and catches up later."""
+
+    backend: Literal["local", "redis"] = "local"
+    url: str | None = Field(None, description="redis:// or rediss:// URL; ${NAME} for one that holds a password")
+    prefix: str = Field("route:", min_length=1, max_length=64, description="key prefix, so routers can share one Redis")
+    timeout_ms: float = Field(250, gt=0, le=60_000, description="a Redis call slower than this counts as Redis down")
+    retry_ms: float = Field(2_000, gt=0, le=600_000, description="after Redis was down, try it again this often")
+
+    @field_validator("url")
+    @classmethod
+    def _redis_url(cls, value: str | None) -> str | None:
+        if value is None or _ENV_REF.match(value):
+            return value
+        if not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError(f"url must start with redis://, rediss:// or unix:// (got {value!r}), or be an "
+                             "environment reference such as ${ROUTE_REDIS_URL}")
+        secret = url_secret(value)
+        if secret:
+            raise ValueError(f"url holds {secret}; write url: ${{ROUTE_REDIS_URL}} and export the URL in that "
+                             "variable, so the password is never stored in config")
+        return value
+
+    @model_validator(mode="after")
+    def _redis_needs_url(self) -> StateConfig:
+        if self.backend == "redis" and not self.url:
+            raise ValueError("backend: redis needs url: (for example url: ${ROUTE_REDIS_URL})")
+        return self
+
+
 class SpendConfig(_Strict):
     """An optional cap on what requests may cost, read from the request log (router/spend.py)."""
 
@@ -209,3 +241,4 @@ class Config(_Strict):
     aliases: dict[str, str] = Field(default_factory=dict, description="client model name or glob -> route name")
     log: LogConfig = LogConfig()
     spend: SpendConfig = SpendConfig()
+    state: StateConfig = StateConfig()

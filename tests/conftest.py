@@ -14,6 +14,10 @@ os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 
 from backends.simulator import SimServer
 
+# Real servers started per test, on free ports (they skip locally, naming the package, when the
+# binary is missing; under CI they fail instead).
+pytest_plugins = ["tests.redis_server"]
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests that use real sockets or processes are `integration`; the rest are `unit`, so

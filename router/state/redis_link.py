@@ -1,0 +1,120 @@
+"""One replica's link to the shared Redis, and the rule that makes Redis optional at run time:
+every shared read or write goes through `RedisLink.call`, which answers the caller's local
+fallback instead of raising while Redis is unreachable, warns once per outage, counts outages,
+and tries Redis again every `retry_s` until it answers.
+
+The client (redis.asyncio) is bound to the event loop it first ran on, so there is one per loop.
+`redis` is imported on first use: a config without `state: backend: redis` never loads it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, TypeVar
+
+from backends.per_loop import PerLoop
+from backends.secrets import expand
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+    from router.config import StateConfig
+
+__all__ = ["RedisLink", "describe_target"]
+
+_LOG = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class RedisLink:
+    """`call(op, fallback)` runs `op(client)` against Redis, or returns `fallback` while Redis is down."""
+
+    def __init__(self, url: str, *, prefix: str = "route:", timeout_s: float = 0.25, retry_s: float = 2.0,
+                 clock: Callable[[], float] = time.monotonic):
+        self._url = url  # may hold a password: never logged, never in an error message
+        self.prefix = prefix
+        self.timeout_s = timeout_s
+        self.retry_s = retry_s
+        self._clock = clock
+        self._clients: PerLoop[Redis] = PerLoop(self._connect)
+        self.up = True
+        self.outages = 0  # times Redis went from answering to not (a metric and `route doctor` read it)
+        self.last_error: str | None = None
+        self._retry_at = 0.0
+
+    @classmethod
+    def from_config(cls, state: StateConfig) -> RedisLink:
+        assert state.url is not None  # the config's validator requires it for backend: redis
+        return cls(expand(state.url), prefix=state.prefix, timeout_s=state.timeout_ms / 1000,
+                   retry_s=state.retry_ms / 1000)
+
+    def key(self, *parts: str) -> str:
+        return self.prefix + ":".join(parts)
+
+    def _connect(self) -> Redis:
+        from redis.asyncio import Redis
+
+        return Redis.from_url(self._url, socket_timeout=self.timeout_s, socket_connect_timeout=self.timeout_s,
+                              health_check_interval=0, retry_on_timeout=False)
+
+    @property
+    def usable(self) -> bool:
+        """Up, or down long enough that the next call should try Redis again."""
+        return self.up or self._clock() >= self._retry_at
+
+    async def call(self, op: Callable[[Redis], Awaitable[T]], fallback: T) -> T:
+        if not self.usable:
+            return fallback
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                result = await op(self._clients.get())
+        except Exception as exc:  # any failure to reach Redis means: run on local state
+            if not _is_unreachable(exc):
+                raise
+            self._went_down(exc)
+            return fallback
+        if not self.up:
+            self.up = True
+            _LOG.warning("route: shared state is back: Redis answers again; sharing latency, breakers and limits")
+        return result
+
+    def _went_down(self, exc: BaseException) -> None:
+        self._retry_at = self._clock() + self.retry_s
+        self.last_error = _describe(exc)
+        if self.up:
+            self.up = False
+            self.outages += 1
+            _LOG.warning("route: shared state unavailable (%s); running on this replica's local state and "
+                         "trying Redis again every %.1f s. Requests are not affected.", self.last_error, self.retry_s)
+
+    async def aclose(self) -> None:
+        for loop, client in list(self._clients.by_loop.items()):
+            if not loop.is_closed() and loop is asyncio.get_running_loop():
+                await client.aclose()
+        self._clients.by_loop.clear()
+
+
+def _is_unreachable(exc: BaseException) -> bool:
+    from redis.exceptions import BusyLoadingError, ConnectionError, TimeoutError
+
+    return isinstance(exc, (ConnectionError, TimeoutError, BusyLoadingError, OSError, asyncio.TimeoutError))
+
+
+def _describe(exc: BaseException) -> str:
+    """What went wrong, without the URL (which may hold a password)."""
+    if isinstance(exc, asyncio.TimeoutError):
+        return "no answer in time"
+    return type(exc).__name__
+
+
+def describe_target(url: str) -> str:
+    """host:port of a Redis URL, for messages: never the password."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return f"{parts.hostname or 'localhost'}:{parts.port or 6379}" if parts.scheme != "unix" else parts.path
+
+
