@@ -142,6 +142,11 @@ class Backend:
         """A third-party error from `_wire` in our error tree."""
         return BackendUnavailable(f"{type(exc).__name__}: {str(exc)[:300]}", **self.where())
 
+    def current_capabilities(self) -> Capabilities:
+        """What this backend can take now: the kind's `capabilities`, unless its model decides
+        (diffusion-local takes images only with a checkpoint that has a vision tower)."""
+        return self.capabilities
+
     def cost(self, usage: Usage) -> float:
         return self.settings.price.cost(usage)
 

@@ -229,7 +229,7 @@ class Router:
         unable = {}
         for name in self.names():
             backend = self.backend(name)
-            missing = needs.missing(backend.capabilities, backend.settings.context_window)
+            missing = needs.missing(backend.current_capabilities(), backend.settings.context_window)
             if missing:
                 unable[name] = missing
         return unable

@@ -292,11 +292,18 @@ IMAGE = [{"role": "user", "content": [{"type": "text", "text": "what is this?"},
                                       {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}}]}]
 
 
-def test_image_requests_skip_the_in_process_engine_and_say_why_when_nothing_else_can(backend):
+def test_image_requests_skip_a_text_only_checkpoint_and_say_why_when_nothing_else_can(tiny_path, tmp_path):
+    import shutil
+
+    from backends.diffusion.local import DiffusionLocalBackend
     from backends.errors import Unsupported
     from policies.needs import Needs
     from router.core import Router
 
+    # The published-shape checkpoint without its image processor: a vision tower alone is not enough.
+    text_only = tmp_path / "text-only"
+    shutil.copytree(tiny_path, text_only, ignore=shutil.ignore_patterns("processor_config.json"))
+    backend = DiffusionLocalBackend(BackendSettings(name="local", model=str(text_only), canvas_length=CANVAS))
     local = {"kind": "diffusion-local", "model": backend.model, "decoding": "diffusion", "canvas_length": CANVAS}
     both = {"backends": {"local": local, "hosted": {"kind": "openai", "model": "h"}},
             "routing": {"tiers": [{"name": "all", "backends": ["local", "hosted"]}]}}

@@ -27,6 +27,7 @@ from typing import Any
 
 from backends.diffusion.load import EngineSetupError, LoadedModel, oom_message
 from backends.diffusion.streamer import BatchStreamer, DraftEvent, Row, StopGeneration
+from backends.diffusion.vision import ImageInputs, expand
 from backends.errors import BackendUnavailable, RouteError, UsageError
 
 __all__ = ["GENERATION_KEYS", "DiffusionEngine", "DraftEvent", "EngineJob", "EngineResult", "QueueEvent"]
@@ -78,6 +79,7 @@ class EngineJob:
     input_ids: Any  # LongTensor (1, prompt_len), on the CPU
     generation_config: Any  # a validated DiffusionGemmaGenerationConfig
     emit: Callable[[Event], None]
+    images: ImageInputs | None = None  # pixels and image-token marks, when the prompt holds images
     seed: int | None = None
     deadline: float | None = None  # time.monotonic() value
     drafts: bool = True  # False: count denoising steps but skip decoding and sending drafts
@@ -191,6 +193,15 @@ class DiffusionEngine:
             raise UsageError(f"the checkpoint's chat template rejected these messages: {exc}") from None
         return encoded["input_ids"]
 
+    @property
+    def takes_images(self) -> bool:
+        return self.loaded.image_processor is not None
+
+    def add_images(self, input_ids: Any, images: list[Any]) -> tuple[Any, ImageInputs]:
+        """(input_ids with each image's tokens in place, the image inputs) for decoded images, through
+        the checkpoint's image processor. Blocking (resizing): call it off the event loop."""
+        return expand(input_ids, images, self.loaded.image_processor, self.loaded.model.config)
+
     def generation_config(self, overrides: dict[str, Any]) -> Any:
         """The model's generation config with `overrides` applied, validated by transformers."""
         from transformers.models.diffusion_gemma.generation_diffusion_gemma import EntropyBoundSamplerConfig
@@ -296,7 +307,8 @@ class DiffusionEngine:
             streamer.check()  # a deadline may have passed while the jobs waited in the queue
             output = loaded.model.generate(input_ids.to(loaded.model.device),
                                            attention_mask=attention_mask.to(loaded.model.device),
-                                           streamer=streamer, generation_config=config)
+                                           streamer=streamer, generation_config=config,
+                                           **_image_kwargs(jobs, input_ids.shape[1], loaded.model))
         except StopGeneration:
             return  # every row was dropped, and told so, by the streamer
         except torch.OutOfMemoryError:
@@ -360,6 +372,26 @@ def _left_pad(prompts: list[Any], pad_id: int | None) -> tuple[Any, Any]:
         ids[i, longest - n:] = prompt[0]
         mask[i, longest - n:] = 1
     return ids, mask
+
+
+def _image_kwargs(jobs: list[EngineJob], width: int, model: Any) -> dict[str, Any]:
+    """`generate()`'s image inputs for a batch: every row's images in row order (the model fills
+    image tokens in that order), and the image-token marks left-padded like the prompts."""
+    import torch
+
+    with_images = [job.images for job in jobs if job.images is not None]
+    if not with_images:
+        return {}
+    marks = torch.zeros((len(jobs), width), dtype=torch.long)
+    for i, job in enumerate(jobs):
+        if job.images is not None:
+            row = job.images.mm_token_type_ids[0]
+            marks[i, width - row.shape[0]:] = row
+    return {
+        "pixel_values": torch.cat([x.pixel_values for x in with_images]).to(model.device, model.dtype),
+        "image_position_ids": torch.cat([x.image_position_ids for x in with_images]).to(model.device),
+        "mm_token_type_ids": marks.to(model.device),
+    }
 
 
 def _hidden_ids(tokenizer: Any) -> frozenset[int]:

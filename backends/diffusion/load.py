@@ -145,17 +145,22 @@ def read_config(model_ref: str) -> Any:
 
 @dataclass
 class LoadedModel:
-    """A model and tokenizer ready to generate, and where they live."""
+    """A model and tokenizer ready to generate, and where they live; `image_processor` when the
+    checkpoint takes images (a vision tower and an image processor config), else None."""
 
     model: Any
     tokenizer: Any
     device: str
     dtype: str
     canvas_length: int
+    image_processor: Any = None
 
 
 def load_model(model_ref: str, options: dict[str, Any] | None = None) -> LoadedModel:
-    """Load weights and tokenizer from a directory or the local hub cache onto the chosen device."""
+    """Load weights, tokenizer and (when there is one) image processor from a directory or the local
+    hub cache onto the chosen device."""
+    from backends.diffusion.vision import load_image_processor
+
     torch, transformers = import_engine()
     options = dict(options or {})
     config = read_config(model_ref)
@@ -180,7 +185,8 @@ def load_model(model_ref: str, options: dict[str, Any] | None = None) -> LoadedM
     model.eval()
     patch_model(model)  # transformers 5.24 crashes on use_bidirectional_attention "all" (see compat)
     _warm_imports()
-    return LoadedModel(model, tokenizer, device, dtype_name, int(config.canvas_length))
+    return LoadedModel(model, tokenizer, device, dtype_name, int(config.canvas_length),
+                       image_processor=load_image_processor(transformers, where, config))
 
 
 def _placement(device: str) -> dict[str, Any]:

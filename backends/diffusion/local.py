@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import threading
 import time
@@ -36,7 +37,8 @@ from backends.base import Backend, BackendSettings, Health
 from backends.capabilities import Capabilities
 from backends.diffusion.engine import GENERATION_KEYS, DiffusionEngine, EngineJob, EngineResult
 from backends.diffusion.load import EngineSetupError, load_model
-from backends.errors import BackendError, BackendTimeout, RouteError, UsageError
+from backends.diffusion.vision import checkpoint_has_vision, decode_image, request_images, template_content
+from backends.errors import BackendError, BackendTimeout, RouteError, Unsupported, UsageError
 from backends.gemma_tools import tool_call_chunks
 from backends.thinking import split_chunks
 from backends.types import (
@@ -49,7 +51,6 @@ from backends.types import (
     TextChunk,
     Timings,
     Usage,
-    content_text,
 )
 
 __all__ = ["DiffusionLocalBackend", "EngineSetupError", "batch_window_s", "generation_overrides", "max_batch",
@@ -105,9 +106,14 @@ def generation_overrides(request: Request, params: dict[str, Any]) -> tuple[dict
 
 
 def _chat(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    # Chat templates expect plain string content; OpenAI content parts are flattened to text. Other
-    # keys (an assistant's tool_calls, a tool reply's tool_call_id) are the template's to render.
-    return [{**m, "role": m.get("role", "user"), "content": content_text(m.get("content"))} for m in messages]
+    # Chat templates expect plain string content; OpenAI content parts are flattened to text, except
+    # in a message with images, whose parts stay parts for the template to place. Other keys (an
+    # assistant's tool_calls, a tool reply's tool_call_id) are the template's to render.
+    return [{**m, "role": m.get("role", "user"), "content": template_content(m.get("content"))} for m in messages]
+
+
+def _with_images(engine: DiffusionEngine, input_ids: Any, urls: list[str]) -> tuple[Any, Any]:
+    return engine.add_images(input_ids, [decode_image(url) for url in urls])
 
 
 def max_batch(options: dict[str, Any]) -> int:
@@ -130,14 +136,26 @@ def batch_window_s(options: dict[str, Any]) -> float:
 
 class DiffusionLocalBackend(Backend):
     kind = "diffusion-local"
-    # Images need the checkpoint's processor, which this engine does not load yet: vision stays off,
-    # so the router sends image requests elsewhere (a 400 when nothing else can take them).
-    capabilities: ClassVar[Capabilities] = Capabilities(tools=True, seed=True, drafts=True)
+    # vision: only with a checkpoint that has a vision tower and an image processor; see current_capabilities.
+    capabilities: ClassVar[Capabilities] = Capabilities(tools=True, seed=True, vision=True, drafts=True)
 
     def __init__(self, settings: BackendSettings):
         super().__init__(settings)
         self._engine: DiffusionEngine | None = None
         self._load_lock = threading.Lock()
+        self._vision: bool | None = None  # what the checkpoint's files promise, read once
+
+    def current_capabilities(self) -> Capabilities:
+        """Images only when this checkpoint takes them: once loaded, when its image processor loaded;
+        before that (the router decides before the weights load), when its files declare a vision
+        tower and an image processor (config files only). Without either, image requests go elsewhere."""
+        if self._engine is not None:
+            vision = self._engine.takes_images
+        else:
+            if self._vision is None:
+                self._vision = checkpoint_has_vision(self.model)
+            vision = self._vision
+        return dataclasses.replace(self.capabilities, vision=vision)
 
     # -- engine ---------------------------------------------------------------------------
 
@@ -205,6 +223,15 @@ class DiffusionLocalBackend(Backend):
         config = engine.generation_config(overrides)
         input_ids = engine.encode(_chat(request.messages), thinking=thinking_flag(request, self.settings.params),
                                   tools=request.extra.get("tools"))
+        images = None
+        urls = request_images(request.messages)
+        if urls:
+            if not engine.takes_images:
+                raise Unsupported(f"{self.name}: the checkpoint at {self.model} has no vision tower or no image "
+                                  "processor, so it cannot take images; send the request to a backend that can",
+                                  need="vision")
+            # Decoding and resizing images takes milliseconds to seconds: off the event loop.
+            input_ids, images = await asyncio.to_thread(_with_images, engine, input_ids, urls)
         loop = asyncio.get_running_loop()
         events: asyncio.Queue = asyncio.Queue()
 
@@ -216,7 +243,7 @@ class DiffusionLocalBackend(Backend):
 
         budget = self._deadline_s(request)
         started = time.perf_counter()
-        job = EngineJob(input_ids=input_ids, generation_config=config, emit=emit, seed=seed, drafts=drafts,
+        job = EngineJob(input_ids=input_ids, generation_config=config, emit=emit, seed=seed, drafts=drafts, images=images,
                         deadline=None if budget is None else time.monotonic() + budget)
         engine.submit(job)
         run = _Run(self, engine, config, request.stop or [], started, budget)

@@ -1,8 +1,9 @@
 """A tiny DiffusionGemma checkpoint with random weights and a locally trained tokenizer.
 
 For tests and benchmarks that need the real transformers engine on a CPU without downloading
-anything: `build_tiny_checkpoint(dir)` writes config, weights, generation config and a tokenizer
-with a chat template, in the same layout as a real checkpoint, so the same loader reads both.
+anything: `build_tiny_checkpoint(dir)` writes config, weights, generation config, a tokenizer
+with a chat template and an image processor config, in the same layout as a real checkpoint, so
+the same loader reads both.
 The answers are word salad (the weights are random) and never end early (the EOS logit is pinned
 below the rest); the engine, sampler and streamer are real.
 Needs the `local` extra (torch, transformers).
@@ -10,7 +11,9 @@ Needs the `local` extra (torch, transformers).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 __all__ = ["TINY_CANVAS_LENGTH", "build_tiny_checkpoint"]
 
@@ -34,13 +37,17 @@ _CORPUS = [
 
 # Gemma's turn format, reduced to what a WordLevel tokenizer can round-trip.
 # `enable_thinking` is Gemma 4's switch: it adds `<|think|>` to the prompt; declared tools get a turn each.
+# Content is a string, or (with images) Gemma's parts, an image part becoming the image token.
 _CHAT_TEMPLATE = (
     "{{ bos_token }}{% if enable_thinking %}<|think|>{% endif %}"
     "{% for tool in tools or [] %}<start_of_turn>system {{ tool['function']['name'] }}<end_of_turn>{% endfor %}"
     "{% for message in messages %}<start_of_turn>{{ message['role'] }} "
-    "{{ message['content'] }}<end_of_turn>{% endfor %}"
+    "{% if message['content'] is string %}{{ message['content'] }}{% else %}{% for part in message['content'] %}"
+    "{% if part['type'] == 'image' %}<image>{% else %}{{ part['text'] }} {% endif %}{% endfor %}{% endif %}"
+    "<end_of_turn>{% endfor %}"
     "{% if add_generation_prompt %}<start_of_turn>model {% endif %}"
 )
+_SOFT_TOKENS = 70  # per image: the fewest Gemma 4's image processor allows (the published default is 280)
 
 
 def _tokenizer():
@@ -103,10 +110,20 @@ def _config(tokenizer, canvas_length: int, layers: int, hidden: int, bidirection
     )
 
 
+def _processor_config(vision: Any) -> dict[str, Any]:
+    """processor_config.json as Gemma 4 checkpoints ship it (the image half; no audio or video here)."""
+    image = dict(image_processor_type="Gemma4ImageProcessor", do_convert_rgb=True, do_resize=True, resample=3,
+                 do_rescale=True, rescale_factor=1 / 255, do_normalize=False, image_mean=[0.0, 0.0, 0.0],
+                 image_std=[1.0, 1.0, 1.0], patch_size=vision.patch_size, pooling_kernel_size=vision.pooling_kernel_size,
+                 max_soft_tokens=_SOFT_TOKENS)
+    return {"processor_class": "Gemma4Processor", "image_seq_length": _SOFT_TOKENS, "image_processor": image}
+
+
 def build_tiny_checkpoint(path: str | Path, *, canvas_length: int = TINY_CANVAS_LENGTH, layers: int = 6,
                           hidden: int = 32, max_denoising_steps: int = 8, seed: int = 0,
-                          bidirectional: str | None = "vision") -> Path:
-    """Write a random-weight DiffusionGemma (well under a million parameters) and its tokenizer to `path`.
+                          bidirectional: str | None = "vision", image_processor: bool = True) -> Path:
+    """Write a random-weight DiffusionGemma (well under a million parameters), its tokenizer and,
+    unless `image_processor=False` (a text-only checkpoint), its image processor config to `path`.
 
     The generation config keeps DiffusionGemma's published defaults except `max_denoising_steps`,
     lowered so a test's canvas costs a handful of forward passes. Returns the directory.
@@ -146,4 +163,7 @@ def build_tiny_checkpoint(path: str | Path, *, canvas_length: int = TINY_CANVAS_
     )
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
+    if image_processor:
+        processor = _processor_config(model.config.vision_config)
+        (out / "processor_config.json").write_text(json.dumps(processor, indent=2) + "\n", encoding="utf-8")
     return out

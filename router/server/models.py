@@ -11,7 +11,6 @@ import fnmatch
 import time
 from typing import TYPE_CHECKING, Any
 
-from backends.registry import backend_class
 from router.server.wire import ApiError
 
 if TYPE_CHECKING:
@@ -51,7 +50,7 @@ class ModelNames:
         models = [{"id": "auto", "object": "model", "created": created, "owned_by": "route",
                    "route": {"kind": "router", "routes_to": [t.name for t in config.routing.tiers]}}]
         for name, spec in config.backends.items():
-            caps = backend_class(spec.kind).capabilities
+            caps = self._router.backend(name).current_capabilities()
             models.append({"id": name, "object": "model", "created": created, "owned_by": f"route:{spec.kind}",
                            "route": {"kind": spec.kind, "model": spec.model, "capabilities": caps.as_dict(),
                                      "context_window": spec.context_window, "decoding": spec.decoding}})

@@ -22,6 +22,7 @@ from backends.errors import (
     BadRequest,
     DeadlineAtRisk,
     RateLimited,
+    UsageError,
 )
 from backends.types import Completion
 
@@ -67,6 +68,8 @@ def error_for_failure(exc: BaseException) -> ApiError:
     message = str(exc)
     if isinstance(exc, DeadlineAtRisk):
         return ApiError(504, message, kind="server_error", code="deadline_at_risk")
+    if isinstance(exc, UsageError):  # the request itself, found wrong by the backend (a stream's first read)
+        return ApiError(400, message, code="invalid_request")
     if isinstance(exc, BackendError | AllBackendsFailed):
         for types, status, kind, code in _STATUS_RULES:
             if all(isinstance(e, types) for e in errors):
