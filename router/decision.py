@@ -150,6 +150,9 @@ class RouteResult:
                 "denoising_steps": c.diffusion.denoising_steps,
                 "tokens_per_forward": c.diffusion.tokens_per_forward,
             }
+        if c.thinking:  # apart from `text`, as `reasoning_content` is apart from `content`
+            out["thinking"] = c.thinking
+            out["usage"]["thinking_tokens"] = c.usage.thinking_tokens
         if c.tool_calls:
             out["tool_calls"] = c.tool_calls
         extra = {k: v for k, v in c.metadata.items() if k not in ("simulated",)}

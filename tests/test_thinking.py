@@ -4,6 +4,7 @@ real sockets (the simulator) and OpenAI's `reasoning_content` field (a mock tran
 from __future__ import annotations
 
 import json
+import re
 
 import httpx
 from hypothesis import given
@@ -141,3 +142,85 @@ async def test_an_arbiter_sees_answers_never_thoughts(sim):
         result = await router.acomplete("why is the sky blue", model="panel")
     assert prompts and all(ANSWER in p and THOUGHT not in p and OPEN not in p for p in prompts)
     assert result.completion.text == ANSWER
+
+
+# ------------------------------------------------------------------ `route "prompt"` and thinking
+
+
+def _route(*args: str, env: dict | None = None):
+    """The real console script in a subprocess, stdout and stderr apart, as a shell runs it."""
+    import os
+    import subprocess
+    import sys
+
+    full_env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR")}
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "router.cli", *args], capture_output=True, text=True, env=full_env,
+                          timeout=60, stdin=subprocess.DEVNULL)
+
+
+def _thinker_config(tmp_path, sim) -> str:
+    sim.update_profile("sim-thinker", thinking_tokens=12, answer_tokens=20)
+    path = tmp_path / "cfg.yaml"
+    path.write_text(f"backends:\n  thinker: {{kind: openai, model: sim-thinker, base_url: {sim.base_url}}}\n"
+                    "routing:\n  tiers:\n    - {name: all, backends: [thinker]}\n")
+    return str(path)
+
+
+SIM_THOUGHT = "[simulated thinking sim-thinker]"
+
+
+def test_the_simulator_thinks_when_its_profile_says_so_and_stays_labelled(sim, tmp_path):
+    config = _thinker_config(tmp_path, sim)
+    raw = httpx.post(f"{sim.base_url}/chat/completions", json={"model": "sim-thinker", "messages": PROMPT}).json()
+    content = raw["choices"][0]["message"]["content"]
+    assert content.startswith(f"{OPEN}thought\n{SIM_THOUGHT}") and f"{CLOSE}[simulated sim-thinker]" in content
+    assert raw["usage"]["completion_tokens"] == 12 + 20 and config
+
+
+def test_cli_hides_thinking_by_default_streamed_or_not(sim, tmp_path):
+    config = _thinker_config(tmp_path, sim)
+    for mode in ("--stream", "--no-stream"):
+        result = _route("-c", config, mode, "why is the sky blue")
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.startswith("[simulated sim-thinker]") and "thinking" not in result.stdout
+        assert SIM_THOUGHT not in result.stderr and OPEN not in result.stdout + result.stderr
+
+
+def test_cli_show_thinking_prints_the_thought_on_stderr_and_only_the_answer_on_stdout(sim, tmp_path):
+    config = _thinker_config(tmp_path, sim)
+    hidden = _route("-c", config, "why is the sky blue")
+    for mode in ("--stream", "--no-stream"):
+        shown = _route("-c", config, mode, "--show-thinking", "why is the sky blue")
+        assert shown.returncode == 0, shown.stderr
+        assert shown.stdout == hidden.stdout  # `route ... > out.txt` stores the answer alone
+        thought_line = next(line for line in shown.stderr.splitlines() if SIM_THOUGHT in line)
+        assert thought_line.startswith(SIM_THOUGHT) and "[simulated sim-thinker]" not in thought_line
+        assert "SIMULATED" in shown.stderr and OPEN not in shown.stderr
+
+
+def test_cli_show_thinking_is_dimmed_on_a_colour_terminal_and_kept_with_quiet(sim, tmp_path):
+    config = _thinker_config(tmp_path, sim)
+    coloured = _route("-c", config, "--show-thinking", "why is the sky blue", env={"FORCE_COLOR": "1"})
+    dim = re.compile(r"\x1b\[2m(.*?)\x1b\[0m", re.S)  # ANSI dim ... reset (the thought streams in pieces)
+    assert SIM_THOUGHT in "".join(dim.findall(coloured.stderr)) and "thinking" not in dim.sub("", coloured.stderr)
+    quiet = _route("-c", config, "-q", "--show-thinking", "why is the sky blue")
+    assert quiet.stderr.startswith(SIM_THOUGHT) and "→" not in quiet.stderr
+
+
+def test_cli_watch_shows_thinking_only_when_asked(sim, tmp_path):
+    config = _thinker_config(tmp_path, sim)
+    plain = _route("-c", config, "--watch", "why is the sky blue")
+    shown = _route("-c", config, "--watch", "--show-thinking", "why is the sky blue")
+    assert plain.returncode == shown.returncode == 0, shown.stderr
+    assert plain.stdout == shown.stdout and plain.stdout.startswith("[simulated sim-thinker]")
+    assert SIM_THOUGHT not in plain.stderr + plain.stdout and SIM_THOUGHT in shown.stderr
+
+
+def test_cli_json_has_thinking_under_its_own_key(sim, tmp_path):
+    config = _thinker_config(tmp_path, sim)
+    doc = json.loads(_route("-c", config, "--json", "why is the sky blue").stdout)
+    assert doc["thinking"].startswith(SIM_THOUGHT) and doc["text"].startswith("[simulated sim-thinker]")
+    assert SIM_THOUGHT not in doc["text"] and doc["usage"]["thinking_tokens"] > 0 and doc["simulated"] is True
+    sim.update_profile("sim-thinker", thinking_tokens=0)
+    assert "thinking" not in json.loads(_route("-c", config, "--json", "why is the sky blue").stdout)

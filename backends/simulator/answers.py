@@ -15,9 +15,11 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from backends.thinking import CLOSE, OPEN
 from backends.types import Message, content_text, last_user_text
 
-__all__ = ["Answer", "count_tokens", "finish", "generate", "prompt_tokens", "split_tokens", "with_tool_calls"]
+__all__ = ["Answer", "count_tokens", "finish", "generate", "prompt_tokens", "split_tokens", "with_thought",
+           "with_tool_calls"]
 
 _TOKEN = re.compile(r"\s*\S+")
 _ECHO_WORDS = 8
@@ -85,6 +87,19 @@ def generate(
     while len(words) < n_tokens:
         words.append(rng.choice(_VOCABULARY))
     return " ".join(words[: max(n_tokens, 0)])
+
+
+def with_thought(text: str, model: str, messages: Sequence[Message], n_tokens: int) -> str:
+    """`text` after a labelled thought of `n_tokens` words, between Gemma 4's thinking markers
+    (`<|channel>thought\n` ... `<channel|>`), as DiffusionGemma writes it with thinking on; the
+    client splits it off as it would a real model's."""
+    if n_tokens <= 0:
+        return text
+    rng = random.Random(_digest(f"{model} thinking", messages, None, None))
+    words = [*f"[simulated thinking {model}]".split()]
+    while len(words) < n_tokens:
+        words.append(rng.choice(_VOCABULARY))
+    return f"{OPEN}thought\n{' '.join(words[:n_tokens])}{CLOSE}{text}"
 
 
 def with_tool_calls(answer: Answer, calls: Sequence[dict]) -> Answer:

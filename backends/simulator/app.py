@@ -41,7 +41,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from backends.errors import ConfigError
-from backends.simulator.answers import Answer, finish, generate, prompt_tokens, with_tool_calls
+from backends.simulator.answers import Answer, finish, generate, prompt_tokens, with_thought, with_tool_calls
 from backends.simulator.anthropic import Messages
 from backends.simulator.drafts import drafts
 from backends.simulator.profiles import DEFAULT_PROFILES, FALLBACK_PROFILE, FAULT_KINDS, SimProfile
@@ -220,6 +220,7 @@ class ChatCompletions:
             temperature = float(temperature) if isinstance(temperature, (int, float)) else None
             text = generate(model, messages, profile.answer_tokens,
                             seed=body.get("seed"), temperature=temperature)
+            text = with_thought(text, model, messages, profile.thinking_tokens)
         return with_tool_calls(finish(text, max_tokens, stop, prompt_tokens(messages)), calls)
 
 

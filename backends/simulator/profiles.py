@@ -40,6 +40,9 @@ class SimProfile:
     Diffusion: after `ttft_s`, each canvas of up to `canvas_length` tokens arrives whole after
     `canvas_s`, so a 20-token answer costs as much as a 256-token one.
     `answer_tokens` is the answer length when the request sets no `max_tokens`.
+    `thinking_tokens` > 0: generated answers start with a labelled thought of that many words in
+    Gemma 4's thinking markers (counted in the output tokens and cut by `max_tokens`, as a real
+    model's thinking is); scripted replies are sent as scripted.
     `fault_rate` spreads faults evenly: 0.25 fails requests 4, 8, 12...; 1.0 fails every one.
     """
 
@@ -49,6 +52,7 @@ class SimProfile:
     canvas_s: float = 0.0
     canvas_length: int = 256
     answer_tokens: int = 40
+    thinking_tokens: int = 0
     fault: str | None = None
     fault_rate: float = 1.0
     retry_after_s: float = 1.0
@@ -65,8 +69,8 @@ class SimProfile:
             raise ConfigError(f"unknown fault {self.fault!r}; expected one of {sorted(FAULT_KINDS)}")
         if self.decoding not in ("autoregressive", "diffusion"):
             raise ConfigError(f"unknown decoding {self.decoding!r}")
-        if self.canvas_length < 1 or self.answer_tokens < 0 or not 0 <= self.fault_rate <= 1:
-            raise ConfigError("canvas_length >= 1, answer_tokens >= 0, 0 <= fault_rate <= 1")
+        if self.canvas_length < 1 or self.answer_tokens < 0 or self.thinking_tokens < 0 or not 0 <= self.fault_rate <= 1:
+            raise ConfigError("canvas_length >= 1, answer_tokens >= 0, thinking_tokens >= 0, 0 <= fault_rate <= 1")
         if self.fault is not None:
             object.__setattr__(self, "fault", str(self.fault))  # YAML may hand us 500 as an int
         if self.replies is not None:

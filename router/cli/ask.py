@@ -153,22 +153,34 @@ def _show_stats(out: Output, c) -> None:
     out.info("[dim]" + " · ".join(parts) + "[/]")
 
 
-async def _ask(router, out: Output, messages, *, stream: bool, options: dict[str, Any]) -> None:
-    from backends.types import FinalChunk, TextChunk
+async def _ask(router, out: Output, messages, *, stream: bool, options: dict[str, Any],
+               show_thinking: bool = False) -> None:
+    from backends.types import FinalChunk, TextChunk, ThinkingChunk
 
     if not stream or out.json_mode:
         result = await router.acomplete(messages, **options)
         if out.json_mode:
             out.data(_with_degraded(result.as_dict(), result.completion))
         else:
+            if show_thinking and result.completion.thinking:
+                out.thinking(result.completion.thinking + "\n")
             out.text(result.text, end="\n")
             _show_stats(out, result.completion)
             if result.downgrade is not None:
                 out.info(f"[yellow]DOWNGRADED[/] tier {result.downgrade.header()}: {result.downgrade.reason}")
         _warn_degraded(out, result.completion)
         return
+    thinking = False  # a thought is being printed: end its line before the answer starts
     async with contextlib.aclosing(router.astream(messages, **options).__aiter__()) as chunks:
         async for chunk in chunks:
+            if isinstance(chunk, ThinkingChunk):
+                if show_thinking and chunk.text:
+                    out.thinking(chunk.text)
+                    thinking = True
+                continue
+            if thinking and isinstance(chunk, (TextChunk, FinalChunk)):
+                out.thinking("\n")
+                thinking = False
             if isinstance(chunk, TextChunk):
                 out.text(chunk.text)
             elif isinstance(chunk, FinalChunk):
@@ -208,15 +220,15 @@ def failure_hint(exc) -> str | None:
 
 
 async def _run(router, out: Output, messages, options: dict[str, Any], *, stream: bool, watch: bool,
-               label: str) -> None:
+               label: str, show_thinking: bool = False) -> None:
     """The request on one event loop; Ctrl-C cancels this task, so every call it made is cancelled."""
     try:
         if watch:
             from router.cli.watch import watch_answer
 
-            await watch_answer(router, out, messages, options, _show_stats, label=label)
+            await watch_answer(router, out, messages, options, _show_stats, label=label, show_thinking=show_thinking)
         else:
-            await _ask(router, out, messages, stream=stream, options=options)
+            await _ask(router, out, messages, stream=stream, options=options, show_thinking=show_thinking)
     finally:
         await router.aclose()
 
@@ -251,6 +263,9 @@ def register(app: typer.Typer) -> None:
         quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Only the answer; no notes on stderr.")] = False,
         watch: Annotated[bool, typer.Option("--watch", help="Diffusion backends: show the canvas denoising in place.")] = False,
         no_log: Annotated[bool, typer.Option("--no-log", help="Do not write this request to the request log.")] = False,
+        show_thinking: Annotated[bool, typer.Option(
+            "--show-thinking", help="Print the model's thinking, dimmed, on stderr before the answer (stdout keeps "
+                                    "the answer alone; --json always has it under `thinking`).")] = False,
     ) -> None:
         from router.cli.durations import parse_duration
         from router.config_loader import load_config
@@ -275,7 +290,8 @@ def register(app: typer.Typer) -> None:
         _show_decision(out, decision)
         options = dict(model=model, max_tokens=max_tokens, temperature=temperature, deadline_s=deadline_s,
                        prefer=prefer)
-        _answer(router, out, messages, options, decision.chosen, stream=stream, watch=watch and not json_output)
+        _answer(router, out, messages, options, decision.chosen, stream=stream, watch=watch and not json_output,
+                show_thinking=show_thinking)
 
 
 def _check_spend(router) -> None:
@@ -288,7 +304,7 @@ def _check_spend(router) -> None:
 
 
 def _answer(router, out: Output, messages, options: dict[str, Any], chosen: str, *, stream: bool,
-            watch: bool) -> None:
+            watch: bool, show_thinking: bool = False) -> None:
     """Run the request, with the consortium's live table when there is one to show."""
     from backends.errors import AllBackendsFailed
     from router.cli.app import EXIT_NO_BACKEND
@@ -300,7 +316,8 @@ def _answer(router, out: Output, messages, options: dict[str, Any], chosen: str,
         view = live_view(router, chosen, out)
     try:
         with view:
-            _run_request(_run(router, out, messages, options, stream=stream, watch=watch, label=chosen))
+            _run_request(_run(router, out, messages, options, stream=stream, watch=watch, label=chosen,
+                              show_thinking=show_thinking))
     except AllBackendsFailed as exc:
         _report_failure(out, exc)
         raise typer.Exit(EXIT_NO_BACKEND) from None

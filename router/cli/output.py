@@ -49,6 +49,14 @@ class Output:
         sys.stdout.write(text + end)
         sys.stdout.flush()
 
+    def thinking(self, text: str) -> None:
+        """The model's thinking (--show-thinking), dimmed on stderr as it arrives: stdout keeps the
+        answer alone, so `route "..." > out.txt` stores no thought. Shown even with --quiet: it was
+        asked for by name."""
+        from rich.text import Text
+
+        self.err.print(Text(text, style="dim"), end="")
+
     def info(self, message: str) -> None:
         """A human note on stderr (rich markup allowed); silent with --quiet."""
         if not self.quiet:

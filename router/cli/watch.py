@@ -4,7 +4,8 @@ A diffusion backend streams DraftChunks (the current canvas's draft after every 
 between committed TextChunks. The view shows committed text plainly and the draft after it in
 yellow, redrawn in place on stderr by rich Live; the final answer then goes to stdout like any
 other answer, and the stats line (with tokens per forward pass) to stderr. Backends without
-drafts simply show their text growing. Mercury's `diffusing` stream mode (every event carries
+drafts simply show their text growing. With --show-thinking the model's thinking is shown dimmed
+above the answer while it arrives, and printed dimmed on stderr before the final answer. Mercury's `diffusing` stream mode (every event carries
 the whole draft) arrives as DraftChunks too, so it feeds the same view.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from backends.types import Chunk, Completion, DraftChunk, FinalChunk, TextChunk
+from backends.types import Chunk, Completion, DraftChunk, FinalChunk, TextChunk, ThinkingChunk
 
 __all__ = ["CanvasView", "watch_answer"]
 
@@ -20,9 +21,11 @@ __all__ = ["CanvasView", "watch_answer"]
 class CanvasView:
     """What the terminal shows at any moment: committed text, then the live draft."""
 
-    def __init__(self, backend: str = "", max_chars: int | None = None):
+    def __init__(self, backend: str = "", max_chars: int | None = None, show_thinking: bool = False):
         self.backend = backend
         self.max_chars = max_chars  # committed text beyond this is elided, so the draft stays on screen
+        self.show_thinking = show_thinking
+        self.thinking = ""
         self.committed = ""
         self.draft = ""
         self.canvas = 0
@@ -37,6 +40,8 @@ class CanvasView:
         elif isinstance(chunk, TextChunk):
             self.committed += chunk.text
             self.draft = ""  # a committed canvas replaces its draft
+        elif isinstance(chunk, ThinkingChunk) and self.show_thinking:
+            self.thinking += chunk.text
         elif isinstance(chunk, FinalChunk):
             self.completion = chunk.completion
             self.draft = ""
@@ -60,7 +65,12 @@ class CanvasView:
             body.append(("" if not self.committed or self.committed.endswith((" ", "\n")) else " ") + self.draft,
                         style="yellow")
         header = Text(f"{self.backend} · {self.status()}", style="dim")
-        return Group(header, body)
+        if not self.thinking:
+            return Group(header, body)
+        thought = self.thinking
+        if self.max_chars is not None and len(thought) > self.max_chars // 2:
+            thought = "…" + thought[-(self.max_chars // 2):]
+        return Group(header, Text(thought, style="dim"), body)
 
 
 def tokens_per_forward(completion) -> float | None:
@@ -79,7 +89,7 @@ def _draft_options(router: Any, name: str) -> dict[str, Any]:
 
 
 async def watch_answer(router: Any, out: Any, messages: list[dict[str, Any]], options: dict[str, Any],
-                       show_stats, label: str = "") -> None:
+                       show_stats, label: str = "", show_thinking: bool = False) -> None:
     """Stream through the router, drawing the canvas in place; then print the final text and stats.
 
     The live area is transient: it is erased when the answer is complete (or the request is
@@ -92,7 +102,8 @@ async def watch_answer(router: Any, out: Any, messages: list[dict[str, Any]], op
 
     route_stream = router.astream(messages, **options, **_draft_options(router, label))
     size = out.err.size
-    view = CanvasView(label or options.get("model") or "", max_chars=max(200, size.width * max(2, size.height // 2)))
+    view = CanvasView(label or options.get("model") or "", max_chars=max(200, size.width * max(2, size.height // 2)),
+                      show_thinking=show_thinking)
     with Live(view.render(), console=out.err, transient=True, auto_refresh=False,
               redirect_stdout=False, redirect_stderr=True) as live:
         async with contextlib.aclosing(route_stream.__aiter__()) as chunks:
@@ -108,6 +119,9 @@ def _show_result(out: Any, view: CanvasView, show_stats) -> None:
         out.info("[dim]no denoising drafts came back: this backend streams plain text (for Mercury set "
                  "`params: {diffusing: true}`; an in-process `diffusion-local` backend shows canvases)[/]")
     completion = view.completion
+    thought = completion.thinking if completion is not None else view.thinking
+    if view.show_thinking and thought:
+        out.thinking(thought + "\n")
     out.text(completion.text if completion is not None else view.committed, end="\n")
     if completion is None:
         return
