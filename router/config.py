@@ -186,6 +186,8 @@ class LogConfig(_Strict):
 
     enabled: bool = True
     store_content: bool = Field(True, description="keep prompts and answers; False keeps only the metadata")
+    store_thinking: bool = Field(False, description="also keep the model's thinking, in its own column, cut like "
+                                                    "answers (needs store_content)")
     max_content_chars: int = Field(100_000, ge=0, description="prompt and answer cut to this many characters (0 = whole)")
     flush_interval_ms: float = Field(200, ge=0, description="records wait at most this long to be written; 0 = before "
                                                            "the request returns (a SIGKILL loses none)")

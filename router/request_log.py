@@ -16,8 +16,10 @@ exit lose none (pending records are flushed at exit). The thread starts on the f
 ends after a few idle seconds; `flush()` waits for everything queued so far.
 
 Prompts (the last user turn) and answers are stored unless `log.store_content` is false, each cut
-to `log.max_content_chars` with a marker giving the original size. API keys never are: a record
-is built only from the routing decision and the completion.
+to `log.max_content_chars` with a marker giving the original size. A model's thinking is stored
+only with `log.store_thinking` (default off), in its own column, cut the same way; it is never
+part of the answer. API keys never are: a record is built only from the routing decision and the
+completion.
 """
 
 from __future__ import annotations
@@ -57,9 +59,9 @@ def bounded(text: str | None, limit: int) -> str | None:
 
 
 def record_from(outcome: Outcome, *, store_content: bool = True, ended_at: float | None = None,
-                max_content_chars: int = 0) -> RequestRecord:
-    """The RequestRecord for one finished request; prompt and answer cut to `max_content_chars`
-    (0 = whole). Pure: no I/O."""
+                max_content_chars: int = 0, store_thinking: bool = False) -> RequestRecord:
+    """The RequestRecord for one finished request; prompt, answer and (with `store_thinking` and
+    `store_content`) thinking cut to `max_content_chars` (0 = whole). Pure: no I/O."""
     decision = outcome.decision
     ended_at = time.time() if ended_at is None else ended_at
     info: dict[str, Any] = dict(decision.as_dict())
@@ -76,6 +78,8 @@ def record_from(outcome: Outcome, *, store_content: bool = True, ended_at: float
     if outcome.result is not None:
         fields.update(_answered(outcome.result, info, store_content))
         fields["answer"] = bounded(fields["answer"], max_content_chars)
+        if store_content and store_thinking:
+            fields["thinking"] = bounded(outcome.result.completion.thinking, max_content_chars)
     else:
         fields.update(_failed(outcome, info))
     return RequestRecord(**fields)
@@ -268,12 +272,15 @@ class RequestLog:
     """A request observer that appends one record per routed request to a Store file.
 
     `flush_interval_s`: how long a record may wait before it is written; 0 writes it before
-    `observe` returns. `max_content_chars`: prompt and answer are cut to this (0 = whole)."""
+    `observe` returns. `max_content_chars`: prompt, answer and thinking are cut to this (0 = whole).
+    `store_thinking`: keep the model's thinking too (with `store_content` only)."""
 
     def __init__(self, path: str | Path | None = None, *, store_content: bool = True,
-                 max_content_chars: int = DEFAULT_MAX_CONTENT, flush_interval_s: float = DEFAULT_INTERVAL_S):
+                 max_content_chars: int = DEFAULT_MAX_CONTENT, flush_interval_s: float = DEFAULT_INTERVAL_S,
+                 store_thinking: bool = False):
         self.path = Path(path).expanduser() if path else default_store_path()
         self.store_content = store_content
+        self.store_thinking = store_thinking
         self.max_content_chars = max_content_chars
         self.synchronous = flush_interval_s <= 0
         self._writer = _writer_for(self.path.resolve())
@@ -285,7 +292,7 @@ class RequestLog:
         A record that cannot be built or stored is refused here, alone, with a warning."""
         try:
             row = row_for(record_from(outcome, store_content=self.store_content,
-                                      max_content_chars=self.max_content_chars))
+                                      max_content_chars=self.max_content_chars, store_thinking=self.store_thinking))
         except Exception as exc:  # the log must never fail a request
             self._writer.refuse(exc)
             return
@@ -309,6 +316,6 @@ def attach_request_log(router: Router) -> RequestLog:
     """Register a RequestLog, configured by the router's `log:` section, as a request observer."""
     settings = router.config.log
     log = RequestLog(settings.path, store_content=settings.store_content, max_content_chars=settings.max_content_chars,
-                     flush_interval_s=settings.flush_interval_ms / 1000)
+                     flush_interval_s=settings.flush_interval_ms / 1000, store_thinking=settings.store_thinking)
     router.add_request_observer(log.observe)
     return log

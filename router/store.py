@@ -66,6 +66,8 @@ _MIGRATIONS: tuple[str, ...] = (
         updated REAL NOT NULL
     );
     """,
+    # 2: the model's thinking, apart from the answer; NULL unless log.store_thinking is true
+    "ALTER TABLE requests ADD COLUMN thinking TEXT",
 )
 
 SCHEMA_VERSION = len(_MIGRATIONS)
@@ -129,6 +131,7 @@ class RequestRecord:
     decision: dict[str, Any] | None = None
     prompt: str | None = None
     answer: str | None = None
+    thinking: str | None = None  # never part of `answer`; kept only with log.store_thinking
     simulated: bool = False
 
 

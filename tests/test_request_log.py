@@ -4,6 +4,7 @@ server), written off the caller's thread; content optional; never a key."""
 from __future__ import annotations
 
 import asyncio
+import json
 import multiprocessing
 import sqlite3
 import time
@@ -228,3 +229,70 @@ def test_route_ask_logs_unless_no_log(sim, tmp_path):
     assert runner.invoke(app, ["ask", "-c", str(config_file), "logged"]).exit_code == 0
     RequestLog().flush()
     assert [(r["source"], r["prompt"]) for r in Store().recent(5)] == [("cli", "logged")]
+
+
+THOUGHT_REPLY = "<|channel>thought\nfirst add two and two<channel|>the answer is 4"
+
+
+def _thinking_config(sim, tmp_path, **log):
+    import yaml
+
+    sim.script("m-fast", [THOUGHT_REPLY])
+    config = _config(sim, log=log)
+    del config["backends"]["fast"]["api_key"]
+    config_file = tmp_path / "c.yaml"
+    config_file.write_text(yaml.safe_dump(config))
+    return config, config_file
+
+
+def test_thinking_is_not_logged_by_default(sim, tmp_path):
+    config, _ = _thinking_config(sim, tmp_path)
+    with Router(load_config(config)) as router:
+        assert router.complete("what is 2+2?").completion.thinking == "first add two and two"
+        list(router.stream("and streamed?"))
+        router.request_log.flush()
+    rows = Store().recent(5)
+    assert [(r["answer"], r["thinking"]) for r in rows] == [("the answer is 4", None)] * 2
+    for file in default_store_path().parent.iterdir():  # the database, its WAL and shared-memory files
+        assert b"first add two" not in file.read_bytes()
+
+
+def test_store_thinking_keeps_it_in_its_own_column_cut_like_answers_and_log_show_prints_it(sim, tmp_path):
+    from typer.testing import CliRunner
+
+    from router.cli.app import app
+
+    config, config_file = _thinking_config(sim, tmp_path, store_thinking=True, max_content_chars=12)
+    with Router(load_config(config)) as router:
+        router.complete("what is 2+2?")
+        list(router.stream("and streamed?"))
+        router.request_log.flush()
+    streamed, plain = Store().recent(5)
+    for row in (streamed, plain):
+        assert row["thinking"].startswith("first add tw\n[… truncated by route: 21 characters in all")
+        assert row["answer"].startswith("the answer i\n[… truncated") and "first add" not in row["answer"]
+    shown = CliRunner().invoke(app, ["log", "show", str(plain["id"]), "-c", str(config_file)])
+    assert shown.exit_code == 0, shown.output
+    prompt, thinking, answer = (shown.stdout.index(f"── {t} ──") for t in ("prompt", "thinking", "answer"))
+    assert prompt < thinking < answer and "first add tw" in shown.stdout[thinking:answer]
+    as_json = CliRunner().invoke(app, ["log", "show", str(plain["id"]), "--json", "-c", str(config_file)])
+    assert as_json.exit_code == 0 and json.loads(as_json.stdout)["thinking"] == plain["thinking"]
+
+
+def test_store_thinking_needs_store_content(sim, tmp_path):
+    config, _ = _thinking_config(sim, tmp_path, store_thinking=True, store_content=False)
+    with Router(load_config(config)) as router:
+        router.complete("what is 2+2?")
+        router.request_log.flush()
+    [row] = Store().recent(5)
+    assert row["thinking"] is None and row["answer"] is None and row["output_tokens"] > 0
+
+
+def test_record_from_keeps_thinking_only_when_asked():
+    completion = Completion(text="4", backend="a", model="m", thinking="two and two", usage=Usage(3, 5))
+    outcome = Outcome(decision(), [{"role": "user", "content": "q"}], "cli", 0.5,
+                      result=RouteResult(completion, decision()))
+    assert record_from(outcome).thinking is None
+    assert record_from(outcome, store_thinking=True).thinking == "two and two"
+    assert record_from(outcome, store_thinking=True, store_content=False).thinking is None
+    assert record_from(outcome, store_thinking=True).answer == "4"

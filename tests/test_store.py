@@ -76,3 +76,21 @@ def test_recent_filters_and_stat_rows_window(tmp_path):
     assert [(r["backend"], r["status"]) for r in recent] == [("b", "error"), ("a", "ok")]
     assert "prompt" not in recent[0]  # stats never read the content columns
     assert len(store.stat_rows()) == 3
+
+
+def test_a_version_1_log_gains_the_thinking_column_and_keeps_its_rows(tmp_path):
+    from router.store import _MIGRATIONS
+
+    path = tmp_path / "route.db"
+    conn = sqlite3.connect(path)
+    conn.executescript(_MIGRATIONS[0])  # the file as route wrote it before thinking could be logged
+    conn.execute("INSERT INTO requests (ts, source, status, answer) VALUES (1.0, 'cli', 'ok', 'old answer')")
+    conn.execute("PRAGMA user_version=1")
+    conn.commit()
+    conn.close()
+    store = Store(path)
+    store.log(RequestRecord(source="api", status="ok", answer="new answer", thinking="a thought"))
+    new, old = store.recent(2)
+    assert (old["answer"], old["thinking"]) == ("old answer", None)
+    assert (new["answer"], new["thinking"]) == ("new answer", "a thought")
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2

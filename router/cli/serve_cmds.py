@@ -52,12 +52,15 @@ def _request_facts(row: dict[str, Any]) -> list[tuple[str, Any]]:
 
 
 def _show_request(out: Output, row: dict[str, Any]) -> None:
-    """The metadata as name/value lines, then the prompt and the answer in full."""
+    """The metadata as name/value lines, then the prompt, the thinking (when stored) and the answer in full."""
     from rich.markup import escape
 
     for name, value in _request_facts(row):
         out.out.print(f"[bold]{name:>10}[/]  {escape(str(value))}", overflow="fold")
-    for title, text in (("prompt", row.get("prompt")), ("answer", row.get("answer"))):
+    sections = [("prompt", row.get("prompt")), ("answer", row.get("answer"))]
+    if row.get("thinking") is not None:  # stored only with log.store_thinking, and only when there was some
+        sections.insert(1, ("thinking", row["thinking"]))
+    for title, text in sections:
         out.out.print(f"\n[bold]── {title} ──[/]")
         out.text(text if text is not None else "(not stored: log.store_content is false)", end="\n")
 
