@@ -181,6 +181,18 @@ def test_the_checkpoint_with_a_processor_declares_vision_before_and_after_loadin
 
 
 @pytest.mark.torch
+def test_engine_info_says_whether_a_checkpoint_takes_images(tiny_path, text_only_path):
+    from typer.testing import CliRunner
+
+    from router.cli.app import app
+
+    for path, images in ((tiny_path, True), (text_only_path, False)):
+        result = CliRunner().invoke(app, ["engine", "info", str(path), "--json"])
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)["images"] is images
+
+
+@pytest.mark.torch
 def test_an_image_request_runs_end_to_end_with_its_pixels(backend):
     url = _data_url((60, 40), "PNG")
     text_only = asyncio.run(backend.complete(Request(messages=_ask(), max_tokens=CANVAS)))

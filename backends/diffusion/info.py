@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from backends.diffusion.load import import_engine, read_config
+from backends.diffusion.vision import checkpoint_has_vision
 
 __all__ = ["PUBLISHED_ID", "VLLM_FLAGS", "describe", "vllm_advice", "vllm_command"]
 
@@ -82,5 +83,6 @@ def describe(model_ref: str) -> dict[str, Any]:
         "kv_cache_bytes_per_1k_tokens": 1000 * _kv_bytes_per_token(text),
         # The sampler keeps float32 logits for the whole canvas at every step (self-conditioning).
         "canvas_logits_bytes": canvas * text.vocab_size * 4,
+        "images": checkpoint_has_vision(model_ref),  # a vision tower and an image processor config
         "serve_with_vllm": vllm_advice(model_ref),
     }

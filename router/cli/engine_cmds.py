@@ -44,6 +44,7 @@ def _show_info(out: Output, info: dict[str, Any]) -> None:
     table.add_row("weights on disk", _size(info["weights_on_disk_bytes"]))
     table.add_row("KV cache / 1k tokens", _size(info["kv_cache_bytes_per_1k_tokens"]))
     table.add_row("logits per denoising step", _size(info["canvas_logits_bytes"]))
+    table.add_row("images", "yes (vision tower and image processor)" if info["images"] else "no (text only)")
     out.out.print(table)
     out.info("[dim]Need roughly weights + KV cache for the context + a few times the per-step logits. "
              "A 24 GB GPU needs a 4-bit quantization of the 26B model.[/]")
