@@ -21,7 +21,8 @@ def test_readme_example_and_config_carry_every_vllm_flag():
 
 def test_no_lowercase_model_id_is_left():
     stale = PUBLISHED_ID.lower()
-    for path in [*ROOT.glob("*.md"), *ROOT.glob("*.yaml"), *(ROOT / "examples").iterdir(),
+    examples = [p for p in (ROOT / "examples").rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    for path in [*ROOT.glob("*.md"), *ROOT.glob("*.yaml"), *examples,
                  *(ROOT / "backends").rglob("*.py"), *(ROOT / "benchmarks").glob("*.py")]:
         assert stale not in path.read_text(), path
 
