@@ -16,7 +16,7 @@ from redis import Redis
 from router import Router
 from router.config import StateConfig
 from router.config_loader import load_config
-from router.doctor import check_state
+from router.doctor import check_all, check_state
 from router.server import RouteServer
 from router.state.redis_link import RedisLink
 from router.state.redis_state import RedisState
@@ -231,3 +231,10 @@ async def test_doctor_says_whether_redis_answers_and_never_prints_its_password(r
     monkeypatch.delenv("ROUTE_REDIS_URL")
     check = await check_state(StateConfig(backend="redis", url="${ROUTE_REDIS_URL}"), 5)
     assert not check.ok and "ROUTE_REDIS_URL" in check.detail and "export" in check.detail
+
+
+def test_route_doctor_has_a_shared_state_line(sim, redis_server, monkeypatch):
+    monkeypatch.setenv("ROUTE_REDIS_URL", redis_server.url)
+    checks = check_all(load_config(_config(sim)).config, timeout_s=5)
+    assert [c.name for c in checks] == ["alpha", "beta", "shared state"]
+    assert checks[-1].ok and f"127.0.0.1:{redis_server.port} reachable" in checks[-1].detail
