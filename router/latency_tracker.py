@@ -136,9 +136,13 @@ class LatencyTracker:
         if self._sink is None:
             self.flush()
             return
-        if self._flush_task is not None:
-            await asyncio.shield(self._flush_task)
-        await self._flush_to_sink()
+        loop = asyncio.get_running_loop()
+        task = self._flush_task
+        if task is not None and task.get_loop() is loop:
+            await asyncio.shield(task)
+        # As a task of its own, so a background flush started meanwhile waits for this one.
+        self._flush_task = task = loop.create_task(self._flush_to_sink())
+        await asyncio.shield(task)
 
     def adopt_states(self, states: Mapping[str, Mapping[str, Any]]) -> None:
         """Take shared state (what every replica merged) as this process's view, plus the samples
@@ -206,7 +210,7 @@ class LatencyTracker:
             self.flush()
             return
         if self._sink is not None:
-            if self._flush_task is None or self._flush_task.done():
+            if self._flush_task is None or self._flush_task.done() or self._flush_task.get_loop() is not loop:
                 self._flush_task = loop.create_task(self._flush_to_sink())
             return
         fresh = self._take_fresh()
