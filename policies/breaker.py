@@ -5,6 +5,9 @@
     half-open ──probe succeeds──> closed;  ──probe fails──> open again, cooldown restarts
 
 The clock is injected (seconds, monotonic) so tests step time by hand; no threads, no I/O.
+A board's `on_change(name, state)` hears of every transition this process's own calls cause
+(to "open" or to "closed"), so a caller can share verdicts beyond the process; `hold_open` and
+`reset` apply a verdict reached elsewhere and tell no one.
 """
 
 from __future__ import annotations
@@ -13,9 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["BreakerBoard", "BreakerSettings", "CircuitBreaker", "State"]
+__all__ = ["BreakerBoard", "BreakerListener", "BreakerSettings", "CircuitBreaker", "State"]
 
 State = Literal["closed", "open", "half-open"]
+BreakerListener = Callable[[str, State], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,9 +31,12 @@ class BreakerSettings:
 class CircuitBreaker:
     """One backend's breaker. `allow()` before a call; `record_success/failure` after it."""
 
-    def __init__(self, settings: BreakerSettings, clock: Callable[[], float]):
+    def __init__(self, settings: BreakerSettings, clock: Callable[[], float], *, name: str = "",
+                 on_change: BreakerListener | None = None):
         self.settings = settings
+        self.name = name
         self._clock = clock
+        self._on_change = on_change
         self._failures = 0  # consecutive
         self._opened_at: float | None = None
         self._probing = False  # a half-open probe is in flight
@@ -58,14 +65,40 @@ class CircuitBreaker:
         return state == "closed" or (state == "half-open" and not self._probing)
 
     def record_success(self) -> None:
+        was_open = self._opened_at is not None
         self._failures = 0
         self._opened_at = None
         self._probing = False
+        if was_open and self._on_change is not None:
+            self._on_change(self.name, "closed")
 
     def record_failure(self) -> None:
         self._failures += 1
-        if self._probing or self._failures >= self.settings.failure_threshold:
+        opens = self._probing or self._failures >= self.settings.failure_threshold
+        if opens:
             self._opened_at = self._clock()  # (re)open: the cooldown starts now
+        self._probing = False
+        if opens and self._on_change is not None:
+            self._on_change(self.name, "open")
+
+    def remaining_s(self) -> float:
+        """Seconds until an open breaker turns half-open (0 when it is not open)."""
+        if self._opened_at is None:
+            return 0.0
+        return max(0.0, self._opened_at + self.settings.cooldown_s - self._clock())
+
+    def hold_open(self, seconds: float) -> None:
+        """Open for at least `seconds` more, by a verdict reached elsewhere (0: half-open now,
+        its probe slot free). Never shortens a longer open period of this breaker's own."""
+        if seconds > 0 and self.remaining_s() >= seconds:
+            return
+        self._opened_at = self._clock() - self.settings.cooldown_s + max(0.0, seconds)
+        self._probing = False
+
+    def reset(self) -> None:
+        """Closed, by a verdict reached elsewhere (another replica's probe succeeded)."""
+        self._failures = 0
+        self._opened_at = None
         self._probing = False
 
     def release(self) -> None:
@@ -80,12 +113,18 @@ class BreakerBoard:
         self.settings = settings or BreakerSettings()
         self._clock = clock  # seconds, monotonic; the router passes time.monotonic
         self._breakers: dict[str, CircuitBreaker] = {}
+        self.on_change: BreakerListener | None = None  # hears every breaker's own transitions
 
     def __getitem__(self, name: str) -> CircuitBreaker:
         breaker = self._breakers.get(name)
         if breaker is None:
-            breaker = self._breakers[name] = CircuitBreaker(self.settings, self._clock)
+            breaker = self._breakers[name] = CircuitBreaker(self.settings, self._clock, name=name,
+                                                            on_change=self._changed)
         return breaker
+
+    def _changed(self, name: str, state: State) -> None:
+        if self.on_change is not None:
+            self.on_change(name, state)
 
     def states(self) -> dict[str, State]:
         return {name: b.state for name, b in self._breakers.items()}

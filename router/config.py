@@ -204,6 +204,8 @@ class StateConfig(_Strict):
     prefix: str = Field("route:", min_length=1, max_length=64, description="key prefix, so routers can share one Redis")
     timeout_ms: float = Field(250, gt=0, le=60_000, description="a Redis call slower than this counts as Redis down")
     retry_ms: float = Field(2_000, gt=0, le=600_000, description="after Redis was down, try it again this often")
+    refresh_ms: float = Field(500, ge=0, le=600_000, description="a decision adopts what other replicas learned "
+                              "(latency, open breakers) when its view is older than this; 0 = before every one")
 
     @field_validator("url")
     @classmethod

@@ -9,7 +9,9 @@ versions (the wrappers refuse to run inside a running event loop).
 
 Within the scorer's tier, `router.latency` (live per-backend latency models) and `router.breakers`
 decide which backend goes first (policies/selection.py); router/execution.py runs the attempts.
-`router.latency.attach_store(Store())` loads what earlier processes learned and saves to it.
+`Router.from_config(..., persist=True)` shares them beyond this Router, as `state:` says
+(router/state/): with the processes of this machine through its SQLite store, or with every
+replica through Redis.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from router.interrupt import run_interruptibly
 from router.latency_tracker import LatencyTracker
 from router.queueing import with_queue  # queue hook
 from router.redaction import Redactor
+from router.state.base import SharedState
 
 __all__ = ["RouteStream", "Router"]
 
@@ -73,6 +76,7 @@ class Router:
         # The live latency model learns from every attempt anywhere: routed, member or arbiter.
         self.latency = LatencyTracker.from_config(self.config)
         self.calls.add_observer(self.latency.observe)
+        self.shared = SharedState()  # in memory until persist() attaches `state:` (router/state/)
         self._random = random.Random()  # exploration rolls; tests may seed it
         self._prices = {name: spec.settings(name).price for name, spec in self.config.backends.items()}
         # The request log: one record per routed request, written off the event loop.
@@ -96,20 +100,29 @@ class Router:
             router.persist()
         return router
 
-    def persist(self, *, warn: bool = True) -> str | None:
-        """Attach the local store for learned state. When it cannot be used: the reason (and,
-        with `warn`, one logged warning); routing then runs on config priors."""
-        import sqlite3
-
-        from router.store import StoreError, store_for
+    def persist(self, *, warn: bool = True, state: SharedState | None = None) -> str | None:
+        """Share learned state as `state:` says (or through `state`, made by the caller): the
+        local store (default) or Redis. When it cannot be used: the reason (and, with `warn`, one
+        logged warning); routing then runs on config priors and what this Router learns. Redis
+        being down is no such reason: a Redis state runs on this process's own state until Redis
+        answers (router/state/redis_state.py)."""
+        from router.state.base import state_for
 
         try:
-            self.latency.attach_store(store_for(self.config, repair=True))  # a damaged file is moved aside
-        except (OSError, ConfigError, sqlite3.Error, StoreError) as exc:
-            if warn:
-                _LOG.warning("latency history unavailable (%s); routing on config priors", exc)
-            return str(exc)
-        return None
+            shared = state or state_for(self.config)
+            problem = shared.attach(self.latency, self.breakers)
+        except ConfigError as exc:
+            problem = str(exc)
+        if problem is None:
+            self.shared = shared
+        elif warn:
+            _LOG.warning("latency history unavailable (%s); routing on config priors", problem)
+        return problem
+
+    async def refresh(self) -> None:
+        """Adopt what other processes learned (latency, open breakers), at most every
+        `state.refresh_ms`. `acomplete` does this itself; call it before `astream` or `decide`."""
+        await self.shared.refresh()
 
     def state(self) -> dict[str, dict[str, Any]]:
         """Per backend: what the latency model learned and the breaker's state (for `route
@@ -324,6 +337,7 @@ class Router:
         **extra: Any,
     ) -> RouteResult:
         """Answer with the best backend for this prompt, falling back on failure within the deadline."""
+        await self.shared.refresh()
         messages = as_messages(prompt_or_messages)
         decision = self.decide(messages, model=model, deadline_s=deadline_s, max_tokens=max_tokens, prefer=prefer,
                                needs=Needs.of(messages, extra, max_tokens))
@@ -397,7 +411,8 @@ class Router:
                 return
 
     async def aclose(self) -> None:
-        self.latency.flush()  # learned latency reaches the store even when the process ends next
+        await self.latency.aflush()  # learned latency reaches the store even when the process ends next
+        await self.shared.aclose()
         for backend in self._backends.values():
             await backend.aclose()
 

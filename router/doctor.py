@@ -12,7 +12,7 @@ from backends import build_backend
 from backends.base import Backend
 from backends.errors import RouteError
 from backends.served import not_served_hint
-from router.config import BackendConfig, Config
+from router.config import BackendConfig, Config, StateConfig
 
 __all__ = ["Check", "check_all", "check_backend", "not_served_hint"]
 
@@ -51,10 +51,32 @@ async def _check_one(name: str, backend: Backend, timeout_s: float) -> Check:
 
 
 def check_all(config: Config, *, timeout_s: float = 3.0) -> list[Check]:
-    """Every backend, then every consortium (from its backends' checks: no second call)."""
+    """Every backend, then every consortium (from its backends' checks: no second call), then
+    shared state when `state:` names Redis."""
     backends = asyncio.run(_check_backends(config.backends, timeout_s))
     consortia = [check_consortium(name, config, backends) for name in config.consortia]
-    return [*backends.values(), *consortia]
+    state = [asyncio.run(check_state(config.state, timeout_s))] if config.state.backend == "redis" else []
+    return [*backends.values(), *consortia, *state]
+
+
+async def check_state(state: StateConfig, timeout_s: float) -> Check:
+    """Whether replicas can share state through the Redis `state.url` names (never printed: it may
+    hold a password; host:port is)."""
+    from router.state.redis_state import RedisState
+
+    try:
+        link = RedisState.from_config(state).link
+    except RouteError as exc:
+        return Check("shared state", False, str(exc))
+    link.timeout_s = timeout_s
+    try:
+        problem = await link.ping()
+    finally:
+        await link.aclose()
+    if problem is None:
+        return Check("shared state", True, f"redis at {link.target} reachable: latency and breakers are shared")
+    return Check("shared state", False, f"redis at {link.target} {problem}: each replica runs on its own state "
+                                        "until it answers")
 
 
 def check_consortium(name: str, config: Config, backends: dict[str, Check]) -> Check:

@@ -5,6 +5,10 @@ One LatencyModel per backend, seeded by `backends.<name>.latency` priors. The Ro
 flushed (at most every `flush_interval_s`, and on close) so consecutive CLI runs learn from each
 other. Several processes may share the store: a flush replays only this process's new samples onto
 whatever the store holds now, inside one write transaction, so no process clobbers another's.
+
+Replicas on several machines share through a `LatencySink` instead (router/state/: Redis): the
+same merge, asynchronous, and `adopt_states` takes in what the others merged meanwhile. A flush the
+sink could not save (Redis down) keeps its samples for the next one, so nothing learned is lost.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from backends.errors import BackendTimeout
 from policies.latency import LatencyModel, Prior
@@ -24,9 +28,16 @@ if TYPE_CHECKING:
     from router.config import Config
     from router.store import Store
 
-__all__ = ["LatencyTracker"]
+__all__ = ["LatencySink", "LatencyTracker"]
 
 _LOG = logging.getLogger(__name__)
+
+
+class LatencySink(Protocol):
+    async def merge(self, fresh: Mapping[str, LatencyModel]) -> Mapping[str, Mapping[str, Any]] | None:
+        """Replay `fresh` onto the shared state atomically; the merged state per backend, or None
+        when it could not be saved (the caller keeps the samples and tries again next flush)."""
+        ...
 
 
 class LatencyTracker:
@@ -42,6 +53,9 @@ class LatencyTracker:
         self.flush_interval_s = flush_interval_s
         self.exploring: set[str] = set()  # backends an in-flight request is measuring
         self._store: Store | None = None
+        self._sink: LatencySink | None = None
+        self._flushing: dict[str, LatencyModel] = {}  # samples a sink is saving right now
+        self._flush_task: asyncio.Task[None] | None = None
         self._last_flush = 0.0
 
     @classmethod
@@ -92,7 +106,8 @@ class LatencyTracker:
     def end(self, decision: Decision) -> None:
         if decision.plan.explored:
             self.exploring.discard(decision.plan.explored)
-        if self._store is not None and self._clock() - self._last_flush >= self.flush_interval_s:
+        saved = self._store is not None or self._sink is not None
+        if saved and self._clock() - self._last_flush >= self.flush_interval_s:
             self._flush_in_background()
 
     # -- persistence ----------------------------------------------------------------------
@@ -105,14 +120,48 @@ class LatencyTracker:
                 self.models[name].load_dict(state)
         self._last_flush = self._clock()
 
+    def attach_sink(self, sink: LatencySink) -> None:
+        """Share through `sink` from now on (what it holds arrives through `adopt_states`)."""
+        self._sink = sink
+        self._last_flush = self._clock()
+
     def flush(self) -> None:
         """Merge this process's new samples into the store and adopt the merged state."""
         fresh = self._take_fresh()
         if fresh and self._store is not None:
             self._adopt(_merge_into_store(self._store, fresh, self.models))
 
+    async def aflush(self) -> None:
+        """`flush`, for a sink as well: waits for a flush in flight, then saves what is left."""
+        if self._sink is None:
+            self.flush()
+            return
+        loop = asyncio.get_running_loop()
+        task = self._flush_task
+        if task is not None and task.get_loop() is loop:
+            await asyncio.shield(task)
+        # As a task of its own, so a background flush started meanwhile waits for this one.
+        self._flush_task = task = loop.create_task(self._flush_to_sink())
+        await asyncio.shield(task)
+
+    def adopt_states(self, states: Mapping[str, Mapping[str, Any]]) -> None:
+        """Take shared state (what every replica merged) as this process's view, plus the samples
+        it has not saved yet. State written for another setup (decoding changed) is ignored."""
+        for name, state in states.items():
+            live = self.models.get(name)
+            if live is None:
+                continue
+            model = live.fresh()
+            if not model.load_dict(state):
+                continue
+            for unsaved in (self._flushing.get(name), self._fresh.get(name)):
+                if unsaved is not None:
+                    model = model.merged(unsaved)
+            model.failure_run = live.failure_run  # a run of failures in progress is this process's evidence
+            self.models[name] = model
+
     def _take_fresh(self) -> dict[str, LatencyModel]:
-        if self._store is None or not self._fresh:
+        if (self._store is None and self._sink is None) or not self._fresh:
             return {}
         fresh, self._fresh = self._fresh, {}
         self._last_flush = self._clock()
@@ -124,13 +173,45 @@ class LatencyTracker:
             pending = self._fresh.get(name)
             self.models[name] = model.merged(pending) if pending is not None else model
 
+    def _restore(self, fresh: Mapping[str, LatencyModel]) -> None:
+        """Samples a flush could not save go back in front of those learned since."""
+        for name, model in fresh.items():
+            pending = self._fresh.get(name)
+            self._fresh[name] = model.merged(pending) if pending is not None else model
+
+    async def _flush_to_sink(self) -> None:
+        assert self._sink is not None
+        fresh = self._take_fresh()
+        if not fresh:
+            return
+        self._flushing = fresh
+        try:
+            states = await self._sink.merge(fresh)
+        except BaseException as exc:
+            self._flushing = {}
+            self._restore(fresh)
+            if not isinstance(exc, Exception):
+                raise
+            _LOG.warning("could not share learned latency: %s", exc)
+            return
+        self._flushing = {}
+        if states is None:
+            self._restore(fresh)
+        else:
+            self.adopt_states(states)
+
     def _flush_in_background(self) -> None:
         """Inside an event loop the write (which may wait for another process's lock) runs on a
-        worker thread; the merged state is adopted back on the loop."""
+        worker thread, or as a task for a sink (one at a time); the merged state is adopted back
+        on the loop."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             self.flush()
+            return
+        if self._sink is not None:
+            if self._flush_task is None or self._flush_task.done() or self._flush_task.get_loop() is not loop:
+                self._flush_task = loop.create_task(self._flush_to_sink())
             return
         fresh = self._take_fresh()
         if not fresh or self._store is None:

@@ -82,3 +82,38 @@ def test_board_keeps_one_breaker_per_backend():
     assert board["a"] is board["a"]
     assert board.states() == {"a": "open"}
     assert board["b"].state == "closed"
+
+
+def test_the_board_hears_its_breakers_open_and_close_but_not_verdicts_from_elsewhere():
+    clock = Clock()
+    board = BreakerBoard(clock, BreakerSettings(failure_threshold=2, cooldown_s=10))
+    heard: list[tuple[str, str]] = []
+    board.on_change = lambda name, state: heard.append((name, state))
+    board["a"].record_failure()
+    board["a"].record_success()  # was closed: nothing to tell
+    board["a"].record_failure()
+    board["a"].record_failure()
+    clock.now += 10
+    assert board["a"].allow()
+    board["a"].record_failure()  # the probe failed: open again
+    clock.now += 10
+    board["a"].record_success()
+    board["b"].hold_open(3)
+    board["b"].reset()
+    assert heard == [("a", "open"), ("a", "open"), ("a", "closed")]
+
+
+def test_hold_open_applies_a_verdict_from_elsewhere_without_shortening_its_own():
+    clock = Clock()
+    b = breaker(clock, failures=1, cooldown_s=10)
+    b.hold_open(4)
+    assert b.state == "open" and b.remaining_s() == 4
+    clock.now += 4
+    assert b.state == "half-open"
+    b.record_failure()  # its own verdict: a whole cooldown
+    b.hold_open(2)
+    assert b.remaining_s() == 10
+    b.hold_open(0)  # this process won the probe: half-open now, its slot free
+    assert b.state == "half-open" and b.allow() and not b.allow()
+    b.reset()
+    assert b.state == "closed" and b.remaining_s() == 0

@@ -280,7 +280,7 @@ def register(app: typer.Typer) -> None:
         # --no-log opens no file at all; an unusable store is one warning, then log and learning off.
         keep = not no_log and local_store_usable(loaded.config, out)
         router = Router(loaded, source="cli", log=None if keep else False)
-        if keep:
+        if keep or loaded.config.state.backend == "redis":  # Redis needs no local file
             _attach_latency_store(router, out)
         decision = router.decide(messages, model=model, deadline_s=deadline_s, max_tokens=max_tokens, prefer=prefer)
         if explain:

@@ -188,7 +188,7 @@ def register(app: typer.Typer) -> None:
         router = Router(loaded, source="server", log=None if keep else False)
         if api_key_env:
             router.redactor.add(api_key_env)  # clients' token: never echoed either
-        if keep:
+        if keep or loaded.config.state.backend == "redis":  # Redis needs no local file
             # What earlier runs learned about latency; the app's shutdown (router.aclose) saves it back.
             router.persist()
         shown = f"[{host}]" if ":" in host else host

@@ -211,6 +211,7 @@ class ChatCompletions:
         await send({"type": "http.response.body", "body": body})
 
     async def _stream(self, call: ChatCall, model: str, send, watch: _ClientWatch) -> None:
+        await self.router.refresh()  # what other replicas learned, before the decision
         try:
             route_stream = self.router.astream(call.messages, **self._options(call, model))
         except UsageError as exc:

@@ -9,6 +9,9 @@ process, as in tests). Fed by a request observer, so every routed request counts
     route_routing_decisions_total{backend,tier}     the router's first choice (tier "forced" by name)
     route_in_flight_requests
     route_breaker_state{backend,state}              1 for the breaker's current state
+    route_state_shared_up{backend}                  1 while shared state (Redis) answers; 0 while this
+                                                    replica runs on its own state (state.backend: redis)
+    route_state_shared_outages_total{backend}       times shared state went from answering to not
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from router.decision import Attempt, Decision, Outcome
 
@@ -37,7 +40,7 @@ class _StateCollector:
     def __init__(self, router: Router):
         self._router = router
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[Metric]:
         breakers = GaugeMetricFamily("route_breaker_state", "Circuit breaker state per backend (1 = current)",
                                      labels=["backend", "state"])
         ttft = GaugeMetricFamily("route_learned_ttft_seconds", "Learned time to first content (a canvas, for "
@@ -52,6 +55,20 @@ class _StateCollector:
             ttft.add_metric([backend, "0.95"], latency["ttft_p95_s"])
             samples.add_metric([backend], latency["samples"])
         yield from (breakers, ttft, samples)
+        yield from _shared_state(self._router)
+
+
+def _shared_state(router: Router) -> Iterator[Metric]:
+    status = router.shared.status()
+    if status.kind != "redis":
+        return
+    up = GaugeMetricFamily("route_state_shared_up", "1 while shared state answers; 0 while this replica runs "
+                           "on its own learned state", labels=["backend"])
+    up.add_metric([status.kind], 1.0 if status.shared else 0.0)
+    outages = CounterMetricFamily("route_state_shared_outages", "Times shared state went from answering to not",
+                                  labels=["backend"])
+    outages.add_metric([status.kind], status.outages)
+    yield from (up, outages)
 
 
 class Metrics:

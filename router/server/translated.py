@@ -129,6 +129,7 @@ class TranslatedEndpoint:
         await send({"type": "http.response.body", "body": body})
 
     async def _stream(self, call: Translated, model: str, send: Any, watch: _ClientWatch) -> None:
+        await self.router.refresh()  # what other replicas learned, before the decision
         try:
             route_stream = self.router.astream(call.messages, **call.options(model))
         except UsageError as exc:

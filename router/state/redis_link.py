@@ -33,11 +33,12 @@ class RedisLink:
     """`call(op, fallback)` runs `op(client)` against Redis, or returns `fallback` while Redis is down."""
 
     def __init__(self, url: str, *, prefix: str = "route:", timeout_s: float = 0.25, retry_s: float = 2.0,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, max_connections: int = 64):
         self._url = url  # may hold a password: never logged, never in an error message
         self.prefix = prefix
         self.timeout_s = timeout_s
         self.retry_s = retry_s
+        self.max_connections = max_connections  # per event loop
         self._clock = clock
         self._clients: PerLoop[Redis] = PerLoop(self._connect)
         self.up = True
@@ -54,11 +55,32 @@ class RedisLink:
     def key(self, *parts: str) -> str:
         return self.prefix + ":".join(parts)
 
-    def _connect(self) -> Redis:
-        from redis.asyncio import Redis
+    @property
+    def target(self) -> str:
+        """host:port, for messages and metrics (never the password)."""
+        return describe_target(self._url)
 
-        return Redis.from_url(self._url, socket_timeout=self.timeout_s, socket_connect_timeout=self.timeout_s,
-                              health_check_interval=0, retry_on_timeout=False)
+    async def ping(self) -> str | None:
+        """Why Redis cannot be reached now, or None when it answers; leaves `up` and the outage
+        count alone (for `route doctor`)."""
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                await self._clients.get().ping()
+        except Exception as exc:
+            if not _is_unreachable(exc):
+                return f"answered with an error ({_describe(exc)})"  # e.g. a wrong password
+            return f"unreachable ({_describe(exc)})"
+        return None
+
+    def _connect(self) -> Redis:
+        from redis.asyncio import BlockingConnectionPool, Redis
+
+        # A burst of calls waits for a pooled connection (within the call's timeout) rather than
+        # failing: the default pool raises past its size, which would read as Redis being down.
+        pool = BlockingConnectionPool.from_url(
+            self._url, max_connections=self.max_connections, timeout=self.timeout_s, socket_timeout=self.timeout_s,
+            socket_connect_timeout=self.timeout_s, health_check_interval=0, retry_on_timeout=False)
+        return Redis.from_pool(pool)
 
     @property
     def usable(self) -> bool:
