@@ -40,6 +40,7 @@ from router.interrupt import run_interruptibly
 from router.latency_tracker import LatencyTracker
 from router.queueing import with_queue  # queue hook
 from router.redaction import Redactor
+from router.state.rate_limits import RateLimiter, estimate_tokens, rate_limiter_for
 
 __all__ = ["RouteStream", "Router"]
 
@@ -67,9 +68,10 @@ class Router:
         # Every model call, routed or not, goes through this one path (router/calls.py).
         # Every string that leaves the process is scrubbed of the secrets this config refers to.
         self.redactor = Redactor.for_config(self.config)
+        self.rate_limits = _rate_limits(self.config)
         self.calls = CallPath(self.backend, breakers=self.breakers, max_concurrency=self.config.routing.max_concurrency,
                               retry_per_class={str(k): v for k, v in self.config.routing.retries.items()},
-                              redactor=self.redactor)
+                              redactor=self.redactor, limits=self.rate_limits)
         # The live latency model learns from every attempt anywhere: routed, member or arbiter.
         self.latency = LatencyTracker.from_config(self.config)
         self.calls.add_observer(self.latency.observe)
@@ -279,6 +281,7 @@ class Router:
         states = {name: self.breakers[name].state for name in names}
         settings = self.config.routing.latency
         chars = sum(len(str(m.get("content") or "")) for m in messages)
+        tokens = estimate_tokens(messages, max_tokens)  # what a call would take from a backend's tpm
         return RouteInputs(
             # queue hook (router/queueing.py): a backend's own line of requests is part of its prediction
             models={name: with_queue(self.latency.model(name), self._backends.get(name)) for name in names},
@@ -297,6 +300,7 @@ class Router:
             explore_roll=self._random.random(),
             hedge=self.config.routing.hedge,
             on_deadline_risk=self.config.routing.on_deadline_risk,
+            limited={n: refused for n in names if (refused := self.rate_limits.peek(n, tokens)) is not None},
         )
 
     def explain(self, prompt_or_messages: str | list[Message], *, model: str | None = None,
@@ -400,6 +404,8 @@ class Router:
         self.latency.flush()  # learned latency reaches the store even when the process ends next
         for backend in self._backends.values():
             await backend.aclose()
+        if self.rate_limits.link is not None:
+            await self.rate_limits.link.aclose()
 
     def close(self) -> None:
         if self._sync_loop is not None and not self._sync_loop.is_closed():
@@ -419,6 +425,18 @@ class Router:
 
     async def __aexit__(self, *exc_info) -> None:
         await self.aclose()
+
+
+def _rate_limits(config: Any) -> RateLimiter:
+    """The rate limiter (ratelimit branch). For `state: backend: redis` it makes a RedisLink of
+    its own from config.state: the one place to hand it the router's shared link instead, once
+    latency and breakers share state through Redis too."""
+    link = None
+    if config.state.backend == "redis":
+        from router.state.redis_link import RedisLink
+
+        link = RedisLink.from_config(config.state)
+    return rate_limiter_for(config, link)
 
 
 def _seconds(ms: float | None) -> float | None:
