@@ -12,6 +12,7 @@ from backends.capabilities import Capabilities
 from backends.deadline import Deadline
 from backends.errors import (
     AllBackendsFailed,
+    AtRateLimit,
     AuthError,
     BackendError,
     BackendTimeout,
@@ -22,6 +23,7 @@ from backends.errors import (
     DeadlineAtRisk,
     MalformedResponse,
     RateLimited,
+    RateLimitExceeded,
     RouteError,
     Unsupported,
     UsageError,
@@ -44,6 +46,7 @@ from backends.types import (
 
 __all__ = [
     "AllBackendsFailed",
+    "AtRateLimit",
     "AuthError",
     "Backend",
     "BackendError",
@@ -66,6 +69,7 @@ __all__ = [
     "MalformedResponse",
     "Message",
     "Price",
+    "RateLimitExceeded",
     "RateLimited",
     "Request",
     "RouteError",

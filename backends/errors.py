@@ -7,12 +7,14 @@
     ├── BackendError                a backend failed; carries backend name and model
     │   ├── BackendTimeout          no answer within the deadline            (retryable)
     │   ├── RateLimited             HTTP 429; `retry_after` seconds or None  (retryable)
+    │   │   └── AtRateLimit         skipped: its configured rpm/tpm is used up (never retried)
     │   ├── BackendUnavailable      connect error, 5xx, dropped stream       (retryable)
     │   │   └── BreakerOpen         skipped: its circuit breaker is open     (never retried)
     │   ├── MalformedResponse       the server answered something unparseable
     │   ├── BadRequest              HTTP 4xx other than auth and 429         (never retried)
     │   └── AuthError               missing key, HTTP 401/403                (never retried)
     ├── AllBackendsFailed           every candidate failed; also an ExceptionGroup of them
+    │   └── RateLimitExceeded       ... every one at a rate limit; `retry_after_s`
     └── DeadlineAtRisk              `on_deadline_risk: fail` and no backend at the prompt's quality
                                     can meet the deadline: refused before any call
 
@@ -22,11 +24,13 @@ with ``raise ... from exc``; retry and fallback rules look only at these types.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TypedDict
 
 __all__ = [
     "AllBackendsFailed",
+    "AtRateLimit",
     "Where",
     "AuthError",
     "BackendError",
@@ -37,6 +41,7 @@ __all__ = [
     "ConfigError",
     "DeadlineAtRisk",
     "MalformedResponse",
+    "RateLimitExceeded",
     "RateLimited",
     "RouteError",
     "Unsupported",
@@ -119,6 +124,14 @@ class RateLimited(BackendError):
         super().__init__(message, backend=backend, model=model, status=status, body=body)
 
 
+class AtRateLimit(RateLimited):
+    """Not called at all: the backend's configured `rpm` / `tpm` is used up (across every
+    replica sharing the state). The next candidate is tried at once; waiting here would only
+    spend the deadline, and the breaker hears nothing (the backend is not at fault)."""
+
+    retryable = False
+
+
 class BackendUnavailable(BackendError):
     retryable = True
 
@@ -161,6 +174,28 @@ class AllBackendsFailed(RouteError, ExceptionGroup):
         lines = [self.message]
         lines += [f"  - {type(e).__name__}: {e}" for e in self.exceptions]
         return "\n".join(lines)
+
+
+class RateLimitExceeded(AllBackendsFailed):
+    """Every candidate was at a rate limit (ours or the provider's 429): nothing answered.
+    `retry_after_s`: seconds until the soonest is free again (None when no provider said)."""
+
+    def __new__(cls, message: str, errors: Sequence[Exception], *, retry_after_s: float | None = None):
+        return super().__new__(cls, message, errors)
+
+    def __init__(self, message: str, errors: Sequence[Exception], *, retry_after_s: float | None = None):
+        super().__init__(message, errors)
+        self.retry_after_s = retry_after_s
+
+    def derive(self, excs):
+        return RateLimitExceeded(self.message, list(excs), retry_after_s=self.retry_after_s)
+
+    def __str__(self) -> str:
+        # One paragraph: what is limited and when it frees up, then what to do.
+        reasons = "; ".join(str(e) for e in self.exceptions)
+        wait = f"try again in {math.ceil(self.retry_after_s)} s" if self.retry_after_s is not None else "try again later"
+        return (f"{self.message}: {reasons}. Nothing was answered; {wait}, or raise the backends' rpm / tpm in the "
+                "config (or add a backend to the tier).")
 
 
 class DeadlineAtRisk(RouteError):

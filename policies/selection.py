@@ -19,6 +19,12 @@ might, then the rest by p95. Otherwise every at-quality backend goes before any 
 weaker tier answers only after every at-quality backend failed (marked as a downgrade by the
 caller), and `fail` leaves weaker tiers out. Backends whose breaker is open go last.
 
+A backend at its rate limit (`limited`: its rpm / tpm bucket would refuse this request now) is
+treated like one shown unable to meet the deadline: passed over while another can answer, tried
+late (the call path refuses it at once if it is still at its limit, and the next one goes), and
+never explored. When rate limits, not slowness, are what stand between the tier and the request,
+`fail` does not refuse: the request then ends as a rate-limit error that says when to retry.
+
 Exploration, budgeted: an untried backend of the tier is tried ahead of the winner once (one
 request at a time), a half-open one is probed, a stale one is re-measured on `explore_rate` of
 requests; the normal winner follows as a quick hedge or the next fallback.
@@ -29,11 +35,12 @@ Pure: inputs in, a Plan out; time (`now`) and the exploration roll are handed in
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from backends.types import Price, Usage
 from policies.latency import LatencyModel, Prediction
+from policies.rate_limit import Limited
 from policies.tiers import ON_DEADLINE_RISK_CHOICES, OnDeadlineRisk, Tier, fallback_order
 
 __all__ = ["ON_DEADLINE_RISK_CHOICES", "PREFER_CHOICES", "Candidate", "OnDeadlineRisk", "Plan", "Prefer",
@@ -67,6 +74,7 @@ class RouteInputs:
     explore_roll: float = 1.0  # uniform [0, 1) from the caller; 1.0 never explores stale backends
     hedge: bool = False
     on_deadline_risk: OnDeadlineRisk = "best-effort"  # a tier's own setting wins
+    limited: Mapping[str, Limited] = field(default_factory=dict)  # at their rate limit now
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,12 +90,16 @@ class Candidate:
     hedge_after_s: float | None = None  # start the next candidate if this one is silent this long
     could_meet: bool = True  # its optimistic p95 does: not shown unable to
     weaker: bool = False  # from a tier below the chosen one: its answer is a downgrade
+    rate_limit: str | None = None  # "at its rate limit (rpm 60), free in 2.1 s", when it is
 
     def as_dict(self) -> dict[str, Any]:
         """For display (--explain, --json): rounded."""
-        return {"backend": self.name, "tier": self.tier, **self.prediction.as_dict(),
-                "cost_usd": round(self.cost_usd, 8), "meets_deadline": self.meets_deadline,
-                "could_meet_deadline": self.could_meet, "downgrade": self.weaker, "breaker": self.breaker}
+        out = {"backend": self.name, "tier": self.tier, **self.prediction.as_dict(),
+               "cost_usd": round(self.cost_usd, 8), "meets_deadline": self.meets_deadline,
+               "could_meet_deadline": self.could_meet, "downgrade": self.weaker, "breaker": self.breaker}
+        if self.rate_limit is not None:
+            out["rate_limit"] = self.rate_limit
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +145,7 @@ class _Row:
     could: bool  # the optimistic p95 does
     blocked: bool
     at_quality: bool  # the chosen tier or a stronger one
+    limited: Limited | None = None  # at its rate limit: as good as missing the deadline
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,10 +170,11 @@ def _rows(tiers: Sequence[Tier], chosen: int, inputs: RouteInputs) -> dict[str, 
         prediction = model.predict(inputs.max_tokens)
         price = inputs.prices.get(name, Price())
         cost = price.cost(Usage(inputs.input_tokens, prediction.output_tokens))
-        feasible = deadline is None or (prediction.known and prediction.p95_s <= deadline)
-        could = deadline is None or prediction.optimistic_s <= deadline
+        limited = inputs.limited.get(name)
+        feasible = limited is None and (deadline is None or (prediction.known and prediction.p95_s <= deadline))
+        could = limited is None and (deadline is None or prediction.optimistic_s <= deadline)
         rows[name] = _Row(name, tier_of[name], prediction, cost, feasible, could, name in inputs.blocked,
-                          tier_of[name] >= chosen)
+                          tier_of[name] >= chosen, limited)
     return rows
 
 
@@ -231,7 +245,13 @@ def _risk(tier: Tier, open_quality: Sequence[_Row], inputs: RouteInputs) -> str:
     """What stands between the chosen tier and the deadline, in words."""
     if not open_quality:
         return f"every backend of tier {tier.name!r} and above has its breaker open"
-    fastest = min(open_quality, key=lambda r: r.prediction.p95_s)
+    free = [r for r in open_quality if r.limited is None]
+    if not free:
+        soonest = min(open_quality, key=lambda r: r.limited.free_in_s if r.limited else 0.0)
+        assert soonest.limited is not None
+        return (f"every backend of tier {tier.name!r} and above is at its rate limit (soonest: {soonest.name}, "
+                f"{soonest.limited.describe()})")
+    fastest = min(free, key=lambda r: r.prediction.p95_s)
     return (f"no backend of tier {tier.name!r} or above is predicted to meet the {inputs.deadline_s:.2f}s deadline "
             f"(fastest: {fastest.name}, p95 {fastest.prediction.p95_s:.2f}s)")
 
@@ -239,7 +259,8 @@ def _risk(tier: Tier, open_quality: Sequence[_Row], inputs: RouteInputs) -> str:
 def _smallest_p95(pool: Sequence[_Row]) -> _Row:
     """Open breakers preferred, then the smallest p95 (an unmeasured backend's is a placeholder:
     those go after the measured)."""
-    return min(pool, key=lambda r: (r.blocked, not r.prediction.known, r.prediction.p95_s, r.cost_usd))
+    return min(pool, key=lambda r: (r.blocked, r.limited is not None, not r.prediction.known, r.prediction.p95_s,
+                                    r.cost_usd))
 
 
 def _at_risk(tiers: Sequence[Tier], chosen: int, rows: Mapping[str, _Row], inputs: RouteInputs) -> _Choice:
@@ -248,7 +269,7 @@ def _at_risk(tiers: Sequence[Tier], chosen: int, rows: Mapping[str, _Row], input
     quality = [r for r in rows.values() if r.at_quality]
     open_quality = [r for r in quality if not r.blocked]
     risk = _risk(tiers[chosen], open_quality, inputs)
-    if mode == "fail" and open_quality:
+    if mode == "fail" and any(r.limited is None for r in open_quality):  # slow, not merely rate-limited
         return _Choice(_smallest_p95(quality), f"{risk}; on_deadline_risk is fail: nothing is called", refused=risk)
     if mode == "fail" or (mode == "best-effort" and open_quality):
         row = _smallest_p95(quality)
@@ -287,7 +308,7 @@ def _winner(tiers: Sequence[Tier], chosen: int, rows: Mapping[str, _Row], inputs
 
 def _explorable(row: _Row, winner: _Row, inputs: RouteInputs) -> bool:
     """Whether `row` may be tried ahead of the winner at all."""
-    if row.name == winner.name or row.blocked or row.name in inputs.exploring:
+    if row.name == winner.name or row.blocked or row.limited is not None or row.name in inputs.exploring:
         return False
     return row.could or inputs.hedge  # without a hedge behind it, exploring would risk the deadline
 
@@ -318,10 +339,10 @@ def _explore(tiers: Sequence[Tier], chosen: int, rows: Mapping[str, _Row], winne
 
 def _by_promise(pool: Sequence[_Row]) -> list[_Row]:
     """Those meeting the deadline (in fallback_order: quality first), then those that might (best
-    optimistic p95 first), then the rest (smallest p95 first)."""
+    optimistic p95 first), then the rest (smallest p95 first; those at their rate limit last)."""
     good = [r for r in pool if r.feasible]
     maybe = sorted((r for r in pool if r.could and not r.feasible), key=lambda r: r.prediction.optimistic_s)
-    late = sorted((r for r in pool if not r.could), key=lambda r: r.prediction.p95_s)
+    late = sorted((r for r in pool if not r.could), key=lambda r: (r.limited is not None, r.prediction.p95_s))
     return [*good, *maybe, *late]
 
 
@@ -362,7 +383,14 @@ def _breaker_state(row: _Row, inputs: RouteInputs) -> str:
 
 def _candidate(tiers: Sequence[Tier], row: _Row, inputs: RouteInputs, hedge_after_s: float | None) -> Candidate:
     return Candidate(row.name, tiers[row.tier].name, row.prediction, row.cost_usd, row.feasible,
-                     _breaker_state(row, inputs), hedge_after_s, row.could, not row.at_quality)
+                     _breaker_state(row, inputs), hedge_after_s, row.could, not row.at_quality,
+                     row.limited.describe() if row.limited is not None else None)
+
+
+def _limited_note(rows: Mapping[str, _Row], winner: _Row) -> str:
+    """The at-quality backends passed over for their rate limit, in words ("" when none)."""
+    passed = [r for r in rows.values() if r.limited is not None and r.at_quality and r.name != winner.name]
+    return "".join(f"; {r.name} is {r.limited.describe()}" for r in passed if r.limited is not None)
 
 
 def plan_route(tiers: Sequence[Tier], chosen: int, inputs: RouteInputs) -> Plan:
@@ -378,6 +406,7 @@ def plan_route(tiers: Sequence[Tier], chosen: int, inputs: RouteInputs) -> Plan:
     if explored is not None:
         backup = f"hedged by {winner.name}" if inputs.hedge else f"then {winner.name}"
         why = f"exploring {explored.name} ({explore_why}), {backup}; {why}"
+    why += _limited_note(rows, winner)
     return Plan(tuple(_candidate(tiers, rows[n], inputs, hedge_after.get(n)) for n in candidates), why,
                 inputs.prefer, explored.name if explored else None, explore_why or None, mode,
                 choice.downgrade, choice.refused)

@@ -3,6 +3,9 @@ arbiters, iteration rounds and both servers all call a backend through `CallPath
 
 For one call to one backend it owns, in this order per attempt:
 
+    rate limit   take from the backend's rpm / tpm buckets (router/state/rate_limits.py); at its
+                 limit the attempt fails at once with AtRateLimit (never retried, no breaker verdict,
+                 so the router moves to the next candidate); tpm is corrected with the real usage
     budget       charge the innermost consortium run and every run around it (upstream attempts,
                  retries included); a spent budget fails the attempt, never retried
     breaker      refuse a backend whose breaker is open (unless the caller already decided to
@@ -26,10 +29,11 @@ import contextlib
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from backends.base import Backend
 from backends.deadline import Deadline
-from backends.errors import BackendError, BackendTimeout, BadRequest, BreakerOpen, MalformedResponse
+from backends.errors import AtRateLimit, BackendError, BackendTimeout, BadRequest, BreakerOpen, MalformedResponse
 from backends.per_loop import PerLoop
 from backends.retry import RetryPolicy, call_with_retries
 from backends.types import Chunk, Completion, FinalChunk, Request
@@ -37,6 +41,10 @@ from policies.breaker import BreakerBoard
 from router.consortium.budget import Reservation, current_run
 from router.decision import Attempt, Decision
 from router.redaction import Redactor
+from router.state.rate_limits import estimate_tokens
+
+if TYPE_CHECKING:
+    from router.state.rate_limits import RateLimiter
 
 __all__ = ["DEADLINE", "AttemptObserver", "CallOptions", "CallPath"]
 
@@ -75,9 +83,11 @@ class CallPath:
     """Calls backends by name, with every guarantee listed in the module docstring."""
 
     def __init__(self, resolve: Callable[[str], Backend], *, breakers: BreakerBoard, max_concurrency: int = 128,
-                 retry_per_class: dict[str, int] | None = None, redactor: Redactor | None = None):
+                 retry_per_class: dict[str, int] | None = None, redactor: Redactor | None = None,
+                 limits: RateLimiter | None = None):
         self._resolve = resolve
         self.breakers = breakers
+        self.limits = limits
         self.redactor = redactor or Redactor()
         # The global limit: a semaphore is bound to the loop it first waited on.
         self._slots = PerLoop(lambda: asyncio.Semaphore(max_concurrency))
@@ -121,13 +131,15 @@ class CallPath:
         retries = backend.settings.max_retries if options.retries is None else options.retries
         return RetryPolicy(retries, backend.settings.backoff_initial_s, self._retry_per_class)
 
-    def _admit(self, backend: Backend, options: CallOptions) -> None:
-        """The breaker first (a refused call spends no budget), then the budget, then the
-        breaker's permission (which, half-open, makes this call its probe)."""
+    async def _admit(self, backend: Backend, request: Request, options: CallOptions) -> int | None:
+        """The breaker first (a refused call spends no budget), then the rate limit, then the
+        budget, then the breaker's permission (which, half-open, makes this call its probe).
+        Returns the tokens charged to the backend's limits (None: it has none)."""
         breaker = self.breakers[backend.name]
         if options.check_breaker and not breaker.would_allow():
             raise BreakerOpen("circuit breaker is open after repeated failures; skipped until its cooldown ends",
                               **backend.where())
+        charged = await self._take_rate(backend, request, options)
         what = options.label or backend.name
         run = current_run().get()
         if options.reservation is not None:
@@ -136,6 +148,25 @@ class CallPath:
             run.budget.take(what)
         if options.check_breaker:
             breaker.allow()
+        return charged
+
+    async def _take_rate(self, backend: Backend, request: Request, options: CallOptions) -> int | None:
+        """One request off the backend's rpm, its estimate off tpm; AtRateLimit when either is spent."""
+        if self.limits is None or self.limits.limits_of(backend.name) is None:
+            return None
+        tokens = estimate_tokens(request.messages, request.max_tokens)
+        refused = await self.limits.take(backend.name, tokens)
+        if refused is None:
+            return tokens
+        if not options.check_breaker:
+            self.breakers[backend.name].release()  # the caller claimed a half-open probe it will not make
+        raise AtRateLimit(refused.describe(), retry_after=refused.free_in_s, **backend.where())
+
+    async def _settle(self, name: str, charged: int | None, completion: Completion) -> None:
+        """tpm pays for what the answer really used (the admission charged an estimate)."""
+        used = completion.usage.input_tokens + completion.usage.output_tokens
+        if charged is not None and used and self.limits is not None:
+            await self.limits.settle(name, charged, used)
 
     @contextlib.asynccontextmanager
     async def _slot(self) -> AsyncIterator[None]:
@@ -154,7 +185,7 @@ class CallPath:
                 self.in_flight -= 1
 
     async def _complete_once(self, backend: Backend, request: Request, options: CallOptions) -> Completion:
-        self._admit(backend, options)
+        charged = await self._admit(backend, request, options)
         started = time.perf_counter()
         try:
             async with self._slot():
@@ -169,14 +200,15 @@ class CallPath:
             self._failed(backend.name, exc, started, options, streamed=False)
             raise
         self._answered(backend.name, completion, started, options, streamed=False)
+        await self._settle(backend.name, charged, completion)
         return completion
 
     async def _open(self, backend: Backend, request: Request, options: CallOptions, *,
                     composite: bool = False) -> _StreamAttempt:
         """Start one streamed attempt and wait for its first chunk."""
-        if not composite:
-            self._admit(backend, options)
+        charged = None if composite else await self._admit(backend, request, options)
         attempt = _StreamAttempt(self, backend, request, options, composite=composite)
+        attempt.charged = charged
         try:
             await attempt.start()
         except BaseException:
@@ -253,6 +285,7 @@ class _StreamAttempt:
         self.first: Chunk | None = None
         self.first_s: float | None = None  # seconds to the first chunk, once it came
         self.done = False
+        self.charged: int | None = None  # tokens the rate limit charged at admission
         self._stack = contextlib.AsyncExitStack()
         self._chunks: AsyncGenerator[Chunk, None] | None = None
 
@@ -281,6 +314,7 @@ class _StreamAttempt:
             self.done = True
             self.path._answered(self.backend.name, chunk.completion, self.started, self.options, streamed=True,
                                 composite=self.composite)
+            await self.path._settle(self.backend.name, self.charged, chunk.completion)
         return chunk
 
     def _fail(self, exc: BaseException) -> None:

@@ -16,8 +16,8 @@ from backends.types import Price
 from policies.selection import OnDeadlineRisk, Prefer
 from router.consortium.spec import ConsortiumConfig
 
-__all__ = ["BackendConfig", "BreakerConfig", "Config", "LatencyModelConfig", "LatencyPrior", "LogConfig", "PriceConfig", "RoutingConfig",
-           "ScorerConfig", "StateConfig", "TierConfig"]
+__all__ = ["ApiKeyConfig", "BackendConfig", "BreakerConfig", "Config", "LatencyModelConfig", "LatencyPrior", "LogConfig", "PriceConfig", "RoutingConfig",
+           "ScorerConfig", "ServerConfig", "StateConfig", "TierConfig"]
 
 _ENV_REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
 
@@ -55,6 +55,10 @@ class BackendConfig(_Strict):
     passthrough: dict[str, Any] = Field(default_factory=dict, description="provider parameters sent verbatim, unchecked")
     headers: dict[str, str] = Field(default_factory=dict, description="extra HTTP headers; ${NAME} for credentials")
     latency: LatencyPrior | None = None
+    # Rate limits (router/state/rate_limits.py): shared by every replica when state is in Redis.
+    rpm: int | None = Field(None, gt=0, description="requests per minute this router sends the backend, at most")
+    tpm: int | None = Field(None, gt=0, description="tokens per minute (input estimate + max_tokens at admission, "
+                            "corrected with the real usage after)")
 
     @field_validator("api_key")
     @classmethod
@@ -235,6 +239,35 @@ class SpendConfig(_Strict):
     window_days: float = Field(30, gt=0, description="the spend counted is that of the last this many days")
 
 
+class ApiKeyConfig(_Strict):
+    """One client key of `route serve`: the key itself lives in the environment, never here;
+    its name labels its limits (and is all that is ever shown or stored)."""
+
+    key: str = Field(description="an environment reference: ${NAME}")
+    rpm: int | None = Field(None, gt=0, description="requests per minute this key may send")
+    tpm: int | None = Field(None, gt=0, description="tokens per minute this key may use (counted after each answer)")
+
+    @field_validator("key")
+    @classmethod
+    def _key_is_env_reference(cls, value: str) -> str:
+        if not _ENV_REF.match(value):  # the value is not echoed: it may be the key itself
+            raise ValueError("key must name an environment variable, like ${ALICE_ROUTE_KEY}; never write the key "
+                             "itself into a config file")
+        return value
+
+    @property
+    def env(self) -> str:
+        match = _ENV_REF.match(self.key)
+        assert match is not None  # the validator saw to it
+        return match.group(1)
+
+
+class ServerConfig(_Strict):
+    """`route serve`: the client keys it accepts (besides --api-key-env), each with its own limits."""
+
+    keys: dict[str, ApiKeyConfig] = Field(default_factory=dict, description="key name -> its ${ENV} and limits")
+
+
 class Config(_Strict):
     backends: dict[str, BackendConfig] = Field(min_length=1)
     routing: RoutingConfig
@@ -246,3 +279,4 @@ class Config(_Strict):
     log: LogConfig = LogConfig()
     spend: SpendConfig = SpendConfig()
     state: StateConfig = StateConfig()
+    server: ServerConfig = ServerConfig()

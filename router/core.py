@@ -43,6 +43,7 @@ from router.latency_tracker import LatencyTracker
 from router.queueing import with_queue  # queue hook
 from router.redaction import Redactor
 from router.state.base import SharedState
+from router.state.rate_limits import RateLimiter, estimate_tokens, rate_limiter_for
 
 __all__ = ["RouteStream", "Router"]
 
@@ -70,9 +71,10 @@ class Router:
         # Every model call, routed or not, goes through this one path (router/calls.py).
         # Every string that leaves the process is scrubbed of the secrets this config refers to.
         self.redactor = Redactor.for_config(self.config)
+        self.rate_limits = _rate_limits(self.config)
         self.calls = CallPath(self.backend, breakers=self.breakers, max_concurrency=self.config.routing.max_concurrency,
                               retry_per_class={str(k): v for k, v in self.config.routing.retries.items()},
-                              redactor=self.redactor)
+                              redactor=self.redactor, limits=self.rate_limits)
         # The live latency model learns from every attempt anywhere: routed, member or arbiter.
         self.latency = LatencyTracker.from_config(self.config)
         self.calls.add_observer(self.latency.observe)
@@ -109,7 +111,8 @@ class Router:
         from router.state.base import state_for
 
         try:
-            shared = state or state_for(self.config)
+            # One Redis connection pool per process: rate limits already hold a link to `state.url`.
+            shared = state or state_for(self.config, link=self.rate_limits.link)
             problem = shared.attach(self.latency, self.breakers)
         except ConfigError as exc:
             problem = str(exc)
@@ -122,7 +125,7 @@ class Router:
     async def refresh(self) -> None:
         """Adopt what other processes learned (latency, open breakers), at most every
         `state.refresh_ms`. `acomplete` does this itself; call it before `astream` or `decide`."""
-        await self.shared.refresh()
+        await asyncio.gather(self.shared.refresh(), self.rate_limits.refresh())
 
     def state(self) -> dict[str, dict[str, Any]]:
         """Per backend: what the latency model learned and the breaker's state (for `route
@@ -292,6 +295,7 @@ class Router:
         states = {name: self.breakers[name].state for name in names}
         settings = self.config.routing.latency
         chars = sum(len(str(m.get("content") or "")) for m in messages)
+        tokens = estimate_tokens(messages, max_tokens)  # what a call would take from a backend's tpm
         return RouteInputs(
             # queue hook (router/queueing.py): a backend's own line of requests is part of its prediction
             models={name: with_queue(self.latency.model(name), self._backends.get(name)) for name in names},
@@ -310,6 +314,7 @@ class Router:
             explore_roll=self._random.random(),
             hedge=self.config.routing.hedge,
             on_deadline_risk=self.config.routing.on_deadline_risk,
+            limited={n: refused for n in names if (refused := self.rate_limits.peek(n, tokens)) is not None},
         )
 
     def explain(self, prompt_or_messages: str | list[Message], *, model: str | None = None,
@@ -337,7 +342,7 @@ class Router:
         **extra: Any,
     ) -> RouteResult:
         """Answer with the best backend for this prompt, falling back on failure within the deadline."""
-        await self.shared.refresh()
+        await self.refresh()
         messages = as_messages(prompt_or_messages)
         decision = self.decide(messages, model=model, deadline_s=deadline_s, max_tokens=max_tokens, prefer=prefer,
                                needs=Needs.of(messages, extra, max_tokens))
@@ -415,6 +420,8 @@ class Router:
         await self.shared.aclose()
         for backend in self._backends.values():
             await backend.aclose()
+        if self.rate_limits.link is not None:
+            await self.rate_limits.link.aclose()  # the same link as a Redis state's: closing twice is harmless
 
     def close(self) -> None:
         if self._sync_loop is not None and not self._sync_loop.is_closed():
@@ -434,6 +441,17 @@ class Router:
 
     async def __aexit__(self, *exc_info) -> None:
         await self.aclose()
+
+
+def _rate_limits(config: Any) -> RateLimiter:
+    """Shared by every replica through Redis with `state: backend: redis` (its link is the one
+    `persist()` hands the Redis state too), else buckets in this process."""
+    link = None
+    if config.state.backend == "redis":
+        from router.state.redis_link import RedisLink
+
+        link = RedisLink.from_config(config.state)
+    return rate_limiter_for(config, link)
 
 
 def _seconds(ms: float | None) -> float | None:

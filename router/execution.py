@@ -8,7 +8,8 @@
     a call finishes                            -> it wins; every other call is cancelled
     the deadline passes                        -> everything is cancelled
     candidates behind an open breaker are tried last, and only when nothing else is left
-    nothing worked                             -> AllBackendsFailed (an exception group)
+    nothing worked                             -> AllBackendsFailed (an exception group);
+                                                  RateLimitExceeded when every one was rate-limited
 
 Unless the plan's `on_deadline_risk` is `downgrade`, a weaker tier's candidate is never hedged
 in nor moved ahead of an at-quality one to fit the time left: it starts only once every
@@ -30,7 +31,15 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
 
 from backends.deadline import Deadline
-from backends.errors import AllBackendsFailed, BackendError, BackendTimeout, DeadlineAtRisk, MalformedResponse
+from backends.errors import (
+    AllBackendsFailed,
+    BackendError,
+    BackendTimeout,
+    DeadlineAtRisk,
+    MalformedResponse,
+    RateLimited,
+    RateLimitExceeded,
+)
 from backends.types import Chunk, Completion, FinalChunk, Request, TextChunk
 from policies.selection import Candidate
 from router.calls import DEADLINE, CallOptions, CallPath
@@ -130,7 +139,7 @@ class Executor:
                 yield chunk
                 if isinstance(chunk, FinalChunk):
                     return
-        raise AllBackendsFailed(_failure_summary(decision), failures)
+        raise _all_failed(decision, failures)
 
     def _next(self, plan: _Plan) -> str | None:
         """The next candidate to start, breaker permitting, or None when there is none."""
@@ -376,6 +385,16 @@ def _refusal(decision: Decision) -> str:
             f"was called (a weaker tier least of all; at this quality: {', '.join(at_quality)}). Allow more time "
             "(--deadline, deadline_ms), or set on_deadline_risk to `best-effort` (try the tier anyway) or "
             "`downgrade` (answer from a faster, weaker tier, marked as a downgrade).")
+
+
+def _all_failed(decision: Decision, failures: list[BackendError]) -> AllBackendsFailed:
+    """RateLimitExceeded when every attempt met a rate limit (ours or the provider's), with the
+    soonest known time to try again; else AllBackendsFailed."""
+    if failures and all(isinstance(e, RateLimited) for e in failures):
+        waits = [e.retry_after for e in failures if isinstance(e, RateLimited) and e.retry_after is not None]
+        return RateLimitExceeded("every backend this request may go to is at a rate limit", failures,
+                                 retry_after_s=min(waits) if waits else None)
+    return AllBackendsFailed(_failure_summary(decision), failures)
 
 
 def _failure_summary(decision: Decision) -> str:

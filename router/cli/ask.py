@@ -126,7 +126,8 @@ def _candidate_table(rows: list[dict[str, Any]], hedges: dict[str, float]):
             row["backend"], f"{tier} (downgrade)" if row.get("downgrade") else tier,
             *((f"{row['p50_s']:.3f}", f"{row['p95_s']:.3f}") if row.get("known", True) else ("?", "unknown")),
             f"{row['cost_usd']:.6f}" if "cost_usd" in row else "-",
-            "-" if meets is None else ("meets" if meets else "may meet" if row.get("could_meet_deadline") else "misses"),
+            "rate limit" if row.get("rate_limit") else "-" if meets is None else (
+                "meets" if meets else "may meet" if row.get("could_meet_deadline") else "misses"),
             row.get("breaker", "-"), str(row.get("samples", 0)),
             f"{hedges[row['backend']]:.3f}" if row["backend"] in hedges else "-",
         )
@@ -203,7 +204,7 @@ def _warn_degraded(out: Output, completion) -> None:
 
 
 def _report_failure(out: Output, exc) -> None:
-    out.error(str(exc), kind="AllBackendsFailed")
+    out.error(str(exc), kind=type(exc).__name__)  # RateLimitExceeded says when to retry
     hint = failure_hint(exc)
     if hint:
         out.info(hint)
@@ -282,6 +283,7 @@ def register(app: typer.Typer) -> None:
         router = Router(loaded, source="cli", log=None if keep else False)
         if keep or loaded.config.state.backend == "redis":  # Redis needs no local file
             _attach_latency_store(router, out)
+        _read_shared_limits(router)
         decision = router.decide(messages, model=model, deadline_s=deadline_s, max_tokens=max_tokens, prefer=prefer)
         if explain:
             _show_explain(out, decision)
@@ -292,6 +294,23 @@ def register(app: typer.Typer) -> None:
                        prefer=prefer)
         _answer(router, out, messages, options, decision.chosen, stream=stream, watch=watch and not json_output,
                 show_thinking=show_thinking)
+
+
+def _read_shared_limits(router) -> None:
+    """A new process knows nothing of rate-limit buckets kept in Redis: read them once, so the
+    decision (and --explain) passes over a backend other replicas or runs have used up."""
+    limiter = router.rate_limits
+    if limiter.link is None or not limiter:
+        return
+    import asyncio
+
+    async def read() -> None:
+        try:
+            await limiter.refresh()
+        finally:
+            await limiter.link.aclose()  # its client belongs to this short-lived loop
+
+    asyncio.run(read())
 
 
 def _check_spend(router) -> None:

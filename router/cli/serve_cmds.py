@@ -174,30 +174,32 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         from router.config_loader import load_config
         from router.core import Router
+        from router.server.keys import server_keys
         from router.server.limits import ServerLimits
-        from router.server.runner import api_key_from_env
         from router.server.runner import serve as run_server
         from router.store import local_store_usable
 
         out = Output()
-        key = api_key_from_env(host, api_key_env)
         loaded = load_config(config)
+        keys = server_keys(loaded, host, api_key_env)  # --api-key-env and server.keys, from the environment
         # --no-log opens no file at all (latency is then learned for this run only); an unusable
         # store is one warning, then the log and latency learning are off.
         keep = not no_log and local_store_usable(loaded.config, out, check=True)
         router = Router(loaded, source="server", log=None if keep else False)
-        if api_key_env:
-            router.redactor.add(api_key_env)  # clients' token: never echoed either
+        for variable in [api_key_env, *(k.env for k in loaded.config.server.keys.values())]:
+            if variable:
+                router.redactor.add(variable)  # clients' keys: never echoed either
         if keep or loaded.config.state.backend == "redis":  # Redis needs no local file
             # What earlier runs learned about latency; the app's shutdown (router.aclose) saves it back.
             router.persist()
         shown = f"[{host}]" if ":" in host else host
+        auth = f"on (keys: {', '.join(keys)})" if keys else "off (loopback)"  # names only, never a key
         out.info(f"route serve: http://{shown}:{port}/v1 · config {loaded.path} · models: auto, "
-                 f"{', '.join(router.names())} · auth {f'on (${api_key_env})' if key else 'off (loopback)'} · "
+                 f"{', '.join(router.names())} · auth {auth} · "
                  f"log {'on: ' + str(router.request_log.path) if router.request_log else 'off'}")
         limits = ServerLimits(header_timeout_s=header_timeout, body_timeout_s=body_timeout,
                               max_header_bytes=max_header, max_connections=max_connections)
-        run_server(router, host=host, port=port, api_key=key, body_limit_bytes=max_body, drain_timeout_s=drain,
+        run_server(router, host=host, port=port, api_keys=keys, body_limit_bytes=max_body, drain_timeout_s=drain,
                    limits=limits)
 
     log_group = typer.Typer(help="The request log (CLI, Python API and server alike): the last requests, or one "

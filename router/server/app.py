@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -31,6 +32,7 @@ from starlette.routing import Route
 
 from router.server.chat import ChatCompletions, send_error
 from router.server.feedback import feedback_endpoint
+from router.server.keys import KEY_SCOPE, KeyLimits, record_key_usage
 from router.server.metrics import Metrics
 from router.server.models import ModelNames
 from router.server.routes import add_translated_routes, shaped_for
@@ -47,12 +49,13 @@ _OPEN_PATHS = frozenset({"/healthz"})
 
 class _BearerAuth:
     """Pure ASGI middleware: every path but /healthz needs `Authorization: Bearer <token>` (or
-    `x-api-key: <token>`, as Anthropic clients send it). Compared in constant time, so response
-    timing says nothing about the token."""
+    `x-api-key: <token>`, as Anthropic clients send it) with one of the server's keys; the name
+    of the key goes into the scope (keys.KEY_SCOPE) for its rate limits. Compared in constant
+    time, so response timing says nothing about a token."""
 
-    def __init__(self, app, token: str):
+    def __init__(self, app, tokens: Mapping[str, str]):
         self.app = app
-        self._token = token.encode()
+        self._tokens = [(name, token.encode()) for name, token in tokens.items()]
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "http" and scope["path"] not in _OPEN_PATHS and not self._allowed(scope):
@@ -64,13 +67,19 @@ class _BearerAuth:
         await self.app(scope, receive, send)
 
     def _allowed(self, scope) -> bool:
-        for name, value in scope["headers"]:
-            if name == b"authorization":
-                scheme, _, given = value.partition(b" ")
-                if scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), self._token):
+        for header, value in scope["headers"]:
+            given: bytes | None = None
+            if header == b"authorization":
+                scheme, _, bearer = value.partition(b" ")
+                given = bearer.strip() if scheme.lower() == b"bearer" else None
+            elif header == b"x-api-key":
+                given = value.strip()
+            if given is None:
+                continue
+            for name, token in self._tokens:
+                if hmac.compare_digest(given, token):
+                    scope[KEY_SCOPE] = name
                     return True
-            elif name == b"x-api-key" and hmac.compare_digest(value.strip(), self._token):
-                return True
         return False
 
 
@@ -79,9 +88,10 @@ def _json(data: Any, status: int = 200) -> Response:
 
 
 def create_app(router: Router, *, api_key: str | None = None, body_limit_bytes: int = DEFAULT_BODY_LIMIT,
-               close_router: bool = True, body_timeout_s: float | None = None) -> FastAPI:
-    """The ASGI app. `api_key` (the token itself, read from the environment by the caller) turns
-    on bearer auth. With `close_router`, shutdown closes the router's connections and flushes
+               close_router: bool = True, body_timeout_s: float | None = None,
+               api_keys: Mapping[str, str] | None = None) -> FastAPI:
+    """The ASGI app. `api_key` (the token itself, read from the environment by the caller), or
+    `api_keys` (name -> token; see keys.py), turns on bearer auth, with per-key rate limits. With `close_router`, shutdown closes the router's connections and flushes
     its request log. `body_timeout_s` bounds how long a request body may take to arrive.
     `app.state.metrics` is the Metrics object."""
     if body_limit_bytes < 1:
@@ -145,8 +155,12 @@ def create_app(router: Router, *, api_key: str | None = None, body_limit_bytes: 
         body = ApiError(500, f"internal error: {type(exc).__name__}", kind="server_error", code="internal_error").body()
         return Response(body, status_code=500, media_type="application/json")
 
-    if api_key:
-        app.add_middleware(_BearerAuth, token=api_key)
+    tokens = {**({"api-key": api_key} if api_key else {}), **(api_keys or {})}
+    if tokens:
+        if any(kind == "key" for kind, _ in router.rate_limits.limits):
+            router.add_request_observer(record_key_usage)
+            app.add_middleware(KeyLimits, limiter=router.rate_limits)  # inside the auth: it needs the key's name
+        app.add_middleware(_BearerAuth, tokens=tokens)
     app.state.metrics = metrics
     app.state.router = router
     return app

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from backends.errors import UsageError
@@ -69,21 +70,23 @@ def _options(drain_timeout_s: float, log_level: str, limits: ServerLimits) -> di
     }
 
 
-def _app(router: Router, api_key: str | None, body_limit_bytes: int | None, limits: ServerLimits):
+def _app(router: Router, api_key: str | None, body_limit_bytes: int | None, limits: ServerLimits,
+         api_keys: Mapping[str, str] | None = None):
     from router.server.app import DEFAULT_BODY_LIMIT, create_app
 
     return create_app(router, api_key=api_key, body_limit_bytes=body_limit_bytes or DEFAULT_BODY_LIMIT,
-                      body_timeout_s=limits.body_timeout_s)
+                      body_timeout_s=limits.body_timeout_s, api_keys=api_keys)
 
 
 def serve(router: Router, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT, api_key: str | None = None,
           body_limit_bytes: int | None = None, drain_timeout_s: float = DEFAULT_DRAIN_S,
-          limits: ServerLimits | None = None) -> None:
-    """Serve until interrupted (blocking). `api_key` is the token itself (see api_key_from_env)."""
-    if api_key is None and not is_loopback(host):
+          limits: ServerLimits | None = None, api_keys: Mapping[str, str] | None = None) -> None:
+    """Serve until interrupted (blocking). `api_key` is the token itself (see api_key_from_env);
+    `api_keys` maps names to tokens (router/server/keys.py)."""
+    if api_key is None and not api_keys and not is_loopback(host):
         raise UsageError(f"refusing to bind {host} without an API key; see `route serve --help` (--api-key-env)")
     limits = limits or ServerLimits()
-    app = _app(router, api_key, body_limit_bytes, limits)
+    app = _app(router, api_key, body_limit_bytes, limits, api_keys)
     ThreadedServer(app, host=host, port=port, name="route-server", **_options(drain_timeout_s, "info", limits)).run()
 
 
@@ -95,8 +98,9 @@ class RouteServer(ThreadedServer):
     """
 
     def __init__(self, router: Router, *, host: str = "127.0.0.1", port: int = 0, api_key: str | None = None,
-                 body_limit_bytes: int | None = None, drain_timeout_s: float = 5.0, limits: ServerLimits | None = None):
+                 body_limit_bytes: int | None = None, drain_timeout_s: float = 5.0, limits: ServerLimits | None = None,
+                 api_keys: Mapping[str, str] | None = None):
         limits = limits or ServerLimits()
-        app = _app(router, api_key, body_limit_bytes, limits)
+        app = _app(router, api_key, body_limit_bytes, limits, api_keys)
         super().__init__(app, host=host, port=port, name="route-server",
                          **_options(drain_timeout_s, "warning", limits))

@@ -7,6 +7,7 @@ OpenAI clients parse.
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from typing import Any
@@ -15,6 +16,7 @@ import orjson
 
 from backends.errors import (
     AllBackendsFailed,
+    AtRateLimit,
     AuthError,
     BackendError,
     BackendTimeout,
@@ -55,6 +57,7 @@ def error_body(message: str, kind: str, code: str | None = None, param: str | No
 # (every failure is one of these types, status, error type, code), first match wins.
 _STATUS_RULES = (
     ((BadRequest,), 400, "invalid_request_error", "upstream_bad_request"),  # the request's own fault
+    ((AtRateLimit,), 429, "rate_limit_error", "rate_limit_exceeded"),  # this router's own rpm / tpm
     ((RateLimited,), 429, "rate_limit_error", "upstream_rate_limited"),
     ((BackendTimeout,), 504, "server_error", "upstream_timeout"),
     ((BackendUnavailable, BackendTimeout, RateLimited), 503, "server_error", "upstream_unavailable"),
@@ -82,7 +85,8 @@ def error_for_failure(exc: BaseException) -> ApiError:
 
 def _retry_after(errors: list[BaseException]) -> dict[str, str] | None:
     waits = [e.retry_after for e in errors if isinstance(e, RateLimited) and e.retry_after is not None]
-    return {"retry-after": f"{max(1, round(min(waits)))}"} if waits else None
+    # Whole seconds, rounded up: a client that waits exactly that long finds room.
+    return {"retry-after": f"{max(1, math.ceil(min(waits) - 1e-9))}"} if waits else None
 
 
 def new_id() -> str:

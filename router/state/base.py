@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from policies.breaker import BreakerBoard
     from router.config import Config
     from router.latency_tracker import LatencyTracker
+    from router.state.redis_link import RedisLink
 
 __all__ = ["SharedState", "StateStatus", "state_for"]
 
@@ -55,11 +56,13 @@ class SharedState:
         await self.flush()
 
 
-def state_for(config: Config) -> SharedState:
-    """The state backend `config.state` names."""
+def state_for(config: Config, *, link: RedisLink | None = None) -> SharedState:
+    """The state backend `config.state` names; `link`: an open link to `state.url` to reuse."""
     if config.state.backend == "redis":
         from router.state.redis_state import RedisState
 
+        if link is not None:
+            return RedisState(link, refresh_s=config.state.refresh_ms / 1000)
         return RedisState.from_config(config.state)
     from router.state.local import LocalState
 
