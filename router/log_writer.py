@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from backends.errors import RouteError
 from router.store_health import StoreError
 
-__all__ = ["DEFAULT_INTERVAL_S", "DEFAULT_MAX_PENDING", "Pending", "Writer", "flush_all", "forget_all", "writer_for"]
+__all__ = ["DEFAULT_INTERVAL_S", "DEFAULT_MAX_PENDING", "Pending", "Writer", "after_fork", "flush_all", "writer_for"]
 
 _LOG = logging.getLogger("router.request_log")
 DEFAULT_INTERVAL_S = 0.2  # how often the writer thread looks for records
@@ -122,6 +122,17 @@ class Writer:
                     return False
                 self._settled.wait(min(remaining, 0.05))
         return True
+
+    def _after_fork(self) -> None:
+        """In a forked child (`route serve --workers`): no writer thread came along, and the
+        parent writes what was queued before the fork; start afresh, keeping this object, which
+        the child's RequestLogs hold."""
+        self._pending = deque()
+        self._lock = threading.Lock()
+        self._settled = threading.Condition(self._lock)
+        self._wake = threading.Event()
+        self._thread = None
+        self._busy = False
 
     @property
     def pending(self) -> int:
@@ -255,6 +266,9 @@ def flush_all(timeout_s: float = 10.0) -> None:
             _LOG.warning("route: request log: %d records not written to %s at exit", writer.pending, writer.label)
 
 
-def forget_all() -> None:
+def after_fork() -> None:
     """A forked child must not share (or wait on) its parent's writer threads."""
-    _writers.clear()
+    global _writers_lock
+    _writers_lock = threading.Lock()
+    for writer in _writers.values():
+        writer._after_fork()

@@ -147,7 +147,7 @@ def _flush_all_at_exit() -> None:
     log_writer.flush_all(timeout_s=10.0)
 
 
-os.register_at_fork(after_in_child=log_writer.forget_all)
+os.register_at_fork(after_in_child=log_writer.after_fork)
 
 
 class RequestLog:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import os
 import sqlite3
 import time
 
@@ -17,7 +18,7 @@ from router.core import Router
 from router.decision import Outcome, RouteResult
 from router.request_log import RequestLog, record_from
 from router.store import Store, default_store_path
-from tests.helpers import decision
+from tests.helpers import decision, ok_outcome
 
 
 def _config(sim, **top):
@@ -228,3 +229,22 @@ def test_route_ask_logs_unless_no_log(sim, tmp_path):
     assert runner.invoke(app, ["ask", "-c", str(config_file), "logged"]).exit_code == 0
     RequestLog().flush()
     assert [(r["source"], r["prompt"]) for r in Store().recent(5)] == [("cli", "logged")]
+
+
+def test_a_forked_worker_writes_through_the_log_it_inherited(tmp_path):
+    """`route serve --workers` forks after the Router (and its log) exist: the child has no
+    writer thread of its own until it logs, and must not write what the parent queued."""
+    log = RequestLog(tmp_path / "f.db")
+    log.observe(ok_outcome("parent"))  # the parent's writer thread is running at the fork
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            log.observe(ok_outcome("child"))
+            code = 0 if log.flush(timeout_s=60) and log.dropped == 0 else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert log.flush()
+    assert sorted(r["prompt"] for r in Store(tmp_path / "f.db").recent(10)) == ["child", "parent"]
