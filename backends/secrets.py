@@ -3,6 +3,7 @@ request is made, never stored. No project imports (a data-level helper of the in
 
     expand("https://x/v1?key=${GEMINI_KEY}")    -> the URL with the variable's value
     literal_secret_paths({"api_key": "sk-..."}) -> ["api_key"]: a key written into config
+    dsn_secret("host=db password=hunter2")      -> "a password (password=...)": one in a DSN
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-__all__ = ["MissingVariable", "env_references", "expand", "expand_all", "literal_secret_paths", "url_secret"]
+__all__ = ["MissingVariable", "dsn_secret", "env_references", "expand", "expand_all", "literal_secret_paths",
+           "url_secret"]
 
 _REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # Names under which a credential usually travels: parameters, headers, query strings.
@@ -101,4 +103,22 @@ def url_secret(url: str) -> str | None:
     for name, item in parse_qsl(parts.query, keep_blank_values=True):
         if _SECRET_NAME.search(name) and _is_literal(item):
             return f"the query parameter {name!r}"
+    return None
+
+
+# libpq's key=value form: password=secret or password='se cret'
+_DSN_PASSWORD = re.compile(r"(?:^|\s)password\s*=\s*('(?:[^'\\]|\\.)*'|\S*)", re.IGNORECASE)
+
+
+def dsn_secret(dsn: str) -> str | None:
+    """What in a PostgreSQL connection string (URL or key=value form) is a literal password, or None."""
+    if "://" in dsn:  # a user name alone is no secret here: libpq takes the password from elsewhere
+        parts = urlsplit(dsn)
+        if parts.password and _is_literal(parts.password):
+            return "a password in the URL (user:password@host)"
+        query = dict(parse_qsl(parts.query, keep_blank_values=True))
+        return "the query parameter 'password'" if _is_literal(query.get("password")) else None
+    match = _DSN_PASSWORD.search(dsn)
+    if match and _is_literal(match.group(1).strip("'")):
+        return "a password (password=...)"
     return None

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from backends.base import BackendSettings
-from backends.secrets import literal_secret_paths, url_secret
+from backends.secrets import dsn_secret, literal_secret_paths, url_secret
 from backends.types import Price
 from policies.selection import OnDeadlineRisk, Prefer
 from router.consortium.spec import ConsortiumConfig
@@ -186,7 +186,8 @@ class RoutingConfig(_Strict):
 
 
 class LogConfig(_Strict):
-    """The request log (router/request_log.py): one record per routed request in the local store."""
+    """The request log (router/request_log.py): one record per routed request, in the local SQLite
+    store (`backend: sqlite`) or in PostgreSQL (`backend: postgres`, shared by every replica)."""
 
     enabled: bool = True
     store_content: bool = Field(True, description="keep prompts and answers; False keeps only the metadata")
@@ -196,6 +197,27 @@ class LogConfig(_Strict):
     flush_interval_ms: float = Field(200, ge=0, description="records wait at most this long to be written; 0 = before "
                                                            "the request returns (a SIGKILL loses none)")
     path: str | None = Field(None, description="SQLite file; default: route.db in the user data dir")
+    backend: Literal["sqlite", "postgres"] = "sqlite"
+    dsn: str | None = Field(None, description="postgres: ${NAME}, the variable holding the connection string")
+    buffer_records: int = Field(10_000, ge=1, description="records held in memory while PostgreSQL is unreachable; "
+                                                          "beyond this the oldest are dropped")
+
+    @field_validator("dsn")
+    @classmethod
+    def _dsn_holds_no_password(cls, value: str | None) -> str | None:
+        # The DSN itself is never echoed: it may hold the password.
+        if value is not None and dsn_secret(value):
+            raise ValueError(f"dsn holds {dsn_secret(value)}; write dsn: ${{ROUTE_PG_DSN}} and export the connection "
+                             "string in that variable, so the password is never stored in config")
+        return value
+
+    @model_validator(mode="after")
+    def _postgres_needs_dsn(self) -> LogConfig:
+        if self.backend == "postgres" and not self.dsn:
+            raise ValueError("backend: postgres needs dsn: (for example dsn: ${ROUTE_PG_DSN})")
+        if self.backend == "sqlite" and self.dsn:
+            raise ValueError("dsn is for backend: postgres; for SQLite set path: (or nothing, for the default file)")
+        return self
 
 
 class StateConfig(_Strict):

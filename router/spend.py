@@ -7,17 +7,17 @@ import time
 
 from backends.errors import UsageError
 from router.config import Config
-from router.store import Store
+from router.log_queries import LogReader
 
 __all__ = ["check_spend_cap", "spent_usd"]
 
 
-def spent_usd(store: Store, *, since_ts: float | None = None) -> float:
+def spent_usd(store: LogReader, *, since_ts: float | None = None) -> float:
     """Dollars the logged requests cost since `since_ts` (all time for None)."""
     return sum(row.get("cost_usd") or 0.0 for row in store.stat_rows(since_ts=since_ts))
 
 
-def check_spend_cap(config: Config, store: Store) -> None:
+def check_spend_cap(config: Config, store: LogReader) -> None:
     """Raise UsageError (exit 2) when the logged spend of the window has reached `spend.cap_usd`."""
     cap = config.spend.cap_usd
     if cap is None:

@@ -16,7 +16,7 @@ from backends.simulator import SimServer
 
 # Real servers started per test, on free ports (they skip locally, naming the package, when the
 # binary is missing; under CI they fail instead).
-pytest_plugins = ["tests.redis_server"]
+pytest_plugins = ["tests.redis_server", "tests.postgres_server"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

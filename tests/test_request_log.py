@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import multiprocessing
+import os
 import sqlite3
 import time
 
@@ -18,7 +19,7 @@ from router.core import Router
 from router.decision import Outcome, RouteResult
 from router.request_log import RequestLog, record_from
 from router.store import Store, default_store_path
-from tests.helpers import decision
+from tests.helpers import decision, ok_outcome
 
 
 def _config(sim, **top):
@@ -296,3 +297,22 @@ def test_record_from_keeps_thinking_only_when_asked():
     assert record_from(outcome, store_thinking=True).thinking == "two and two"
     assert record_from(outcome, store_thinking=True, store_content=False).thinking is None
     assert record_from(outcome, store_thinking=True).answer == "4"
+
+
+def test_a_forked_worker_writes_through_the_log_it_inherited(tmp_path):
+    """`route serve --workers` forks after the Router (and its log) exist: the child has no
+    writer thread of its own until it logs, and must not write what the parent queued."""
+    log = RequestLog(tmp_path / "f.db")
+    log.observe(ok_outcome("parent"))  # the parent's writer thread is running at the fork
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            log.observe(ok_outcome("child"))
+            code = 0 if log.flush(timeout_s=60) and log.dropped == 0 else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert log.flush()
+    assert sorted(r["prompt"] for r in Store(tmp_path / "f.db").recent(10)) == ["child", "parent"]

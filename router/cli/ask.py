@@ -316,10 +316,15 @@ def _read_shared_limits(router) -> None:
 def _check_spend(router) -> None:
     if router.config.spend.cap_usd is None:
         return
+    from router.request_log import open_log_reader
     from router.spend import check_spend_cap
-    from router.store import store_for
 
-    check_spend_cap(router.config, store_for(router.config))
+    reader = open_log_reader(router.loaded, check=False)
+    try:
+        with reader.guard():
+            check_spend_cap(router.config, reader)
+    finally:
+        reader.close()
 
 
 def _answer(router, out: Output, messages, options: dict[str, Any], chosen: str, *, stream: bool,

@@ -14,12 +14,13 @@ __all__ = ["register"]
 
 
 def _store(config: str | None):
-    """The request-log Store the config points at (`log.path`, else the user data dir), checked:
-    a damaged file is a StoreError (exit 2) naming it, never a sqlite3 traceback."""
+    """The request log the config points at: the SQLite file (`log.path`, else the user data
+    dir), checked, or PostgreSQL (`log.backend: postgres`). A damaged file or an unreachable
+    server is a StoreError (exit 2) naming it, never a driver traceback."""
     from router.config_loader import load_config
-    from router.store import store_for
+    from router.request_log import open_log_reader
 
-    return store_for(load_config(config).config, check=True)
+    return open_log_reader(load_config(config))
 
 
 def _since(value: str | None) -> float | None:
@@ -196,7 +197,7 @@ def register(app: typer.Typer) -> None:
         auth = f"on (keys: {', '.join(keys)})" if keys else "off (loopback)"  # names only, never a key
         out.info(f"route serve: http://{shown}:{port}/v1 · config {loaded.path} · models: auto, "
                  f"{', '.join(router.names())} · auth {auth} · "
-                 f"log {'on: ' + str(router.request_log.path) if router.request_log else 'off'}")
+                 f"log {'on: ' + router.request_log.where if router.request_log else 'off'}")
         limits = ServerLimits(header_timeout_s=header_timeout, body_timeout_s=body_timeout,
                               max_header_bytes=max_header, max_connections=max_connections)
         run_server(router, host=host, port=port, api_keys=keys, body_limit_bytes=max_body, drain_timeout_s=drain,

@@ -1,0 +1,274 @@
+"""The request log's background writer: one thread per destination (a SQLite file, a PostgreSQL
+database) in this process, fed by `RequestLog.observe` through a deque.
+
+The event loop only appends: `put` never wakes the thread (a woken thread competes for the GIL
+with the loop that just served the request). The thread wakes every `interval_s` (or when
+flushed, or on a burst of `_BATCH_MAX` records), turns what is pending into rows -- the part of
+a record that costs CPU, done here rather than on the loop, handing the GIL back after each
+record -- and writes them in one transaction.
+
+Where the destination is a server (`keep_on` names the failures that mean "down, try again"),
+records it could not take stay queued, at most `max_pending` of them (the oldest are dropped
+beyond that, counted, one warning), and are written once it answers again; it is retried every
+`_RETRY_S`, or at once when flushed. Other failures drop the batch, counted in `dropped`, one
+warning per kind of problem.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Hashable
+from typing import Any, Protocol
+
+from backends.errors import RouteError
+from router.store_health import StoreError
+
+__all__ = ["DEFAULT_INTERVAL_S", "DEFAULT_MAX_PENDING", "Pending", "Writer", "after_fork", "flush_all", "writer_for"]
+
+_LOG = logging.getLogger("router.request_log")
+DEFAULT_INTERVAL_S = 0.2  # how often the writer thread looks for records
+DEFAULT_MAX_PENDING = 10_000  # records held while the destination is down
+_IDLE_EXIT_S = 3.0  # the writer thread ends after this long without records
+_BATCH_MAX = 1000  # records per transaction
+_RETRY_S = 2.0  # while the destination is down, try it this often
+
+
+class Pending(Protocol):
+    """A record queued on the event loop, made into its INSERT row by the writer thread."""
+
+    def row(self) -> tuple: ...
+
+
+class Target(Protocol):
+    """An open destination: the SQLite Store or a PgLogStore."""
+
+    def log_rows(self, rows: list[tuple]) -> list[tuple[int, Exception]]: ...
+
+    def close(self) -> None: ...
+
+
+class Writer:
+    """The one background writer for one destination in this process. `label` names it in
+    warnings (never with a password); `opener` connects (raising StoreError)."""
+
+    def __init__(self, label: str, opener: Callable[[], Target], *, keep_on: frozenset[str] = frozenset()):
+        self.label = label
+        self._opener = opener
+        self._keep_on = keep_on
+        self.interval_s = DEFAULT_INTERVAL_S  # the shortest any RequestLog on this destination asked for
+        self.max_pending = DEFAULT_MAX_PENDING
+        self._pending: deque[Pending | tuple] = deque()  # built rows are tuples: kept from a failed write
+        self._lock = threading.Lock()
+        self._settled = threading.Condition(self._lock)
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._busy = False  # a batch is taken but not yet written; guarded by _lock
+        self._warned: str | None = None  # the kind of problem last warned about
+        self._down_at: float | None = None  # monotonic: when a keep_on failure last happened, while down
+        self._overflowed = 0  # records dropped for room during this outage
+        self.dropped = 0
+
+    def put(self, item: Pending) -> None:
+        if len(self._pending) >= self.max_pending:
+            self._make_room()
+        self._pending.append(item)  # atomic; the writer drains it
+        if self._thread is None:  # read after the append: see _retire for why that order matters
+            self._ensure_thread()
+        if len(self._pending) >= _BATCH_MAX and self._down_at is None:
+            self._wake.set()  # a burst: write now rather than hold it all in memory
+
+    def refuse(self, exc: Exception) -> None:
+        """A record that could not be built: counted and warned about, nothing else lost."""
+        self.dropped += 1
+        _LOG.warning("request log: one record not written to %s: %s: %s", self.label, type(exc).__name__, exc)
+
+    def _make_room(self) -> None:
+        with self._lock:
+            extra = len(self._pending) - self.max_pending + 1
+            for _ in range(max(0, extra)):
+                self._pending.popleft()
+            if extra <= 0:
+                return
+            self.dropped += extra
+            self._overflowed += extra
+            if self._overflowed == extra:  # the first of this outage
+                _LOG.warning("route: request log: %d records are waiting for %s, the most log.buffer_records "
+                             "allows; dropping the oldest (counted; one warning per outage)", self.max_pending,
+                             self.label)
+
+    def _ensure_thread(self) -> None:
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=f"route-log-{self.label}", daemon=True)
+                self._thread.start()
+
+    def flush(self, timeout_s: float = 10.0) -> bool:
+        """Wait until every record queued before this call is written (or dropped). False on
+        timeout, or when the destination is down: its records then stay queued."""
+        started = time.monotonic()
+        deadline = started + timeout_s
+        if self._pending:
+            self._ensure_thread()
+        with self._lock:
+            while self._pending or self._busy:
+                if not self._busy and self._down_at is not None and self._down_at > started:
+                    return False  # tried since this call began, and the destination is still down
+                self._wake.set()
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._settled.wait(min(remaining, 0.05))
+        return True
+
+    def _after_fork(self) -> None:
+        """In a forked child (`route serve --workers`): no writer thread came along, and the
+        parent writes what was queued before the fork; start afresh, keeping this object, which
+        the child's RequestLogs hold."""
+        self._pending = deque()
+        self._lock = threading.Lock()
+        self._settled = threading.Condition(self._lock)
+        self._wake = threading.Event()
+        self._thread = None
+        self._busy = False
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def _run(self) -> None:
+        target: Target | None = None
+        idle_s = 0.0
+        try:
+            while True:
+                self._wake.wait(_RETRY_S if self._down_at is not None else self.interval_s)
+                self._wake.clear()
+                with self._lock:
+                    batch = [self._pending.popleft() for _ in range(min(len(self._pending), _BATCH_MAX))]
+                    self._busy = bool(batch)
+                if batch:
+                    idle_s = 0.0
+                    target = self._write(target, batch)
+                    continue
+                idle_s += self.interval_s
+                if idle_s >= _IDLE_EXIT_S and self._retire():
+                    return
+        finally:
+            if target is not None:
+                target.close()
+
+    def _retire(self) -> bool:
+        """End this thread unless records arrived. `_thread` is cleared before `_pending` is read,
+        and `put` appends before it reads `_thread`: so either this sees the record or `put` sees
+        no thread and starts one."""
+        with self._lock:
+            self._thread = None
+            if not self._pending:
+                return True
+            self._thread = threading.current_thread()
+            return False
+
+    def _rows(self, batch: list[Pending | tuple]) -> list[tuple]:
+        rows = []
+        for item in batch:
+            if isinstance(item, tuple):
+                rows.append(item)
+                continue
+            try:
+                rows.append(item.row())
+            except Exception as exc:  # the log must never fail a request, nor lose its neighbours
+                self.refuse(exc)
+            # Give the GIL back after each record: the event loop, if it is waiting for it,
+            # gets it now rather than after CPython's 5 ms switch interval.
+            time.sleep(0)
+        return rows
+
+    def _write(self, target: Target | None, batch: list[Pending | tuple]) -> Target | None:
+        """Write `batch`; returns the target to use next (None: reopen with the next batch)."""
+        try:
+            rows = self._rows(batch)
+            if target is None:
+                target = self._open()
+            failed = target.log_rows(rows)
+        except StoreError as exc:
+            return self._failed(target, rows, exc)
+        finally:
+            with self._lock:
+                self._busy = False
+                self._settled.notify_all()
+        for index, error in failed:
+            self.dropped += 1
+            _LOG.warning("request log: record %d of a batch not written to %s: %s", index, self.label, error)
+        self._recovered()
+        if len(self._pending) >= _BATCH_MAX:
+            self._wake.set()  # a backlog (a burst, or records kept through an outage): keep draining
+        return target
+
+    def _open(self) -> Target:
+        try:
+            return self._opener()
+        except StoreError:
+            raise
+        except RouteError as exc:  # a database written by a newer route, say: the log is off, the router runs
+            raise StoreError("failed", str(exc)) from None
+
+    def _failed(self, target: Target | None, rows: list[tuple], exc: StoreError) -> Target | None:
+        if exc.kind in self._keep_on:  # down: keep the records, in order, ahead of newer ones
+            with self._lock:
+                self._pending.extendleft(reversed(rows))
+                self._down_at = time.monotonic()
+            if len(self._pending) > self.max_pending:
+                self._make_room()
+            self._warn(exc.kind, f"{exc} ({len(self._pending)} records waiting)")
+        else:
+            self.dropped += len(rows)
+            self._warn(exc.kind, f"request log: {len(rows)} records not written: {exc}")
+            if exc.kind not in ("damaged", "failed"):
+                return target  # a full disk or a lock may pass: try again with the next batch
+        if target is not None:
+            target.close()
+        return None  # reopened with the next batch (a damaged SQLite file is then moved aside)
+
+    def _recovered(self) -> None:
+        if self._down_at is not None:
+            _LOG.warning("route: request log: %s answers again; the records kept meanwhile are being written "
+                         "(%d dropped for room)", self.label, self._overflowed)
+        self._down_at = None
+        self._overflowed = 0
+        self._warned = None  # writing works again: a new problem deserves a new warning
+
+    def _warn(self, kind: str, message: str) -> None:
+        if kind != self._warned:
+            self._warned = kind
+            _LOG.warning("route: %s", message)
+
+
+_writers: dict[Hashable, Writer] = {}
+_writers_lock = threading.Lock()
+
+
+def writer_for(key: Hashable, label: str, opener: Callable[[], Any], *,
+               keep_on: frozenset[str] = frozenset()) -> Writer:
+    """The process's one Writer for the destination `key`, made on first use."""
+    with _writers_lock:
+        writer = _writers.get(key)
+        if writer is None:
+            writer = _writers[key] = Writer(label, opener, keep_on=keep_on)
+        return writer
+
+
+def flush_all(timeout_s: float = 10.0) -> None:
+    """Flush every writer (at exit); say what could not be written."""
+    for writer in list(_writers.values()):
+        if not writer.flush(timeout_s=timeout_s) and writer.pending:
+            _LOG.warning("route: request log: %d records not written to %s at exit", writer.pending, writer.label)
+
+
+def after_fork() -> None:
+    """A forked child must not share (or wait on) its parent's writer threads."""
+    global _writers_lock
+    _writers_lock = threading.Lock()
+    for writer in _writers.values():
+        writer._after_fork()
