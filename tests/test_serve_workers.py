@@ -181,3 +181,17 @@ def test_a_bad_worker_count_is_a_usage_error(value):
 def test_serve_help_documents_workers():
     result = CliRunner().invoke(app, ["serve", "--help"], env={"COLUMNS": "200"})
     assert result.exit_code == 0 and "--workers" in result.output and "/metrics adds up" in result.output
+
+
+@pytest.mark.slow
+def test_a_dead_worker_stops_the_others_and_the_parent_says_so(sim, tmp_path, route_home):
+    server = _Serve("--workers", "2", "--no-log", "--config", str(_config(tmp_path, sim)))
+    try:
+        workers = server.children()
+        os.kill(workers[0], signal.SIGKILL)
+        assert server.proc.wait(timeout=60) == 1
+    finally:
+        server.close()
+    assert _wait_gone(workers)
+    output = "".join(server.output)
+    assert f"worker {workers[0]} was killed by SIGKILL" in output and "Traceback" not in output

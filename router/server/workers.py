@@ -117,5 +117,7 @@ def supervise(spec: ServeSpec, sockets: list[socket.socket], workers: int) -> No
         signals.restore()
         shutil.rmtree(metrics_dir, ignore_errors=True)
     if died is not None:
-        raise RouteError(f"route serve: worker {died.pid} exited with code {died.returncode} (its output is above); "
-                         "the other workers were stopped. Fix what it reported and start again.")
+        how = (f"was killed by {signal.Signals(-died.returncode).name}" if died.returncode < 0
+               else f"exited with code {died.returncode}")
+        raise RouteError(f"route serve: worker {died.pid} {how} (its output, if any, is above); the other "
+                         "workers were stopped. Fix what it reported, or see what killed it, and start again.")
