@@ -241,6 +241,10 @@ def _report(proxies: list[Proxy], header: str) -> int:
     return _verdicts(proxies)
 
 
+def _ratio(a: float, b: float) -> float:
+    return a / b if b else float("inf")  # a proxy that answered nothing in the window
+
+
 def _verdicts(proxies: list[Proxy]) -> int:
     print("\nratios (same run) and targets:")
     by_name = {p.name: p for p in proxies}
@@ -254,12 +258,12 @@ def _verdicts(proxies: list[Proxy]) -> int:
             line = (f"  {p.name:<20} {mode:<6} per core at 64 conns {ours['per_core']:>5.0f} "
                     f"(target {TARGET_PER_CORE[mode]:.0f}: {'met' if ok else 'NOT met'})")
             if one is not None and one is not p:
-                line += f", throughput x{ours['rps'] / one.results[mode, 64]['rps']:.2f} of -w1"
+                line += f", throughput x{_ratio(ours['rps'], one.results[mode, 64]['rps']):.2f} of -w1"
             if base is not None:
                 theirs = base.results[mode, 64]
                 p99, their99 = p.results[mode, "80%"]["p99_ms"], base.results[mode, "80%"]["p99_ms"]
                 ok = ok and p99 < their99
-                line += (f", x{ours['per_core'] / theirs['per_core']:.1f} litellm's per core; p99 at 80% "
+                line += (f", x{_ratio(ours['per_core'], theirs['per_core']):.1f} litellm's per core; p99 at 80% "
                          f"{p99:.1f} vs {their99:.1f} ms ({'met' if p99 < their99 else 'NOT met'})")
             met = met and ok
             print(line)
