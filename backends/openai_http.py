@@ -1,9 +1,9 @@
 """Any OpenAI-compatible chat-completions server, over httpx directly.
 
 vLLM, mlx-vlm, NVIDIA NIM and llama.cpp serve DiffusionGemma this way, and Mercury's API is one
-too, so this is the fast path: pooled AsyncClients per event loop (backends/http_clients.py),
-no SDK in between. This
-module is only the wire call; the base class assembles the answer and the call path retries.
+too, so this is the fast path: pooled AsyncClients per event loop (backends/http_clients.py), no
+SDK in between. This module is only the wire call; the base class assembles the answer and the
+call path retries.
 """
 
 from __future__ import annotations
