@@ -71,16 +71,13 @@ class AnthropicBackend(OpenAIBackend):
 
     async def _wire(self, request: Request, deadline: Deadline, *, stream: bool) -> AsyncIterator[Delta]:
         payload = self._payload(request, stream=stream)
-        response = await self._post(self.settings.url("/messages", _DEFAULT_BASE_URL), payload, deadline)
-        try:
+        async with self._exchange(self.settings.url("/messages", _DEFAULT_BASE_URL), payload, deadline) as response:
             simulated = response.headers.get("x-simulated") == "true"
             if not stream:
                 yield self._answer(await response.aread(), simulated)
                 return
             async for delta in self._stream_events(response, simulated):
                 yield delta
-        finally:
-            await response.aclose()
 
     def _answer(self, body: bytes, simulated: bool) -> Delta:
         try:

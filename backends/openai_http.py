@@ -1,13 +1,15 @@
 """Any OpenAI-compatible chat-completions server, over httpx directly.
 
 vLLM, mlx-vlm, NVIDIA NIM and llama.cpp serve DiffusionGemma this way, and Mercury's API is one
-too, so this is the fast path: one pooled AsyncClient per event loop, no SDK in between. This
-module is only the wire call; the base class assembles the answer and the call path retries.
+too, so this is the fast path: pooled AsyncClients per event loop (backends/http_clients.py), no
+SDK in between. This module is only the wire call; the base class assembles the answer and the
+call path retries.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any, ClassVar, cast
@@ -19,6 +21,7 @@ from backends.base import Backend, BackendSettings, Health
 from backends.capabilities import Capabilities
 from backends.deadline import Deadline
 from backends.errors import BackendError, MalformedResponse
+from backends.http_clients import ClientSet
 from backends.http_errors import error_for_status, translate_transport_error
 from backends.params import ChatParams
 from backends.per_loop import PerLoop
@@ -42,18 +45,14 @@ class OpenAIBackend(Backend):
         # For messages: as configured, so a ${NAME} in it never shows its value.
         self._shown = (settings.base_url or _DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
         # An AsyncClient is bound to the loop it first ran on; the sync wrappers start new loops.
-        self._clients = PerLoop(self._new_client)
+        self._clients = PerLoop(self._new_clients)
 
     @property
     def endpoint(self) -> str:
         return self._shown
 
-    def _new_client(self) -> httpx.AsyncClient:
-        limits = httpx.Limits(max_connections=256, max_keepalive_connections=64)
-        return httpx.AsyncClient(transport=self._transport, limits=limits, timeout=None)
-
-    def _client(self) -> httpx.AsyncClient:
-        return self._clients.get()
+    def _new_clients(self) -> ClientSet:
+        return ClientSet(self._transport)
 
     def _headers(self) -> dict[str, str]:
         headers = self.settings.resolve(self.settings.headers)
@@ -85,8 +84,9 @@ class OpenAIBackend(Backend):
         """GET /models: reachable, the key (if any) accepted, and our model among those served."""
         base = self._shown.removesuffix("/chat/completions")
         try:
-            response = await self._client().get(self.settings.url("/models", _DEFAULT_BASE_URL),
-                                                headers=self._headers(), timeout=timeout_s)
+            async with self._clients.get().lease() as client:
+                response = await client.get(self.settings.url("/models", _DEFAULT_BASE_URL),
+                                            headers=self._headers(), timeout=timeout_s)
         except httpx.HTTPError as exc:
             return Health(False, f"cannot reach {base} ({type(exc).__name__}); is the server running?")
         if response.status_code in (401, 403):
@@ -108,26 +108,28 @@ class OpenAIBackend(Backend):
 
     # -- the wire call ----------------------------------------------------------------------
 
-    async def _post(self, url: str, payload: dict[str, Any], deadline: Deadline) -> httpx.Response:
-        """POST with the time left, as a stream; an error status is raised as ours (and closed)."""
+    @contextlib.asynccontextmanager
+    async def _exchange(self, url: str, payload: dict[str, Any], deadline: Deadline) -> AsyncIterator[httpx.Response]:
+        """POST with the time left, as a stream, on the least busy pooled client; an error status
+        is raised as ours. The response is closed on the way out, which frees its connection."""
         remaining = deadline.remaining()
         limit = self.settings.timeout_s if remaining is None else max(0.001, remaining)
-        client = self._client()
-        sent = client.build_request("POST", url, json=payload, headers=self._headers(),
-                                    timeout=httpx.Timeout(limit, connect=min(limit, 10.0)))
-        response = await client.send(sent, stream=True)
-        if response.status_code >= 400:
+        async with self._clients.get().lease() as client:
+            sent = client.build_request("POST", url, json=payload, headers=self._headers(),
+                                        timeout=httpx.Timeout(limit, connect=min(limit, 10.0)))
+            response = await client.send(sent, stream=True)
             try:
-                body = (await response.aread()).decode("utf-8", "replace")
+                if response.status_code >= 400:
+                    body = (await response.aread()).decode("utf-8", "replace")
+                    raise error_for_status(response.status_code, response.headers, body, **self.where())
+                yield response
             finally:
                 await response.aclose()
-            raise error_for_status(response.status_code, response.headers, body, **self.where())
-        return response
 
     async def _wire(self, request: Request, deadline: Deadline, *, stream: bool) -> AsyncIterator[Delta]:
         payload = self._payload(request, stream=stream)
-        response = await self._post(self.settings.url("/chat/completions", _DEFAULT_BASE_URL), payload, deadline)
-        try:
+        async with self._exchange(self.settings.url("/chat/completions", _DEFAULT_BASE_URL), payload,
+                                  deadline) as response:
             simulated = response.headers.get("x-simulated") == "true"
             if not stream:
                 yield self._message(await response.aread(), simulated)
@@ -136,8 +138,6 @@ class OpenAIBackend(Backend):
             diffusing = bool(payload.get("diffusing"))
             async for delta in self._events(response, simulated, diffusing):
                 yield delta
-        finally:
-            await response.aclose()
 
     def _message(self, body: bytes, simulated: bool) -> Delta:
         try:
@@ -184,11 +184,11 @@ class OpenAIBackend(Backend):
                      reasoning=reasoning_delta(event))  # thinking hook: backends/thinking.py
 
     async def aclose(self) -> None:
-        clients, self._clients = self._clients.by_loop, PerLoop(self._new_client)
-        for loop, client in clients.items():
+        sets, self._clients = self._clients.by_loop, PerLoop(self._new_clients)
+        for loop, clients in sets.items():
             if not loop.is_closed():
                 try:
-                    await client.aclose()
+                    await clients.aclose()
                 except RuntimeError:
                     pass  # a client from another, still-open loop: dropped with that loop
 

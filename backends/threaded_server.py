@@ -14,7 +14,7 @@ from typing import Any
 
 from backends.errors import UsageError
 
-__all__ = ["ThreadedServer"]
+__all__ = ["ThreadedServer", "bind_socket"]
 
 _DEFAULTS: dict[str, Any] = {
     "log_config": None,  # a library must not reconfigure the host program's logging
@@ -22,6 +22,23 @@ _DEFAULTS: dict[str, Any] = {
     "access_log": False,  # a log line per request costs more than most requests
     "lifespan": "on",
 }
+
+
+def bind_socket(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
+    """A TCP socket bound to host:port (0: any free port), not yet listening. `reuse_port` lets
+    several sockets share the port, each taking its share of connections (Linux balances them)."""
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        raise UsageError(f"cannot listen on {host}:{port} ({exc.strerror}); "
+                         "pick another --port or stop what is using it") from None
+    return sock
 
 
 class ThreadedServer:
@@ -53,17 +70,14 @@ class ThreadedServer:
     def bind(self) -> ThreadedServer:
         """Claim the port now; idempotent."""
         if self._sock is None:
-            family, kind, proto, _, address = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)[0]
-            sock = socket.socket(family, kind, proto)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                sock.bind(address)
-            except OSError as exc:
-                sock.close()
-                raise UsageError(f"cannot listen on {self.host}:{self.port} ({exc.strerror}); "
-                                 "pick another --port or stop what is using it") from None
-            self._sock = sock
-            self.port = sock.getsockname()[1]
+            self._sock = bind_socket(self.host, self.port)
+            self.port = self._sock.getsockname()[1]
+        return self
+
+    def adopt(self, sock: socket.socket) -> ThreadedServer:
+        """Serve on a socket bound elsewhere (a `route serve --workers` worker gets its parent's)."""
+        self._sock = sock
+        self.port = sock.getsockname()[1]
         return self
 
     def _uvicorn(self) -> Any:

@@ -1,40 +1,72 @@
-"""Added latency of `route serve` over calling the model server directly, beside LiteLLM's proxy.
+"""Throughput, CPU per request and latency under load of `route serve`, beside LiteLLM's proxy.
 
-    LITELLM_LOCAL_MODEL_COST_MAP=True python benchmarks/proxy.py [--requests-scale 1.0] [--api messages]
+    LITELLM_LOCAL_MODEL_COST_MAP=True python benchmarks/proxy.py [--duration 5] [--workers 1,2]
+        [--log both|on|off] [--api chat|messages] [--no-litellm]
 
-One SIMULATED OpenAI-compatible server (separate process) answers every request with the same
-short stream. Three ways to reach it, measured in the same run, at 1, 16 and 64 concurrent
-streaming clients: directly; through `route serve` (model `auto`, request log on, bearer auth
-on); through `litellm --config` (one worker, master key). Latency is request to last byte of
-the stream. "Added" is the proxy's percentile minus the direct percentile at that concurrency.
-Target: our added p50 under a quarter of LiteLLM's at every concurrency, with no errors.
-LiteLLM's proxy needs its proxy dependencies (see the `bench` extra); without them the run
-prints our figures only and says so. `--api messages` measures the Anthropic Messages endpoint
-(`/v1/messages`) of all three instead: the simulator answers it directly too, and both proxies
-reach it through their Anthropic backends.
+One SIMULATED OpenAI-compatible server in its own process answers at once (16 tokens, no
+delay), so what is measured is the proxy. For each proxy -- `route serve --workers N` with the
+request log on and with --no-log, and `litellm --num_workers N` (master key; both check a
+bearer token) -- started one at a time, the same run measures, plain and streaming:
+
+- throughput with `wrk` (an external, C load generator) at 1, 16 and 64 connections, and CPU
+  per request: CPU seconds of the proxy's processes (/proc, workers included) over requests
+  answered. Requests per second per core is its inverse: what one core sustains, however
+  many the box has or lends to the load generator.
+- latency at fixed rates of 50% and 80% of that proxy's own ceiling (its best wrk figure),
+  from an open-loop generator in a process of its own (benchmarks/open_loop.py): p50 and p99
+  from when each request was due. Ours also at LiteLLM's 80% rate (the same absolute load).
+
+Ratios are against LiteLLM and `--workers 1`, measured in the same run. Targets (issue 13):
+per core at 64 connections at least 500 plain and 350 streaming requests/s; p99 at 80% load
+under LiteLLM's at 80% load. With 4 or more cores the load generators get the last core and
+the servers the rest; with fewer they share, which the header says, with the load average.
+Needs `wrk` (`apt-get install wrk`) and Linux (/proc); LiteLLM's proxy needs the `bench`
+extra (without it the run says why and measures ours alone).
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
+import json
 import os
+import re
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
-PROFILE = {"bench": {"ttft_s": 0.01, "tokens_per_s": 1000.0, "answer_tokens": 16}}
-LEVELS = ((1, 100), (16, 480), (64, 960))  # (concurrent clients, requests)
-BODY = {"model": "", "messages": [{"role": "user", "content": "Say something short."}], "stream": True,
-        "max_tokens": 16}
+PROFILE = {"bench": {"ttft_s": 0.0, "answer_tokens": 16}}
+CONNECTIONS = (1, 16, 64)
+LOADS = (0.5, 0.8)
+SETTLE_S = 1.0  # between measurements: the last one's cancelled requests finish unwinding
+TARGET_PER_CORE = {"plain": 500.0, "stream": 350.0}  # requests/s per core at 64 connections
+LUA = """wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer " .. os.getenv("BENCH_KEY")
+wrk.body = os.getenv("BENCH_BODY")
+"""
+
+
+@dataclass
+class Proxy:
+    name: str
+    cmd: list[str]
+    health: str
+    url: str
+    model: str
+    litellm: bool = False
+    workers: int = 1
+    results: dict = field(default_factory=dict)  # (mode, key) -> figures
 
 
 def _free_port() -> int:
@@ -43,13 +75,38 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _wait_ready(url: str, proc: subprocess.Popen, timeout_s: float, headers: dict | None = None) -> None:
+def _cores() -> tuple[set[int] | None, set[int] | None]:
+    """(servers' CPUs, load generators' CPUs): apart with 4 or more, else no pinning."""
+    cpus = sorted(os.sched_getaffinity(0))
+    return (set(cpus[:-1]), {cpus[-1]}) if len(cpus) >= 4 else (None, None)
+
+
+def _pinned(cpus: set[int] | None) -> Callable[[], None] | None:
+    return None if cpus is None else (lambda: os.sched_setaffinity(0, cpus))
+
+
+def _tree_cpu_s(pid: int) -> float:
+    """utime + stime of `pid` and every live descendant, seconds."""
+    total, todo, tick = 0.0, [pid], os.sysconf("SC_CLK_TCK")
+    while todo:
+        p = todo.pop()
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(") ", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # exited meanwhile
+    return total
+
+
+def _wait_ready(url: str, proc: subprocess.Popen, timeout_s: float, log: Path) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"{url}: the server exited with {proc.returncode}")
+            raise RuntimeError(f"{url}: the server exited with {proc.returncode}:\n{log.read_text()[-2000:]}")
         try:
-            if httpx.get(url, headers=headers, timeout=1.0).status_code < 500:
+            if httpx.get(url, timeout=1.0).status_code < 500:
                 return
         except httpx.HTTPError:
             pass
@@ -57,82 +114,70 @@ def _wait_ready(url: str, proc: subprocess.Popen, timeout_s: float, headers: dic
     raise RuntimeError(f"{url} did not come up within {timeout_s:.0f} s")
 
 
-def _start(cmd: list[str], env: dict, log: Path) -> subprocess.Popen:
-    return subprocess.Popen(cmd, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=ROOT)
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # litellm's workers too
+            proc.wait()
 
 
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * q / 100
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+def _wrk(url: str, conns: int, seconds: float, env: dict, lua: Path, cpus: set[int] | None) -> tuple[int, int]:
+    """(requests answered 2xx, failed ones) of one wrk run."""
+    out = subprocess.run(["wrk", "-t1", f"-c{conns}", f"-d{seconds:g}s", "--timeout", "30s", "-s", str(lua), url],
+                         env=env, capture_output=True, text=True, check=True, preexec_fn=_pinned(cpus)).stdout
+    done = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
+    bad = sum(int(n) for n in re.findall(r"Non-2xx or 3xx responses: (\d+)", out))
+    socket_errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    failed = bad + (sum(int(n) for n in socket_errors.groups()) if socket_errors else 0)
+    return done - bad, failed
 
 
-async def _one(client: httpx.AsyncClient, url: str, body: dict, headers: dict) -> float:
-    started = time.perf_counter()
-    async with client.stream("POST", url, json=body, headers=headers) as response:
-        if response.status_code != 200:
-            await response.aread()
-            raise RuntimeError(f"HTTP {response.status_code}: {response.text[:200]}")
-        saw_done = False
-        async for line in response.aiter_lines():
-            # A chat stream ends with [DONE], a Messages stream with its message_stop event.
-            if line.startswith(("data: [DONE]", "event: message_stop")):
-                saw_done = True
-        if not saw_done:
-            raise RuntimeError("stream ended without [DONE] or message_stop")
-    return time.perf_counter() - started
+def _open_loop(url: str, rate: float, seconds: float, body: str, env: dict, cpus: set[int] | None) -> dict:
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "open_loop.py"), url, "--rate", f"{rate:.1f}", "--duration",
+           f"{seconds:g}", "--body", body, "--auth-env", "BENCH_KEY", *(f"--cpu={c}" for c in cpus or ())]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
 
 
-async def _level(url: str, model: str, key: str | None, clients: int, requests: int) -> tuple[list[float], int]:
-    body = {**BODY, "model": model}
-    headers = {"authorization": f"Bearer {key}"} if key else {}
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    times: list[float] = []
-    errors = 0
-    queue = list(range(requests))
-    async with httpx.AsyncClient(limits=limits, timeout=30.0, trust_env=False) as client:
-        # Open every connection first: connection setup is not what this measures.
-        await asyncio.gather(*(_one(client, url, body, headers) for _ in range(clients)))
-
-        async def worker() -> None:
-            nonlocal errors
-            while queue:
-                queue.pop()
-                try:
-                    times.append(await _one(client, url, body, headers))
-                except Exception:  # counted and reported: a benchmark with errors is not a result
-                    errors += 1
-
-        await asyncio.gather(*(worker() for _ in range(clients)))
-    return times, errors
+def _body(api: str, model: str, stream: bool) -> str:
+    return json.dumps({"model": model, "max_tokens": 16, "stream": stream,
+                       "messages": [{"role": "user", "content": "Say something short."}]})
 
 
-def _litellm_ready() -> bool:
-    try:
-        subprocess.run([sys.executable, "-c", "import litellm.proxy.proxy_server"], check=True, cwd=ROOT,
-                       capture_output=True, timeout=120, env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
-        return True
-    except (subprocess.CalledProcessError, subprocess.TimeoutExpired):
-        return False
+def _measure(proxy: Proxy, pid: int, args, env: dict, lua: Path, litellm_rate: dict) -> None:
+    servers, loaders = _cores()
+    for mode in ("plain", "stream"):
+        body = _body(args.api, proxy.model, mode == "stream")
+        run_env = {**env, "BENCH_BODY": body}
+        _wrk(proxy.url, 16, 1, run_env, lua, loaders)  # warm-up: connections, caches, learned latency
+        best = 0.0
+        for conns in CONNECTIONS:
+            time.sleep(SETTLE_S)
+            before = _tree_cpu_s(pid)
+            started = time.perf_counter()
+            ok, failed = _wrk(proxy.url, conns, args.duration, run_env, lua, loaders)
+            elapsed = time.perf_counter() - started
+            cpu = _tree_cpu_s(pid) - before
+            rate = ok / elapsed
+            best = max(best, rate)
+            proxy.results[mode, conns] = {"rps": rate, "cpu_ms": 1000 * cpu / max(ok, 1),
+                                          "per_core": ok / cpu if cpu else float("nan"), "failed": failed}
+        rates = [(f"{int(load * 100)}%", load * best) for load in LOADS]
+        if not proxy.litellm and (mode, proxy.workers) in litellm_rate:
+            rates.append(("litellm 80%", litellm_rate[mode, proxy.workers]))
+        for label, rate in rates:
+            time.sleep(SETTLE_S)
+            proxy.results[mode, label] = {**_open_loop(proxy.url, rate, args.duration, body, env, loaders),
+                                          "target_rate": rate}
+        if proxy.litellm:
+            litellm_rate[mode, proxy.workers] = 0.8 * best
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests-scale", type=float, default=1.0, help="multiply the request counts")
-    parser.add_argument("--no-litellm", action="store_true", help="measure only direct and route serve")
-    parser.add_argument("--api", choices=("chat", "messages"), default="chat",
-                        help="chat completions (default) or the Anthropic Messages API")
-    args = parser.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="route-bench-"))
-    key = "sk-" + secrets.token_hex(24)
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "ROUTE_HOME": str(tmp / "home"),
-           "BENCH_KEY": key, "LITELLM_MASTER_KEY": key, "PYTHONUNBUFFERED": "1"}
-    sim_port, route_port, litellm_port = _free_port(), _free_port(), _free_port()
-    sim_base = f"http://127.0.0.1:{sim_port}/v1"
-    # With --api messages both proxies speak Messages upstream too: our anthropic kind, litellm's
-    # anthropic provider, against the simulator's /v1/messages.
+def _proxies(args, tmp: Path, sim_base: str, env: dict) -> list[Proxy]:
+    path = "/chat/completions" if args.api == "chat" else "/messages"
     kind, provider, api_base = (("openai", "openai", sim_base) if args.api == "chat"
                                 else ("anthropic", "anthropic", sim_base.removesuffix("/v1")))
     (tmp / "route.yaml").write_text(
@@ -141,75 +186,143 @@ def main() -> int:
     (tmp / "litellm.yaml").write_text(
         f"model_list:\n  - model_name: bench\n    litellm_params:\n      model: {provider}/bench\n"
         f"      api_base: {api_base}\n      api_key: sk-none\n")
-    procs: list[subprocess.Popen] = []
-    try:
-        procs.append(_start([sys.executable, "-c", f"from backends.simulator import serve; serve(port={sim_port}, "
-                             f"profiles={PROFILE!r})"], env, tmp / "sim.log"))
-        _wait_ready(f"http://127.0.0.1:{sim_port}/healthz", procs[-1], 30)
-        procs.append(_start([sys.executable, "-m", "router.cli", "serve", "--port", str(route_port), "--config",
-                             str(tmp / "route.yaml"), "--api-key-env", "BENCH_KEY"], env, tmp / "route.log"))
-        _wait_ready(f"http://127.0.0.1:{route_port}/healthz", procs[-1], 60)
-        path = "/chat/completions" if args.api == "chat" else "/messages"
-        targets = [("direct", f"{sim_base}{path}", "bench", None),
-                   ("route serve", f"http://127.0.0.1:{route_port}/v1{path}", "auto", key)]
-        use_litellm = not args.no_litellm and shutil.which("litellm", path=str(Path(sys.executable).parent)) \
-            and _litellm_ready()
-        if use_litellm:
-            procs.append(_start([str(Path(sys.executable).parent / "litellm"), "--config", str(tmp / "litellm.yaml"),
-                                 "--port", str(litellm_port), "--num_workers", "1"], env, tmp / "litellm.log"))
-            _wait_ready(f"http://127.0.0.1:{litellm_port}/health/liveliness", procs[-1], 120)
-            targets.append(("litellm proxy", f"http://127.0.0.1:{litellm_port}/v1{path}", "bench", key))
-        else:
-            print("LiteLLM's proxy is not runnable here (install the `bench` extra): measuring route serve only")
-        print(f"API: {args.api} ({path})")
-        return _run(targets, args.requests_scale)
-    finally:
-        for proc in reversed(procs):
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        shutil.rmtree(tmp, ignore_errors=True)
+    proxies = []
+    litellm = _litellm_command(args, env)
+    for workers in args.workers:
+        if isinstance(litellm, list):
+            port = _free_port()
+            proxies.append(Proxy(f"litellm -w{workers}", [*litellm, "--config", str(tmp / "litellm.yaml"), "--port",
+                                 str(port), "--num_workers", str(workers)], f"http://127.0.0.1:{port}/health/liveliness",
+                                 f"http://127.0.0.1:{port}/v1{path}", "bench", litellm=True, workers=workers))
+        for log in (("on", "off") if args.log == "both" else (args.log,)):
+            port = _free_port()
+            proxies.append(Proxy(f"route -w{workers} log {log}", [
+                sys.executable, "-m", "router.cli", "serve", "--port", str(port), "--config", str(tmp / "route.yaml"),
+                "--api-key-env", "BENCH_KEY", *(["--workers", str(workers)] if workers > 1 else []),
+                *(["--no-log"] if log == "off" else [])],
+                f"http://127.0.0.1:{port}/healthz", f"http://127.0.0.1:{port}/v1{path}", "auto", workers=workers))
+    if isinstance(litellm, str):
+        print(f"LiteLLM's proxy not measured: {litellm}")
+    return proxies
 
 
-def _report_row(clients: int, name: str, times: list[float], errors: int, base50: float,
-                base99: float) -> tuple[float, float, int]:
-    """Print one row; returns (added p50, added p99, errors) in seconds."""
-    p50, p99 = _percentile(times, 50), _percentile(times, 99)
-    extra = "" if name == "direct" else f" {(p50 - base50) * 1000:>10.2f} {(p99 - base99) * 1000:>10.2f}"
-    print(f"{clients:>7} {name:<14} {len(times):>5} {errors:>4} {p50 * 1000:>8.2f} {p99 * 1000:>8.2f}{extra}")
-    return p50 - base50, p99 - base99, errors
+def _litellm_command(args, env: dict) -> list[str] | str:
+    """The command, or why there is none."""
+    if args.no_litellm:
+        return "--no-litellm"
+    exe = Path(sys.executable).parent / "litellm"
+    if not exe.exists():
+        return f"no `litellm` command beside {sys.executable}; install the bench extra: pip install -e '.[bench]'"
+    probe = subprocess.run([sys.executable, "-c", "import litellm.proxy.proxy_server"], cwd=ROOT, env=env,
+                           capture_output=True, text=True, timeout=300)
+    if probe.returncode:
+        last = (probe.stderr.strip().splitlines() or ["?"])[-1]
+        return f"`import litellm.proxy.proxy_server` fails ({last}); install the bench extra: pip install -e '.[bench]'"
+    return [str(exe)]
 
 
-def _verdict(added: dict[str, tuple[float, float, int]]) -> bool:
-    """Our added p50 under a quarter of LiteLLM's, and no errors on either."""
-    ours, theirs = added["route serve"][0], added["litellm proxy"][0]
-    ratio = ours / theirs if theirs > 0 else float("inf")
-    ok = ratio < 0.25 and added["route serve"][2] == 0 and added["litellm proxy"][2] == 0
-    print(f"{'':>7} added p50: route serve / litellm proxy = {ratio:.3f}  (target < 0.25: {'met' if ok else 'NOT met'})")
-    return ok
+def _report(proxies: list[Proxy], header: str) -> int:
+    print(header)
+    for mode in ("plain", "stream"):
+        print(f"\n{mode}: wrk, closed loop{'':<14}{'conns':>5} {'req/s':>8} {'cpu ms/req':>10} {'req/s/core':>10} "
+              f"{'failed':>6}")
+        for p in proxies:
+            for c in CONNECTIONS:
+                r = p.results[mode, c]
+                print(f"  {p.name:<34} {c:>5} {r['rps']:>8.0f} {r['cpu_ms']:>10.2f} {r['per_core']:>10.0f} "
+                      f"{r['failed']:>6}")
+        print(f"{mode}: fixed rate, open loop{'':<5}{'load':>12} {'rate/s':>7} {'p50 ms':>7} {'p99 ms':>8} "
+              f"{'errors':>6}")
+        for p in proxies:
+            for label in [k for (m, k) in p.results if m == mode and isinstance(k, str)]:
+                r = p.results[mode, label]
+                print(f"  {p.name:<27} {label:>12} {r['rate']:>7.0f} {r['p50_ms']:>7.1f} {r['p99_ms']:>8.1f} "
+                      f"{r['errors']:>6}")
+    return _verdicts(proxies)
 
 
-def _run(targets, scale: float) -> int:
-    print(f"SIMULATED backend: ttft {PROFILE['bench']['ttft_s'] * 1000:.0f} ms, "
-          f"{PROFILE['bench']['answer_tokens']} tokens at {PROFILE['bench']['tokens_per_s']:.0f} tok/s, streamed")
-    print(f"{'clients':>7} {'target':<14} {'n':>5} {'err':>4} {'p50 ms':>8} {'p99 ms':>8} "
-          f"{'added p50':>10} {'added p99':>10}")
-    verdicts = []
-    for clients, requests in LEVELS:
-        n = max(clients, int(requests * scale))
-        results = {name: asyncio.run(_level(url, model, key, clients, n)) for name, url, model, key in targets}
-        base50 = _percentile(results["direct"][0], 50)
-        base99 = _percentile(results["direct"][0], 99)
-        added = {name: _report_row(clients, name, times, errors, base50, base99)
-                 for name, (times, errors) in results.items()}
-        if "litellm proxy" in added:
-            verdicts.append(_verdict(added))
-    if verdicts:
-        print("target met at every concurrency" if all(verdicts) else "target NOT met at every concurrency")
+def _ratio(a: float, b: float) -> float:
+    return a / b if b else float("inf")  # a proxy that answered nothing in the window
+
+
+def _verdicts(proxies: list[Proxy]) -> int:
+    print("\nratios (same run) and targets:")
+    by_name = {p.name: p for p in proxies}
+    met = True
+    for p in (p for p in proxies if not p.litellm):
+        base = by_name.get(f"litellm -w{p.workers}")
+        one = by_name.get(p.name.replace(f"-w{p.workers}", "-w1"))
+        for mode in ("plain", "stream"):
+            ours = p.results[mode, 64]
+            ok = ours["per_core"] >= TARGET_PER_CORE[mode]
+            line = (f"  {p.name:<20} {mode:<6} per core at 64 conns {ours['per_core']:>5.0f} "
+                    f"(target {TARGET_PER_CORE[mode]:.0f}: {'met' if ok else 'NOT met'})")
+            if one is not None and one is not p:
+                line += f", throughput x{_ratio(ours['rps'], one.results[mode, 64]['rps']):.2f} of -w1"
+            if base is not None:
+                theirs = base.results[mode, 64]
+                p99, their99 = p.results[mode, "80%"]["p99_ms"], base.results[mode, "80%"]["p99_ms"]
+                ok = ok and p99 < their99
+                line += (f", x{_ratio(ours['per_core'], theirs['per_core']):.1f} litellm's per core; p99 at 80% "
+                         f"{p99:.1f} vs {their99:.1f} ms ({'met' if p99 < their99 else 'NOT met'})")
+            met = met and ok
+            print(line)
+    print("targets met" if met else "targets NOT all met")
     return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=5.0, help="seconds per measurement")
+    parser.add_argument("--workers", default="1,2", help="worker counts to compare, e.g. 1,2")
+    parser.add_argument("--log", choices=("both", "on", "off"), default="both", help="route serve's request log")
+    parser.add_argument("--no-litellm", action="store_true", help="measure route serve only")
+    parser.add_argument("--api", choices=("chat", "messages"), default="chat",
+                        help="chat completions (default) or the Anthropic Messages API, upstream and down")
+    args = parser.parse_args()
+    args.workers = [int(w) for w in args.workers.split(",")]
+    if shutil.which("wrk") is None:
+        print("skipped: this benchmark drives the servers with wrk, which is not installed "
+              "(Debian/Ubuntu: `apt-get install wrk`; macOS: `brew install wrk`)")
+        return 0
+    if not Path("/proc/self/stat").exists():
+        print("skipped: CPU per request is read from /proc (Linux only)")
+        return 0
+    tmp = Path(tempfile.mkdtemp(prefix="route-bench-"))
+    key = "sk-" + secrets.token_hex(24)
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "ROUTE_HOME": str(tmp / "home"),
+           "BENCH_KEY": key, "LITELLM_MASTER_KEY": key, "PYTHONUNBUFFERED": "1"}
+    (tmp / "post.lua").write_text(LUA)
+    servers, loaders = _cores()
+    sim_port = _free_port()
+    sim = subprocess.Popen([sys.executable, "-c", f"from backends.simulator import serve; serve(port={sim_port}, "
+                            f"profiles={PROFILE!r})"], env=env, stdout=(tmp / "sim.log").open("w"),
+                           stderr=subprocess.STDOUT, cwd=ROOT, preexec_fn=_pinned(servers), start_new_session=True)
+    try:
+        _wait_ready(f"http://127.0.0.1:{sim_port}/healthz", sim, 30, tmp / "sim.log")
+        proxies = _proxies(args, tmp, f"http://127.0.0.1:{sim_port}/v1", env)
+        load = os.getloadavg()[0]
+        litellm_rate: dict = {}
+        for proxy in proxies:
+            log = tmp / f"{proxy.name.replace(' ', '_')}.log"
+            proc = subprocess.Popen(proxy.cmd, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=ROOT,
+                                    preexec_fn=_pinned(servers), start_new_session=True)
+            try:
+                _wait_ready(proxy.health, proc, 180, log)
+                print(f"measuring {proxy.name} ...", flush=True)
+                _measure(proxy, proc.pid, args, env, tmp / "post.lua", litellm_rate)
+            finally:
+                _stop(proc)
+        cores = len(os.sched_getaffinity(0))
+        header = (f"\nSIMULATED backend, own process: 16 tokens at once; API {args.api}; {args.duration:g} s per "
+                  f"figure; {cores} cores, " + (f"load generators on CPU {sorted(loaders)}, servers on the rest"
+                                               if loaders else "too few to keep load generators apart from the "
+                                               "servers: they share") +
+                  f"; load average {load:.1f} at start, {os.getloadavg()[0]:.1f} at end")
+        return _report(proxies, header)
+    finally:
+        _stop(sim)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

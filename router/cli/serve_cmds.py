@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Annotated, Any
 
@@ -157,10 +158,15 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def serve(
         host: Annotated[str, typer.Option("--host", help="Bind address; beyond loopback needs --api-key-env.")] = "127.0.0.1",
-        port: Annotated[int, typer.Option("--port", min=0, max=65535)] = 4000,
+        port: Annotated[int, typer.Option("--port", min=0, max=65535, help="0: any free port (shown at start).")] = 4000,
         api_key_env: Annotated[str | None, typer.Option(
             "--api-key-env", help="Name of the environment variable holding the bearer token clients must send.")] = None,
         no_log: Annotated[bool, typer.Option("--no-log", help="Do not write the request log.")] = False,
+        workers: Annotated[int, typer.Option(
+            "--workers", min=1, max=256, help="Processes serving the port, each one event loop (about one core) with "
+            "its own router from the config; connections are spread over them. Learned latency is shared through "
+            "the local store, /metrics adds up every worker; breakers and --max-connections are per worker. "
+            "About one per core.")] = 1,
         max_body: Annotated[int, typer.Option("--max-body", min=1024, help="Largest request body, bytes.")] = 16 * 1024 * 1024,
         drain: Annotated[float, typer.Option("--drain-timeout", min=0.0, help="Seconds to let streams finish on shutdown.")] = 30.0,
         header_timeout: Annotated[float, typer.Option(
@@ -174,10 +180,9 @@ def register(app: typer.Typer) -> None:
         config: Annotated[str | None, typer.Option("-c", "--config", help="Config file (default: search order).")] = None,
     ) -> None:
         from router.config_loader import load_config
-        from router.core import Router
         from router.server.keys import server_keys
         from router.server.limits import ServerLimits
-        from router.server.runner import serve as run_server
+        from router.server.worker import ServeSpec, run_server, serving_router
         from router.store import local_store_usable
 
         out = Output()
@@ -186,22 +191,30 @@ def register(app: typer.Typer) -> None:
         # --no-log opens no file at all (latency is then learned for this run only); an unusable
         # store is one warning, then the log and latency learning are off.
         keep = not no_log and local_store_usable(loaded.config, out, check=True)
-        router = Router(loaded, source="server", log=None if keep else False)
-        for variable in [api_key_env, *(k.env for k in loaded.config.server.keys.values())]:
-            if variable:
-                router.redactor.add(variable)  # clients' keys: never echoed either
-        if keep or loaded.config.state.backend == "redis":  # Redis needs no local file
-            # What earlier runs learned about latency; the app's shutdown (router.aclose) saves it back.
-            router.persist()
-        shown = f"[{host}]" if ":" in host else host
-        auth = f"on (keys: {', '.join(keys)})" if keys else "off (loopback)"  # names only, never a key
-        out.info(f"route serve: http://{shown}:{port}/v1 · config {loaded.path} · models: auto, "
-                 f"{', '.join(router.names())} · auth {auth} · "
-                 f"log {'on: ' + router.request_log.where if router.request_log else 'off'}")
         limits = ServerLimits(header_timeout_s=header_timeout, body_timeout_s=body_timeout,
                               max_header_bytes=max_header, max_connections=max_connections)
-        run_server(router, host=host, port=port, api_keys=keys, body_limit_bytes=max_body, drain_timeout_s=drain,
-                   limits=limits)
+        spec = ServeSpec(config=str(loaded.path), host=host, api_key_env=api_key_env, keep_log=keep,
+                         max_body=max_body, drain_s=drain, limits=dataclasses.asdict(limits))
+        names = [*loaded.config.backends, *loaded.config.consortia]
+        shown = f"[{host}]" if ":" in host else host
+        auth = f"on (keys: {', '.join(keys)})" if keys else "off (loopback)"  # names only, never a key
+        if workers > 1:
+            from router.server.workers import listening_sockets, supervise
+
+            sockets = listening_sockets(host, port, workers)
+            out.info(f"route serve: http://{shown}:{sockets[0].getsockname()[1]}/v1 · config {loaded.path} · "
+                     f"models: auto, {', '.join(names)} · auth {auth} · log {'on' if keep else 'off'} · "
+                     f"{workers} workers")
+            supervise(spec, sockets, workers)
+            return
+        from backends.threaded_server import bind_socket
+
+        sock = bind_socket(host, port)
+        router = serving_router(loaded, keep_log=keep, api_key_env=api_key_env)
+        out.info(f"route serve: http://{shown}:{sock.getsockname()[1]}/v1 · config {loaded.path} · models: auto, "
+                 f"{', '.join(names)} · auth {auth} · "
+                 f"log {'on: ' + router.request_log.where if router.request_log else 'off'}")
+        run_server(router, spec, sock)
 
     log_group = typer.Typer(help="The request log (CLI, Python API and server alike): the last requests, or one "
                                  "in full with `route log show ID`.", invoke_without_command=True)

@@ -12,11 +12,18 @@ process, as in tests). Fed by a request observer, so every routed request counts
     route_state_shared_up{backend}                  1 while shared state (Redis) answers; 0 while this
                                                     replica runs on its own state (state.backend: redis)
     route_state_shared_outages_total{backend}       times shared state went from answering to not
+    route_worker_requests{pid}                      requests each worker process finished
+
+Under `route serve --workers N` (PROMETHEUS_MULTIPROC_DIR set by the parent) the counters,
+histograms and the in-flight gauge are written to files there and summed over the workers at
+scrape time, whichever worker answers; the breaker and learned-latency gauges are read from
+the answering worker's router, and route_worker_requests keeps one series per worker.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -83,10 +90,14 @@ class Metrics:
         self.tokens = Counter("route_tokens", "Tokens", ["backend", "direction"], registry=r)
         self.cost = Counter("route_cost_usd", "Cost in US dollars", ["backend"], registry=r)
         self.decisions = Counter("route_routing_decisions", "The router's first choice", ["backend", "tier"], registry=r)
-        self.in_flight = Gauge("route_in_flight_requests", "Requests being answered now", registry=r)
+        self.in_flight = Gauge("route_in_flight_requests", "Requests being answered now", registry=r,
+                               multiprocess_mode="livesum")
         self.attempts = Counter("route_upstream_attempts", "Upstream attempts of every call (routed, consortium "
                                 "member, arbiter), retries included", ["backend", "outcome"], registry=r)
+        self.finished = Gauge("route_worker_requests", "Requests this process finished (a series per worker "
+                              "under --workers)", registry=r, multiprocess_mode="all")
         r.register(_StateCollector(router))
+        self._exposed = _multiprocess_registry(router) or r
         self._children: dict[tuple, Any] = {}  # labels() costs a lock and a dict lookup; cache the child
 
     def _child(self, metric, *labels: str):
@@ -124,6 +135,21 @@ class Metrics:
             status = "cancelled" if isinstance(outcome.error, asyncio.CancelledError) else "error"
         self._child(self.requests, model, backend, status).inc()
         self._child(self.duration, backend).observe(outcome.elapsed_s)
+        self.finished.inc()
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        return generate_latest(self._exposed)
+
+
+def _multiprocess_registry(router: Router) -> CollectorRegistry | None:
+    """Every worker's metrics from the shared directory, plus this worker's router state; None
+    outside multiprocess mode."""
+    path = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if not path:
+        return None
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, path)
+    registry.register(_StateCollector(router))
+    return registry

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import socket
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -80,14 +81,19 @@ def _app(router: Router, api_key: str | None, body_limit_bytes: int | None, limi
 
 def serve(router: Router, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT, api_key: str | None = None,
           body_limit_bytes: int | None = None, drain_timeout_s: float = DEFAULT_DRAIN_S,
-          limits: ServerLimits | None = None, api_keys: Mapping[str, str] | None = None) -> None:
+          limits: ServerLimits | None = None, api_keys: Mapping[str, str] | None = None,
+          sock: socket.socket | None = None) -> None:
     """Serve until interrupted (blocking). `api_key` is the token itself (see api_key_from_env);
-    `api_keys` maps names to tokens (router/server/keys.py)."""
+    `api_keys` maps names to tokens (router/server/keys.py). `sock`, bound already, is served
+    instead of binding host:port."""
     if api_key is None and not api_keys and not is_loopback(host):
         raise UsageError(f"refusing to bind {host} without an API key; see `route serve --help` (--api-key-env)")
     limits = limits or ServerLimits()
     app = _app(router, api_key, body_limit_bytes, limits, api_keys)
-    ThreadedServer(app, host=host, port=port, name="route-server", **_options(drain_timeout_s, "info", limits)).run()
+    server = ThreadedServer(app, host=host, port=port, name="route-server", **_options(drain_timeout_s, "info", limits))
+    if sock is not None:
+        server.adopt(sock)
+    server.run()
 
 
 class RouteServer(ThreadedServer):
