@@ -141,10 +141,11 @@ class Router:
             if below == "calibrated":
                 below = getattr(head or self.scorer, "threshold", None)
                 if below is None:
+                    where = "this tier's scorer.weights" if head else "routing.scorer.weights"
                     raise ConfigError(
                         f"tier {tier.name!r} says `below: calibrated` but the scorer has no calibrated threshold; "
                         "run `route calibrate DATA.jsonl --hosted-share 0.3 --out weights.json` and point "
-                        f"{'its `scorer`' if head else 'routing.scorer'}.weights at the file, or give a number.",
+                        f"{where} at the file, or give a number.",
                         path=self.loaded.path, line=self.loaded.line_of(*at, "below"),
                     )
             tiers.append(Tier(tier.name, below, tuple(tier.backends), tier.deadline_ms, tier.on_deadline_risk))
