@@ -135,6 +135,9 @@ class TierConfig(_Strict):
     # Upper edge of this tier's score band; the last tier has none and takes the rest.
     # "calibrated" uses the threshold stored with the scorer's weights (`route calibrate`).
     below: float | Literal["calibrated"] | None = None
+    # The head deciding the boundary above this tier (its `below` is a threshold on this
+    # scorer's value; "calibrated": its stored threshold). None: routing.scorer. See policies/ladder.py.
+    scorer: ScorerConfig | None = None
     backends: list[str] = Field(min_length=1)
     deadline_ms: float | None = Field(None, gt=0)
     on_deadline_risk: OnDeadlineRisk | None = Field(None, description="overrides routing.on_deadline_risk")

@@ -187,7 +187,8 @@ def _check_tiers(config: Config, path: str, lines: dict[tuple, int]) -> None:
         if problem:
             line = _line_for(lines, at + ("below",)) if tier.below is not None else _line_for(lines, at)
             raise ConfigError(problem, path=path, line=line)
-    edges = [(t, tier.below) for t, tier in enumerate(tiers[:-1]) if isinstance(tier.below, float)]
+    # bands on the routing scorer must ascend; a boundary with a head of its own has its own scale
+    edges = [(t, tier.below) for t, tier in enumerate(tiers[:-1]) if isinstance(tier.below, float) and tier.scorer is None]
     for (_, low), (t, high) in zip(edges, edges[1:]):
         if high <= low:
             raise ConfigError(f"tier `below` edges must ascend: {high} comes after {low}; order the tiers from "
@@ -198,6 +199,9 @@ def _band_problem(tier, *, last: bool) -> str | None:
     if last and tier.below is not None and tier.below != 1.0:
         return (f"the last tier ({tier.name!r}) must have no `below`: it takes every score above the other "
                 "bands. Remove its `below`.")
+    if last and tier.scorer is not None:
+        return (f"the last tier ({tier.name!r}) has no boundary above it for a `scorer` to decide; move the "
+                "`scorer` to the tier below the boundary it should decide, or remove it.")
     if not last and tier.below is None:
         return f"tier {tier.name!r} needs `below` (only the last tier may omit it); add `below: 0.5` or similar."
     return None

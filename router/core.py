@@ -30,11 +30,13 @@ from backends.base import Backend
 from backends.errors import ConfigError, Unsupported, UsageError
 from backends.types import Chunk, Message, Request, as_messages
 from policies.breaker import BreakerBoard, BreakerSettings
+from policies.ladder import Ladder
 from policies.needs import Needs
 from policies.scoring import Scorer, build_scorer
 from policies.selection import PREFER_CHOICES, Prefer, RouteInputs, forced_plan, plan_route
-from policies.tiers import Tier, fallback_order, pick_tier
+from policies.tiers import Tier, fallback_order
 from router.calls import CallPath
+from router.config import ScorerConfig
 from router.config_loader import LoadedConfig, _did_you_mean, load_config
 from router.decision import Attempt, Decision, Outcome, RouteResult
 from router.execution import Executor
@@ -62,7 +64,8 @@ class Router:
         self.source = source  # who is asking, for the request log: cli | api | server
         self.config = loaded.config
         self.scorer: Scorer = self._build_scorer()
-        self.tiers: tuple[Tier, ...] = self._build_tiers()
+        self.ladder: Ladder = self._build_ladder()
+        self.tiers: tuple[Tier, ...] = self.ladder.tiers
         self._backends: dict[str, Backend] = dict(backends or {})
         self._request_observers: list[RequestObserver] = []
         self._sync_loop: asyncio.AbstractEventLoop | None = None
@@ -135,30 +138,34 @@ class Router:
 
     # -- construction ---------------------------------------------------------------------
 
-    def _build_scorer(self) -> Scorer:
-        spec = self.config.routing.scorer
+    def _build_scorer(self, spec: ScorerConfig | None = None, at: tuple = ("routing", "scorer")) -> Scorer:
+        spec = spec or self.config.routing.scorer
         try:
             return build_scorer(spec.kind, **spec.options)
         except (ValueError, TypeError, OSError) as exc:
             raise ConfigError(
-                f"routing.scorer is invalid: {exc}", path=self.loaded.path, line=self.loaded.line_of("routing", "scorer")
+                f"{'.'.join(map(str, at))} is invalid: {exc}", path=self.loaded.path, line=self.loaded.line_of(*at)
             ) from None
 
-    def _build_tiers(self) -> tuple[Tier, ...]:
-        tiers = []
+    def _build_ladder(self) -> Ladder:
+        tiers, heads = [], []
         for index, tier in enumerate(self.config.routing.tiers):
+            at = ("routing", "tiers", index)
+            head = self._build_scorer(tier.scorer, (*at, "scorer")) if tier.scorer is not None else None
+            heads.append((f"{head.name} head", head) if head is not None else None)
             below = tier.below
             if below == "calibrated":
-                below = getattr(self.scorer, "threshold", None)
+                below = getattr(head or self.scorer, "threshold", None)
                 if below is None:
+                    where = "this tier's scorer.weights" if head else "routing.scorer.weights"
                     raise ConfigError(
                         f"tier {tier.name!r} says `below: calibrated` but the scorer has no calibrated threshold; "
                         "run `route calibrate DATA.jsonl --hosted-share 0.3 --out weights.json` and point "
-                        "routing.scorer.weights at the file, or give a number.",
-                        path=self.loaded.path, line=self.loaded.line_of("routing", "tiers", index, "below"),
+                        f"{where} at the file, or give a number.",
+                        path=self.loaded.path, line=self.loaded.line_of(*at, "below"),
                     )
             tiers.append(Tier(tier.name, below, tuple(tier.backends), tier.deadline_ms, tier.on_deadline_risk))
-        return tuple(tiers)
+        return Ladder(tuple(tiers), tuple(heads[:-1]))
 
     def names(self) -> list[str]:
         """Every name usable as `model`: backends, then consortia."""
@@ -224,7 +231,7 @@ class Router:
         if model and model != "auto":
             return self._decide_forced(model, deadline_s, max_tokens, unable)
         score = self.scorer.score(messages)
-        index = pick_tier(score.value, self.tiers)
+        index, crossings = self.ladder.climb(messages, score)
         tier = self.tiers[index]
         if deadline_s is None:
             deadline_s = _seconds(tier.deadline_ms or self.config.routing.deadline_ms)
@@ -232,9 +239,10 @@ class Router:
         plan = plan_route(tiers, index, self._route_inputs(tiers, messages, deadline_s, max_tokens, prefer))
         return Decision(
             plan=plan,
-            reason=f"{_band(score.value, tier, len(self.tiers))}: tier {tier.name!r}; {plan.why}",
+            reason=f"{self.ladder.reason(crossings, score)}: tier {tier.name!r}; {plan.why}",
             score=score,
             tier=tier.name,
+            crossings=crossings,
             deadline_s=deadline_s,
         )
 
@@ -459,14 +467,6 @@ def _seconds(ms: float | None) -> float | None:
 
 
 _NEED_WORDS = {"tools": "`tools`", "vision": "image input", "context": "a prompt this long"}
-
-
-def _band(score: float, tier: Tier, tier_count: int) -> str:
-    if tier_count == 1:
-        return f"score {score:.3f} (one tier)"
-    if tier.below is None:
-        return f"score {score:.3f} is above every other band"
-    return f"score {score:.3f} < {tier.below:.3f}"
 
 
 class RouteStream:

@@ -7,6 +7,7 @@ from typing import Any
 
 from backends.errors import BackendError
 from backends.types import Completion
+from policies.ladder import Crossing
 from policies.scoring import Score
 from policies.selection import Plan
 
@@ -46,6 +47,7 @@ class Decision:
     tier: str | None = None
     forced: bool = False
     deadline_s: float | None = None
+    crossings: tuple[Crossing, ...] = ()  # the tier boundaries looked at, the deciding one last
 
     @property
     def candidates(self) -> tuple[str, ...]:
@@ -90,6 +92,8 @@ class Decision:
             out["score"] = round(self.score.value, 6)
             out["scorer"] = self.score.scorer
             out["top_features"] = {name: round(c, 6) for name, c in self.score.top(5)}
+        if self.crossings:
+            out["boundaries"] = [c.as_dict() for c in self.crossings]
         if self.details:
             out["details"] = self.details
         return out

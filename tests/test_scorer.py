@@ -237,6 +237,37 @@ def test_leave_one_out_on_the_sample_fits_on_one_set_and_judges_the_other() -> N
     assert summary_row(rows).ours == pytest.approx((rows[0].ours + rows[1].ours) / 2, abs=1e-4)
 
 
+def test_nested_leave_one_out_chooses_the_recipe_without_the_left_out_set() -> None:
+    from policies.complexity.training.fit import is_held_out
+    from policies.complexity.training.leave_one_out import judge, nested_leave_one_out
+
+    records = load_records([SAMPLE])
+    sets = {"gsm8k": [r for r in records if r["id"].startswith("gsm8k")],
+            "mmlu-a": [r for r in records if r["id"].startswith("mmlu") and is_held_out(r["id"], 0.5)],
+            "mmlu-b": [r for r in records if r["id"].startswith("mmlu") and not is_held_out(r["id"], 0.5)]}  # fmt: skip
+    name_of = {r["id"]: name for name, rs in sets.items() for r in rs}
+    seen: list[set[str]] = []
+
+    def recipe(options):
+        def fitter(train: list[dict]) -> Weights:
+            seen.append({name_of[r["id"]] for r in train})
+            return learn(design(train), options)
+        return fitter
+
+    candidates = {"general": recipe(GENERAL), "priors": recipe(replace(GENERAL, relative_priors=1.0))}
+    rows = nested_leave_one_out(sets, candidates)
+    # per left-out set: 2 candidates x 2 inner folds, then the chosen one on both others
+    assert len(seen) == 3 * 5
+    for k, name in enumerate(sets):
+        assert all(name not in fitted for fitted in seen[5 * k: 5 * k + 5]), (name, seen[5 * k: 5 * k + 5])
+        assert seen[5 * k + 4] == set(sets) - {name}
+    for (row, chosen), name in zip(rows, sets):
+        assert row.name == name and chosen in candidates
+        others = [r for other, rs in sets.items() if other != name for r in rs]
+        assert row == judge(ComplexityScorer(learn(design(others), GENERAL if chosen == "general" else
+                                                   replace(GENERAL, relative_priors=1.0))), name, sets[name])
+
+
 @needs_shared
 def test_held_out_apgr_beats_length_and_bar(scorer: ComplexityScorer) -> None:
     for path in DEFAULT_DATA:

@@ -95,6 +95,8 @@ def _decision_rows(decision) -> list[tuple[str, str]]:
         rows.append(("score", f"{decision.score.value:.4f} ({decision.score.scorer})"))
         rows += [(f"  {name}", f"{contribution:+.4f}  (value {_number(decision.score.features.get(name))})")
                  for name, contribution in decision.score.top(6)]
+    rows += [(f"boundary {c.lower}|{c.upper}", f"{c.head}: {c.score:.4f} {'>=' if c.up else '<'} {c.threshold:.4f} "
+              f"-> {'up' if c.up else 'stay'}") for c in decision.crossings]
     downgrade = decision.downgrade
     if downgrade is not None:
         rows.append(("DOWNGRADE", f"tier {downgrade.from_tier} -> {downgrade.to_tier}: {downgrade.reason}"))
