@@ -74,7 +74,7 @@ class Router:
         # Every model call, routed or not, goes through this one path (router/calls.py).
         # Every string that leaves the process is scrubbed of the secrets this config refers to.
         self.redactor = Redactor.for_config(self.config)
-        self.rate_limits = _rate_limits(self.config)
+        self.rate_limits = _rate_limits(loaded)
         self.calls = CallPath(self.backend, breakers=self.breakers, max_concurrency=self.config.routing.max_concurrency,
                               retry_per_class={str(k): v for k, v in self.config.routing.retries.items()},
                               redactor=self.redactor, limits=self.rate_limits)
@@ -451,14 +451,15 @@ class Router:
         await self.aclose()
 
 
-def _rate_limits(config: Any) -> RateLimiter:
+def _rate_limits(loaded: Any) -> RateLimiter:
     """Shared by every replica through Redis with `state: backend: redis` (its link is the one
     `persist()` hands the Redis state too), else buckets in this process."""
+    config = loaded.config
     link = None
     if config.state.backend == "redis":
         from router.state.redis_link import RedisLink
 
-        link = RedisLink.from_config(config.state)
+        link = RedisLink.from_config(config.state, path=loaded.path, line=loaded.line_of("state", "url"))
     return rate_limiter_for(config, link)
 
 

@@ -77,3 +77,32 @@ def test_agent_config_files_parse():
     assert codex["model_providers"]["route"]["base_url"] == "http://127.0.0.1:4000/v1"
     script = (EXAMPLES / "claude_code.sh").read_text()
     assert "ANTHROPIC_BASE_URL" in script and "@anthropic-ai/claude-code" in script
+
+
+def test_deploy_example_is_two_replicas_sharing_redis_and_postgres(monkeypatch):
+    """examples/deploy: compose's replicas run options `route serve` has, with a route.yaml that
+    loads, shares state through Redis, logs to PostgreSQL, and names the model vLLM serves."""
+    from typer.testing import CliRunner
+
+    from router.cli.app import app
+
+    compose = yaml.safe_load((EXAMPLES / "deploy" / "compose.yaml").read_text())
+    services = compose["services"]
+    replicas = [s for name, s in services.items() if name.startswith("route-")]
+    assert len(replicas) == 2 and len({r["ports"][0] for r in replicas}) == 2
+    command = replicas[0]["command"]
+    assert command[0] == "serve" and command[command.index("--workers") + 1] == "2"
+    serve_help = CliRunner().invoke(app, ["serve", "--help"], terminal_width=200).stdout
+    assert all(flag in serve_help for flag in command if flag.startswith("--"))
+    assert {"ROUTE_REDIS_URL", "ROUTE_PG_DSN", "ROUTE_API_KEY"} <= set(replicas[0]["environment"])
+
+    for name in ("ROUTE_REDIS_URL", "ROUTE_PG_DSN", "INCEPTION_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.setenv(name, "set-by-compose")
+    config = load_config(EXAMPLES / "deploy" / "route.yaml").config
+    assert (config.state.backend, config.state.url) == ("redis", "${ROUTE_REDIS_URL}")
+    assert (config.log.backend, config.log.dsn) == ("postgres", "${ROUTE_PG_DSN}")
+    vllm = services["vllm"]["command"]
+    served = vllm[vllm.index("--served-model-name") + 1]
+    assert config.backends["diffusiongemma"].model == served
+    assert config.backends["diffusiongemma"].base_url == "http://vllm:8000/v1"
+    assert {"--max-num-seqs", "--generation-config", "--gpu-memory-utilization"} <= set(vllm)

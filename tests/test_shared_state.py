@@ -184,7 +184,9 @@ def _eventually(predicate, timeout_s: float = 30.0) -> bool:
     return True
 
 
-async def test_redis_down_at_start_routes_on_local_state_then_joins_when_it_comes(sim, redis_server, caplog):
+async def test_redis_down_at_start_routes_on_local_state_then_joins_when_it_comes(sim, redis_server, caplog,
+                                                                                  monkeypatch):
+    monkeypatch.setenv("ROUTE_REDIS_URL", redis_server.url)  # the config names it (rate limits link to it too)
     redis_server.stop()
     clock = [0.0]
     a = Router(load_config(_config(sim)), log=False)

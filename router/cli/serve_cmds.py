@@ -165,8 +165,8 @@ def register(app: typer.Typer) -> None:
         workers: Annotated[int, typer.Option(
             "--workers", min=1, max=256, help="Processes serving the port, each one event loop (about one core) with "
             "its own router from the config; connections are spread over them. Learned latency is shared through "
-            "the local store, /metrics adds up every worker; breakers and --max-connections are per worker. "
-            "About one per core.")] = 1,
+            "the local store (or Redis: `state:` in the config), /metrics adds up every worker; --max-connections "
+            "is per worker. About one per core.")] = 1,
         max_body: Annotated[int, typer.Option("--max-body", min=1024, help="Largest request body, bytes.")] = 16 * 1024 * 1024,
         drain: Annotated[float, typer.Option("--drain-timeout", min=0.0, help="Seconds to let streams finish on shutdown.")] = 30.0,
         header_timeout: Annotated[float, typer.Option(

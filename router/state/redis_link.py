@@ -15,8 +15,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
+from backends.errors import ConfigError
 from backends.per_loop import PerLoop
-from backends.secrets import expand
+from backends.secrets import MissingVariable, expand
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -47,10 +48,17 @@ class RedisLink:
         self._retry_at = 0.0
 
     @classmethod
-    def from_config(cls, state: StateConfig) -> RedisLink:
+    def from_config(cls, state: StateConfig, *, path: str | None = None, line: int | None = None) -> RedisLink:
+        """`path` and `line`: where `state.url` is written, for the error when its variable is unset."""
         assert state.url is not None  # the config's validator requires it for backend: redis
-        return cls(expand(state.url), prefix=state.prefix, timeout_s=state.timeout_ms / 1000,
-                   retry_s=state.retry_ms / 1000)
+        try:
+            url = expand(state.url)
+        except MissingVariable as exc:
+            raise ConfigError(f"state.url refers to ${{{exc.name}}}, which is not set: export {exc.name}="
+                              "redis://HOST:6379/0 (with the password in it if Redis needs one), or set "
+                              "`state: {backend: local}` to keep learned state on this machine",
+                              path=path, line=line) from None
+        return cls(url, prefix=state.prefix, timeout_s=state.timeout_ms / 1000, retry_s=state.retry_ms / 1000)
 
     def key(self, *parts: str) -> str:
         return self.prefix + ":".join(parts)

@@ -20,8 +20,6 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from backends.errors import ConfigError
-from backends.secrets import MissingVariable
 from router.state.base import SharedState, StateStatus
 from router.state.latency_merge import RedisLatency
 from router.state.redis_link import RedisLink
@@ -51,13 +49,7 @@ class RedisState(SharedState):
 
     @classmethod
     def from_config(cls, state: StateConfig) -> RedisState:
-        try:
-            link = RedisLink.from_config(state)
-        except MissingVariable as exc:
-            raise ConfigError(f"state.url refers to ${{{exc.name}}}, which is not set: export {exc.name}="
-                              "redis://HOST:6379/0 (with the password in it if Redis needs one), or set "
-                              "`state: {backend: local}` to keep learned state on this machine") from None
-        return cls(link, refresh_s=state.refresh_ms / 1000)
+        return cls(RedisLink.from_config(state), refresh_s=state.refresh_ms / 1000)
 
     def attach(self, latency: LatencyTracker, breakers: BreakerBoard) -> str | None:
         self._latency = latency
