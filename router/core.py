@@ -128,7 +128,10 @@ class Router:
     async def refresh(self) -> None:
         """Adopt what other processes learned (latency, open breakers), at most every
         `state.refresh_ms`. `acomplete` does this itself; call it before `astream` or `decide`."""
-        await asyncio.gather(self.shared.refresh(), self.rate_limits.refresh())
+        # In turn, not gathered: both are no-ops between refreshes, and a gather's tasks would
+        # cost every request more than the rare second round trip does.
+        await self.shared.refresh()
+        await self.rate_limits.refresh()
 
     def state(self) -> dict[str, dict[str, Any]]:
         """Per backend: what the latency model learned and the breaker's state (for `route
