@@ -83,6 +83,12 @@ async def test_with_redis_stopped_mid_run_no_request_fails_and_each_replica_limi
         await router.aclose()
 
 
+def _counter(metrics: str, name: str, labels: str) -> float:
+    """A counter's value in Prometheus text (0 when the series is absent)."""
+    prefix = f"{name}{{{labels}}} "
+    return sum(float(line.removeprefix(prefix)) for line in metrics.splitlines() if line.startswith(prefix))
+
+
 def test_two_route_serve_replicas_share_backend_and_key_limits_and_answer_429_with_retry_after(sim, redis_server):
     cfg = config(sim, redis_server.url, a={"rpm": 3},
                  server={"keys": {"alice": {"key": "${ALICE_KEY}", "rpm": 2}, "bob": {"key": "${BOB_KEY}"}}})
@@ -101,6 +107,11 @@ def test_two_route_serve_replicas_share_backend_and_key_limits_and_answer_429_wi
         assert sim.stats("m-a")["requests"] == 3  # exactly the limit, over both replicas
         alice = [ask(one, ALICE, model="b"), ask(two, ALICE, model="b"), ask(one, ALICE, model="b")]
         to_b = sim.stats("m-b")["requests"]
+        scraped = [client.get(server.url + "/metrics", headers={"authorization": f"Bearer {BOB}"}).text for server in (one, two)]
+    refusals = {labels: sum(_counter(text, "route_rate_limited_total", labels) for text in scraped)
+                for labels in ('kind="backend",name="a"', 'kind="key",name="alice"', 'kind="key",name="bob"')}
+    # two forced, the /v1/messages and the /v1/responses one; the routed one passed `a` over unasked
+    assert refusals == {'kind="backend",name="a"': 4, 'kind="key",name="alice"': 1, 'kind="key",name="bob"': 0}
     assert [r.status_code for r in forced] == [200, 200, 200, 429, 429]
     for refused in (*forced[3:], messages, responses):
         assert refused.status_code == 429 and refused.headers["retry-after"] == "20"

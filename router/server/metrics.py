@@ -13,6 +13,8 @@ process, as in tests). Fed by a request observer, so every routed request counts
                                                     replica runs on its own state (state.backend: redis)
     route_state_shared_outages_total{backend}       times shared state went from answering to not
     route_worker_requests{pid}                      requests each worker process finished
+    route_rate_limited_total{kind,name}             requests refused by a rate limit: kind backend (the
+                                                    router passed it over) or key (a 429 to that client)
 
 Under `route serve --workers N` (PROMETHEUS_MULTIPROC_DIR set by the parent) the counters,
 histograms and the in-flight gauge are written to files there and summed over the workers at
@@ -96,6 +98,9 @@ class Metrics:
                                 "member, arbiter), retries included", ["backend", "outcome"], registry=r)
         self.finished = Gauge("route_worker_requests", "Requests this process finished (a series per worker "
                               "under --workers)", registry=r, multiprocess_mode="all")
+        self.rate_limited = Counter("route_rate_limited", "Requests refused by a rate limit (kind: backend, passed "
+                                    "over; key: a 429 to that client)", ["kind", "name"], registry=r)
+        router.rate_limits.refusal_observers.append(self.refused)
         r.register(_StateCollector(router))
         self._exposed = _multiprocess_registry(router) or r
         self._children: dict[tuple, Any] = {}  # labels() costs a lock and a dict lookup; cache the child
@@ -111,6 +116,9 @@ class Metrics:
         """The attempt observer: one call per upstream attempt, anywhere in the router."""
         outcome = "cancelled" if attempt.cancelled else ("ok" if attempt.error is None else type(attempt.error).__name__)
         self._child(self.attempts, attempt.backend, outcome).inc()
+
+    def refused(self, kind: str, name: str) -> None:
+        self._child(self.rate_limited, kind, name).inc()
 
     def decided(self, decision: Decision) -> None:
         self._child(self.decisions, decision.chosen, decision.tier or ("forced" if decision.forced else "-")).inc()
