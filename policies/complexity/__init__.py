@@ -1,8 +1,8 @@
-"""The offline prompt-complexity scorer: hand-designed features plus learned word weights.
+"""The offline prompt-complexity scorer: hand-designed features, optionally learned word weights.
 
-`ComplexityScorer.load()` reads the shipped weights (`weights.json`: hand-set general priors and
-confined word weights fitted on the RouteLLM GSM8K and MMLU records); scoring needs no model
-call, no network and nothing beyond the standard library. Fitting code lives in `training/`
+`ComplexityScorer.load()` reads the shipped weights (`weights.json`: the recipe that did best
+leaving one dataset out, `training.learn.GENERAL`, refit on every shared routing set); scoring
+needs no model call, no network and nothing beyond the standard library. Fitting code lives in `training/`
 (`route calibrate`, `python -m policies.complexity.training.fit`), never imported here.
 """
 

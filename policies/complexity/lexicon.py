@@ -86,6 +86,11 @@ STEMS: dict[str, str] = {
         код алгоритм программ
         خوارزمية برمجة شيفرة
         एल्गोरिदम प्रोग्राम""",
+    # chained steps ("first ... then ... finally"): the strongest learned signal after length,
+    # so a request in these scripts must be able to show it too
+    "lex_sequence": """首先 然后 然後 其次 最后 最後 接着 接著 まず 次に 最後に それから
+        먼저 우선 그다음 마지막으로 сначала затем потом наконец во-первых во-вторых
+        أولا أولاً أخيرا أخيراً पहले फिर अंत""",
     "lex_simple": """你好 您好 谢谢 謝謝 早上好 晚安 こんにちは こんばんは おはよう ありがとう 天気 天气
         안녕 고마워 고맙 감사합니다 날씨
         привет здравствуй спасибо погод
