@@ -8,7 +8,8 @@ the same totals (connections and keep-alive ones), an eighth of the walk.
 
 Least busy, not round-robin: a lone caller keeps reusing the first client's one connection.
 Clients are made as concurrency first needs them, and share one TLS context (building one
-reads the CA bundle: about 0.1 s each).
+reads the CA bundle: about 0.1 s each). Their connections send each request in one write
+(backends/corked.py).
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ import contextlib
 import ssl
 from collections.abc import AsyncIterator
 
+import httpcore
 import httpx
+
+from backends.corked import CorkedBackend
 
 __all__ = ["ClientSet"]
 
@@ -44,9 +48,22 @@ class ClientSet:
     def _make(self, i: int) -> httpx.AsyncClient:
         if self._tls is None:
             self._tls = httpx.create_ssl_context()
-        client = self.clients[i] = httpx.AsyncClient(transport=self._transport, limits=self._limits,
-                                                     timeout=None, verify=self._tls)
+        transport = self._transport or self._corked(self._tls)
+        client = self.clients[i] = httpx.AsyncClient(transport=transport, limits=self._limits, timeout=None,
+                                                     verify=self._tls)
         return client
+
+    def _corked(self, tls: ssl.SSLContext) -> httpx.AsyncHTTPTransport:
+        """httpx's own transport, its pool built as httpx builds it but on CorkedBackend (httpx
+        has no parameter for the network backend). Proxies from the environment are still
+        httpx's own transports, mounted by the client."""
+        transport = httpx.AsyncHTTPTransport(verify=tls, limits=self._limits)
+        limits = self._limits
+        transport._pool = httpcore.AsyncConnectionPool(
+            ssl_context=tls, max_connections=limits.max_connections,
+            max_keepalive_connections=limits.max_keepalive_connections, keepalive_expiry=limits.keepalive_expiry,
+            http1=True, http2=False, retries=0, network_backend=CorkedBackend())
+        return transport
 
     @contextlib.asynccontextmanager
     async def lease(self) -> AsyncIterator[httpx.AsyncClient]:
