@@ -30,13 +30,14 @@ __all__ = ["CorkedBackend", "CorkedStream"]
 
 
 class CorkedStream(AsyncNetworkStream):
-    __slots__ = ("_inner", "_held", "_timeout", "_socket")
+    __slots__ = ("_inner", "_held", "_timeout", "_socket", "_poll")
 
     def __init__(self, inner: AsyncNetworkStream):
         self._inner = inner
         self._held: list[bytes] = []
         self._timeout: float | None = None
         self._socket: socket.socket | None = inner.get_extra_info("socket")
+        self._poll: select.poll | None = None  # registered with the socket once, when first asked
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
         if buffer:
@@ -65,22 +66,23 @@ class CorkedStream(AsyncNetworkStream):
             await self._flush()
         return CorkedStream(await self._inner.start_tls(ssl_context, server_hostname, timeout))
 
+    def _readable(self) -> bool:
+        """httpcore's test for an idle connection the server closed (httpcore/_utils.py): readable
+        means the next read returns b"" (or the socket is gone)."""
+        sock = self._socket
+        if sock is None or sock.fileno() < 0:
+            return True
+        if self._poll is None:
+            self._poll = select.poll()
+            self._poll.register(sock, select.POLLIN)
+        return bool(self._poll.poll(0))
+
     def get_extra_info(self, info: str) -> Any:
         if info == "is_readable":
-            return _readable(self._socket)
+            return self._readable()
         if info == "socket":
             return self._socket
         return self._inner.get_extra_info(info)
-
-
-def _readable(sock: socket.socket | None) -> bool:
-    """httpcore's test for an idle connection the server closed (httpcore/_utils.py): readable
-    means it is about to read b"", or the socket is gone."""
-    if sock is None or sock.fileno() < 0:
-        return True
-    poll = select.poll()
-    poll.register(sock, select.POLLIN)
-    return bool(poll.poll(0))
 
 
 class CorkedBackend(AsyncNetworkBackend):
