@@ -71,8 +71,10 @@ async def test_an_idle_socket_is_readable_only_once_the_peer_hung_up():
 async def test_a_client_set_request_reaches_the_server_whole_and_reuses_its_connection():
     """Through ClientSet's real transport: head and body arrive, the connection is reused."""
     first_reads: list[bytes] = []
+    connections = []
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(writer)
         while True:
             data = await reader.read(65536)
             if not data:
@@ -94,7 +96,7 @@ async def test_a_client_set_request_reaches_the_server_whole_and_reuses_its_conn
         await clients.aclose()
         server.close()
         await server.wait_closed()
-    assert len(first_reads) == 2
+    assert len(first_reads) == 2 and len(connections) == 1
     for data in first_reads:
         head, _, body = data.partition(b"\r\n\r\n")
         assert head.startswith(b"POST /v1/x HTTP/1.1") and body == b'{"a":1}'
