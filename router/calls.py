@@ -13,7 +13,7 @@ For one call to one backend it owns, in this order per attempt:
     concurrency  a slot in the global limit (`routing.max_concurrency`) and in every enclosing
                  consortium's `max_concurrency`, so nesting cannot multiply either
     deadline     the attempt gets the time left; a stream is cut at the deadline too
-    retries      the one tenacity policy (backends/retry.py), within the deadline; a stream is
+    retries      the one retry policy (backends/retry.py), within the deadline; a stream is
                  retried only before its first chunk reached the caller
     observers    every attempt -- answered, failed or cancelled -- reaches the attempt observers
                  (latency learning, metrics) with its elapsed time
