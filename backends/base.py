@@ -191,6 +191,8 @@ class Backend:
 
     async def _next(self, wire: _WireTask, deadline: Deadline, answering: bool) -> Delta | None:
         try:
+            if wire.ready():  # no wait, so no timer: the deadline cannot pass in between
+                return wire.take()
             async with asyncio.timeout(deadline.remaining()):
                 return await wire.next()
         except TimeoutError as exc:
@@ -237,8 +239,18 @@ class _WireTask:
         except BaseException as exc:  # handed to the reader, which translates it
             self._queue.put_nowait(exc)
 
+    def ready(self) -> bool:
+        """Whether `take` has an item: a read of several events queues several deltas at once."""
+        return not self._queue.empty()
+
+    def take(self) -> Delta | None:
+        return self._unpack(self._queue.get_nowait())
+
     async def next(self) -> Delta | None:
-        item = await self._queue.get()
+        return self._unpack(await self._queue.get())
+
+    @staticmethod
+    def _unpack(item: object) -> Delta | None:
         if item is _END:
             return None
         if isinstance(item, BaseException):

@@ -8,7 +8,8 @@ the same totals (connections and keep-alive ones), an eighth of the walk.
 
 Least busy, not round-robin: a lone caller keeps reusing the first client's one connection.
 Clients are made as concurrency first needs them, and share one TLS context (building one
-reads the CA bundle: about 0.1 s each).
+reads the CA bundle: about 0.1 s each). Their connections send each request in one write
+(backends/corked.py).
 """
 
 from __future__ import annotations
@@ -16,14 +17,35 @@ from __future__ import annotations
 import contextlib
 import ssl
 from collections.abc import AsyncIterator
+from typing import Any
 
+import httpcore
 import httpx
+
+from backends.corked import CorkedBackend
 
 __all__ = ["ClientSet"]
 
 SHARDS = 8
 MAX_CONNECTIONS = 256  # in all, as one pool had
 MAX_KEEPALIVE = 64  # idle connections kept in all
+
+
+class _Cookies(httpx.Cookies):
+    """The client's cookie jar, which skips the jar's work for a response that sets no cookie:
+    httpx hands every response to http.cookiejar through two adapter objects (2.5% of `route
+    serve`'s CPU per request, py-spy, issue 13), which then finds no Set-Cookie header."""
+
+    def extract_cookies(self, response: httpx.Response) -> None:
+        headers = response.headers
+        if "set-cookie" in headers or "set-cookie2" in headers:
+            super().extract_cookies(response)
+
+
+class _Client(httpx.AsyncClient):
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        self._cookies = _Cookies(self._cookies)
 
 
 class ClientSet:
@@ -44,9 +66,21 @@ class ClientSet:
     def _make(self, i: int) -> httpx.AsyncClient:
         if self._tls is None:
             self._tls = httpx.create_ssl_context()
-        client = self.clients[i] = httpx.AsyncClient(transport=self._transport, limits=self._limits,
-                                                     timeout=None, verify=self._tls)
+        transport = self._transport or self._corked(self._tls)
+        client = self.clients[i] = _Client(transport=transport, limits=self._limits, timeout=None, verify=self._tls)
         return client
+
+    def _corked(self, tls: ssl.SSLContext) -> httpx.AsyncHTTPTransport:
+        """httpx's own transport, its pool built as httpx builds it but on CorkedBackend (httpx
+        has no parameter for the network backend). Proxies from the environment are still
+        httpx's own transports, mounted by the client."""
+        transport = httpx.AsyncHTTPTransport(verify=tls, limits=self._limits)
+        limits = self._limits
+        transport._pool = httpcore.AsyncConnectionPool(
+            ssl_context=tls, max_connections=limits.max_connections,
+            max_keepalive_connections=limits.max_keepalive_connections, keepalive_expiry=limits.keepalive_expiry,
+            http1=True, http2=False, retries=0, network_backend=CorkedBackend())
+        return transport
 
     @contextlib.asynccontextmanager
     async def lease(self) -> AsyncIterator[httpx.AsyncClient]:

@@ -13,7 +13,7 @@ For one call to one backend it owns, in this order per attempt:
     concurrency  a slot in the global limit (`routing.max_concurrency`) and in every enclosing
                  consortium's `max_concurrency`, so nesting cannot multiply either
     deadline     the attempt gets the time left; a stream is cut at the deadline too
-    retries      the one tenacity policy (backends/retry.py), within the deadline; a stream is
+    retries      the one retry policy (backends/retry.py), within the deadline; a stream is
                  retried only before its first chunk reached the caller
     observers    every attempt -- answered, failed or cancelled -- reaches the attempt observers
                  (latency learning, metrics) with its elapsed time
@@ -173,16 +173,26 @@ class CallPath:
         """A slot in the global limit and in every enclosing consortium's, outermost first (one
         order for every call, so two calls never wait on each other's slots)."""
         run = current_run().get()
-        limits = [self._slots.get(), *(run.limits if run is not None else ())]
+        if run is None or not run.limits:  # the common case, one semaphore: no exit stack to build
+            async with self._slots.get():
+                self._enter()
+                try:
+                    yield
+                finally:
+                    self.in_flight -= 1
+            return
         async with contextlib.AsyncExitStack() as stack:
-            for sem in limits:
+            for sem in (self._slots.get(), *run.limits):
                 await stack.enter_async_context(sem)
-            self.in_flight += 1
-            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+            self._enter()
             try:
                 yield
             finally:
                 self.in_flight -= 1
+
+    def _enter(self) -> None:
+        self.in_flight += 1
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
 
     async def _complete_once(self, backend: Backend, request: Request, options: CallOptions) -> Completion:
         charged = await self._admit(backend, request, options)

@@ -215,6 +215,8 @@ class Executor:
 
     async def _wait(self, race: _Race) -> tuple[_Lane, Chunk | BaseException] | None:
         """The next (lane, item) off the queue, or None when the deadline or a hedge is due first."""
+        if not race.queue.empty():  # no wait, so no timer: nothing can fall due in between
+            return race.queue.get_nowait()
         wait = race.plan.deadline.remaining()
         hedge_in = None if race.committed else self._hedge_in(race.plan, race.lanes[-1], race.streaming)
         if hedge_in is not None:

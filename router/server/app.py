@@ -45,6 +45,7 @@ __all__ = ["DEFAULT_BODY_LIMIT", "create_app"]
 
 DEFAULT_BODY_LIMIT = 16 * 1024 * 1024  # bytes; an agent's long context with a few images fits
 _OPEN_PATHS = frozenset({"/healthz"})
+_CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 
 
 class _BearerAuth:
@@ -83,6 +84,54 @@ class _BearerAuth:
         return False
 
 
+class _Internal:
+    """What the app's outermost layer (Starlette's ServerErrorMiddleware with the `internal`
+    handler below) does for an endpoint that bypasses the middleware stack: an exception before
+    the answer started is answered with a 500 in the API's shape, and re-raised for the
+    server's log either way."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        started = False
+
+        async def sending(message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        except Exception as exc:
+            if not started:
+                await send_error(send, _internal_error(exc))
+            raise
+
+
+def _internal_error(exc: Exception) -> ApiError:
+    # A bug must still answer in the API's shape (clients parse it), and say no more than its type.
+    return ApiError(500, f"internal error: {type(exc).__name__}", kind="server_error", code="internal_error")
+
+
+class _App(FastAPI):
+    """FastAPI, but a POST to a path in `direct` goes straight to its ASGI app: the proxy's hot
+    path skips Starlette's middleware stack and router (about seven layers, each a coroutine per
+    request and a wrapper per sent message), which the direct app replaces with exactly the
+    layers it needs (_Internal, and the same auth and key limits)."""
+
+    direct: dict[str, Any]
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path"):
+            app = self.direct.get(scope["path"])
+            if app is not None:
+                scope["app"] = self
+                await app(scope, receive, send)
+                return
+        await super().__call__(scope, receive, send)
+
+
 def _json(data: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(data), status_code=status, media_type="application/json")
 
@@ -112,10 +161,11 @@ def create_app(router: Router, *, api_key: str | None = None, body_limit_bytes: 
         if log is not None:
             await asyncio.to_thread(log.flush)
 
-    app = FastAPI(title="route", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
+    app = _App(title="route", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     # The chat endpoint is a raw ASGI app (a Route whose endpoint is not a function is mounted as is).
-    app.router.routes.append(Route("/v1/chat/completions", chat, methods=["POST"]))
-    app.router.routes.append(Route("/chat/completions", chat, methods=["POST"]))
+    # Served directly (_App.direct); the routes remain for the router's 405 on other methods.
+    for path in _CHAT_PATHS:
+        app.router.routes.append(Route(path, chat, methods=["POST"]))
     add_translated_routes(app, router, metrics, names, body_limit_bytes=body_limit_bytes)
 
     @app.get("/v1/models")
@@ -151,16 +201,18 @@ def create_app(router: Router, *, api_key: str | None = None, body_limit_bytes: 
 
     @app.exception_handler(Exception)
     async def internal(request, exc: Exception) -> Response:
-        # A bug must still answer in the API's shape (clients parse it), and say no more than its type.
-        body = ApiError(500, f"internal error: {type(exc).__name__}", kind="server_error", code="internal_error").body()
-        return Response(body, status_code=500, media_type="application/json")
+        return Response(_internal_error(exc).body(), status_code=500, media_type="application/json")
 
+    direct: Any = _Internal(chat)
     tokens = {**({"api-key": api_key} if api_key else {}), **(api_keys or {})}
     if tokens:
         if any(kind == "key" for kind, _ in router.rate_limits.limits):
             router.add_request_observer(record_key_usage)
             app.add_middleware(KeyLimits, limiter=router.rate_limits)  # inside the auth: it needs the key's name
+            direct = KeyLimits(direct, limiter=router.rate_limits)
         app.add_middleware(_BearerAuth, tokens=tokens)
+        direct = _BearerAuth(direct, tokens=tokens)
+    app.direct = {path: direct for path in _CHAT_PATHS}
     app.state.metrics = metrics
     app.state.router = router
     return app
