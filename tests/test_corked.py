@@ -3,12 +3,28 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import httpcore
 
 from backends.corked import CorkedStream
 from backends.http_clients import ClientSet
+
+
+@contextlib.asynccontextmanager
+async def _served(serve: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+                  ) -> AsyncIterator[tuple[str, ClientSet]]:
+    """A raw HTTP/1.1 server on a free loopback port, and a one-shard ClientSet to call it with."""
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    clients = ClientSet(shards=1)
+    try:
+        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", clients
+    finally:
+        await clients.aclose()
+        server.close()
+        await server.wait_closed()
 
 
 class _Recording(httpcore.AsyncNetworkStream):
@@ -84,18 +100,11 @@ async def test_a_client_set_request_reaches_the_server_whole_and_reuses_its_conn
             await writer.drain()
         writer.close()
 
-    server = await asyncio.start_server(serve, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    clients = ClientSet(shards=1)
-    try:
+    async with _served(serve) as (url, clients):
         for _ in range(2):  # the second reuses the pooled connection
             async with clients.lease() as client:
-                response = await client.post(f"http://127.0.0.1:{port}/v1/x", json={"a": 1})
+                response = await client.post(f"{url}/v1/x", json={"a": 1})
             assert response.text == "ok"
-    finally:
-        await clients.aclose()
-        server.close()
-        await server.wait_closed()
     assert len(first_reads) == 2 and len(connections) == 1
     for data in first_reads:
         head, _, body = data.partition(b"\r\n\r\n")
@@ -109,14 +118,6 @@ async def test_a_set_cookie_is_still_kept_by_the_client():
         await writer.drain()
         writer.close()
 
-    server = await asyncio.start_server(serve, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    clients = ClientSet(shards=1)
-    try:
-        async with clients.lease() as client:
-            await client.get(f"http://127.0.0.1:{port}/")
-            assert client.cookies.get("lb") == "7"
-    finally:
-        await clients.aclose()
-        server.close()
-        await server.wait_closed()
+    async with _served(serve) as (url, clients), clients.lease() as client:
+        await client.get(f"{url}/")
+        assert client.cookies.get("lb") == "7"
