@@ -48,7 +48,7 @@ def pairs(xs, target):
                 out.append((xs[i], xs[j]))
     return out
 ```"""
-PAIRS_BAR = 0.93  # the shipped weights get 0.942 (113 of 120) against length's 0.833; never lower
+PAIRS_BAR = 0.93  # the shipped weights get 0.950 (114 of 120) against length's 0.833; never lower
 PROMPTS = [
     "",
     "hi",
