@@ -1,18 +1,17 @@
-"""Anthropic's Messages API over httpx directly: Claude without litellm's import (seconds and
+"""Anthropic's Messages API over HTTP directly: Claude without litellm's import (seconds and
 hundreds of MB). The chat-format request is written as a Messages request and the answer read
 back as Deltas by backends/anthropic_format.py; this module is only the wire call.
 
-It shares the openai kind's pooled per-loop httpx client, error translation and closing, so it
+It shares the openai kind's pooled per-loop aiohttp session, error translation and closing, so it
 subclasses that backend and replaces what differs: the URL, the headers, the body, the parsing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
-from typing import Any, ClassVar, cast
-
-import httpx
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from backends.anthropic_format import StreamReader, message_delta, request_parts
 from backends.assembly import Delta
@@ -20,9 +19,13 @@ from backends.base import BackendSettings, Health
 from backends.capabilities import Capabilities
 from backends.deadline import Deadline
 from backends.errors import BackendUnavailable, BadRequest, MalformedResponse, RateLimited
+from backends.http_session import lines
 from backends.openai_http import OpenAIBackend
 from backends.params import AnthropicParams
 from backends.types import Request
+
+if TYPE_CHECKING:
+    import aiohttp
 
 __all__ = ["AnthropicBackend"]
 
@@ -40,8 +43,8 @@ class AnthropicBackend(OpenAIBackend):
     # The openai kind's attribute is typed narrowly (ChatParams); this kind's schema differs.
     params_model = AnthropicParams  # type: ignore[assignment]
 
-    def __init__(self, settings: BackendSettings, *, transport: httpx.AsyncBaseTransport | None = None):
-        super().__init__(settings, transport=transport)
+    def __init__(self, settings: BackendSettings):
+        super().__init__(settings)
         self._shown = (settings.base_url or _DEFAULT_BASE_URL).rstrip("/") + "/messages"
 
     def _headers(self) -> dict[str, str]:
@@ -74,7 +77,7 @@ class AnthropicBackend(OpenAIBackend):
         async with self._exchange(self.settings.url("/messages", _DEFAULT_BASE_URL), payload, deadline) as response:
             simulated = response.headers.get("x-simulated") == "true"
             if not stream:
-                yield self._answer(await response.aread(), simulated)
+                yield self._answer(await response.read(), simulated)
                 return
             async for delta in self._stream_events(response, simulated):
                 yield delta
@@ -86,11 +89,10 @@ class AnthropicBackend(OpenAIBackend):
             raise MalformedResponse(f"not an Anthropic message: {body[:200]!r}", **self.where()) from exc
         return Delta(text=text, tool_calls=calls, usage=usage, finish_reason=reason, simulated=simulated)
 
-    async def _stream_events(self, response: httpx.Response, simulated: bool) -> AsyncIterator[Delta]:
+    async def _stream_events(self, response: aiohttp.ClientResponse, simulated: bool) -> AsyncIterator[Delta]:
         reader = StreamReader()
-        lines = cast(AsyncGenerator[str, None], response.aiter_lines())
-        try:
-            async for line in lines:
+        async with contextlib.aclosing(lines(response.content.iter_any())) as body:
+            async for line in body:
                 if not line.startswith("data:"):  # event names (the data repeats them), pings' blank lines
                     continue
                 event = self._parse_event(line[5:].strip())
@@ -99,8 +101,6 @@ class AnthropicBackend(OpenAIBackend):
                 text, calls, usage, reason = reader.read(event)
                 if text or calls or usage or reason:
                     yield Delta(text=text, tool_calls=calls, usage=usage, finish_reason=reason, simulated=simulated)
-        finally:
-            await lines.aclose()
 
     def _parse_event(self, data: str) -> dict[str, Any]:
         try:

@@ -1,11 +1,12 @@
-"""Translate httpx failures and HTTP error statuses into the project's error tree, in one place."""
+"""Translate HTTP client failures (aiohttp's, as the openai and anthropic kinds call with it)
+and HTTP error statuses into the project's error tree, in one place."""
 
 from __future__ import annotations
 
 import email.utils
+import sys
 import time
-
-import httpx
+from collections.abc import Mapping
 
 from backends.errors import (
     AuthError,
@@ -17,7 +18,7 @@ from backends.errors import (
     Where,
 )
 
-__all__ = ["error_for_status", "parse_retry_after", "translate_transport_error"]
+__all__ = ["error_for_status", "is_transport_error", "parse_retry_after", "translate_transport_error"]
 
 _BODY_LIMIT = 2000  # characters of an error body kept for the message
 
@@ -36,7 +37,9 @@ def parse_retry_after(value: str | None) -> float | None:
     return max(0.0, parsed.timestamp() - time.time())
 
 
-def error_for_status(status: int, headers: httpx.Headers, body: str, *, backend: str, model: str) -> BackendError:
+def error_for_status(status: int, headers: Mapping[str, str], body: str, *, backend: str,
+                     model: str) -> BackendError:
+    """`headers` looked up in lower case: pass a case-insensitive mapping (aiohttp's, httpx's)."""
     body = body[:_BODY_LIMIT]
     detail = f"HTTP {status}: {body.strip()[:300]}" if body.strip() else f"HTTP {status}"
     if status == 429:
@@ -53,12 +56,21 @@ def error_for_status(status: int, headers: httpx.Headers, body: str, *, backend:
     return kind(what, backend=backend, model=model, status=status, body=body)
 
 
-def translate_transport_error(exc: httpx.HTTPError, *, url: str, backend: str, model: str) -> BackendError:
+def is_transport_error(exc: BaseException) -> bool:
+    """An aiohttp client failure (connecting, sending, reading) or a timeout: not our bug, the
+    connection's. aiohttp is not imported for this: without it, no error can be its."""
+    aiohttp = sys.modules.get("aiohttp")
+    return isinstance(exc, TimeoutError) or (aiohttp is not None and isinstance(exc, aiohttp.ClientError))
+
+
+def translate_transport_error(exc: BaseException, *, url: str, backend: str, model: str) -> BackendError:
+    import aiohttp
+
     where = Where(backend=backend, model=model)
-    if isinstance(exc, httpx.TimeoutException):
+    if isinstance(exc, TimeoutError):  # aiohttp's connect timeouts are TimeoutErrors too
         return BackendTimeout(f"no answer from {url} in time ({type(exc).__name__})", **where)
-    if isinstance(exc, httpx.ConnectError):
-        return BackendUnavailable(f"cannot connect to {url} ({exc or 'connection refused'})", **where)
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return BackendUnavailable(f"cannot connect to {url} ({exc.os_error or 'connection refused'})", **where)
     return BackendUnavailable(f"connection to {url} failed: {type(exc).__name__}: {exc}", **where)
 
 

@@ -3,6 +3,7 @@ guard that fails any test reaching beyond loopback."""
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import socket
@@ -13,6 +14,7 @@ import pytest
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 
 from backends.simulator import SimServer
+from tests.answering import answering as serve_handler
 
 # Real servers started per test, on free ports (they skip locally, naming the package, when the
 # binary is missing; under CI they fail instead).
@@ -23,7 +25,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests that use real sockets or processes are `integration`; the rest are `unit`, so
     `pytest -m unit` runs the fast, in-process part alone."""
     for item in items:
-        uses_sockets = "sim" in getattr(item, "fixturenames", ()) or item.get_closest_marker("integration")
+        fixtures = getattr(item, "fixturenames", ())
+        uses_sockets = "sim" in fixtures or "answering" in fixtures or item.get_closest_marker("integration")
         item.add_marker(pytest.mark.integration if uses_sockets else pytest.mark.unit)
 
 
@@ -33,6 +36,15 @@ def sim():
     Reset before every test that uses it."""
     with SimServer() as server:
         yield server
+
+
+@pytest.fixture
+def answering():
+    """`answering(handler)` starts a real loopback HTTP server that answers with
+    `handler(httpx.Request) -> httpx.Response` (tests/answering.py) and returns its base URL;
+    the servers stop when the test ends."""
+    with contextlib.ExitStack() as servers:
+        yield lambda handler: servers.enter_context(serve_handler(handler))
 
 
 @pytest.fixture(autouse=True)

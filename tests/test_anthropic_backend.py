@@ -1,6 +1,7 @@
-"""The native `anthropic` backend kind: the Messages API over httpx, against the simulator's
-/v1/messages over real sockets (plain, streamed, tool calls in pieces, faults), and the request
-it writes (headers, system, tool turns) through httpx.MockTransport."""
+"""The native `anthropic` backend kind: the Messages API over HTTP (aiohttp), against the
+simulator's /v1/messages over real sockets (plain, streamed, tool calls in pieces, faults), and
+the request it writes (headers, system, tool turns) to a loopback server answering as the test
+says (tests/answering.py)."""
 
 from __future__ import annotations
 
@@ -76,7 +77,7 @@ async def test_faults_are_our_errors(sim, fault, error):
     await b.aclose()
 
 
-async def test_the_request_it_writes(monkeypatch):
+async def test_the_request_it_writes(monkeypatch, answering):
     monkeypatch.setenv("ANTHROPIC_TEST_KEY", "sk-ant-test")
     seen: list[httpx.Request] = []
 
@@ -85,9 +86,9 @@ async def test_the_request_it_writes(monkeypatch):
         return httpx.Response(200, json={"content": [{"type": "text", "text": "done"}], "stop_reason": "end_turn",
                                          "usage": {"input_tokens": 9, "output_tokens": 1}})
 
-    b = AnthropicBackend(BackendSettings(name="f", model="claude-x", base_url="https://api.example/v1",
-                                         api_key_env="ANTHROPIC_TEST_KEY", params={"max_tokens": 64}),
-                         transport=httpx.MockTransport(answer))
+    base_url = answering(answer)
+    b = AnthropicBackend(BackendSettings(name="f", model="claude-x", base_url=base_url,
+                                         api_key_env="ANTHROPIC_TEST_KEY", params={"max_tokens": 64}))
     messages = [{"role": "system", "content": "Rules."}, {"role": "user", "content": "Weather?"},
                 {"role": "assistant", "content": None, "tool_calls": [
                     {"id": "toolu_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"c": 1}'}}]},
@@ -98,7 +99,7 @@ async def test_the_request_it_writes(monkeypatch):
     await b.aclose()
     sent = seen[0]
     body = json.loads(sent.content)
-    assert str(sent.url) == "https://api.example/v1/messages"
+    assert str(sent.url) == f"{base_url}/messages"
     assert sent.headers["x-api-key"] == "sk-ant-test" and sent.headers["anthropic-version"] == "2023-06-01"
     assert "authorization" not in sent.headers
     assert body["system"] == "Rules." and body["max_tokens"] == 64 and body["temperature"] == 1.0

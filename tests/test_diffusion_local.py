@@ -91,7 +91,7 @@ def test_route_help_does_not_import_torch():
     assert result.stdout.strip().endswith("False False"), result.stdout + result.stderr
 
 
-async def test_mercury_diffusing_stream_becomes_drafts_then_one_committed_text():
+async def test_mercury_diffusing_stream_becomes_drafts_then_one_committed_text(answering):
     from backends.openai_http import OpenAIBackend
 
     drafts = ["tha sky iz blu", "the sky is blu", "The sky is blue."]
@@ -105,9 +105,9 @@ async def test_mercury_diffusing_stream_becomes_drafts_then_one_committed_text()
         body = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
         return httpx.Response(200, text=body, headers={"content-type": "text/event-stream"})
 
-    settings = BackendSettings(name="mercury-2", model="mercury-2", base_url="http://mercury.test/v1",
+    settings = BackendSettings(name="mercury-2", model="mercury-2", base_url=answering(handler),
                                decoding="diffusion", params={"diffusing": True})
-    backend = OpenAIBackend(settings, transport=httpx.MockTransport(handler))
+    backend = OpenAIBackend(settings)
     chunks = [c async for c in backend.stream(Request(messages=PROMPT))]
     await backend.aclose()
     assert seen[0]["diffusing"] is True and seen[0]["stream"] is True

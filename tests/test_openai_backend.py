@@ -1,5 +1,6 @@
-"""The OpenAI-compatible backend: wire format and error mapping (httpx.MockTransport), then
-streaming, retries and deadlines against the simulated server over real sockets."""
+"""The OpenAI-compatible backend: wire format and error mapping (a loopback server answering as
+each test says, tests/answering.py), then streaming, retries and deadlines against the
+simulated server, all over real sockets."""
 
 from __future__ import annotations
 
@@ -35,12 +36,15 @@ def _ok_body(text="Paris.", usage=True):
     return body
 
 
-def _mock_backend(handler, **settings) -> OpenAIBackend:
-    defaults = dict(name="m", model="m", base_url="http://mock/v1", backoff_initial_s=0.001)
-    return OpenAIBackend(BackendSettings(**{**defaults, **settings}), transport=httpx.MockTransport(handler))
+@pytest.fixture
+def _mock_backend(answering):
+    def build(handler, **settings) -> OpenAIBackend:
+        defaults = dict(name="m", model="m", base_url=answering(handler), backoff_initial_s=0.001)
+        return OpenAIBackend(BackendSettings(**{**defaults, **settings}))
+    return build
 
 
-async def test_payload_carries_options_params_and_extra():
+async def test_payload_carries_options_params_and_extra(_mock_backend):
     seen = {}
 
     def handler(request: httpx.Request) -> httpx.Response:
@@ -57,7 +61,7 @@ async def test_payload_carries_options_params_and_extra():
     assert seen["auth"] is None and "stream" not in seen
 
 
-async def test_key_comes_from_environment_and_is_sent_as_bearer(monkeypatch):
+async def test_key_comes_from_environment_and_is_sent_as_bearer(monkeypatch, _mock_backend):
     monkeypatch.setenv("SIM_TEST_KEY", "k-123")
     seen = {}
 
@@ -69,7 +73,7 @@ async def test_key_comes_from_environment_and_is_sent_as_bearer(monkeypatch):
     assert seen["auth"] == "Bearer k-123"
 
 
-async def test_missing_key_fails_before_any_request(monkeypatch):
+async def test_missing_key_fails_before_any_request(monkeypatch, _mock_backend):
     monkeypatch.delenv("SIM_ABSENT_KEY", raising=False)
     calls = []
     backend = _mock_backend(lambda r: calls.append(r) or httpx.Response(200, json=_ok_body()), api_key_env="SIM_ABSENT_KEY")
@@ -79,7 +83,7 @@ async def test_missing_key_fails_before_any_request(monkeypatch):
 
 
 @pytest.mark.parametrize("status, error", [(400, BadRequest), (401, AuthError), (403, AuthError), (404, BadRequest)])
-async def test_client_errors_are_never_retried(status, error):
+async def test_client_errors_are_never_retried(status, error, _mock_backend):
     calls = []
 
     def handler(request):
@@ -92,7 +96,7 @@ async def test_client_errors_are_never_retried(status, error):
     assert caught.value.status == status and "nope" in caught.value.body
 
 
-async def test_server_errors_are_retried_then_succeed():
+async def test_server_errors_are_retried_then_succeed(_mock_backend):
     statuses = iter([503, 502, 200])
 
     def handler(request):
@@ -103,7 +107,7 @@ async def test_server_errors_are_retried_then_succeed():
     assert completion.text == "Paris."
 
 
-async def test_retries_run_out_and_the_last_error_is_raised():
+async def test_retries_run_out_and_the_last_error_is_raised(_mock_backend):
     calls = []
 
     def handler(request):
@@ -115,19 +119,19 @@ async def test_retries_run_out_and_the_last_error_is_raised():
     assert len(calls) == 3
 
 
-async def test_missing_usage_is_estimated_and_flagged():
+async def test_missing_usage_is_estimated_and_flagged(_mock_backend):
     backend = _mock_backend(lambda r: httpx.Response(200, json=_ok_body("a b c d e f g h", usage=False)))
     completion = await backend.complete(PROMPT)
     assert completion.usage.output_tokens > 0 and completion.metadata["usage_estimated"] is True
 
 
-async def test_cost_is_computed_from_configured_prices():
+async def test_cost_is_computed_from_configured_prices(_mock_backend):
     backend = _mock_backend(lambda r: httpx.Response(200, json=_ok_body()), price=Price(3.0, 15.0))
     completion = await backend.complete(PROMPT)
     assert completion.cost_usd == pytest.approx((7 * 3.0 + 2 * 15.0) / 1e6)
 
 
-async def test_tool_calls_pass_through():
+async def test_tool_calls_pass_through(_mock_backend):
     body = _ok_body("")
     body["choices"][0]["message"]["tool_calls"] = [{"id": "c1", "type": "function",
                                                     "function": {"name": "f", "arguments": "{}"}}]
@@ -262,17 +266,22 @@ async def test_connection_refused_is_unavailable():
         await backend.complete(PROMPT)
 
 
-async def test_streams_reuse_one_pooled_connection(sim):
-    backend = _sim_backend(sim)
+async def test_streams_reuse_one_pooled_connection(_mock_backend):
+    peers = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        peers.append(request.headers["x-peer-port"])
+        event = {"choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": "stop"}]}
+        # a blank keep-alive line after [DONE]: the body must still be read to its end
+        body = f"data: {json.dumps(event)}\n\ndata: [DONE]\n\n: keep-alive\n\n"
+        return httpx.Response(200, text=body, headers={"content-type": "text/event-stream"})
+
+    backend = _mock_backend(handler)
     for _ in range(3):
-        async for _chunk in backend.stream(PROMPT):
-            pass
-    (clients,) = backend._clients.by_loop.values()
-    # httpx keeps a connection only when the body was read to its end after [DONE]; one caller
-    # at a time keeps to the first client of the set
-    first, *others = clients.clients
-    assert len(first._transport._pool.connections) == 1 and not any(others)
+        assert "".join([c.text async for c in backend.stream(PROMPT) if isinstance(c, TextChunk)]) == "hi"
     await backend.aclose()
+    # the connection is kept only when the body was read to its end after [DONE]
+    assert len(peers) == 3 and len(set(peers)) == 1, peers
 
 
 async def test_diffusion_decode_rate_is_over_the_whole_generation(sim):

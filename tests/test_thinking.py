@@ -48,8 +48,8 @@ def test_with_thinking_counts_thinking_tokens_as_part_of_the_output():
     assert with_thinking(Completion(text=ANSWER, backend="b", model="m")).thinking is None
 
 
-def _backend(base_url: str, model: str = "thinker", transport: httpx.AsyncBaseTransport | None = None) -> OpenAIBackend:
-    return OpenAIBackend(BackendSettings(name="dg", model=model, base_url=base_url, timeout_s=10), transport=transport)
+def _backend(base_url: str, model: str = "thinker") -> OpenAIBackend:
+    return OpenAIBackend(BackendSettings(name="dg", model=model, base_url=base_url, timeout_s=10))
 
 
 async def test_simulator_reply_with_markers_is_split_in_complete_and_stream(sim):
@@ -81,8 +81,8 @@ def _reasoning_server(request: httpx.Request) -> httpx.Response:
     return httpx.Response(200, text=text, headers={"content-type": "text/event-stream"})
 
 
-async def test_reasoning_content_becomes_thinking_never_answer():
-    backend = _backend("http://vllm.test/v1", transport=httpx.MockTransport(_reasoning_server))
+async def test_reasoning_content_becomes_thinking_never_answer(answering):
+    backend = _backend(answering(_reasoning_server))
     try:
         completion = await backend.complete(Request(messages=PROMPT))
         chunks = [c async for c in backend.stream(Request(messages=PROMPT))]
