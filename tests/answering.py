@@ -1,7 +1,8 @@
 """A real HTTP server on a free loopback port that answers each request with a handler written
 as an `httpx.Request -> httpx.Response` function: wire-format tests state what a server says
 in a few lines, and the backend under test still goes through its real client and sockets.
-The handler sees the client's port as the header `x-peer-port` (connection reuse is visible)."""
+The handler sees the client's port as the header `x-peer-port` (connection reuse is visible).
+Set as HTTP_PROXY, it also answers as a forward proxy would be asked (the request's full URL)."""
 
 from __future__ import annotations
 
@@ -25,8 +26,9 @@ def _request_handler(handler: Handler) -> type[BaseHTTPRequestHandler]:
         def _answer(self) -> None:
             length = int(self.headers.get("content-length") or 0)
             headers = [*self.headers.items(), ("x-peer-port", str(self.client_address[1]))]
-            request = httpx.Request(self.command, f"http://{self.headers.get('host')}{self.path}",
-                                    headers=headers, content=self.rfile.read(length))
+            # an absolute URL in the request line: this server is being used as a forward proxy
+            url = self.path if self.path.startswith("http") else f"http://{self.headers.get('host')}{self.path}"
+            request = httpx.Request(self.command, url, headers=headers, content=self.rfile.read(length))
             response = handler(request)
             body = response.read()
             self.send_response(response.status_code)
