@@ -28,7 +28,7 @@ from backends.deadline import Deadline
 from backends.errors import AuthError, BackendError, BackendTimeout, BackendUnavailable, MalformedResponse, Where
 from backends.params import NoOptions
 from backends.secrets import MissingVariable, expand_all
-from backends.types import Chunk, Completion, FinalChunk, Price, Request, Usage
+from backends.types import Chunk, Completion, FinalChunk, Price, Request, TextChunk, ThinkingChunk, Usage
 
 __all__ = ["Backend", "BackendSettings", "Decoding", "Delta", "Health"]
 
@@ -181,9 +181,26 @@ class Backend:
         answer = Assembly(self)
         wire = _WireTask(self._wire(request, deadline, stream=stream), self.name)
         try:
-            while (delta := await self._next(wire, deadline, answer.ttft is not None)) is not None:
-                for chunk in answer.apply(delta):
+            ended = False
+            while not ended and (delta := await self._next(wire, deadline, answer.ttft is not None)) is not None:
+                chunks = answer.apply(delta)
+                # Deltas that are already here (one read brought several events) go up merged:
+                # every layer above, and the client's socket, then handle one chunk instead of
+                # one per token. Nothing waits for this; under load it merges more.
+                failure: BackendError | None = None
+                try:
+                    while wire.ready():
+                        more = await self._next(wire, deadline, True)  # ready: returns at once
+                        if more is None:
+                            ended = True
+                            break
+                        chunks += answer.apply(more)
+                except BackendError as exc:
+                    failure = exc  # after what came before it
+                for chunk in merged(chunks):
                     yield chunk
+                if failure is not None:
+                    raise failure
         finally:
             wire.stop()
         for chunk in answer.finish():
@@ -212,6 +229,23 @@ class Backend:
 
 
 _END = object()
+
+
+def merged(chunks: list[Chunk]) -> list[Chunk]:
+    """`chunks` with each run of text (and of thinking) joined into one chunk; drafts stay
+    apart, since each replaces the one before."""
+    if len(chunks) < 2:
+        return chunks
+    out: list[Chunk] = []
+    for chunk in chunks:
+        last = out[-1] if out else None
+        if isinstance(chunk, TextChunk) and isinstance(last, TextChunk):
+            out[-1] = TextChunk(last.text + chunk.text)
+        elif isinstance(chunk, ThinkingChunk) and isinstance(last, ThinkingChunk):
+            out[-1] = ThinkingChunk(last.text + chunk.text)
+        else:
+            out.append(chunk)
+    return out
 
 
 class _WireTask:

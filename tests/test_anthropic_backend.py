@@ -45,7 +45,8 @@ async def test_stream_against_the_simulator(sim):
     await b.aclose()
     texts = [c.text for c in chunks if isinstance(c, TextChunk)]
     final = chunks[-1]
-    assert isinstance(final, FinalChunk) and len(texts) == 5
+    # five events, in as many chunks as reads brought them (what arrived together comes up merged)
+    assert isinstance(final, FinalChunk) and 1 <= len(texts) <= 5 and all(texts)
     assert final.completion.text == "".join(texts) and final.completion.finish_reason == "length"
     assert final.completion.usage.output_tokens == 5 and final.completion.usage.input_tokens == 4
 

@@ -284,6 +284,32 @@ async def test_streams_reuse_one_pooled_connection(_mock_backend):
     assert len(peers) == 3 and len(set(peers)) == 1, peers
 
 
+async def test_events_that_arrive_together_come_up_as_one_chunk_of_each_kind(_mock_backend):
+    """One read of several events: one chunk per kind, not one per token, for every layer above
+    (and the client's socket) to handle; drafts are never merged, each replaces the last."""
+    def handler(request: httpx.Request) -> httpx.Response:
+        deltas = [{"reasoning_content": "a"}, {"reasoning_content": "b"}, {"content": "The "}, {"content": "sky"}]
+        events = [{"choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas]
+        body = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+        return httpx.Response(200, text=body, headers={"content-type": "text/event-stream"})
+
+    backend = _mock_backend(handler)
+    chunks = [c async for c in backend.stream(PROMPT)]
+    await backend.aclose()
+    assert [(c.kind, c.text) for c in chunks[:-1]] == [("thinking", "ab"), ("text", "The sky")]
+    assert isinstance(chunks[-1], FinalChunk) and chunks[-1].completion.text == "The sky"
+
+
+def test_merged_keeps_drafts_apart_and_joins_runs_of_a_kind():
+    from backends.base import merged
+    from backends.types import DraftChunk, ThinkingChunk
+
+    chunks = [ThinkingChunk("x"), TextChunk("a"), TextChunk("b"), DraftChunk("d1", step=1), DraftChunk("d2", step=2),
+              TextChunk("c")]
+    assert merged(chunks) == [ThinkingChunk("x"), TextChunk("ab"), DraftChunk("d1", step=1),
+                              DraftChunk("d2", step=2), TextChunk("c")]
+
+
 async def test_diffusion_decode_rate_is_over_the_whole_generation(sim):
     # One canvas arrives in one piece: a rate "after the first token" would divide by ~0 s.
     sim.update_profile("canvas-model", decoding="diffusion", canvas_s=0.1, ttft_s=0.0, answer_tokens=100)

@@ -89,7 +89,10 @@ async def test_reasoning_content_becomes_thinking_never_answer(answering):
     finally:
         await backend.aclose()
     assert completion.text == ANSWER and completion.thinking == THOUGHT and completion.usage.thinking_tokens > 0
-    assert [c.text for c in chunks if isinstance(c, ThinkingChunk)] == [THOUGHT[:10], THOUGHT[10:]]
+    # the two thinking events arrive in one read and may come up merged (backends/base.py)
+    kinds = [type(c) for c in chunks if isinstance(c, ThinkingChunk | TextChunk)]
+    assert kinds == sorted(kinds, key=lambda kind: kind is TextChunk)  # thinking first, then the answer
+    assert "".join(c.text for c in chunks if isinstance(c, ThinkingChunk)) == THOUGHT
     assert [c.text for c in chunks if isinstance(c, TextChunk)] == [ANSWER]
     assert chunks[-1].completion.text == ANSWER and chunks[-1].completion.thinking == THOUGHT
 

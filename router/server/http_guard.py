@@ -8,7 +8,8 @@ malformed request with a plain-text 400. `route serve` runs this subclass instea
   first byte (or of the connection opening): else 408, closed. A slow-loris client holds a
   connection for that long, no longer;
 - a head larger than `max_header_bytes` gets a 431 and is closed, before it is buffered whole;
-- a request httptools cannot parse gets an OpenAI-shaped JSON 400 instead of plain text.
+- a request httptools cannot parse gets an OpenAI-shaped JSON 400 instead of plain text;
+- what is written in one turn of the event loop leaves in one send (router/server/coalesced.py).
 
 The body's own timeout is enforced where the body is read (router/server/chat.py), since only
 the app knows when it wants the body. Every refusal here is `{"error": {...}}` with
@@ -22,6 +23,7 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
+from router.server.coalesced import CoalescedWrites
 from router.server.limits import ServerLimits
 from router.server.wire import error_body
 
@@ -66,7 +68,8 @@ class _GuardedHttp(HttpToolsProtocol):
                                      "too_many_connections"))
             _hang_up(transport, self.loop)
             return
-        super().connection_made(transport)
+        # Writes of one loop turn leave in one send (router/server/coalesced.py).
+        super().connection_made(CoalescedWrites(transport, self.loop))  # type: ignore[arg-type]
         self._arm_head_timer()
 
     def connection_lost(self, exc: Exception | None) -> None:
