@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+from operator import mul
 
 from policies.complexity.lexicon import CLASSES, JOINERS, WORDS, stem_pattern
 from policies.radon_metrics import analyse
@@ -142,7 +143,10 @@ _BLOCK_OF = bytes(
     next((k for k, (lo, hi, _, _) in enumerate(_BLOCKS) if lo <= b <= hi), 0) for b in range(256)
 )
 _CONTINUATION = bytes(range(0x80, 0xC0))
+_BLOCK_TOKENS = tuple(blk[2] for blk in _BLOCKS)
+_NON_LATIN_BLOCKS = tuple(k for k, blk in enumerate(_BLOCKS) if blk[3])
 _WIDE_PUNCT = {"。": ".", "？": "?", "！": "!", "，": ",", "、": ",", "；": ";", "،": ",", "؟": "?"}
+_ANY_WIDE_PUNCT = re.compile("[" + "".join(_WIDE_PUNCT) + "]")
 
 
 def analysed_text(text: str) -> str:
@@ -165,10 +169,10 @@ def _profile(wide: bytes, ascii_chars: int, ascii_letters: int) -> tuple[float, 
     n = ascii_chars + len(blocks)
     if n == 0:
         return 0.25, 0.0
-    counts = [blocks.count(k) for k in range(len(_BLOCKS))]
+    counts = list(map(blocks.count, range(len(_BLOCKS))))
     counts[0] += ascii_chars
-    tokens = sum(c * blk[2] for c, blk in zip(counts, _BLOCKS))
-    non_latin = sum(c for c, blk in zip(counts, _BLOCKS) if blk[3])
+    tokens = sum(map(mul, counts, _BLOCK_TOKENS))
+    non_latin = sum(map(counts.__getitem__, _NON_LATIN_BLOCKS))
     latin = ascii_letters + counts[1]
     return tokens / n, non_latin / (non_latin + latin) if non_latin else 0.0
 
@@ -211,7 +215,9 @@ def _non_ascii(t: str, utf8: bytes, letter_text: bytes) -> tuple[bytes, list[str
     others = wide.decode("utf-8", "surrogatepass")  # the non-ASCII characters, in order
     ascii_letters = len(letter_text) - letter_text.count(b" ")
     per_char, non_latin = _profile(wide, len(utf8) - len(wide), ascii_letters)
-    punct = "".join(mark * others.count(w) for w, mark in _WIDE_PUNCT.items()).encode("ascii")
+    punct = b""
+    if _ANY_WIDE_PUNCT.search(others):
+        punct = "".join(mark * others.count(w) for w, mark in _WIDE_PUNCT.items()).encode("ascii")
     low = None
     if _UNICODE_WORD.search(others.lower()) is None:
         words = letter_text.decode("ascii").split()
@@ -221,7 +227,7 @@ def _non_ascii(t: str, utf8: bytes, letter_text: bytes) -> tuple[bytes, list[str
         low = t.lower()
         all_words = _UNICODE_WORD.findall(low)
         hits = bytes(filter(None, map(_LEX_BYTE.get, all_words)))
-        words = [w for w in all_words if w.isascii()]  # vocabulary and word length: ASCII only
+        words = list(filter(str.isascii, all_words))  # vocabulary and word length: ASCII only
         letters = sum(map(len, words))
     if non_latin:
         hits += bytes(map(_STEM_BYTE.__getitem__, _STEM.findall(t.lower() if low is None else low)))
