@@ -216,8 +216,12 @@ class ComplexityScorer:
 
     def score(self, messages: list[Message]) -> Score:
         """Score the last user turn, with the rest of the conversation as context."""
-        text, turns, chars = split_conversation(messages)
-        values, value = self._decide(text, turns, chars)
+        first = messages[0] if len(messages) == 1 else None
+        content = first.get("content") if first is not None and first.get("role") == "user" else None
+        if isinstance(content, str):  # one plain user message, the common case: no call
+            values, value = self._decide(content, 0, 0)
+        else:
+            values, value = self._decide(*split_conversation(messages))
         base = self._base
 
         def explain() -> tuple[dict[str, float], dict[str, float]]:
