@@ -55,6 +55,8 @@ def test_every_feature_value_and_word_list_is_unchanged() -> None:
         for name, want, value in zip(FEATURES, case["values"], got["values"]):
             assert value == pytest.approx(want, rel=0, abs=1e-12), (name, case["text"][:80])
         assert (got["words"], got["words_sha256"]) == (case["words"], case["words_sha256"]), case["text"][:80]
+        # the decision asks for no words (it has no learned vocabulary): the same values
+        assert extract(case["text"], *case["history"], words=False) == (got["values"], [])
 
 
 def _write() -> None:

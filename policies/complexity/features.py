@@ -74,10 +74,13 @@ for _w in JOINERS:
     LEXICON.setdefault(_w, _JOINER)
 _STEM, _STEM_CLASS = stem_pattern()
 
-_FACTOID_OPENERS = frozenset(["what", "who", "when", "where", "which", "whose", "name", "list"])
-_OPEN_OPENERS = frozenset(
+_FACTOID_OPENERS: frozenset[str | bytes] = frozenset(["what", "who", "when", "where", "which", "whose", "name", "list"])
+_OPEN_OPENERS: frozenset[str | bytes] = frozenset(
     ["how", "why", "explain", "describe", "discuss", "compare", "design", "implement", "prove", "derive", "analyze", "analyse", "write", "create", "build", "develop", "evaluate", "refactor", "debug", "optimize", "should", "critique", "assess", "estimate", "plan", "identify"]
 )
+
+_FACTOID_OPENERS |= {w.encode("ascii") for w in _FACTOID_OPENERS if isinstance(w, str)}  # as for _LEX_BYTE
+_OPEN_OPENERS |= {w.encode("ascii") for w in _OPEN_OPENERS if isinstance(w, str)}
 
 _UNICODE_WORD = re.compile(r"[^\W\d_]+")
 # Line starts that open a list item ("" found) or a lettered answer option (its text found): one
@@ -87,7 +90,10 @@ _FENCE = re.compile(r"```[^\n`]*\n(.*?)```", re.DOTALL)
 
 # The lexicon as one byte per word: class index + 1 (so that 0, "no class", can be filtered out
 # in C), letting `bytes(filter(None, map(...)))` and `bytes.count` replace a Counter.
-_LEX_BYTE: dict[str, int] = {w: i + 1 for w, i in LEXICON.items()}
+# ASCII words are looked up as the bytes they were split into (no decoding, cheaper to hash), so
+# the ASCII entries are there twice: as str and as bytes (equal hashes, never equal keys).
+_LEX_BYTE: dict[str | bytes, int] = {w: i + 1 for w, i in LEXICON.items()}
+_LEX_BYTE.update({w.encode("ascii"): k for w, k in list(_LEX_BYTE.items()) if isinstance(w, str) and w.isascii()})
 _STEM_BYTE: dict[str, int] = {w: i + 1 for w, i in _STEM_CLASS.items()}
 _NO_LEX = (0.0,) * len(CLASSES)
 # log1p of every count a read text can give (a count of its characters, plus one), looked up:
@@ -202,14 +208,16 @@ def _code_features(text: str) -> tuple[float, float, float, float]:
     return math.log1p(len(blocks)), math.log1p(cc), math.log1p(effort) / 10.0, mi_deficit / 100.0
 
 
-def _non_ascii(t: str, utf8: bytes, letter_text: bytes) -> tuple[bytes, list[str], int, float, float, bytes]:
+def _non_ascii(
+    t: str, utf8: bytes, letter_text: bytes
+) -> tuple[bytes, list[bytes] | list[str], int, float, float, bytes]:
     """(ASCII stand-ins for wide punctuation, ASCII words, their letters, tokens per character,
     non-Latin share, lexicon class bytes) of non-ASCII text. Stems count only in text with
     non-Latin letters.
 
     Most such prompts are English with a few curly quotes or dashes: when no non-ASCII character
-    is a letter, the words are the ASCII letter runs, found as for ASCII text, and the Unicode
-    word regex (several times slower) is skipped.
+    is a letter, the words are the ASCII letter runs, found (as bytes) as for ASCII text, and
+    the Unicode word regex (several times slower) is skipped.
     """
     wide = utf8.translate(None, _ASCII)
     others = wide.decode("utf-8", "surrogatepass")  # the non-ASCII characters, in order
@@ -219,8 +227,9 @@ def _non_ascii(t: str, utf8: bytes, letter_text: bytes) -> tuple[bytes, list[str
     if _ANY_WIDE_PUNCT.search(others):
         punct = "".join(mark * others.count(w) for w, mark in _WIDE_PUNCT.items()).encode("ascii")
     low = None
+    words: list[bytes] | list[str]
     if _UNICODE_WORD.search(others.lower()) is None:
-        words = letter_text.decode("ascii").split()
+        words = letter_text.split()
         letters = ascii_letters
         hits = bytes(filter(None, map(_LEX_BYTE.get, words)))
     else:
@@ -234,24 +243,29 @@ def _non_ascii(t: str, utf8: bytes, letter_text: bytes) -> tuple[bytes, list[str
     return punct, words, letters, per_char, non_latin, hits
 
 
-def extract(text: str, history_turns: int = 0, history_chars: int = 0) -> tuple[list[float], list[str]]:
+def extract(
+    text: str, history_turns: int = 0, history_chars: int = 0, words: bool = True
+) -> tuple[list[float], list[str]]:
     """Feature values (in `FEATURES` order) and the words of the analysed text.
 
     `text` is the turn to score; `history_*` describe the conversation before it. Only ASCII
     words are returned for the learned vocabulary; other scripts are read through `STEMS`.
+    `words=False` returns no words (a decision needs them only for a learned vocabulary) and
+    saves making them strings.
     """
     t = text if len(text) <= HEAD_CHARS + TAIL_CHARS else analysed_text(text)
     b = t.encode("utf-8", "surrogatepass")  # lone surrogates must not raise
     letter_text = b.translate(_WORD_BYTES)  # ASCII letters, lower-cased; all else a space
     c = b.translate(_CLASS_TABLE, _CLASS_DROP)  # one byte per counted character, by class
+    found: list[bytes] | list[str]
     if t.isascii():
-        words = letter_text.decode("ascii").split()
+        found = letter_text.split()
         letters = len(letter_text) - letter_text.count(b" ")
-        hits = bytes(filter(None, map(_LEX_BYTE.get, words)))
+        hits = bytes(filter(None, map(_LEX_BYTE.get, found)))
         per_char, non_latin = 0.25, 0.0
         first_is_ascii = True
     else:
-        punct, words, letters, per_char, non_latin, hits = _non_ascii(t, b, letter_text)
+        punct, found, letters, per_char, non_latin, hits = _non_ascii(t, b, letter_text)
         if punct:
             c += punct.translate(_CLASS_TABLE)
         first_is_ascii = (t[:64].lstrip() or t.lstrip())[:1].isascii()
@@ -267,7 +281,7 @@ def extract(text: str, history_turns: int = 0, history_chars: int = 0) -> tuple[
         joiners = n(_JOINER + 1)
     else:
         lex, joiners = _NO_LEX, 0
-    first = words[0] if words and first_is_ascii else ""
+    first = found[0] if found and first_is_ascii else ""
     newlines = count(b"\n")
     marks = _LINE_MARK.findall(t) if newlines else ()  # both kinds start a line
     choices = len(marks) - marks.count("")
@@ -275,7 +289,7 @@ def extract(text: str, history_turns: int = 0, history_chars: int = 0) -> tuple[
     questions = count(b"?")
     code = _code_features(t) if "```" in t else (0.0, 0.0, 0.0, 0.0)
     log = _LOG1P  # each count below is of characters of t, each counted once (sentences: + 1)
-    return [
+    values = [
         log1p(len(text) * per_char),
         non_latin,
         log[newlines],
@@ -295,7 +309,10 @@ def extract(text: str, history_turns: int = 0, history_chars: int = 0) -> tuple[
         *lex,
         1.0 if first in _FACTOID_OPENERS else 0.0,
         1.0 if first in _OPEN_OPENERS else 0.0,
-        (letters / len(words) - 4.5) if words else 0.0,
+        (letters / len(found) - 4.5) if found else 0.0,
         log1p(history_turns),
         log1p(history_chars / 4.0),
-    ], words
+    ]
+    if not words:
+        return values, []
+    return values, [w.decode("ascii") if isinstance(w, bytes) else w for w in found]

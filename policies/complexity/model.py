@@ -178,7 +178,7 @@ class ComplexityScorer:
 
     def _decide(self, text: str, history_turns: int, history_chars: int) -> tuple[list[float], float]:
         """(feature values in MODEL_FEATURES order as the model reads them, the score)."""
-        values, words = extract(text, history_turns, history_chars)
+        values, words = extract(text, history_turns, history_chars, self._has_vocabulary)
         m = self._m
         if values[NON_LATIN] >= 0.5:  # features only Latin script shows: read as typical
             for i in SCRIPT_BOUND:
