@@ -5,7 +5,9 @@
 Times `scorer.score(messages)` (a full decision with its explanation) once per prompt of every
 routing set in DIR (default ../shared/data/routing, else the committed sample), `repeat`
 rounds, and prints the median and p99 against the targets (30 us, 200 us), the same for
-`LengthScorer`, plus the loaded scorer's memory (tracemalloc) and load time.
+`LengthScorer` (timed on each prompt right after the learned scorer, so the two meet the same
+load: on a busy shared machine read the ratio, which should stay near 8x or below), plus the
+loaded scorer's memory (tracemalloc) and load time.
 """
 
 from __future__ import annotations
@@ -25,14 +27,17 @@ from policies.complexity import ComplexityScorer
 from policies.length import LengthScorer
 
 
-def _timings(scorer, conversations, repeat: int) -> list[float]:
-    out = []
+def _timings(scorers, conversations, repeat: int) -> list[list[float]]:
+    """Microseconds per decision for each scorer, timed in turn on each prompt so that all of
+    them meet the same load (on a shared machine the ratio is steadier than either figure)."""
+    out: list[list[float]] = [[] for _ in scorers]
     clock = time.perf_counter_ns
     for _ in range(repeat):
         for messages in conversations:
-            t0 = clock()
-            scorer.score(messages)
-            out.append((clock() - t0) / 1000.0)  # microseconds
+            for scorer, times in zip(scorers, out):
+                t0 = clock()
+                scorer.score(messages)
+                times.append((clock() - t0) / 1000.0)
     return out
 
 
@@ -59,11 +64,10 @@ def main() -> int:
     tracemalloc.stop()
 
     gc.disable()  # keep collector pauses out of the per-decision timings
-    learned = _timings(scorer, conversations, args.repeat)
-    length = _timings(LengthScorer(), conversations, args.repeat)
+    learned, length = _timings([scorer, LengthScorer()], conversations, args.repeat)
     gc.enable()
     huge = [{"role": "user", "content": "word " * 200_000}]  # 1 MB
-    huge_us = min(_timings(scorer, [huge], 5))
+    huge_us = min(_timings([scorer], [huge], 5)[0])
 
     print(_summary("learned", learned))
     print(_summary("length", length))

@@ -27,6 +27,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import repeat
+from operator import mul
 from pathlib import Path
 from typing import Any
 
@@ -159,6 +160,14 @@ class ComplexityScorer:
         self._m[-1] = 0.0  # the exam term is centred by construction
         self._bias = weights.bias
         self._base = _sigmoid(weights.bias)
+        # A decision needs only the logit: sum(w * x) in C less the constant sum(w * mean), equal
+        # to the bias plus the sum of the explanation's parts up to rounding (~1e-16); the
+        # parts themselves are built only when someone reads the explanation.
+        n = len(FEATURES)
+        self._wf = self._w[:n]
+        self._offset = weights.bias - sum(map(mul, self._wf, self._m[:n]))
+        self._has_vocabulary = bool(weights.vocabulary)
+        self._vocabulary_weighs = self._w[-2] != 0.0 or self._w[-1] != 0.0  # else both parts are 0
 
     @classmethod
     def load(cls, path: str | Path | None = None, **unknown: Any) -> ComplexityScorer:
@@ -167,43 +176,60 @@ class ComplexityScorer:
             raise ValueError(f"unknown option(s) for the learned scorer: {sorted(unknown)}; known: weights")
         return cls(Weights.load(path))
 
-    def _logit_parts(
-        self, text: str, history_turns: int = 0, history_chars: int = 0
-    ) -> tuple[list[float], list[float]]:
-        values, words = extract(text, history_turns, history_chars)
+    def _decide(self, text: str, history_turns: int, history_chars: int) -> tuple[list[float], float]:
+        """(feature values in MODEL_FEATURES order as the model reads them, the score)."""
+        values, words = extract(text, history_turns, history_chars, self._has_vocabulary)
+        m = self._m
         if values[NON_LATIN] >= 0.5:  # features only Latin script shows: read as typical
             for i in SCRIPT_BOUND:
-                values[i] = self._m[i]
-        vocab = sum(map(self._vget, words, repeat(0.0))) / len(words) if words else 0.0
-        values += (vocab, (vocab - self._vmean) * values[_CHOICES])  # exam term: 0 off exams
+                values[i] = m[i]
+        # an empty table (the shipped recipe learns no words) gives 0 without reading the words
+        vocab = sum(map(self._vget, words, repeat(0.0))) / len(words) if words and self._has_vocabulary else 0.0
+        exam = (vocab - self._vmean) * values[_CHOICES]  # exam term: 0 off exams
+        values += (vocab, exam)
+        logit = self._offset + sum(map(mul, self._wf, values))
+        if self._vocabulary_weighs:
+            w, cap = self._w, self._cap
+            logit += max(-cap, min(cap, w[-2] * (vocab - m[-2]))) + max(-cap, min(cap, w[-1] * exam))
+        if logit > _LOGIT_CAP:
+            logit = _LOGIT_CAP
+        elif logit < -_LOGIT_CAP:
+            logit = -_LOGIT_CAP
+        return values, 1.0 / (1.0 + math.exp(-logit))
+
+    def _parts(self, values: list[float]) -> list[float]:
+        """Each feature's part of the logit: the logit is the bias plus their sum."""
         parts = [w * (x - m) for w, x, m in zip(self._w, values, self._m)]
         cap = self._cap
         parts[-2] = max(-cap, min(cap, parts[-2]))  # the vocabulary terms
         parts[-1] = max(-cap, min(cap, parts[-1]))
-        return values, parts
+        return parts
 
     def feature_values(self, text: str, history_turns: int = 0, history_chars: int = 0) -> tuple[list[float], list[float]]:
         """(feature values in MODEL_FEATURES order as the model reads them, their logit parts)."""
-        return self._logit_parts(text, history_turns, history_chars)
+        values, _ = self._decide(text, history_turns, history_chars)
+        return values, self._parts(values)
 
     def score_text(self, text: str, history_turns: int = 0, history_chars: int = 0) -> float:
         """The score alone, for bulk scoring (no explanation built)."""
-        _, parts = self._logit_parts(text, history_turns, history_chars)
-        logit = self._bias + sum(parts)
-        return _sigmoid(max(-_LOGIT_CAP, min(_LOGIT_CAP, logit)))
+        return self._decide(text, history_turns, history_chars)[1]
 
     def score(self, messages: list[Message]) -> Score:
         """Score the last user turn, with the rest of the conversation as context."""
-        text, turns, chars = split_conversation(messages)
-        values, parts = self._logit_parts(text, turns, chars)
-        delta = sum(parts)
-        value = _sigmoid(max(-_LOGIT_CAP, min(_LOGIT_CAP, self._bias + delta)))
+        first = messages[0] if len(messages) == 1 else None
+        content = first.get("content") if first is not None and first.get("role") == "user" else None
+        if isinstance(content, str):  # one plain user message, the common case: no call
+            values, value = self._decide(content, 0, 0)
+        else:
+            values, value = self._decide(*split_conversation(messages))
         base = self._base
 
         def explain() -> tuple[dict[str, float], dict[str, float]]:
             # Share the sigmoid's change over the logit parts in proportion; when they cancel
             # out the ratio tends to the sigmoid's slope at the base.
+            parts = self._parts(values)
+            delta = sum(parts)
             ratio = (value - base) / delta if abs(delta) > 1e-12 else base * (1.0 - base)
             return dict(zip(MODEL_FEATURES, [p * ratio for p in parts])), dict(zip(MODEL_FEATURES, values))
 
-        return Score(value=value, base=base, scorer=self.name, explain=explain)
+        return Score(value, base, None, None, self.name, explain)
