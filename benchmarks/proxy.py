@@ -265,6 +265,9 @@ def _verdicts(proxies: list[Proxy]) -> int:
                 ok = ok and p99 < their99
                 line += (f", x{_ratio(ours['per_core'], theirs['per_core']):.1f} litellm's per core; p99 at 80% "
                          f"{p99:.1f} vs {their99:.1f} ms ({'met' if p99 < their99 else 'NOT met'})")
+                same = p.results.get((mode, "litellm 80%"))
+                if same is not None:  # the same absolute load as LiteLLM's 80%: shown, not the target
+                    line += f"; at litellm's 80% rate {same['p99_ms']:.1f} ms"
             met = met and ok
             print(line)
     print("targets met" if met else "targets NOT all met")
