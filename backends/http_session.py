@@ -16,7 +16,9 @@ Settings, each chosen for a proxy in front of other people's requests:
   CPU per request, py-spy);
 - certificates from the system store, or certifi's bundle when the system has none (the
   python.org macOS build ships without one);
-- one pool of up to `MAX_CONNECTIONS`, idle connections kept `KEEPALIVE_S`.
+- one pool of up to `MAX_CONNECTIONS`; an idle connection is kept `KEEPALIVE_S`, less than the
+  5 s of uvicorn (vLLM's server), so that we drop it before the server does: aiohttp never
+  resends a POST that met a connection the server had just closed.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ if TYPE_CHECKING:
 __all__ = ["MAX_CONNECTIONS", "Sessions", "lines", "new_session", "tls_context"]
 
 MAX_CONNECTIONS = 256
-KEEPALIVE_S = 30.0
+KEEPALIVE_S = 4.0
 
 _certifi: ssl.SSLContext | None = None
 
