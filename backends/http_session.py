@@ -11,7 +11,7 @@ contexts at import (~0.15 s), which `route --help` and `route --explain` must no
 Settings, each chosen for a proxy in front of other people's requests:
 - no cookie jar: a cookie one client's request brought back is never sent with another's;
 - proxies from the environment (HTTP(S)_PROXY, NO_PROXY, a proxy's login in ~/.netrc), as httpx
-  and curl honour them, looked up once per upstream origin (`Sessions.proxy`): aiohttp's own
+  and curl honour them, looked up once per upstream origin (`Sessions._proxy`): aiohttp's own
   `trust_env` looks them up on every request, in a worker thread, twice (12% of `route serve`'s
   CPU per request, py-spy);
 - certificates from the system store, or certifi's bundle when the system has none (the
@@ -24,6 +24,7 @@ Settings, each chosen for a proxy in front of other people's requests:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import ssl
 import weakref
@@ -81,7 +82,7 @@ class Sessions:
         self._proxies: dict[str, tuple[Any, Any]] = {}  # origin -> (proxy URL, proxy login) or (None, None)
         weakref.finalize(self, _abandon, self.by_loop)
 
-    def proxy(self, url: str) -> tuple[Any, Any]:
+    def _proxy(self, url: str) -> tuple[Any, Any]:
         """(proxy, proxy_auth) for `url` from the environment, as aiohttp's `trust_env` would
         find them; read once per origin, so a proxy variable changed later is not seen."""
         origin = "/".join(url.split("/", 3)[:3])
@@ -105,6 +106,18 @@ class Sessions:
                 await self.by_loop.pop(stale).close()
             session = self.by_loop[loop] = new_session()
         return session
+
+    @contextlib.asynccontextmanager
+    async def request(self, method: str, url: str, *, total_s: float | None = None, connect_s: float | None = None,
+                      **kwargs: Any) -> AsyncIterator[aiohttp.ClientResponse]:
+        """One request on this loop's session, through the environment's proxy for `url`."""
+        import aiohttp
+
+        proxy, proxy_auth = self._proxy(url)
+        timeout = aiohttp.ClientTimeout(total=total_s, sock_connect=connect_s)
+        async with (await self.get()).request(method, url, proxy=proxy, proxy_auth=proxy_auth, timeout=timeout,
+                                              **kwargs) as response:
+            yield response
 
     async def aclose(self) -> None:
         """Close this loop's session and those of closed loops; a session of another loop that

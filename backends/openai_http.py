@@ -78,13 +78,9 @@ class OpenAIBackend(Backend):
     async def check(self, timeout_s: float = 5.0) -> Health:
         """GET /models: reachable, the key (if any) accepted, and our model among those served."""
         base = self._shown.removesuffix("/chat/completions")
-        import aiohttp
-
-        url = self.settings.url("/models", _DEFAULT_BASE_URL)
-        proxy, proxy_auth = self._sessions.proxy(url)
         try:
-            async with (await self._sessions.get()).get(url, headers=self._headers(), proxy=proxy, proxy_auth=proxy_auth,
-                                                        timeout=aiohttp.ClientTimeout(total=timeout_s)) as response:
+            async with self._sessions.request("GET", self.settings.url("/models", _DEFAULT_BASE_URL),
+                                              headers=self._headers(), total_s=timeout_s) as response:
                 status, headers, body = response.status, response.headers, await response.read()
         except Exception as exc:
             if not is_transport_error(exc):
@@ -116,16 +112,12 @@ class OpenAIBackend(Backend):
         base class's to enforce (Backend._next); connecting alone is capped at 10 s. Leaving
         returns the connection to the pool when its body was read to the end, else closes it,
         which is also how a cancelled call stops the upstream generation."""
-        import aiohttp
-
         remaining = deadline.remaining()
         limit = self.settings.timeout_s if remaining is None else max(0.001, remaining)
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=min(limit, 10.0))
         body = json.dumps(payload).encode()
         headers = {**self._headers(), "Content-Type": "application/json"}
-        proxy, proxy_auth = self._sessions.proxy(url)
-        async with (await self._sessions.get()).post(url, data=body, headers=headers, timeout=timeout, proxy=proxy,
-                                                     proxy_auth=proxy_auth) as response:
+        async with self._sessions.request("POST", url, data=body, headers=headers,
+                                          connect_s=min(limit, 10.0)) as response:
             if response.status >= 400:
                 text = (await response.read()).decode("utf-8", "replace")
                 raise error_for_status(response.status, response.headers, text, **self.where())
