@@ -8,8 +8,9 @@ options (`learn.GENERAL`) on all the others and judged on it, beside prompt leng
 measured on the same records; then the mean. Also printed: the shipped weights on each whole
 set (fitted on all of them, so in-domain: for reference only). `--nested` also chooses among
 `CANDIDATES` without the left-out set (`nested_leave_one_out`, a few minutes): the honest
-figure for a recipe picked from several. Credit the sets' sources as
-their README asks (RouteLLM, LLMRouter, TheoremQA, ZeroEval, FastChat/Vicuna).
+figure for a recipe picked from several. `benchmarks/routing_ceiling.py` asks how far above
+length a model fitted on each set itself gets, as a bound on what to expect of a left-out set.
+Credit the sets' sources as their README asks (RouteLLM, LLMRouter, TheoremQA, ZeroEval, FastChat/Vicuna).
 """
 
 from __future__ import annotations
