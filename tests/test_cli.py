@@ -181,3 +181,20 @@ def test_fast_paths_do_not_import_heavy_libraries(args, tmp_path):
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
                             env={**os.environ, "ROUTE_HOME": str(tmp_path)})
     assert "HEAVY=\n" in result.stdout or result.stdout.rstrip().endswith("HEAVY="), result.stdout + result.stderr
+
+
+def test_help_loads_no_backend_machinery(tmp_path):
+    # every command module imports backends.errors for UsageError; the package's other names
+    # (the Backend class and its pydantic schemas, a third of `route --help`'s time) load on use
+    code = (
+        "import sys\nfrom router.cli.app import app\n"
+        "try:\n    app(['--help'], prog_name='route')\nexcept SystemExit:\n    pass\n"
+        "print('LOADED=' + ','.join(sorted(m for m in sys.modules if m.split('.')[0] in ('backends', 'pydantic'))))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
+                            env={**os.environ, "ROUTE_HOME": str(tmp_path)})  # fmt: skip
+    assert result.stdout.strip().endswith("LOADED=backends,backends.errors"), result.stdout + result.stderr
+    import backends
+
+    assert backends.Backend is backends.base.Backend  # loaded on first use, then a plain attribute
+    assert "Backend" in vars(backends) and "Backend" in dir(backends)
