@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script 
 
 from benchmarks.routing_data import routing_sets
 from policies.complexity.features import FEATURES, extract
-from policies.routing_eval import apgr, quality_curve
+from policies.complexity.training.leave_one_out import set_apgr
 
 TARGET_MARGIN = 0.03  # the leave-one-out bar of issue 15: length + 0.03 on every left-out set
 FOLDS = 5
@@ -62,13 +62,6 @@ class Ceiling:
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "best": round(self.best, 4), "short_of_target": round(self.short_of_target, 4)}
-
-
-def set_apgr(scores: Sequence[float], records: Sequence[dict[str, Any]]) -> float:
-    value = apgr(
-        quality_curve(list(scores), [float(r["local"]) for r in records], [float(r["hosted"]) for r in records])
-    )
-    return 0.5 if value is None else value
 
 
 def _cross_validated(predict: Callable[[Any, Any], Any], n: int) -> list[Any]:

@@ -24,7 +24,7 @@ from policies.routing_eval import apgr, quality_curve
 
 __all__ = [
     "TRAINING_EXCLUDED", "LeftOut", "fit_general", "format_table", "judge", "leave_one_out",
-    "leave_one_out_table", "load_sets", "nested_leave_one_out", "summary_row", "training_records",
+    "leave_one_out_table", "load_sets", "nested_leave_one_out", "set_apgr", "summary_row", "training_records",
 ]
 
 # llmrouter's answers were capped at 512 tokens and scored by exact match: on these tasks both
@@ -74,15 +74,15 @@ def training_records(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return kept
 
 
-def _apgr(scores: Sequence[float], records: Sequence[dict[str, Any]]) -> float:
+def set_apgr(scores: Sequence[float], records: Sequence[dict[str, Any]]) -> float:
     value = apgr(quality_curve(scores, [float(r["local"]) for r in records], [float(r["hosted"]) for r in records]))
     return 0.5 if value is None else value  # no gap to recover: every order is as good as random
 
 
 def judge(scorer: ComplexityScorer, name: str, records: Sequence[dict[str, Any]]) -> LeftOut:
     """The scorer's and length's APGR on one set."""
-    ours = _apgr([scorer.score_text(r["prompt"]) for r in records], records)
-    length = _apgr([float(len(r["prompt"])) for r in records], records)
+    ours = set_apgr([scorer.score_text(r["prompt"]) for r in records], records)
+    length = set_apgr([float(len(r["prompt"])) for r in records], records)
     return LeftOut(name, len(records), round(ours, 4), round(length, 4))
 
 
