@@ -73,7 +73,7 @@ class Writer:
 
     def put(self, item: Pending) -> None:
         if len(self._pending) >= self.max_pending:
-            self._make_room()
+            self._make_room(incoming=1)
         self._pending.append(item)  # atomic; the writer drains it
         if self._thread is None:  # read after the append: see _retire for why that order matters
             self._ensure_thread()
@@ -85,9 +85,10 @@ class Writer:
         self.dropped += 1
         _LOG.warning("request log: one record not written to %s: %s: %s", self.label, type(exc).__name__, exc)
 
-    def _make_room(self) -> None:
+    def _make_room(self, incoming: int) -> None:
+        """Drop the oldest records so that `incoming` more fit within `max_pending`."""
         with self._lock:
-            extra = len(self._pending) - self.max_pending + 1
+            extra = len(self._pending) + incoming - self.max_pending
             for _ in range(max(0, extra)):
                 self._pending.popleft()
             if extra <= 0:
@@ -220,7 +221,7 @@ class Writer:
                 self._pending.extendleft(reversed(rows))
                 self._down_at = time.monotonic()
             if len(self._pending) > self.max_pending:
-                self._make_room()
+                self._make_room(incoming=0)  # the batch is back in the queue: nothing more to add
             self._warn(exc.kind, f"{exc} ({len(self._pending)} records waiting)")
         else:
             self.dropped += len(rows)
