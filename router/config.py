@@ -16,7 +16,7 @@ from backends.types import Price
 from policies.selection import OnDeadlineRisk, Prefer
 from router.consortium.spec import ConsortiumConfig
 
-__all__ = ["ApiKeyConfig", "BackendConfig", "BreakerConfig", "Config", "LatencyModelConfig", "LatencyPrior", "LogConfig", "PriceConfig", "RoutingConfig",
+__all__ = ["ApiKeyConfig", "BackendConfig", "BreakerConfig", "Config", "LatencyModelConfig", "LatencyPrior", "LearnConfig", "LogConfig", "PriceConfig", "RoutingConfig",
            "ScorerConfig", "ServerConfig", "StateConfig", "TierConfig"]
 
 _ENV_REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
@@ -167,6 +167,28 @@ class LatencyModelConfig(_Strict):
     flush_interval_ms: float = Field(5_000, ge=0, description="how often learned state is saved to the store")
 
 
+class LearnConfig(_Strict):
+    """Routing that learns from its own traffic (router/learning/, docs/learning.md). Labels come
+    from feedback, consortium rankings and shadow judging: for `shadow_rate` of routed requests,
+    after the client has its answer, the other tier answers too and `judge` says whether the
+    lower tier's answer was as good, within `budget_usd_per_day`. With `auto` the weights are
+    refitted every `refit_every` new labels and a new version adopted only when it wins on
+    labels it was not fitted on."""
+
+    shadow_rate: float = Field(0.0, ge=0, le=1, description="share of routed requests judged against the other tier")
+    budget_usd_per_day: float = Field(1.0, ge=0, description="most shadow judging may spend per UTC day (0: none)")
+    judge: str | None = Field(None, description="backend or consortium that judges; default: the first diffusion "
+                              "backend above the lowest tier")
+    auto: bool = Field(False, description="refit after every `refit_every` new labels; adopt only what wins")
+    refit_every: int = Field(50, ge=1, le=1_000_000, description="new labels of a boundary between refits")
+    max_tokens: int = Field(512, ge=1, le=65536, description="max_tokens of the other tier's shadow answer")
+    judge_max_tokens: int = Field(256, ge=16, le=65536, description="max_tokens of each judge reply")
+    max_in_flight: int = Field(4, ge=1, le=1024, description="shadow judgements running at once; more are skipped")
+    timeout_s: float = Field(120.0, gt=0, description="a shadow judgement (answer and both judge calls) gives up after this")
+    refresh_ms: float = Field(2_000, ge=0, le=3_600_000, description="how often a router looks for a version "
+                              "another process adopted or rolled back to")
+
+
 class RoutingConfig(_Strict):
     scorer: ScorerConfig = ScorerConfig()
     tiers: list[TierConfig] = Field(min_length=1)
@@ -186,6 +208,7 @@ class RoutingConfig(_Strict):
     retries: dict[Literal["BackendTimeout", "RateLimited", "BackendUnavailable", "MalformedResponse"],
                   Annotated[int, Field(ge=0, le=10)]] = Field(
         default_factory=dict, description="retries per error class, overriding each backend's max_retries")
+    learn: LearnConfig | None = Field(None, description="learning from traffic (docs/learning.md); absent: off")
 
 
 class LogConfig(_Strict):

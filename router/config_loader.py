@@ -158,6 +158,7 @@ def _check_references(config: Config, path: str, lines: dict[tuple, int]) -> Non
 
     check_consortia(config.consortia, config.backends, path, lambda *loc: _line_for(lines, loc))
     _check_tiers(config, path, lines)
+    _check_learning(config, path, lines)
     for alias, target in config.aliases.items():
         if target != "auto" and target not in known:
             raise ConfigError(f"aliases.{alias} names {target!r}, which is not `auto`, a backend or a consortium."
@@ -193,6 +194,29 @@ def _check_tiers(config: Config, path: str, lines: dict[tuple, int]) -> None:
         if high <= low:
             raise ConfigError(f"tier `below` edges must ascend: {high} comes after {low}; order the tiers from "
                               "the lowest band to the highest.", path=path, line=_line_for(lines, ("routing", "tiers", t, "below")))
+
+
+def _check_learning(config: Config, path: str, lines: dict[tuple, int]) -> None:
+    """`routing.learn`: a judge that exists (or one to default to), tiers to learn between."""
+    learn = config.routing.learn
+    if learn is None:
+        return
+    from router.learning.config import default_judge, learning_problem
+
+    at = ("routing", "learn")
+    known = set(config.backends) | set(config.consortia)
+    if learn.judge is not None and learn.judge not in known:
+        raise ConfigError(f"routing.learn.judge names {learn.judge!r}, which is neither a backend nor a consortium."
+                          f"{_did_you_mean(learn.judge, known)} Known: {', '.join(sorted(known))}.",
+                          path=path, line=_line_for(lines, (*at, "judge")))
+    if learn.shadow_rate > 0 and learn.judge is None and default_judge(config) is None:
+        raise ConfigError("routing.learn.shadow_rate needs a judge, and no diffusion backend above the lowest tier "
+                          "is there to default to; name one with `judge: BACKEND`.",
+                          path=path, line=_line_for(lines, (*at, "shadow_rate")))
+    problem = learning_problem(config)
+    if problem is not None:
+        where, message = problem
+        raise ConfigError(message, path=path, line=_line_for(lines, where))
 
 
 def _band_problem(tier, *, last: bool) -> str | None:

@@ -94,6 +94,11 @@ class Router:
             from router.feedback import attach_consortium_preferences
 
             attach_consortium_preferences(self)
+        self.learner = None  # routing.learn: labels, shadow judging, versions (router/learning/)
+        if self.config.routing.learn is not None:
+            from router.learning import attach_learning
+
+            self.learner = attach_learning(self)
 
     @classmethod
     def from_config(cls, source: str | Any | dict | None = None, *, persist: bool = False, **kwargs: Any) -> Router:
@@ -427,6 +432,8 @@ class Router:
                 return
 
     async def aclose(self) -> None:
+        if self.learner is not None:
+            await self.learner.aclose()
         await self.latency.aflush()  # learned latency reaches the store even when the process ends next
         await self.shared.aclose()
         for backend in self._backends.values():

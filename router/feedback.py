@@ -87,9 +87,13 @@ class FeedbackStore:
     def count(self) -> int:
         return int(self._conn().execute("SELECT COUNT(*) FROM feedback").fetchone()[0])
 
-    def labelled_records(self, local_backends: Iterable[str]) -> list[dict[str, Any]]:
-        """Routing records from the feedback (see the module docstring), oldest first."""
+    def labelled_records(self, local_backends: Iterable[str],
+                         hosted_backends: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """Routing records from the feedback (see the module docstring), oldest first.
+        `hosted_backends`: only verdicts on these count as hosted (a boundary between two tiers
+        of three); None: every backend that is not local."""
         local = set(local_backends)
+        hosted = None if hosted_backends is None else set(hosted_backends)
         conn = self._conn()
         has_requests = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'requests'").fetchone() is not None
         out = []
@@ -97,10 +101,10 @@ class FeedbackStore:
             if row["source"] == "consortium":
                 out.append(_record(f"c{row['id']}", row["prompt"], row["local"], row["hosted"], "consortium"))
             elif has_requests:
-                out.extend(self._from_verdict(row, local))
+                out.extend(self._from_verdict(row, local, hosted))
         return [r for r in out if r["prompt"]]
 
-    def _from_verdict(self, row: sqlite3.Row, local: set[str]) -> list[dict[str, Any]]:
+    def _from_verdict(self, row: sqlite3.Row, local: set[str], hosted: set[str] | None) -> list[dict[str, Any]]:
         ref = row["request"]
         request = self._conn().execute(
             "SELECT prompt, backend FROM requests WHERE CAST(id AS TEXT) = ? OR trace_id = ? ORDER BY id DESC LIMIT 1",
@@ -111,6 +115,8 @@ class FeedbackStore:
         good = row["verdict"] == "good"
         if request["backend"] in local:
             return [_record(f"f{row['id']}", request["prompt"], 1.0 if good else 0.0, 1.0, "user")]
+        if hosted is not None and request["backend"] not in hosted:
+            return []
         return [] if good else [_record(f"f{row['id']}", request["prompt"], 0.0, 0.0, "user")]
 
 

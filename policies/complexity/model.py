@@ -16,6 +16,10 @@ score of a typical training prompt and each contribution says how far that featu
 this prompt from typical. The sigmoid's change is shared out over the logit contributions in
 proportion to them, which keeps `base + sum(contributions) == value` exact.
 
+Weights adapted to a deployment's own traffic (`training/adapt.py`) may add a third term, the
+domain value: the mean learned weight of the prompt's hashed words and word pairs
+(`domain.py`), already in logits; its explanation part is named `domain`.
+
 Weights live in a small JSON file (`weights.json` beside this module by default) written by
 `policies.complexity.training.fit` or `route calibrate`; loading one takes a few milliseconds.
 """
@@ -32,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from backends.types import Message, content_text
+from policies.complexity.domain import BUCKETS, domain_value, tokens
 from policies.complexity.features import (
     FEATURES,
     HISTORY_TURNS,
@@ -43,6 +48,7 @@ from policies.scoring import Score
 
 __all__ = [
     "DEFAULT_WEIGHTS",
+    "DOMAIN",
     "EXAM_VOCABULARY",
     "MODEL_FEATURES",
     "VOCABULARY",
@@ -57,6 +63,7 @@ FORMAT = "latency-router/complexity-weights"
 VOCABULARY = "vocabulary"  # the feature holding the mean learned word weight
 EXAM_VOCABULARY = "vocabulary_exam"  # the same, in prompts that offer lettered choices (else 0)
 MODEL_FEATURES: tuple[str, ...] = (*FEATURES, VOCABULARY, EXAM_VOCABULARY)
+DOMAIN = "domain"  # the explanation's name for the hashed domain vocabulary's part of the logit
 _CHOICES = FEATURES.index("choices")
 _LOGIT_CAP = 30.0  # keeps exp() finite; sigmoid(30) = 1 - 1e-13
 
@@ -73,14 +80,23 @@ class Weights:
     threshold: float | None = None
     hosted_share: float | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    domain: dict[int, float] = field(default_factory=dict)  # hash bucket -> logit weight (domain.py)
 
     @classmethod
     def load(cls, path: str | Path | None = None) -> Weights:
         """Read a weights file; unknown feature names are ignored, missing ones weigh 0."""
-        data = json.loads(Path(path or DEFAULT_WEIGHTS).read_text(encoding="utf-8"))
+        where = path or DEFAULT_WEIGHTS
+        return cls.from_json(json.loads(Path(where).read_text(encoding="utf-8")), str(where))
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], where: str = "weights") -> Weights:
+        """The weights a file's JSON holds (`to_json`'s inverse); `where` names it in errors."""
         if data.get("format") != FORMAT:
-            raise ValueError(f"{path}: not a complexity weights file (format {data.get('format')!r})")
+            raise ValueError(f"{where}: not a complexity weights file (format {data.get('format')!r})")
         feats = data["features"]
+        domain = data.get("domain") or {}
+        if domain and domain.get("buckets") != BUCKETS:
+            raise ValueError(f"{where}: domain vocabulary hashed into {domain.get('buckets')} buckets, expected {BUCKETS}")
         return cls(
             bias=float(data["bias"]),
             weights={k: float(v["weight"]) for k, v in feats.items()},
@@ -90,10 +106,11 @@ class Weights:
             threshold=data.get("threshold"),
             hosted_share=data.get("hosted_share"),
             metadata=data.get("metadata", {}),
+            domain={int(k): float(v) for k, v in (domain.get("weights") or {}).items()},
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "format": FORMAT,
             "version": 1,
             "bias": self.bias,
@@ -107,6 +124,9 @@ class Weights:
             "vocabulary": dict(sorted(self.vocabulary.items())),
             "metadata": self.metadata,
         }
+        if self.domain:
+            out["domain"] = {"buckets": BUCKETS, "weights": {str(k): v for k, v in sorted(self.domain.items())}}
+        return out
 
     def save(self, path: str | Path) -> None:
         text = json.dumps(self.to_json(), indent=1, ensure_ascii=False)
@@ -167,6 +187,9 @@ class ComplexityScorer:
         self._wf = self._w[:n]
         self._offset = weights.bias - sum(map(mul, self._wf, self._m[:n]))
         self._has_vocabulary = bool(weights.vocabulary)
+        self._dget = weights.domain.get
+        self._has_domain = bool(weights.domain)
+        self._needs_words = self._has_vocabulary or self._has_domain
         self._vocabulary_weighs = self._w[-2] != 0.0 or self._w[-1] != 0.0  # else both parts are 0
 
     @classmethod
@@ -177,8 +200,9 @@ class ComplexityScorer:
         return cls(Weights.load(path))
 
     def _decide(self, text: str, history_turns: int, history_chars: int) -> tuple[list[float], float]:
-        """(feature values in MODEL_FEATURES order as the model reads them, the score)."""
-        values, words = extract(text, history_turns, history_chars, self._has_vocabulary)
+        """(feature values in MODEL_FEATURES order as the model reads them, then the domain
+        part of the logit when the weights have one; the score)."""
+        values, words = extract(text, history_turns, history_chars, self._needs_words)
         m = self._m
         if values[NON_LATIN] >= 0.5:  # features only Latin script shows: read as typical
             for i in SCRIPT_BOUND:
@@ -191,6 +215,10 @@ class ComplexityScorer:
         if self._vocabulary_weighs:
             w, cap = self._w, self._cap
             logit += max(-cap, min(cap, w[-2] * (vocab - m[-2]))) + max(-cap, min(cap, w[-1] * exam))
+        if self._has_domain:
+            part = domain_value(tokens(words), self._dget)
+            values.append(part)
+            logit += part
         if logit > _LOGIT_CAP:
             logit = _LOGIT_CAP
         elif logit < -_LOGIT_CAP:
@@ -203,7 +231,7 @@ class ComplexityScorer:
         cap = self._cap
         parts[-2] = max(-cap, min(cap, parts[-2]))  # the vocabulary terms
         parts[-1] = max(-cap, min(cap, parts[-1]))
-        return parts
+        return parts + values[len(MODEL_FEATURES):]  # the domain part is a logit already
 
     def feature_values(self, text: str, history_turns: int = 0, history_chars: int = 0) -> tuple[list[float], list[float]]:
         """(feature values in MODEL_FEATURES order as the model reads them, their logit parts)."""
@@ -230,6 +258,7 @@ class ComplexityScorer:
             parts = self._parts(values)
             delta = sum(parts)
             ratio = (value - base) / delta if abs(delta) > 1e-12 else base * (1.0 - base)
-            return dict(zip(MODEL_FEATURES, [p * ratio for p in parts])), dict(zip(MODEL_FEATURES, values))
+            names = (*MODEL_FEATURES, DOMAIN)
+            return dict(zip(names, [p * ratio for p in parts])), dict(zip(names, values))
 
         return Score(value, base, None, None, self.name, explain)

@@ -121,9 +121,18 @@ def _cancelled(json_mode: bool) -> None:
 
 def _register_commands() -> None:
     # Each module imports only typer at the top; its command bodies import what they need.
-    from router.cli import admin, ask, config_cmds, consortium_cmds, engine_cmds, scoring_cmds, serve_cmds
+    from router.cli import (
+        admin,
+        ask,
+        config_cmds,
+        consortium_cmds,
+        engine_cmds,
+        learn_cmds,
+        scoring_cmds,
+        serve_cmds,
+    )
 
-    for module in (ask, admin, config_cmds, scoring_cmds, consortium_cmds, serve_cmds, engine_cmds):
+    for module in (ask, admin, config_cmds, scoring_cmds, learn_cmds, consortium_cmds, serve_cmds, engine_cmds):
         module.register(app)
 
 

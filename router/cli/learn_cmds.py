@@ -1,0 +1,130 @@
+"""`route learn status | history | rollback | resume`: what routing learned from its own traffic.
+
+Data goes to stdout (a table, or one JSON document with `--json`), messages to stderr. The
+figures come from router/learning/status.py, which reads the store the config points at.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any
+
+import typer
+
+from router.cli.output import Output
+
+__all__ = ["register"]
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="one JSON document on stdout")]
+ConfigOpt = Annotated[str | None, typer.Option("-c", "--config", help="config whose learning store to read")]
+
+
+def _config(path: str | None) -> Any:
+    from router.config_loader import load_config
+
+    return load_config(path).config
+
+
+def _figure(found: dict[str, float] | None) -> str:
+    return "-" if not found else f"{found['value']:.3f} ± {found['se']:.3f}"
+
+
+def _when(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
+
+
+def _show_status(out: Output, found: dict[str, Any]) -> None:
+    from rich import box
+    from rich.table import Table
+
+    spend = found["spend"]
+    state = "off (no routing.learn in the config)" if not found["enabled"] else (
+        f"shadow rate {found['shadow_rate']:g}, judge {found['judge'] or '-'}, auto {'on' if found['auto'] else 'off'}")
+    out.out.print(f"learning: {state}")
+    pinned = "  (pinned by a rollback: `route learn resume` lets refits adopt again)" if found["pinned"] else ""
+    out.out.print(f"version in use: {found['version']}" + (" (the configured weights)" if not found["version"] else "")
+                  + pinned)
+    by_source = ", ".join(f"{s} {n}" for s, n in found["labels"]["by_source"].items())
+    out.out.print(f"labels: {found['labels']['total']} ({by_source})")
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for column in ("boundary", "version", "labels", "estimated APGR", "on labels", "adopted at (cross-validated)"):
+        table.add_column(column, justify="left" if column in ("boundary", "adopted at (cross-validated)") else "right")
+    for b in found["boundaries"]:
+        adopted = b["adopted_with"]
+        at = "-" if not adopted else f"{_figure(adopted['apgr_before'])} -> {_figure(adopted['apgr_after'])}"
+        table.add_row(b["boundary"], str(b["version"]), str(sum(b["labels"].values())), _figure(b["apgr"]),
+                      str(b["judged_on"]), at)
+    out.out.print(table)
+    out.out.print(f"shadow spend {spend['day']} (UTC): ${spend['today_usd']:.4f} of ${spend['budget_usd_per_day']:g} "
+                  f"({spend['today_calls']} calls); all days ${spend['total_usd']:.4f} ({spend['total_calls']} calls)")
+
+
+def _show_history(out: Output, found: dict[str, Any]) -> None:
+    from rich import box
+    from rich.table import Table
+
+    if not found["versions"]:
+        out.out.print("no learned version yet: routing uses the configured weights (version 0)")
+        return
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for column in ("version", "adopted", "boundary", "labels", "APGR before -> after (cross-validated)", "gain"):
+        table.add_column(column, justify="right" if column in ("version", "labels") else "left")
+    for v in found["versions"]:
+        mark = " *" if v["version"] == found["version"] else ""
+        table.add_row(f"{v['version']}{mark}", _when(v["ts"]), str(v["boundary"]), str(v.get("labels", "-")),
+                      f"{_figure(v.get('apgr_before'))} -> {_figure(v.get('apgr_after'))}", _figure(v.get("gain")))
+    out.out.print(table)
+    out.out.print(f"* in use{' (pinned by a rollback)' if found['pinned'] else ''}; 0 is the configured weights")
+
+
+def register(app: typer.Typer) -> None:
+    from router.cli.app import handle_errors
+
+    group = typer.Typer(help="What routing learned from its own traffic: status, history, rollback.",
+                        no_args_is_help=True)
+    app.add_typer(group, name="learn")
+
+    @group.command("status", help="Labels by source, the version in use with its estimated APGR, the spend.")
+    @handle_errors
+    def status(json_out: JsonOpt = False, config: ConfigOpt = None) -> None:
+        from router.learning import learn_status
+
+        found = learn_status(_config(config))
+        out = Output(json_mode=json_out)
+        out.data(found) if json_out else _show_status(out, found)
+
+    @group.command("history", help="Every adopted version, with the figures it was adopted on.")
+    @handle_errors
+    def history(json_out: JsonOpt = False, config: ConfigOpt = None) -> None:
+        from router.learning.status import history as read
+
+        found = read(_config(config))
+        out = Output(json_mode=json_out)
+        out.data(found) if json_out else _show_history(out, found)
+
+    @group.command("rollback", help="Go back to VERSION (default: the one before; 0: the configured weights) "
+                   "and pin it until `route learn resume`.")
+    @handle_errors
+    def rollback(
+        version: Annotated[int | None, typer.Argument(help="a version `route learn history` lists")] = None,
+        json_out: JsonOpt = False,
+        config: ConfigOpt = None,
+    ) -> None:
+        from router.learning.status import rollback as go_back
+
+        found = go_back(_config(config), version)
+        out = Output(json_mode=json_out)
+        if json_out:
+            out.data(found)
+        else:
+            out.info(f"now using version {found['version']} (was {found['previous']}); pinned: refits adopt "
+                     "nothing until `route learn resume`. Running routers switch within routing.learn.refresh_ms.")
+
+    @group.command("resume", help="Let refits adopt new versions again after a rollback.")
+    @handle_errors
+    def resume(json_out: JsonOpt = False, config: ConfigOpt = None) -> None:
+        from router.learning.status import resume as go_on
+
+        found = go_on(_config(config))
+        out = Output(json_mode=json_out)
+        out.data(found) if json_out else out.info(f"version {found['version']} in use; refits may adopt again")

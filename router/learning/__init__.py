@@ -1,0 +1,75 @@
+"""Routing that learns from its own traffic, and never learns itself worse (docs/learning.md).
+
+    store.py     the labels, versions and spend in the local SQLite store (all its SQL)
+    fleet.py     the same in Redis, for a replica fleet (`state: backend: redis`)
+    labels.py    labels from shadow judgements, feedback verdicts and consortium rankings
+    shadow.py    one shadow judgement: the other tier answers, the judge compares both ways
+    learner.py   the Router's learner: sampling, budget, refits, the version in use
+    versions.py  installing a version's weights in a Router, boundary by boundary
+    status.py    `route learn status | history | rollback` as plain data (the web view's too)
+
+`routing.learn` in the config turns it on; the Router attaches a `Learner` as a request
+observer. Fitting (policies/complexity/training/adapt.py) is imported only when a refit runs.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from router.config import Config
+    from router.core import Router
+    from router.learning.labels import LabelStore
+    from router.learning.learner import Learner
+
+__all__ = ["attach_learning", "learn_status", "open_store"]
+
+_LOG = logging.getLogger("route")
+
+
+def open_store(config: Config) -> LabelStore:
+    """The learning store `config` points at: Redis for a fleet, else the local SQLite file."""
+    if config.state.backend == "redis":
+        from router.learning.fleet import RedisLearningStore
+
+        return RedisLearningStore.from_config(config.state)
+    from router.learning.labels import log_path
+    from router.learning.store import LearningStore
+
+    return LearningStore(log_path(config))
+
+
+def attach_learning(router: Router) -> Learner | None:
+    """Give `router` a learner when its config has `routing.learn`, deciding with the version
+    in use from the first request on (the configured weights when the store cannot be read)."""
+    settings = router.config.routing.learn
+    if settings is None:
+        return None
+    from router.learning.config import default_judge
+    from router.learning.learner import Learner
+    from router.learning.shadow import ShadowJudge
+
+    config = router.config
+    judge = None
+    name = settings.judge or default_judge(config)
+    if settings.shadow_rate > 0 and name is not None:
+        prices = {n: spec.settings(n).price for n, spec in config.backends.items()}
+        context = config.backends[name].context_window if name in config.backends else None
+        judge = ShadowJudge(router.calls, settings, name, prices, context)
+    learner = Learner(router, settings, open_store(config), judge)
+    router.add_request_observer(learner.observe)
+    try:
+        current, _ = learner.store.current()
+        if current:
+            learner.use_now(current)
+    except Exception as exc:  # an unreadable store must not stop the router
+        _LOG.warning("route: the learning store could not be read (%r); routing on the configured weights", exc)
+    return learner
+
+
+def learn_status(config: Config) -> dict:
+    """`route learn status` as a plain dict (see status.py)."""
+    from router.learning.status import status
+
+    return status(config)

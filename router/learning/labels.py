@@ -1,0 +1,84 @@
+"""Labels of one store from three sources: shadow judgements, feedback verdicts, consortium rankings.
+
+A label says, for one prompt and one boundary, how good the lower tier's answer was (`local`)
+and the upper tier's (`hosted`), in [0, 1]: the same records `route calibrate` reads.
+
+- shadow: the judge compared both tiers' answers, in both orders (`verdict_label`);
+- feedback: a user's verdict on an answer of one of the boundary's two tiers (router/feedback.py);
+- consortium: the arbiter ranked a lowest-tier member against a hosted one (boundary 0 only:
+  the ranking says nothing about which hosted tier).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from router.config import Config
+    from router.learning.store import LabelRow, VersionRow
+
+__all__ = ["SOURCES", "LabelStore", "import_feedback", "log_path", "verdict_label"]
+
+SOURCES = ("shadow", "feedback", "consortium")
+
+
+class LabelStore(Protocol):
+    """What the learning package needs of a store: the local SQLite one (store.py) or Redis
+    (fleet.py)."""
+
+    def add_labels(self, labels: Sequence[tuple[int, str, str, str, float, float]], ts: float | None = None) -> int: ...
+    def labels(self, boundary: int) -> list[LabelRow]: ...
+    def label_counts(self) -> dict[int, dict[str, int]]: ...
+    def add_spend(self, usd: float, calls: int, ts: float | None = None) -> None: ...
+    def spend(self, day: str | None = None) -> tuple[float, int]: ...
+    def versions(self) -> list[VersionRow]: ...
+    def version(self, version: int) -> VersionRow | None: ...
+    def current(self) -> tuple[int, bool]: ...
+    def adopt(self, expected: int, boundary: int, weights: dict, seen: int, heads: dict[int, int],
+              summary: dict) -> int | None: ...
+    def claim_refit(self, boundary: int, labels: int, every: int) -> bool: ...
+    def set_current(self, version: int, *, pinned: bool) -> None: ...
+    def close(self) -> None: ...
+
+
+def verdict_label(votes: Sequence[int | None]) -> tuple[float, float] | None:
+    """(local, hosted) from the judge's votes, one per order it was asked in: +1 the lower tier's
+    answer was better, -1 the upper's, 0 a tie, None no readable verdict. Averaging the orders
+    cancels position bias: a judge that always prefers whichever answer it reads first votes
+    +1 and -1, a tie. None when no order gave a verdict."""
+    read = [v for v in votes if v is not None]
+    if not read:
+        return None
+    lower_better = sum(read) / len(read)
+    return (1.0 + lower_better) / 2.0, (1.0 - lower_better) / 2.0
+
+
+def log_path(config: Config) -> Path:
+    """The SQLite file of the request log (and of feedback and the learning tables)."""
+    from router.store import default_store_path
+
+    return Path(config.log.path).expanduser() if config.log.path else default_store_path()
+
+
+def import_feedback(store: LabelStore, config: Config) -> int:
+    """Copy feedback verdicts and consortium preferences from the request log's file into the
+    store, per boundary (each once: they keep their feedback id as `ref`). Returns how many
+    were new; 0 when the log is kept elsewhere (PostgreSQL) or holds no feedback table."""
+    path = log_path(config)
+    if config.log.backend != "sqlite" or not path.is_file():
+        return 0
+    from router.feedback import FeedbackStore
+
+    feedback = FeedbackStore(path)
+    tiers = config.routing.tiers
+    rows: list[tuple[int, str, str, str, float, float]] = []
+    for b in range(len(tiers) - 1):
+        upper = None if len(tiers) == 2 else tiers[b + 1].backends
+        for r in feedback.labelled_records(tiers[b].backends, upper):
+            source = "consortium" if r["source"] == "consortium" else "feedback"
+            if source == "consortium" and b > 0:
+                continue
+            rows.append((b, source, f"{b}:{r['id']}", r["prompt"], r["local"], r["hosted"]))
+    return store.add_labels(rows) if rows else 0

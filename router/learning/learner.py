@@ -1,0 +1,305 @@
+"""The learner of one Router: shadow judging, refits, and the version in use.
+
+It hears of requests only as the Router's request observer (`Router.add_request_observer`),
+after the client has its answer. Observing does no I/O and no waiting: it rolls the dice,
+checks the budget it already knows and, for a sampled request, starts a task on the event
+loop. Everything else -- reading and writing the store, the shadow calls, fitting -- happens
+in that task, in a worker thread, or in the next observation's refresh.
+
+Budget: a judgement starts only when its worst-case cost (the other tier's answer at
+`max_tokens`, two judge calls at theirs) fits in what today's budget has left, counting
+judgements already under way; its real cost is recorded when it ends. With the budget spent,
+nothing runs. In-flight judgements are capped at `max_in_flight`; more are skipped.
+
+Refits (`auto`): when a boundary has `refit_every` labels more than its last refit (claimed in
+the store, so one process of a machine or fleet does it), its labels are refitted from the
+configured weights in a worker thread (policies/complexity/training/adapt.py) and the result is
+adopted only when it beats the version in use on labels that version was not fitted on. Every
+process looks for a newer version (or a rollback) every `refresh_ms` and installs it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from backends.types import last_user_text
+from router.learning.labels import import_feedback
+from router.learning.shadow import Pair, ShadowJudge, pair_of
+from router.learning.store import utc_day
+from router.learning.versions import Configured, install, weights_of
+
+if TYPE_CHECKING:
+    from policies.complexity import Weights
+    from router.config import LearnConfig
+    from router.core import Router
+    from router.decision import Outcome
+    from router.learning.labels import LabelStore
+
+__all__ = ["MAX_LABELS", "Learner"]
+
+_LOG = logging.getLogger("route")
+MAX_LABELS = 3000  # a refit reads a boundary's most recent labels, at most this many (bounded work)
+
+
+@dataclass
+class _Counts:
+    """What this process did, for /metrics and status."""
+
+    shadow: Counter[str] = field(default_factory=Counter)  # judged | no-verdict | failed | skipped-<why>
+    spent_usd: float = 0.0  # by this process, all days
+    refits: Counter[str] = field(default_factory=Counter)  # adopted | kept
+    last_refit: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+
+class Learner:
+    def __init__(self, router: Router, settings: LearnConfig, store: LabelStore, judge: ShadowJudge | None):
+        self.router = router
+        self.settings = settings
+        self.store = store
+        self.judge = judge
+        self.configured = Configured.of(router)
+        self.version = 0
+        self.counts = _Counts()
+        self.random = random.Random()  # the shadow dice; tests may seed it
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._reserved = 0.0  # worst-case dollars of judgements under way in this process
+        self._today: tuple[str, float] = ("", 0.0)  # (UTC day, dollars spent that day, last read)
+        self._refreshed = -1e18
+        self._refitting: set[int] = set()
+        self._feedback_seen = -1
+        self._warned: set[str] = set()
+
+    # -- the request observer ------------------------------------------------------------
+
+    def observe(self, outcome: Outcome) -> None:
+        """After every routed request: maybe look for a new version, maybe judge this one."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        now = time.monotonic()
+        if now - self._refreshed >= self.settings.refresh_ms / 1000:
+            self._refreshed = now
+            self._spawn(loop, self.refresh())
+        if self.judge is None or outcome.source == "cli" or self.settings.shadow_rate <= 0:
+            return  # a one-shot CLI run ends before a judgement could
+        pair = pair_of(self.router.tiers, outcome)
+        if pair is None or self.random.random() >= self.settings.shadow_rate:
+            return
+        self._start(loop, outcome, pair)
+
+    def _start(self, loop: asyncio.AbstractEventLoop, outcome: Outcome, pair: Pair) -> None:
+        if sum(1 for t in self._tasks if t.get_name() == "shadow") >= self.settings.max_in_flight:
+            self.counts.shadow["skipped-busy"] += 1
+            return
+        other = self._other_backend(pair)
+        if other is None:
+            self.counts.shadow["skipped-unavailable"] += 1
+            return
+        assert outcome.result is not None and self.judge is not None
+        answered = outcome.result.completion.text
+        estimate = self.judge.worst_case_usd(outcome.messages, other, len(answered))
+        day, spent = self._today
+        if day != utc_day():
+            spent = 0.0
+        if spent + self._reserved + estimate > self.settings.budget_usd_per_day:
+            self.counts.shadow["skipped-budget"] += 1
+            return
+        self._reserved += estimate
+        self._spawn(loop, self._shadow(list(outcome.messages), answered, pair, other, estimate), name="shadow")
+
+    def _other_backend(self, pair: Pair) -> str | None:
+        """The first backend of the other tier whose breaker lets a call through."""
+        for name in self.router.tiers[pair.other].backends:
+            if self.router.breakers[name].would_allow():  # a consortium's breaker never opens
+                return name
+        return None
+
+    def _spawn(self, loop: asyncio.AbstractEventLoop, coro: Any, name: str = "learn") -> None:
+        task = loop.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- one shadow judgement ------------------------------------------------------------
+
+    async def _shadow(self, messages: list, answered: str, pair: Pair, other: str, estimate: float) -> None:
+        assert self.judge is not None
+        spent: list[float] = []
+        try:
+            today = await self._spent_today()
+            if today + self._reserved > self.settings.budget_usd_per_day:  # another process spent it
+                self.counts.shadow["skipped-budget"] += 1
+                return
+            judged = await self.judge.judge(messages, answered, pair, other, spent)
+            if judged.label is None:
+                self.counts.shadow["failed" if judged.error else "no-verdict"] += 1
+                if judged.error:
+                    self._warn_once("shadow", f"route: a shadow judgement failed ({judged.error}); requests are "
+                                    "not affected")
+                return
+            local, hosted = judged.label
+            ref = f"shadow:{uuid.uuid4().hex}"
+            await asyncio.to_thread(self.store.add_labels,
+                                    [(pair.boundary, "shadow", ref, last_user_text(messages), local, hosted)])
+            self.counts.shadow["judged"] += 1
+            self._maybe_refit(pair.boundary)
+        except asyncio.CancelledError:
+            self._record_spend(spent)  # the router is closing: keep what the calls made so far cost
+            spent = []
+            raise
+        except Exception as exc:  # the learner must never take a request down; say so once
+            self.counts.shadow["failed"] += 1
+            self._warn_once("shadow-bug", f"route: shadow judging failed ({exc!r}); requests are not affected")
+        finally:
+            self._reserved -= estimate
+            if spent:
+                await asyncio.to_thread(self._record_spend, spent)
+
+    def _record_spend(self, spent: list[float]) -> None:
+        if not spent:
+            return
+        usd = sum(spent)
+        self.store.add_spend(usd, len(spent))
+        self.counts.spent_usd += usd
+        day, today = self._today
+        self._today = (day, today + usd) if day == utc_day() else (utc_day(), usd)
+
+    async def _spent_today(self) -> float:
+        usd, _ = await asyncio.to_thread(self.store.spend)
+        self._today = (utc_day(), usd)
+        return usd
+
+    # -- versions and refits -------------------------------------------------------------
+
+    async def refresh(self) -> None:
+        """Install the version the store says is current; with `auto`, import feedback and
+        start the refits that are due."""
+        try:
+            current, _ = await asyncio.to_thread(self.store.current)
+            if current != self.version:
+                await self.use(current)
+            await self._spent_today()
+            if self.settings.auto:
+                await self._import_feedback()
+                counts = await asyncio.to_thread(self.store.label_counts)
+                for boundary, by_source in counts.items():
+                    self._maybe_refit(boundary, sum(by_source.values()))
+        except Exception as exc:  # a store that cannot be read leaves the version in use as it is
+            self._warn_once("refresh", f"route: the learning store could not be read ({exc!r}); routing stays on "
+                            f"version {self.version}")
+
+    async def use(self, version: int) -> None:
+        """Decide with `version`'s weights (0: the configured ones)."""
+        self._install(version, *await asyncio.to_thread(self._load, version))
+
+    def use_now(self, version: int) -> None:
+        """`use`, blocking (when the Router is made, before any request)."""
+        self._install(version, *self._load(version))
+
+    def _load(self, version: int) -> tuple[dict[int, int], dict[int, Weights]]:
+        row = self.store.version(version) if version else None
+        heads = row.heads if row is not None else {}
+        return heads, weights_of(self.store, self.configured, heads)
+
+    def _install(self, version: int, heads: dict[int, int], weights: dict[int, Weights]) -> None:
+        install(self.router, self.configured, weights, version)
+        self.version = version
+
+    async def _import_feedback(self) -> None:
+        from router.feedback import FeedbackStore
+        from router.learning.labels import log_path
+
+        config = self.router.config
+        path = log_path(config)
+        if config.log.backend != "sqlite" or not path.is_file():
+            return
+        count = await asyncio.to_thread(lambda: FeedbackStore(path).count())
+        if count != self._feedback_seen:
+            self._feedback_seen = count
+            await asyncio.to_thread(import_feedback, self.store, config)
+
+    def _maybe_refit(self, boundary: int, labels: int | None = None) -> None:
+        if not self.settings.auto or boundary in self._refitting:
+            return
+        with contextlib.suppress(RuntimeError):
+            self._spawn(asyncio.get_running_loop(), self._refit(boundary, labels), name="refit")
+
+    async def _refit(self, boundary: int, labels: int | None) -> None:
+        self._refitting.add(boundary)
+        try:
+            if labels is None:
+                labels = sum((await asyncio.to_thread(self.store.label_counts)).get(boundary, {}).values())
+            claimed = await asyncio.to_thread(self.store.claim_refit, boundary, labels, self.settings.refit_every)
+            if claimed:
+                await self._fit_and_adopt(boundary)
+        except Exception as exc:
+            self._warn_once("refit", f"route: refitting boundary {boundary} failed ({exc!r}); routing stays on "
+                            f"version {self.version}")
+        finally:
+            self._refitting.discard(boundary)
+
+    async def _fit_and_adopt(self, boundary: int) -> None:
+        from policies.complexity.training.adapt import adapt
+
+        rows = (await asyncio.to_thread(self.store.labels, boundary))[-MAX_LABELS:]
+        current, pinned = await asyncio.to_thread(self.store.current)
+        if pinned:
+            return
+        row = await asyncio.to_thread(self.store.version, current) if current else None
+        heads = dict(row.heads) if row is not None else {}
+        incumbent, seen = await asyncio.to_thread(self._incumbent, boundary, heads)
+        seen_ids = {str(r.id) for r in rows if r.id <= seen}
+        base = self.configured.base[boundary]
+        adaptation = await asyncio.to_thread(adapt, base, [r.record() for r in rows], incumbent=incumbent,
+                                             seen=seen_ids)
+        summary = {**adaptation.as_dict(), "sources": dict(Counter(r.source for r in rows))}
+        self.counts.last_refit[boundary] = {"ts": time.time(), **summary}
+        self.counts.refits["adopted" if adaptation.adopted else "kept"] += 1
+        if not adaptation.adopted:
+            return
+        version = await asyncio.to_thread(self.store.adopt, current, boundary, adaptation.weights.to_json(),
+                                          rows[-1].id, heads, summary)
+        if version is not None:
+            _LOG.info("route: adopted learned weights version %d for boundary %d (%s)", version, boundary,
+                      adaptation.reason)
+            await self.use(version)
+
+    def _incumbent(self, boundary: int, heads: dict[int, int]) -> tuple[Weights, int]:
+        """(the weights boundary `boundary` uses now, the last label id they were fitted on)."""
+        version = heads.get(boundary, 0)
+        row = self.store.version(version) if version else None
+        weights = weights_of(self.store, self.configured, {boundary: version})[boundary]
+        return weights, row.seen if row is not None else 0
+
+    # -- the end -------------------------------------------------------------------------
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            _LOG.warning("%s", message)
+
+    async def aclose(self) -> None:
+        """Cancel judgements and refits under way (their spend so far is recorded)."""
+        tasks = [t for t in self._tasks if not t.done() and t.get_loop() is asyncio.get_running_loop()]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(BaseException):
+                await task
+        self.store.close()
+
+    async def drain(self) -> None:
+        """Wait for every judgement and refit under way (tests and benchmarks: no sleeps)."""
+        while True:
+            pending = [t for t in self._tasks if not t.done()]
+            if not pending:
+                return
+            await asyncio.gather(*pending, return_exceptions=True)

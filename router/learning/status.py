@@ -1,0 +1,129 @@
+"""What was learned, from which labels, at what cost: `route learn status`, `history` and
+`rollback` as plain data, read from the store a config points at (no Router needed).
+
+`status` is also what the web view shows. Each boundary's "estimated APGR" is measured now,
+on the labels of that boundary its weights were not fitted on, with a bootstrap standard error.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from backends.errors import UsageError
+from router.learning.config import boundary_name, boundary_scorer, default_judge
+from router.learning.labels import SOURCES
+from router.learning.store import utc_day
+
+if TYPE_CHECKING:
+    from policies.complexity import Weights
+    from router.config import Config
+    from router.learning.labels import LabelStore
+
+__all__ = ["history", "resume", "rollback", "status"]
+
+
+def _store(config: Config) -> LabelStore:
+    from router.learning import open_store
+
+    return open_store(config)
+
+
+def _configured(config: Config, boundary: int) -> Weights:
+    from policies.complexity import ComplexityScorer
+    from policies.scoring import build_scorer
+
+    spec, where = boundary_scorer(config, boundary)
+    scorer = build_scorer(spec.kind, **spec.options)
+    if not isinstance(scorer, ComplexityScorer):
+        raise UsageError(f"{'.'.join(map(str, where))} is `kind: {spec.kind}`, which has no weights to learn.")
+    return scorer.weights
+
+
+def status(config: Config) -> dict[str, Any]:
+    """Labels by source, the version in use and each boundary's estimated APGR, the spend."""
+    from policies.complexity import Weights
+    from policies.complexity.training.adapt import estimate
+    from router.learning.learner import MAX_LABELS
+
+    learn = config.routing.learn
+    store = _store(config)
+    try:
+        current, pinned = store.current()
+        row = store.version(current) if current else None
+        heads = row.heads if row is not None else {}
+        counts = store.label_counts()
+        boundaries = []
+        for b in range(len(config.routing.tiers) - 1):
+            version = heads.get(b, 0)
+            vrow = store.version(version) if version else None
+            weights = Weights.from_json(vrow.weights) if vrow is not None else _configured(config, b)
+            seen = vrow.seen if vrow is not None else 0
+            unseen = [r.record() for r in store.labels(b)[-MAX_LABELS:] if r.id > seen]
+            found = estimate(weights, unseen) if unseen else None
+            boundaries.append({
+                "boundary": boundary_name(config, b), "index": b, "version": version,
+                "labels": {s: counts.get(b, {}).get(s, 0) for s in SOURCES},
+                "apgr": None if found is None else found.as_dict(), "judged_on": len(unseen),
+                "adopted_with": None if vrow is None else {k: vrow.summary.get(k) for k in ("apgr_before", "apgr_after", "gain", "labels")},
+            })  # fmt: skip
+        today_usd, today_calls = store.spend()
+        total_usd, total_calls = store.spend("*")
+    finally:
+        store.close()
+    budget = learn.budget_usd_per_day if learn is not None else 0.0
+    by_source = {s: sum(c.get(s, 0) for c in counts.values()) for s in SOURCES}
+    return {
+        "enabled": learn is not None,
+        "auto": bool(learn and learn.auto),
+        "shadow_rate": learn.shadow_rate if learn is not None else 0.0,
+        "judge": (learn.judge or default_judge(config)) if learn is not None else None,
+        "version": current,
+        "pinned": pinned,
+        "labels": {"total": sum(by_source.values()), "by_source": by_source},
+        "boundaries": boundaries,
+        "spend": {"day": utc_day(), "today_usd": round(today_usd, 6), "today_calls": today_calls,
+                  "budget_usd_per_day": budget, "left_usd": round(max(0.0, budget - today_usd), 6),
+                  "total_usd": round(total_usd, 6), "total_calls": total_calls},
+        "store": "redis" if config.state.backend == "redis" else "local",
+    }  # fmt: skip
+
+
+def history(config: Config) -> dict[str, Any]:
+    """Every adopted version, oldest first, and which one is in use."""
+    store = _store(config)
+    try:
+        current, pinned = store.current()
+        versions = [v.as_dict() for v in store.versions()]
+    finally:
+        store.close()
+    return {"version": current, "pinned": pinned, "versions": versions}
+
+
+def rollback(config: Config, version: int | None = None) -> dict[str, Any]:
+    """Use `version` (default: the one before the version in use; 0: the configured weights)
+    and pin it: refits keep running but adopt nothing until `resume`."""
+    store = _store(config)
+    try:
+        current, _ = store.current()
+        if version is None:
+            row = store.version(current) if current else None
+            version = row.parent if row is not None else 0
+        if version < 0 or (version and store.version(version) is None):
+            known = ", ".join(str(v.id) for v in store.versions()) or "none yet"
+            raise UsageError(f"there is no version {version}. Versions: 0 (the configured weights), {known}; "
+                             "`route learn history` lists them.")
+        store.set_current(version, pinned=True)
+    finally:
+        store.close()
+    return {"version": version, "previous": current, "pinned": True}
+
+
+def resume(config: Config) -> dict[str, Any]:
+    """Let refits adopt new versions again after a rollback."""
+    store = _store(config)
+    try:
+        current, _ = store.current()
+        store.set_current(current, pinned=False)
+    finally:
+        store.close()
+    return {"version": current, "pinned": False}

@@ -1,0 +1,243 @@
+"""What the router learns from its traffic, in the local SQLite store: labels, weight versions,
+and what shadow judging spent. All the learning package's SQL is here.
+
+The tables live in the request log's file (`log.path`, else `route.db` in the user data dir),
+opened as router/feedback.py opens it: one connection per thread, autocommit, a busy timeout,
+so the processes of one machine (`route serve --workers N`, the CLI) share them.
+
+    learn_labels    one routing label per row: a prompt, the boundary it speaks to (0: between
+                    the first two tiers) and the quality of the lower (`local`) and upper
+                    (`hosted`) tier's answer; `ref` names where it came from, so importing
+                    feedback twice never counts a label twice
+    learn_versions  each adopted set of weights: the boundary it changed, the weights file,
+                    the labels it was fitted on (every label of that boundary up to `seen`)
+                    and the figures it was adopted on; `heads` maps every boundary to the
+                    version whose weights it uses (0: the configured weights)
+    learn_state     the version in use (`current`) and whether a rollback pinned it
+    learn_spend     what each shadow judgement cost, by UTC day
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["LabelRow", "LearningStore", "VersionRow", "utc_day"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS learn_labels (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    ts REAL NOT NULL,
+    boundary INTEGER NOT NULL,
+    source TEXT NOT NULL,             -- shadow | feedback | consortium
+    ref TEXT NOT NULL UNIQUE,
+    prompt TEXT NOT NULL,
+    local REAL NOT NULL,
+    hosted REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS learn_labels_boundary ON learn_labels (boundary, id);
+CREATE TABLE IF NOT EXISTS learn_versions (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    ts REAL NOT NULL,
+    parent INTEGER NOT NULL,          -- the version in use when this one was adopted
+    boundary INTEGER NOT NULL,        -- the boundary whose weights changed
+    weights TEXT NOT NULL,            -- JSON: a complexity weights file
+    seen INTEGER NOT NULL,            -- fitted on this boundary's labels with id <= seen
+    heads TEXT NOT NULL,              -- JSON: boundary -> version whose weights it uses
+    summary TEXT NOT NULL             -- JSON: the adaptation's figures
+);
+CREATE TABLE IF NOT EXISTS learn_state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS learn_spend (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    ts REAL NOT NULL,
+    day TEXT NOT NULL,                -- UTC, YYYY-MM-DD: the budget is per UTC day
+    usd REAL NOT NULL,
+    calls INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS learn_spend_day ON learn_spend (day);
+"""
+
+
+def utc_day(ts: float | None = None) -> str:
+    return time.strftime("%Y-%m-%d", time.gmtime(time.time() if ts is None else ts))
+
+
+@dataclass(frozen=True, slots=True)
+class LabelRow:
+    id: int
+    ts: float
+    boundary: int
+    source: str
+    ref: str
+    prompt: str
+    local: float
+    hosted: float
+
+    def record(self) -> dict[str, Any]:
+        """As a routing record (`policies.complexity.training`): its id is the label's row id."""
+        return {"id": str(self.id), "prompt": self.prompt, "local": self.local, "hosted": self.hosted,
+                "source": self.source}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class VersionRow:
+    id: int
+    ts: float
+    parent: int
+    boundary: int
+    weights: dict[str, Any]
+    seen: int
+    heads: dict[int, int]
+    summary: dict[str, Any]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"version": self.id, "ts": self.ts, "parent": self.parent, "boundary": self.boundary,
+                "seen": self.seen, "heads": {str(b): v for b, v in self.heads.items()}, **self.summary}  # fmt: skip
+
+
+class LearningStore:
+    """The learning tables of one SQLite file; one connection per thread."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path).expanduser()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self._conn().executescript(_SCHEMA)
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+            conn.row_factory = sqlite3.Row
+            self._local.conn = conn
+        return conn
+
+    # -- labels ---------------------------------------------------------------------------
+
+    def add_labels(self, labels: Iterable[tuple[int, str, str, str, float, float]], ts: float | None = None) -> int:
+        """Insert (boundary, source, ref, prompt, local, hosted) rows; a ref already stored is
+        skipped. Returns how many were new."""
+        now = time.time() if ts is None else ts
+        conn = self._conn()
+        before = conn.total_changes
+        conn.executemany(
+            "INSERT OR IGNORE INTO learn_labels (ts, boundary, source, ref, prompt, local, hosted) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(now, b, source, ref, prompt, float(lo), float(hi)) for b, source, ref, prompt, lo, hi in labels],
+        )
+        return conn.total_changes - before
+
+    def labels(self, boundary: int) -> list[LabelRow]:
+        rows = self._conn().execute("SELECT * FROM learn_labels WHERE boundary = ? ORDER BY id", (boundary,))
+        return [LabelRow(**dict(r)) for r in rows]
+
+    def label_counts(self) -> dict[int, dict[str, int]]:
+        """boundary -> source -> labels."""
+        out: dict[int, dict[str, int]] = {}
+        for r in self._conn().execute("SELECT boundary, source, COUNT(*) AS n FROM learn_labels GROUP BY boundary, source"):
+            out.setdefault(int(r["boundary"]), {})[r["source"]] = int(r["n"])
+        return out
+
+    # -- spend ----------------------------------------------------------------------------
+
+    def add_spend(self, usd: float, calls: int, ts: float | None = None) -> None:
+        now = time.time() if ts is None else ts
+        self._conn().execute("INSERT INTO learn_spend (ts, day, usd, calls) VALUES (?, ?, ?, ?)",
+                             (now, utc_day(now), float(usd), int(calls)))
+
+    def spend(self, day: str | None = None) -> tuple[float, int]:
+        """(dollars, calls) spent on shadow judging on a UTC day (default today); all days for "*"."""
+        where, args = ("", ()) if day == "*" else (" WHERE day = ?", (day or utc_day(),))
+        row = self._conn().execute(f"SELECT COALESCE(SUM(usd), 0), COALESCE(SUM(calls), 0) FROM learn_spend{where}",
+                                   args).fetchone()
+        return float(row[0]), int(row[1])
+
+    # -- versions -------------------------------------------------------------------------
+
+    def versions(self) -> list[VersionRow]:
+        return [_version(r) for r in self._conn().execute("SELECT * FROM learn_versions ORDER BY id")]
+
+    def version(self, version: int) -> VersionRow | None:
+        row = self._conn().execute("SELECT * FROM learn_versions WHERE id = ?", (version,)).fetchone()
+        return None if row is None else _version(row)
+
+    def current(self) -> tuple[int, bool]:
+        """(the version in use, 0 for the configured weights; whether a rollback pinned it)."""
+        rows = dict(self._conn().execute("SELECT key, value FROM learn_state").fetchall())
+        return int(rows.get("current", 0)), rows.get("pinned") == "1"
+
+    def adopt(self, expected: int, boundary: int, weights: dict[str, Any], seen: int, heads: dict[int, int],
+              summary: dict[str, Any]) -> int | None:
+        """Record a new version and make it current, if the version in use is still `expected`
+        (another process may have adopted or rolled back meanwhile): its id, else None."""
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            current, pinned = self.current()
+            if current != expected or pinned:
+                conn.execute("ROLLBACK")
+                return None
+            cur = conn.execute(
+                "INSERT INTO learn_versions (ts, parent, boundary, weights, seen, heads, summary) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (time.time(), expected, boundary, json.dumps(weights), seen, "{}", json.dumps(summary)),
+            )
+            version = int(cur.lastrowid or 0)
+            conn.execute("UPDATE learn_versions SET heads = ? WHERE id = ?",
+                         (json.dumps({str(b): v for b, v in {**heads, boundary: version}.items()}), version))
+            self._set(conn, current=str(version))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return version
+
+    def claim_refit(self, boundary: int, labels: int, every: int) -> bool:
+        """True (and noted) when `boundary` has `every` labels more than at its last refit, so
+        one process of the machine refits it; False when another did, or it is not due."""
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            row = conn.execute("SELECT value FROM learn_state WHERE key = ?", (f"refit:{boundary}",)).fetchone()
+            due = labels - int(row[0] if row else 0) >= every
+            if due:
+                self._set(conn, **{f"refit:{boundary}": str(labels)})
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return due
+
+    def set_current(self, version: int, *, pinned: bool) -> None:
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            self._set(conn, current=str(version), pinned="1" if pinned else "0")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    @staticmethod
+    def _set(conn: sqlite3.Connection, **values: str) -> None:
+        conn.executemany("INSERT INTO learn_state (key, value) VALUES (?, ?) "
+                         "ON CONFLICT (key) DO UPDATE SET value = excluded.value", list(values.items()))
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+
+def _version(row: sqlite3.Row) -> VersionRow:
+    return VersionRow(
+        id=int(row["id"]), ts=float(row["ts"]), parent=int(row["parent"]), boundary=int(row["boundary"]),
+        weights=json.loads(row["weights"]), seen=int(row["seen"]),
+        heads={int(b): int(v) for b, v in json.loads(row["heads"]).items()}, summary=json.loads(row["summary"]),
+    )  # fmt: skip
