@@ -217,35 +217,107 @@ def calibrate(
     data: Annotated[Path | None, typer.Argument(help="JSONL of {id, prompt, local, hosted}")] = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="weights file to write")] = None,
     hosted_share: Annotated[float, typer.Option("--hosted-share", help="share of prompts to send to the hosted tier")] = 0.3,
-    holdout: Annotated[float, typer.Option("--holdout", help="share held out (by id hash) to check the fit")] = 0.3,
+    holdout: Annotated[float, typer.Option("--holdout", help="--threshold-only: share held out (by id hash) to "
+                                           "check the threshold on")] = 0.3,
     threshold_only: Annotated[bool, typer.Option("--threshold-only", help="keep the weights, set only the threshold")] = False,
     weights: WeightsOpt = None,
     json_out: Annotated[bool, typer.Option("--json", help="machine-readable summary")] = False,
-    from_log: Annotated[bool, typer.Option("--from-log", help="adjust the weights to the feedback in the request log")] = False,
-    config: Annotated[str | None, typer.Option("-c", "--config", help="config whose request log to read (--from-log)")] = None,
+    from_log: Annotated[bool, typer.Option("--from-log", help="learn from the labels the router collected: feedback, "
+                                           "consortium rankings, shadow judgements")] = False,
+    config: Annotated[str | None, typer.Option("-c", "--config", help="config whose labels to read (--from-log)")] = None,
 ) -> None:
-    """Fit weights on labelled records and set the threshold for a target hosted share."""
-    from policies.complexity.training.fit import calibrated, split
+    """Adapt the weights in use to labelled prompts of your own; written only when they route better.
 
+    The weights move towards what the labels show, no further than cross-validation inside them
+    supports; the cross-validated APGR before and after is reported with its standard error, and
+    the file is written only when the gain exceeds that error (docs/learning.md)."""
     if out is None:
         raise UsageError("route calibrate needs --out FILE: where to write the weights.")
     _check_shares(hosted_share, holdout)
     if from_log:
-        _report(_calibrate_from_log(config, out, hosted_share, holdout, weights), json_out)
+        current, records, where = _labels_from_log(config, weights)
+        _report(_adapt(current, records, out, hosted_share, where), json_out)
         return
     if data is None:
         raise UsageError("route calibrate needs a JSONL file of routing records, or --from-log.")
-    required = ("id", "prompt") if threshold_only else ("id", "prompt", "local", "hosted")
-    records = _records(data, required)
+    if threshold_only:
+        _report(_threshold_only(data, out, hosted_share, holdout, weights), json_out)
+        return
+    records = _numeric(_records(data, ("id", "prompt", "local", "hosted")), data)
+    _report(_adapt(_scorer(weights).weights, records, out, hosted_share, str(data)), json_out)
+
+
+def _numeric(records: list[dict[str, Any]], source: Path) -> list[dict[str, Any]]:
+    """The records, with `local` and `hosted` checked to be qualities in [0, 1]."""
+    for n, r in enumerate(records, 1):
+        for key in ("local", "hosted"):
+            value = r[key]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+                raise UsageError(f"{source} record {n} ({r['id']!r}): {key} must be a quality between 0 and 1, "
+                                 f"got {value!r}.")
+    return records
+
+
+def _threshold_only(data: Path, out: Path, hosted_share: float, holdout: float, weights: Path | None) -> dict[str, Any]:
+    from policies.complexity.training.fit import calibrated, split
+
+    records = _records(data, ("id", "prompt"))
     train, test = split(records, holdout)
     if not train:
-        raise UsageError(f"no records left to fit on after holding out {holdout:.0%}; lower --holdout.")
-    fitted = _scorer(weights).weights if threshold_only else _fit(train, len(test), data, holdout)
-    fitted = calibrated(fitted, train, hosted_share)
+        raise UsageError(f"no records left to set the threshold on after holding out {holdout:.0%}; lower --holdout.")
+    fitted = calibrated(_scorer(weights).weights, train, hosted_share)
     fitted.save(out)
     summary: dict[str, Any] = {"out": str(out), "threshold": fitted.threshold, "hosted_share": hosted_share}
     summary.update(_held_out_summary(fitted, test))
-    _report(summary, json_out)
+    return summary
+
+
+def _adapt(current: Weights, records: list[dict[str, Any]], out: Path, hosted_share: float, where: str) -> dict[str, Any]:
+    """Adapt `current` to `records` (policies/complexity/training/adapt.py); write `out` only
+    when the cross-validated gain exceeds its standard error."""
+    from dataclasses import replace
+
+    from policies.complexity.training.adapt import adapt
+    from policies.complexity.training.fit import calibrated
+
+    _err().print(f"adapting the weights in use to {len(records)} labels from {where} (cross-validated)...",
+                 highlight=False)
+    found = adapt(current, records)
+    summary: dict[str, Any] = {"out": None, "installed": found.adopted, **found.as_dict()}
+    del summary["adopted"], summary["reason"]
+    if found.adopted:
+        fitted = calibrated(found.weights, records, hosted_share)
+        fitted = replace(fitted, metadata={**fitted.metadata, "calibrated_on": where})
+        fitted.save(out)
+        summary.update(out=str(out), threshold=fitted.threshold, hosted_share=hosted_share,
+                       note=f"adapted weights written: {found.reason}")
+    else:
+        summary["note"] = f"kept the weights in use, {out} not written: {found.reason}"
+    return summary
+
+
+def _labels_from_log(config: str | None, weights: Path | None) -> tuple[Weights, list[dict[str, Any]], str]:
+    """(the weights deciding the lowest boundary, its labels in the learning store once the
+    request log's feedback is imported, where they are)."""
+    from router.config_loader import load_config
+    from router.learning import open_store
+    from router.learning.labels import import_feedback, log_path
+    from router.learning.status import configured_weights
+
+    cfg = load_config(config).config
+    if len(cfg.routing.tiers) < 2:
+        raise UsageError("--from-log learns when a prompt needs a stronger tier; this config has one tier.")
+    store = open_store(cfg)
+    try:
+        import_feedback(store, cfg)
+        records = [r.record() for r in store.labels(0)]
+    finally:
+        store.close()
+    if not records:
+        raise UsageError(f"{log_path(cfg)} holds no labels yet: record verdicts with `route feedback ID good|bad`, "
+                         "or turn on shadow judging (routing.learn.shadow_rate; docs/learning.md).")
+    current = _scorer(weights).weights if weights is not None else configured_weights(cfg, 0)
+    return current, records, f"the labels in {log_path(cfg)}"
 
 
 def _report(summary: dict[str, Any], json_out: bool) -> None:
@@ -260,43 +332,13 @@ def _summary_text(summary: dict[str, Any]) -> str:
     def plain(value: Any) -> str:
         if isinstance(value, float):
             return f"{value:.4f}"
+        if isinstance(value, dict) and set(value) == {"value", "se"}:
+            return f"{value['value']:.4f} ± {value['se']:.4f}"
         if isinstance(value, dict):
             return ", ".join(f"{k} {plain(v)}" for k, v in value.items())
         return str(value)
 
     return "\n".join(f"{name.replace('_', ' ')}: {plain(value)}" for name, value in summary.items())
-
-
-def _calibrate_from_log(
-    config: str | None, out: Path, hosted_share: float, holdout: float, weights: Path | None
-) -> dict[str, Any]:
-    """Adjust the current weights to the request log's feedback; write them to `out` only when
-    they do at least as well as the current ones on the held-back slice, and better somewhere."""
-    from policies.complexity.training.adjust import adjust, held_out_apgr
-    from policies.complexity.training.fit import calibrated, split
-    from router.config_loader import load_config
-    from router.feedback import FeedbackStore, local_backends
-    from router.store import default_store_path
-
-    cfg = load_config(config).config
-    path = Path(cfg.log.path).expanduser() if cfg.log.path else default_store_path()
-    records = FeedbackStore(path).labelled_records(local_backends(cfg))
-    train, test = split(records, holdout)
-    current = _scorer(weights).weights
-    before = held_out_apgr(current, test) if test else None
-    if not train or before is None:
-        raise UsageError(
-            f"{path} holds {len(records)} usable feedback labels, too few to adjust on and check against "
-            "(a held-back slice needs requests judged both ways). Record more with `route feedback ID good|bad`."
-        )
-    adjusted = calibrated(adjust(current, train), train, hosted_share)
-    after = held_out_apgr(adjusted, test)
-    installed = after is not None and after > before
-    if installed:
-        adjusted.save(out)
-    return {"out": str(out) if installed else None, "installed": installed, "labels": len(records),
-            "held_back": len(test), "apgr_before": round(before, 4), "apgr_after": None if after is None else round(after, 4),
-            "note": "adjusted weights written" if installed else "kept the current weights: the adjusted ones did not do better"}  # fmt: skip
 
 
 def feedback(
@@ -320,17 +362,6 @@ def _check_shares(hosted_share: float, holdout: float) -> None:
         raise UsageError(f"--hosted-share must be between 0 and 1 (exclusive), got {hosted_share}.")
     if not 0.0 <= holdout < 1.0:
         raise UsageError(f"--holdout must be in [0, 1), got {holdout}.")
-
-
-def _fit(train: list[dict[str, Any]], held_out: int, data: Path, holdout: float) -> Weights:
-    """Weights fitted (cross-validated) on `train`, with where they came from in their metadata."""
-    from dataclasses import replace
-
-    from policies.complexity.training.fit import fit
-
-    _err().print(f"fitting on {len(train)} records (cross-validated), holding out {held_out}")
-    fitted, info = fit(train, log=_err().print)
-    return replace(fitted, metadata={**fitted.metadata, "fitted_on": [data.name], "holdout": holdout, **info})
 
 
 def _held_out_summary(fitted: Weights, test: list[dict[str, Any]]) -> dict[str, Any]:

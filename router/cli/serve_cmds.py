@@ -89,6 +89,15 @@ def _log_table(rows: list[dict[str, Any]]):
     return table
 
 
+def _shadow_spend(config):
+    """Shadow judging's spend (router/learning/status.py), or None when the config does not learn."""
+    if config.routing.learn is None:
+        return None
+    from router.learning.status import spend
+
+    return spend(config)
+
+
 def _stats_table(stats, window: str, total_usd: float):
     from rich import box
     from rich.markup import escape
@@ -293,9 +302,11 @@ def register(app: typer.Typer) -> None:
         if plot:
             _plot(rows, plot)
         cap = loaded.config.spend.cap_usd
+        shadow = _shadow_spend(loaded.config)
         if json_output:
             out.data({"since": since, "requests": len(rows), "total_cost_usd": total, "spend_cap_usd": cap,
-                      "backends": [s.as_dict() for s in summary], "tiers": [t.as_dict() for t in tiers]})
+                      "backends": [s.as_dict() for s in summary], "tiers": [t.as_dict() for t in tiers],
+                      "shadow_judging": shadow})
         elif not summary:
             out.info("no requests logged in this window")
         else:
@@ -305,5 +316,9 @@ def register(app: typer.Typer) -> None:
                 out.out.print(_tiers_table(tiers, window))
             if cap is not None:
                 out.info(f"spend cap: ${cap:g} per {loaded.config.spend.window_days:g} days (spend.cap_usd)")
+        if shadow is not None and not json_output:
+            out.out.print(f"shadow judging (routing.learn): ${shadow['today_usd']:.4f} today (UTC) of "
+                          f"${shadow['budget_usd_per_day']:g} a day, {shadow['today_calls']} calls; "
+                          f"${shadow['total_usd']:.4f} all days, {shadow['total_calls']} calls")
         if plot:
             out.info(f"latency plot written to {plot}")

@@ -33,9 +33,11 @@ def read_candidates(messages: list[Message]) -> tuple[str | None, list[str]]:
 
 
 def arbiter_responder(*, confidence: float = 0.9, score: Callable[[str], float] | None = None,
-                      refine: str = "none", seen: list[int] | None = None) -> Callable[[list[Message]], str]:
+                      refine: str = "none", seen: list[int] | None = None,
+                      ties: bool = False) -> Callable[[list[Message]], str]:
     """A simulator `responder`. `score(text)`: higher is better (default: shorter is better).
-    `seen`, if given, gets the number of candidate blocks of each prompt appended."""
+    `seen`, if given, gets the number of candidate blocks of each prompt appended. `ties`:
+    candidates of equal score are ranked tied (`1 = 2`), as a judge asked for ties would."""
     score = score or (lambda text: -len(text))
 
     def respond(messages: list[Message]) -> str:
@@ -44,8 +46,9 @@ def arbiter_responder(*, confidence: float = 0.9, score: Callable[[str], float] 
             return "[simulated arbiter] this is not an arbiter prompt"
         if seen is not None:
             seen.append(len(candidates))
-        order = sorted(range(len(candidates)), key=lambda i: (-score(candidates[i]), i))
-        ranking = ", ".join(str(i + 1) for i in order)
+        scores = [score(c) for c in candidates]
+        order = sorted(range(len(candidates)), key=lambda i: (-scores[i], i))
+        ranking = _ranking(order, scores, ties)
         reply = (f"<ranking-{nonce}>{ranking}</ranking-{nonce}>\n"
                  f"<confidence-{nonce}>{confidence}</confidence-{nonce}>\n"
                  f"<refine-{nonce}>{refine}</refine-{nonce}>\n")
@@ -55,6 +58,17 @@ def arbiter_responder(*, confidence: float = 0.9, score: Callable[[str], float] 
         return reply
 
     return respond
+
+
+def _ranking(order: list[int], scores: list[float], ties: bool) -> str:
+    """'2, 1, 3', or with `ties` '2 = 1, 3' where scores are equal."""
+    groups: list[list[int]] = []
+    for i in order:
+        if ties and groups and scores[groups[-1][0]] == scores[i]:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return ", ".join(" = ".join(str(i + 1) for i in group) for group in groups)
 
 
 def judge_when_asked(**options) -> Callable[[list[Message]], str | None]:

@@ -123,28 +123,31 @@ class RedisLearningStore:
                 pipe.multi()
                 pipe.hset(self._key("versions"), str(version), json.dumps(row))
                 pipe.set(self._key("current"), version)
+                pipe.set(self._key("refits", boundary), 0)
                 pipe.execute()
             except WatchError:
                 return None
         return version
 
-    def claim_refit(self, boundary: int, labels: int, every: int) -> bool:
-        """True (and noted) when `boundary` has `every` labels more than at its last refit, so
-        one replica of the fleet refits it."""
+    def claim_refit(self, boundary: int, labels: int, every: int) -> int:
+        """As the local store's: which refit since the boundary's last adoption this is, when
+        it is due and this replica claimed it; else 0."""
         from redis.exceptions import WatchError
 
-        key = self._key("refit", boundary)
+        key, count = self._key("refit", boundary), self._key("refits", boundary)
         with self.client.pipeline() as pipe:
             try:
-                pipe.watch(key)
-                if labels - int(pipe.get(key) or 0) < every:
-                    return False
+                pipe.watch(key, count)
+                last, attempts = pipe.mget(key, count)
+                if labels - int(last or 0) < every:
+                    return 0
+                attempt = int(attempts or 0) + 1
                 pipe.multi()
-                pipe.set(key, labels)
+                pipe.mset({key: labels, count: attempt})
                 pipe.execute()
             except WatchError:
-                return False
-        return True
+                return 0
+        return attempt
 
     def set_current(self, version: int, *, pinned: bool) -> None:
         self.client.mset({self._key("current"): version, self._key("pinned"): "1" if pinned else "0"})

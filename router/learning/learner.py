@@ -14,8 +14,9 @@ nothing runs. In-flight judgements are capped at `max_in_flight`; more are skipp
 Refits (`auto`): when a boundary has `refit_every` labels more than its last refit (claimed in
 the store, so one process of a machine or fleet does it), its labels are refitted from the
 configured weights in a worker thread (policies/complexity/training/adapt.py) and the result is
-adopted only when it beats the version in use on labels that version was not fitted on. Every
-process looks for a newer version (or a rollback) every `refresh_ms` and installs it.
+adopted only when it beats the version in use on labels that version was not fitted on, by a
+margin that grows with each refit since the last adoption (`online_z`). Every process looks
+for a newer version (or a rollback) every `refresh_ms` and installs it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import random
 import time
 import uuid
@@ -43,10 +45,21 @@ if TYPE_CHECKING:
     from router.decision import Outcome
     from router.learning.labels import LabelStore
 
-__all__ = ["MAX_LABELS", "Learner"]
+__all__ = ["MAX_LABELS", "Learner", "online_z"]
 
 _LOG = logging.getLogger("route")
 MAX_LABELS = 3000  # a refit reads a boundary's most recent labels, at most this many (bounded work)
+
+
+def online_z(attempt: int) -> float:
+    """How many standard errors the `attempt`-th refit since the last adoption must gain by.
+
+    A one-off calibration may take a gain beyond one standard error (about one set of labels
+    in six that say nothing passes). Refitting every N labels asks again and again, and every
+    asking is another chance for noise to pass; the bar rises as sqrt(2 ln(attempt + 1)), a
+    boundary whose false passes stay few however long the router runs, while a real gain's
+    t grows with the square root of the labels and still clears it."""
+    return max(1.0, math.sqrt(2.0 * math.log(attempt + 1)))
 
 
 @dataclass
@@ -172,6 +185,11 @@ class Learner:
         day, today = self._today
         self._today = (day, today + usd) if day == utc_day() else (utc_day(), usd)
 
+    def spent_today(self) -> float:
+        """Dollars spent today (UTC) as last read from the store, plus this process's since."""
+        day, usd = self._today
+        return usd if day == utc_day() else 0.0
+
     async def _spent_today(self) -> float:
         usd, _ = await asyncio.to_thread(self.store.spend)
         self._today = (utc_day(), usd)
@@ -237,17 +255,17 @@ class Learner:
         try:
             if labels is None:
                 labels = sum((await asyncio.to_thread(self.store.label_counts)).get(boundary, {}).values())
-            claimed = await asyncio.to_thread(self.store.claim_refit, boundary, labels, self.settings.refit_every)
-            if claimed:
-                await self._fit_and_adopt(boundary)
+            attempt = await asyncio.to_thread(self.store.claim_refit, boundary, labels, self.settings.refit_every)
+            if attempt:
+                await self._fit_and_adopt(boundary, attempt)
         except Exception as exc:
             self._warn_once("refit", f"route: refitting boundary {boundary} failed ({exc!r}); routing stays on "
                             f"version {self.version}")
         finally:
             self._refitting.discard(boundary)
 
-    async def _fit_and_adopt(self, boundary: int) -> None:
-        from policies.complexity.training.adapt import adapt
+    async def _fit_and_adopt(self, boundary: int, attempt: int) -> None:
+        from policies.complexity.training.adapt import AdaptOptions, adapt
 
         rows = (await asyncio.to_thread(self.store.labels, boundary))[-MAX_LABELS:]
         current, pinned = await asyncio.to_thread(self.store.current)
@@ -258,9 +276,11 @@ class Learner:
         incumbent, seen = await asyncio.to_thread(self._incumbent, boundary, heads)
         seen_ids = {str(r.id) for r in rows if r.id <= seen}
         base = self.configured.base[boundary]
+        options = AdaptOptions(z=online_z(attempt))
         adaptation = await asyncio.to_thread(adapt, base, [r.record() for r in rows], incumbent=incumbent,
-                                             seen=seen_ids)
-        summary = {**adaptation.as_dict(), "sources": dict(Counter(r.source for r in rows))}
+                                             seen=seen_ids, options=options)
+        summary = {**adaptation.as_dict(), "sources": dict(Counter(r.source for r in rows)), "refit": attempt,
+                   "z": round(options.z, 3)}
         self.counts.last_refit[boundary] = {"ts": time.time(), **summary}
         self.counts.refits["adopted" if adaptation.adopted else "kept"] += 1
         if not adaptation.adopted:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from router.config import Config
     from router.learning.labels import LabelStore
 
-__all__ = ["history", "resume", "rollback", "status"]
+__all__ = ["configured_weights", "history", "resume", "rollback", "spend", "status"]
 
 
 def _store(config: Config) -> LabelStore:
@@ -28,7 +28,7 @@ def _store(config: Config) -> LabelStore:
     return open_store(config)
 
 
-def _configured(config: Config, boundary: int) -> Weights:
+def configured_weights(config: Config, boundary: int) -> Weights:
     from policies.complexity import ComplexityScorer
     from policies.scoring import build_scorer
 
@@ -56,7 +56,7 @@ def status(config: Config) -> dict[str, Any]:
         for b in range(len(config.routing.tiers) - 1):
             version = heads.get(b, 0)
             vrow = store.version(version) if version else None
-            weights = Weights.from_json(vrow.weights) if vrow is not None else _configured(config, b)
+            weights = Weights.from_json(vrow.weights) if vrow is not None else configured_weights(config, b)
             seen = vrow.seen if vrow is not None else 0
             unseen = [r.record() for r in store.labels(b)[-MAX_LABELS:] if r.id > seen]
             found = estimate(weights, unseen) if unseen else None
@@ -86,6 +86,23 @@ def status(config: Config) -> dict[str, Any]:
                   "total_usd": round(total_usd, 6), "total_calls": total_calls},
         "store": "redis" if config.state.backend == "redis" else "local",
     }  # fmt: skip
+
+
+def spend(config: Config) -> dict[str, Any] | None:
+    """What shadow judging spent (today, UTC, and all days) against its budget, for `route
+    stats`; None when the config does not learn."""
+    learn = config.routing.learn
+    if learn is None:
+        return None
+    store = _store(config)
+    try:
+        today_usd, today_calls = store.spend()
+        total_usd, total_calls = store.spend("*")
+    finally:
+        store.close()
+    return {"day": utc_day(), "today_usd": round(today_usd, 6), "today_calls": today_calls,
+            "budget_usd_per_day": learn.budget_usd_per_day, "total_usd": round(total_usd, 6),
+            "total_calls": total_calls}  # fmt: skip
 
 
 def history(config: Config) -> dict[str, Any]:

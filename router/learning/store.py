@@ -190,28 +190,31 @@ class LearningStore:
             version = int(cur.lastrowid or 0)
             conn.execute("UPDATE learn_versions SET heads = ? WHERE id = ?",
                          (json.dumps({str(b): v for b, v in {**heads, boundary: version}.items()}), version))
-            self._set(conn, current=str(version))
+            self._set(conn, current=str(version), **{f"refits:{boundary}": "0"})
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
         return version
 
-    def claim_refit(self, boundary: int, labels: int, every: int) -> bool:
-        """True (and noted) when `boundary` has `every` labels more than at its last refit, so
-        one process of the machine refits it; False when another did, or it is not due."""
+    def claim_refit(self, boundary: int, labels: int, every: int) -> int:
+        """When `boundary` has `every` labels more than at its last refit: note it, so one
+        process of the machine refits, and return which refit this is since the boundary's
+        last adoption (1, 2, ...); 0 when another process claimed it, or it is not due."""
         conn = self._conn()
         conn.execute("BEGIN IMMEDIATE")
         try:
-            row = conn.execute("SELECT value FROM learn_state WHERE key = ?", (f"refit:{boundary}",)).fetchone()
-            due = labels - int(row[0] if row else 0) >= every
-            if due:
-                self._set(conn, **{f"refit:{boundary}": str(labels)})
+            state = dict(conn.execute("SELECT key, value FROM learn_state WHERE key IN (?, ?)",
+                                      (f"refit:{boundary}", f"refits:{boundary}")).fetchall())
+            attempt = 0
+            if labels - int(state.get(f"refit:{boundary}", 0)) >= every:
+                attempt = int(state.get(f"refits:{boundary}", 0)) + 1
+                self._set(conn, **{f"refit:{boundary}": str(labels), f"refits:{boundary}": str(attempt)})
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
-        return due
+        return attempt
 
     def set_current(self, version: int, *, pinned: bool) -> None:
         conn = self._conn()

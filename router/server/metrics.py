@@ -15,6 +15,8 @@ process, as in tests). Fed by a request observer, so every routed request counts
     route_worker_requests{pid}                      requests each worker process finished
     route_rate_limited_total{kind,name}             requests refused by a rate limit: kind backend (the
                                                     router passed it over) or key (a 429 to that client)
+    route_learn_*                                   with routing.learn: the version in use, shadow judgements,
+                                                    their spend and budget, refits (router/learning/metrics.py)
 
 Under `route serve --workers N` (PROMETHEUS_MULTIPROC_DIR set by the parent) the counters,
 histograms and the in-flight gauge are written to files there and summed over the workers at
@@ -102,6 +104,7 @@ class Metrics:
                                     "over; key: a 429 to that client)", ["kind", "name"], registry=r)
         router.rate_limits.refusal_observers.append(self.refused)
         r.register(_StateCollector(router))
+        _register_learning(r, router)
         self._exposed = _multiprocess_registry(router) or r
         self._children: dict[tuple, Any] = {}  # labels() costs a lock and a dict lookup; cache the child
 
@@ -160,4 +163,13 @@ def _multiprocess_registry(router: Router) -> CollectorRegistry | None:
     registry = CollectorRegistry()
     MultiProcessCollector(registry, path)
     registry.register(_StateCollector(router))
+    _register_learning(registry, router)
     return registry
+
+
+def _register_learning(registry: CollectorRegistry, router: Router) -> None:
+    """routing.learn's figures (router/learning/metrics.py), when the router learns."""
+    if router.learner is not None:
+        from router.learning.metrics import LearningCollector
+
+        registry.register(LearningCollector(router.learner))
