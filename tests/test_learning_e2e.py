@@ -1,15 +1,16 @@
 """Routing that learns from its own traffic, end to end through the real path: a Router, its
 call path, shadow judging, the learning store and online refits.
 
-The models answer from a routing set's labels (tests/data/learning_sample.jsonl: 480 MMLU
-questions of four subjects, from RouteLLM): the light model's answer to a prompt states the
+The models answer from a routing set's labels (tests/data/learning_sample.jsonl: 805 MMLU
+questions of three subjects, from RouteLLM): the light model's answer to a prompt states the
 quality the set gives its weaker model, the heavy one's its stronger model's, and the simulated
 judge prefers the better answer and ties equal ones (backends/simulator/labelled.py). On these
 subjects the shipped weights route worse than random (they send the mathematics up, where the
 weaker model does as well). 1,000 requests are routed from 70 % of the questions with shadow
-judging at rate 0.2 and auto-learning on; the other 30 % are never routed, and on them the
-APGR of what the router ends up deciding with must beat that of where it started by
-`MARGIN`. That run uses the in-process path (the simulator's labelled responders in fake
+judging at rate 0.2 and auto-learning on (a question judged twice is one label); the other
+30 % are never routed, and on them the APGR of what the router ends up deciding with must beat
+that of where it started by `MARGIN` (0.65 -> 1.40 when written: APGR may pass 1, since the
+stronger model is worse than the weaker on some questions). That run uses the in-process path (the simulator's labelled responders in fake
 backends, so it takes seconds); the same labelled models behind the loopback simulator check
 the HTTP path, the spend and /metrics.
 """
@@ -22,7 +23,6 @@ from typing import Any
 
 import pytest
 
-from backends.base import BackendSettings
 from backends.fake import FakeBackend
 from backends.simulator import SimProfile, SimServer
 from backends.simulator.labelled import labelled_profiles, quality_of
@@ -37,7 +37,7 @@ from router.server.metrics import Metrics
 
 SAMPLE = Path(__file__).parent / "data" / "learning_sample.jsonl"
 REQUESTS = 1000
-MARGIN = 0.15  # APGR on prompts never routed: at least this much above the configured weights'
+MARGIN = 0.5  # APGR on prompts never routed: at least this much above the configured weights'
 PRICE = {"input": 1.0, "output": 2.0}  # dollars per million tokens: the spend is counted
 
 
@@ -118,7 +118,7 @@ async def test_shadow_judging_and_auto_learning_raise_apgr_on_prompts_never_rout
     judged = router.learner.counts.shadow["judged"]
     # about a fifth of the requests were judged; a prompt judged twice is one label
     assert 0.15 * REQUESTS <= judged <= 0.25 * REQUESTS, router.learner.counts.shadow
-    assert 0 < shadows <= judged
+    assert 0.8 * judged <= shadows <= judged
     assert status["version"] >= 1 and router.learner.version == status["version"], status
     before, after = _apgr(start, unseen), _apgr(router.scorer, unseen)
     assert after >= before + MARGIN, (before, after, status)

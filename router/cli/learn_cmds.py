@@ -34,47 +34,35 @@ def _when(ts: float) -> str:
 
 
 def _show_status(out: Output, found: dict[str, Any]) -> None:
-    from rich import box
-    from rich.table import Table
-
     spend = found["spend"]
     state = "off (no routing.learn in the config)" if not found["enabled"] else (
         f"shadow rate {found['shadow_rate']:g}, judge {found['judge'] or '-'}, auto {'on' if found['auto'] else 'off'}")
     out.out.print(f"learning: {state}")
-    pinned = "  (pinned by a rollback: `route learn resume` lets refits adopt again)" if found["pinned"] else ""
-    out.out.print(f"version in use: {found['version']}" + (" (the configured weights)" if not found["version"] else "")
-                  + pinned)
+    pinned = " (pinned by a rollback: `route learn resume` lets refits adopt again)" if found["pinned"] else ""
+    configured = " (the configured weights)" if not found["version"] else ""
+    out.out.print(f"version in use: {found['version']}{configured}{pinned}")
     by_source = ", ".join(f"{s} {n}" for s, n in found["labels"]["by_source"].items())
     out.out.print(f"labels: {found['labels']['total']} ({by_source})")
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    for column in ("boundary", "version", "labels", "estimated APGR", "on labels", "adopted at (cross-validated)"):
-        table.add_column(column, justify="left" if column in ("boundary", "adopted at (cross-validated)") else "right")
     for b in found["boundaries"]:
         adopted = b["adopted_with"]
-        at = "-" if not adopted else f"{_figure(adopted['apgr_before'])} -> {_figure(adopted['apgr_after'])}"
-        table.add_row(b["boundary"], str(b["version"]), str(sum(b["labels"].values())), _figure(b["apgr"]),
-                      str(b["judged_on"]), at)
-    out.out.print(table)
+        at = "" if not adopted else (f"; adopted at {_figure(adopted['apgr_before'])} -> "
+                                     f"{_figure(adopted['apgr_after'])} (cross-validated)")
+        out.out.print(f"  {b['boundary']}: version {b['version']}, {sum(b['labels'].values())} labels; estimated "
+                      f"APGR {_figure(b['apgr'])} on the {b['judged_on']} labels it was not fitted on{at}")
     out.out.print(f"shadow spend {spend['day']} (UTC): ${spend['today_usd']:.4f} of ${spend['budget_usd_per_day']:g} "
                   f"({spend['today_calls']} calls); all days ${spend['total_usd']:.4f} ({spend['total_calls']} calls)")
 
 
 def _show_history(out: Output, found: dict[str, Any]) -> None:
-    from rich import box
-    from rich.table import Table
-
     if not found["versions"]:
         out.out.print("no learned version yet: routing uses the configured weights (version 0)")
         return
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    for column in ("version", "adopted", "boundary", "labels", "APGR before -> after (cross-validated)", "gain"):
-        table.add_column(column, justify="right" if column in ("version", "labels") else "left")
     for v in found["versions"]:
         mark = " *" if v["version"] == found["version"] else ""
-        table.add_row(f"{v['version']}{mark}", _when(v["ts"]), str(v["boundary"]), str(v.get("labels", "-")),
-                      f"{_figure(v.get('apgr_before'))} -> {_figure(v.get('apgr_after'))}", _figure(v.get("gain")))
-    out.out.print(table)
-    out.out.print(f"* in use{' (pinned by a rollback)' if found['pinned'] else ''}; 0 is the configured weights")
+        out.out.print(f"v{v['version']}{mark}  {_when(v['ts'])}  boundary {v['boundary']}  {v.get('labels', '-')} labels  "
+                      f"APGR {_figure(v.get('apgr_before'))} -> {_figure(v.get('apgr_after'))}  "
+                      f"gain {_figure(v.get('gain'))}")
+    out.out.print(f"* in use{' (pinned by a rollback)' if found['pinned'] else ''}; version 0 is the configured weights")
 
 
 def register(app: typer.Typer) -> None:

@@ -13,7 +13,7 @@ nothing runs. In-flight judgements are capped at `max_in_flight`; more are skipp
 
 Refits (`auto`): when a boundary has `refit_every` labels more than its last refit (claimed in
 the store, so one process of a machine or fleet does it), its labels are refitted from the
-configured weights in a worker thread (policies/complexity/training/adapt.py) and the result is
+configured weights in a worker process (refit.py, policies/complexity/training/adapt.py) and the result is
 adopted only when it beats the version in use on labels that version was not fitted on, by a
 margin that grows with each refit since the last adoption (`online_z`). Every process looks
 for a newer version (or a rollback) every `refresh_ms` and installs it.
@@ -23,17 +23,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import math
 import random
 import time
-import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from backends.types import last_user_text
 from router.learning.labels import import_feedback
+from router.learning.refit import Refitter
 from router.learning.shadow import Pair, ShadowJudge, pair_of
 from router.learning.store import utc_day
 from router.learning.versions import Configured, install, weights_of
@@ -89,6 +90,7 @@ class Learner:
         self._refitting: set[int] = set()
         self._feedback_seen = -1
         self._warned: set[str] = set()
+        self.refitter = Refitter()
 
     # -- the request observer ------------------------------------------------------------
 
@@ -159,9 +161,9 @@ class Learner:
                                     "not affected")
                 return
             local, hosted = judged.label
-            ref = f"shadow:{uuid.uuid4().hex}"
-            await asyncio.to_thread(self.store.add_labels,
-                                    [(pair.boundary, "shadow", ref, last_user_text(messages), local, hosted)])
+            prompt = last_user_text(messages)  # one label per prompt and boundary: a repeat adds nothing
+            ref = f"shadow:{pair.boundary}:{hashlib.sha256(prompt.encode('utf-8', 'replace')).hexdigest()[:24]}"
+            await asyncio.to_thread(self.store.add_labels, [(pair.boundary, "shadow", ref, prompt, local, hosted)])
             self.counts.shadow["judged"] += 1
             self._maybe_refit(pair.boundary)
         except asyncio.CancelledError:
@@ -265,31 +267,27 @@ class Learner:
             self._refitting.discard(boundary)
 
     async def _fit_and_adopt(self, boundary: int, attempt: int) -> None:
-        from policies.complexity.training.adapt import AdaptOptions, adapt
-
         rows = (await asyncio.to_thread(self.store.labels, boundary))[-MAX_LABELS:]
         current, pinned = await asyncio.to_thread(self.store.current)
-        if pinned:
+        if pinned or not rows:
             return
         row = await asyncio.to_thread(self.store.version, current) if current else None
         heads = dict(row.heads) if row is not None else {}
         incumbent, seen = await asyncio.to_thread(self._incumbent, boundary, heads)
-        seen_ids = {str(r.id) for r in rows if r.id <= seen}
         base = self.configured.base[boundary]
-        options = AdaptOptions(z=online_z(attempt))
-        adaptation = await asyncio.to_thread(adapt, base, [r.record() for r in rows], incumbent=incumbent,
-                                             seen=seen_ids, options=options)
-        summary = {**adaptation.as_dict(), "sources": dict(Counter(r.source for r in rows)), "refit": attempt,
-                   "z": round(options.z, 3)}
+        z = online_z(attempt)
+        weights, found = await self.refitter.adapt(
+            base.to_json(), [r.record() for r in rows], None if incumbent is base else incumbent.to_json(),
+            {r.ref for r in rows if r.id <= seen}, z)
+        summary = {**found, "sources": dict(Counter(r.source for r in rows)), "refit": attempt, "z": round(z, 3)}
         self.counts.last_refit[boundary] = {"ts": time.time(), **summary}
-        self.counts.refits["adopted" if adaptation.adopted else "kept"] += 1
-        if not adaptation.adopted:
+        self.counts.refits["adopted" if found["adopted"] else "kept"] += 1
+        if not found["adopted"]:
             return
-        version = await asyncio.to_thread(self.store.adopt, current, boundary, adaptation.weights.to_json(),
-                                          rows[-1].id, heads, summary)
+        version = await asyncio.to_thread(self.store.adopt, current, boundary, weights, rows[-1].id, heads, summary)
         if version is not None:
             _LOG.info("route: adopted learned weights version %d for boundary %d (%s)", version, boundary,
-                      adaptation.reason)
+                      found["reason"])
             await self.use(version)
 
     def _incumbent(self, boundary: int, heads: dict[int, int]) -> tuple[Weights, int]:
@@ -314,6 +312,7 @@ class Learner:
         for task in tasks:
             with contextlib.suppress(BaseException):
                 await task
+        self.refitter.close()
         self.store.close()
 
     async def drain(self) -> None:

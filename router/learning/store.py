@@ -80,8 +80,9 @@ class LabelRow:
     hosted: float
 
     def record(self) -> dict[str, Any]:
-        """As a routing record (`policies.complexity.training`): its id is the label's row id."""
-        return {"id": str(self.id), "prompt": self.prompt, "local": self.local, "hosted": self.hosted,
+        """As a routing record (`policies.complexity.training`), named by its ref: the same
+        label is the same record whenever and wherever it was stored."""
+        return {"id": self.ref, "prompt": self.prompt, "local": self.local, "hosted": self.hosted,
                 "source": self.source}  # fmt: skip
 
 

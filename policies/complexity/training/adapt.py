@@ -36,7 +36,7 @@ from policies.complexity.model import ComplexityScorer, Weights
 from policies.complexity.training.terms import Fit, Labelled, Stats, TermOptions, choose_steps, fit, logit, prepare, sd
 from policies.routing_eval import quality_curve
 
-__all__ = ["AdaptOptions", "Adaptation", "Estimate", "Labelled", "adapt", "estimate", "prepare"]
+__all__ = ["AdaptOptions", "Adaptation", "Estimate", "Labelled", "adapt", "adapt_json", "estimate", "prepare"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,3 +307,13 @@ def estimate(weights: Weights, records: Sequence[dict[str, Any]], *, bootstrap: 
         samples.append(ranked.area(counts) - sum(c * lo for c, lo in zip(counts, local)) / n)
     value = (_area(scores, local, hosted) - sum(local) / n) / gap
     return Estimate(value, sd(samples, sum(samples) / len(samples)) / gap)
+
+
+def adapt_json(current: dict[str, Any], records: list[dict[str, Any]], incumbent: dict[str, Any] | None,
+               seen: Collection[str], z: float) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`adapt` on weights given as their files' JSON, returning (the weights to use, the
+    verdict's figures): plain data, for a worker process (router/learning/refit.py)."""
+    found = adapt(Weights.from_json(current), records,
+                  incumbent=Weights.from_json(incumbent) if incumbent is not None else None,
+                  seen=seen, options=AdaptOptions(z=z))
+    return found.weights.to_json(), found.as_dict()
