@@ -8,7 +8,9 @@ shipped recipe, `leave_one_out.fit_general`), then adapted (policies/complexity/
 exactly what `route calibrate` runs) on k = 50, 100, 300 and 1,000 of the set's prompts, five
 shuffles each, and judged on the rest of the set: the adapted weights where adaptation adopted
 them, else the starting weights (what a user would route with). The baseline is the starting
-weights on the same prompts, measured in the same run.
+weights on the same prompts, measured in the same run. Also kept (JSON, stderr): what the
+adapted weights would have given had every candidate been adopted, gate or not: the gap
+between the two is what the gate's caution costs.
 
 Pass criteria (issue 23): on every set and k, the mean APGR is no lower than the start's
 minus 0.005; at k = 300, where `routing_ceiling.py`'s in-domain best is above the start (on the
@@ -81,7 +83,7 @@ def learning_curve(name: str, records: Sequence[dict[str, Any]], sets: dict[str,
     for k in ks:
         if len(records) - k < MIN_JUDGED:
             continue
-        point: dict[str, list[float]] = {"start": [], "used": [], "adopted": [], "seconds": []}
+        point: dict[str, list[float]] = {"start": [], "used": [], "candidate": [], "adopted": [], "seconds": []}
         for s in range(shuffles):
             shuffled = list(records)
             random.Random(s).shuffle(shuffled)
@@ -90,14 +92,16 @@ def learning_curve(name: str, records: Sequence[dict[str, Any]], sets: dict[str,
             found = adapt(start, labelled)
             point["seconds"].append(time.perf_counter() - began)
             before = set_apgr([start_scores[r["id"]] for r in judged], judged)
-            used = ComplexityScorer(found.weights)
-            after = set_apgr([used.score_text(r["prompt"]) for r in judged], judged) if found.adopted else before
+            candidate = ComplexityScorer(found.candidate)
+            tried = set_apgr([candidate.score_text(r["prompt"]) for r in judged], judged)
             point["start"].append(before)
-            point["used"].append(after)
+            point["used"].append(tried if found.adopted else before)
+            point["candidate"].append(tried)
             point["adopted"].append(float(found.adopted))
         curve.points[k] = point
         print(f"{name} k={k}: start {curve.mean(k, 'start'):.3f}, adapted {curve.mean(k, 'used'):.3f} "
-              f"± {curve.se(k, 'used'):.3f} ({int(sum(point['adopted']))}/{shuffles} adopted)", file=sys.stderr)
+              f"± {curve.se(k, 'used'):.3f} ({int(sum(point['adopted']))}/{shuffles} adopted; had every "
+              f"candidate been adopted {curve.mean(k, 'candidate'):.3f})", file=sys.stderr)
     return curve
 
 

@@ -4,11 +4,12 @@ from tests/data/feedback_sample.jsonl, a credited sample of the shared LLMRouter
 
 from __future__ import annotations
 
-import dataclasses
 import json
+import random
 from pathlib import Path
 
 import httpx
+import pytest
 import typer
 import yaml
 from typer.testing import CliRunner
@@ -17,9 +18,9 @@ from policies.complexity import ComplexityScorer
 from policies.complexity.training.fit import is_held_out
 from router.cli.scoring_cmds import register
 from router.config_loader import load_config
-from router.consortium.simulated import arbiter_responder
 from router.core import Router
 from router.feedback import FeedbackStore, consortium_preferences
+from router.learning.store import LearningStore
 from router.server import RouteServer
 from router.store import RequestRecord, Store
 
@@ -93,22 +94,13 @@ def test_consortium_rankings_become_preferences() -> None:
     assert consortium_preferences({"rounds": [round_(["small#1", "small#2"])]}, {"small"}) == []
 
 
-def _synthetic_stream(tmp_path: Path) -> Path:
-    """Route each sample prompt with the shipped scorer (local below its threshold), then say
-    good when the model that answered scored at least 0.5 on it, else bad."""
-    cfg = config_file(tmp_path)
-    store, feedback = Store(tmp_path / "route.db"), FeedbackStore(tmp_path / "route.db")
-    scorer = ComplexityScorer.load()
-    records = [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines()]
-    store.log([
-        RequestRecord(source="api", status="ok", prompt=r["prompt"],
-                      backend="small" if scorer.score_text(r["prompt"]) < scorer.threshold else "big")
-        for r in records
-    ])  # fmt: skip
-    for row, r in zip(sorted(store.recent(len(records)), key=lambda x: x["id"]), records):
-        quality = r["local"] if row["backend"] == "small" else r["hosted"]
-        feedback.add_verdict(row["id"], "good" if quality >= 0.5 else "bad")
-    return cfg
+LEARNING = Path(__file__).parent / "data" / "learning_sample.jsonl"
+
+
+def _learning_records() -> tuple[list[dict], list[dict]]:
+    """(the learning sample's records not held out by id, those held out)."""
+    records = [json.loads(line) for line in LEARNING.read_text(encoding="utf-8").splitlines()]
+    return [r for r in records if not is_held_out(r["id"])], [r for r in records if is_held_out(r["id"])]
 
 
 def _calibrate(cfg: Path, out: Path) -> dict:
@@ -117,59 +109,48 @@ def _calibrate(cfg: Path, out: Path) -> dict:
     return json.loads(result.stdout)
 
 
-def test_calibrate_from_log_improves_apgr_on_a_held_back_slice(tmp_path: Path) -> None:
-    cfg = _synthetic_stream(tmp_path)
-    out = tmp_path / "adjusted.json"
-    summary = _calibrate(cfg, out)
-    assert summary["labels"] >= 300 and summary["held_back"] >= 90  # hosted answers judged good say nothing
-    assert summary["installed"] and summary["apgr_after"] >= summary["apgr_before"] + 0.1, summary
-    adjusted = ComplexityScorer.load(out)
-    assert adjusted.weights.metadata["adjusted_on"] == summary["labels"] - summary["held_back"]
+def _apgr(scorer: ComplexityScorer, records: list[dict]) -> float:
+    from policies.complexity.training.leave_one_out import set_apgr
+
+    return set_apgr([scorer.score_text(r["prompt"]) for r in records], records)
 
 
-def test_calibrate_from_log_never_installs_worse_weights(tmp_path: Path) -> None:
-    # Every prompt answered locally; on the held-back slice the local answer was bad exactly for
-    # the prompts the current weights score highest (they order it perfectly), while the
-    # training slice says the opposite: adjusting to it can only make the order worse.
+def test_calibrate_from_log_learns_from_every_label_of_the_store(tmp_path: Path) -> None:
+    # shadow judgements (both tiers compared) of a domain the shipped weights route worse than
+    # random on, and a user's verdicts, in the store a router learning from its traffic fills
     cfg = config_file(tmp_path)
+    logged, unseen = _learning_records()
+    LearningStore(tmp_path / "route.db").add_labels(
+        [(0, "shadow", f"shadow:{r['id']}", r["prompt"], r["local"], r["hosted"]) for r in logged[40:]])
     store, feedback = Store(tmp_path / "route.db"), FeedbackStore(tmp_path / "route.db")
-    scorer = ComplexityScorer.load()
-    prompts = [json.loads(line)["prompt"] for line in SAMPLE.read_text(encoding="utf-8").splitlines()]
-    store.log([RequestRecord(source="api", status="ok", backend="small", prompt=p) for p in prompts])
-    rows = sorted(store.recent(len(prompts)), key=lambda x: x["id"])
-    median = sorted(scorer.score_text(p) for p in prompts)[len(prompts) // 2]
-    for row in rows:
-        hard = scorer.score_text(row["prompt"]) >= median
-        # labelled_records names a verdict's record "f" + its feedback id: the same as the row id here
-        truth = hard if is_held_out(f"f{row['id']}") else not hard
-        feedback.add_verdict(row["id"], "bad" if truth else "good")
-    out = tmp_path / "adjusted.json"
+    store.log([RequestRecord(source="api", status="ok", prompt=r["prompt"], backend="small") for r in logged[:40]])
+    for row, r in zip(sorted(store.recent(40), key=lambda x: x["id"]), logged[:40]):
+        feedback.add_verdict(row["id"], "good" if r["local"] >= r["hosted"] else "bad")
+    out = tmp_path / "adapted.json"
     summary = _calibrate(cfg, out)
-    assert summary["apgr_after"] < summary["apgr_before"] and not summary["installed"], summary
-    assert not out.exists()
+    assert summary["labels"] == len(logged) and summary["judged_on"] == summary["labels"]
+    gain, before, after = summary["gain"], summary["apgr_before"], summary["apgr_after"]
+    assert summary["installed"] and gain["value"] > gain["se"] > 0, summary
+    assert after["value"] - before["value"] == pytest.approx(gain["value"], abs=1e-3)
+    adapted = ComplexityScorer.load(out)
+    assert adapted.weights.metadata["adapted"]["labels"] == summary["labels"]
+    assert _apgr(adapted, unseen) >= _apgr(ComplexityScorer.load(), unseen) + 0.3
 
 
-def test_calibrate_from_log_without_feedback_is_a_usage_error(tmp_path: Path) -> None:
+def test_calibrate_from_log_keeps_the_weights_when_the_feedback_says_nothing(tmp_path: Path) -> None:
+    # verdicts that have nothing to do with the prompts: the old `--from-log` still found a
+    # "better" slice now and then and wrote the file; adaptation says why it keeps the weights.
+    # (One-off calibration takes a gain beyond one standard error, so such verdicts get through
+    # now and then; these do not, and must keep not doing so.)
     cfg = config_file(tmp_path)
-    result = runner.invoke(app(), ["calibrate", "--from-log", "-c", str(cfg), "--out", str(tmp_path / "w.json")])
-    assert result.exit_code == 2 and "route feedback" in result.output
-
-
-def test_a_consortium_ranking_local_against_hosted_is_recorded_as_a_preference(sim, tmp_path: Path) -> None:
-    fast = {"ttft_s": 0.0, "tokens_per_s": None}
-    sim.update_profile("m-small", **fast)
-    sim.update_profile("m-big", **fast)
-    sim.update_profile("mercury-2", ttft_s=0.0, canvas_s=0.0)
-    state = sim.app.state.sim  # the arbiter prefers the hosted member's answer
-    state.profiles["mercury-2"] = dataclasses.replace(
-        state.profile("mercury-2"), responder=arbiter_responder(score=lambda text: float("m-big" in text))
-    )
-    config = yaml.safe_load(config_file(tmp_path, sim.base_url).read_text(encoding="utf-8"))
-    config["backends"]["arbiter"] = {"kind": "openai", "model": "mercury-2", "base_url": sim.base_url, "max_retries": 0}
-    config["consortia"] = {"mix": {"members": ["small", "big"], "arbiter": "arbiter", "judging": "rank"}}
-    with Router(load_config(config)) as router:
-        router.complete("Which of these statements is true?", model="mix")
-    labels = FeedbackStore(tmp_path / "route.db").labelled_records({"small"})
-    assert [(r["prompt"], r["local"], r["hosted"], r["source"]) for r in labels] == [
-        ("Which of these statements is true?", 0.0, 1.0, "consortium")
-    ]
+    logged, _ = _learning_records()
+    rng = random.Random(0)
+    store, feedback = Store(tmp_path / "route.db"), FeedbackStore(tmp_path / "route.db")
+    store.log([RequestRecord(source="api", status="ok", prompt=r["prompt"], backend="small") for r in logged])
+    for row in store.recent(len(logged)):
+        feedback.add_verdict(row["id"], rng.choice(("good", "bad")))
+    out = tmp_path / "adapted.json"
+    summary = _calibrate(cfg, out)
+    assert not summary["installed"] and summary["out"] is None, summary
+    assert "kept the weights in use" in summary["note"] and str(out) in summary["note"]
+    assert not out.exists()

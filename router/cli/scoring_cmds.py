@@ -316,7 +316,10 @@ def _labels_from_log(config: str | None, weights: Path | None) -> tuple[Weights,
     if not records:
         raise UsageError(f"{log_path(cfg)} holds no labels yet: record verdicts with `route feedback ID good|bad`, "
                          "or turn on shadow judging (routing.learn.shadow_rate; docs/learning.md).")
-    current = _scorer(weights).weights if weights is not None else configured_weights(cfg, 0)
+    if weights is not None or cfg.routing.tiers[0].scorer is None and cfg.routing.scorer.kind != "learned":
+        current = _scorer(weights).weights  # -w, or the shipped weights when the config scores by length
+    else:
+        current = configured_weights(cfg, 0)
     return current, records, f"the labels in {log_path(cfg)}"
 
 

@@ -4,7 +4,11 @@ A label says, for one prompt and one boundary, how good the lower tier's answer 
 and the upper tier's (`hosted`), in [0, 1]: the same records `route calibrate` reads.
 
 - shadow: the judge compared both tiers' answers, in both orders (`verdict_label`);
-- feedback: a user's verdict on an answer of one of the boundary's two tiers (router/feedback.py);
+- feedback: a user's verdict on an answer of the boundary's lower tier (router/feedback.py): good
+  means that tier was enough, bad that the upper one was needed. A verdict on the upper tier's
+  answer is left out: a good one says nothing about the lower tier, and keeping only the bad
+  ones would teach that whatever the router sends up gains nothing (the routing itself would
+  decide the labels);
 - consortium: the arbiter ranked a lowest-tier member against a hosted one (boundary 0 only:
   the ranking says nothing about which hosted tier).
 """
@@ -75,8 +79,7 @@ def import_feedback(store: LabelStore, config: Config) -> int:
     tiers = config.routing.tiers
     rows: list[tuple[int, str, str, str, float, float]] = []
     for b in range(len(tiers) - 1):
-        upper = None if len(tiers) == 2 else tiers[b + 1].backends
-        for r in feedback.labelled_records(tiers[b].backends, upper):
+        for r in feedback.labelled_records(tiers[b].backends, hosted_backends=()):
             source = "consortium" if r["source"] == "consortium" else "feedback"
             if source == "consortium" and b > 0:
                 continue
