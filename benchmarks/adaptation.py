@@ -80,29 +80,34 @@ def learning_curve(name: str, records: Sequence[dict[str, Any]], sets: dict[str,
     scorer = ComplexityScorer(start)
     start_scores = {r["id"]: scorer.score_text(r["prompt"]) for r in records}
     curve = Curve(name, len(records), set_apgr([start_scores[r["id"]] for r in records], records), best)
-    for k in ks:
-        if len(records) - k < MIN_JUDGED:
-            continue
-        point: dict[str, list[float]] = {"start": [], "used": [], "candidate": [], "adopted": [], "seconds": []}
-        for s in range(shuffles):
-            shuffled = list(records)
-            random.Random(s).shuffle(shuffled)
-            labelled, judged = shuffled[:k], shuffled[k:]
-            began = time.perf_counter()
-            found = adapt(start, labelled)
-            point["seconds"].append(time.perf_counter() - began)
-            before = set_apgr([start_scores[r["id"]] for r in judged], judged)
-            candidate = ComplexityScorer(found.candidate)
-            tried = set_apgr([candidate.score_text(r["prompt"]) for r in judged], judged)
-            point["start"].append(before)
-            point["used"].append(tried if found.adopted else before)
-            point["candidate"].append(tried)
-            point["adopted"].append(float(found.adopted))
-        curve.points[k] = point
+    for k in (k for k in ks if len(records) - k >= MIN_JUDGED):
+        curve.points[k] = _point(records, start, start_scores, k, shuffles)
         print(f"{name} k={k}: start {curve.mean(k, 'start'):.3f}, adapted {curve.mean(k, 'used'):.3f} "
-              f"± {curve.se(k, 'used'):.3f} ({int(sum(point['adopted']))}/{shuffles} adopted; had every "
+              f"± {curve.se(k, 'used'):.3f} ({int(sum(curve.points[k]['adopted']))}/{shuffles} adopted; had every "
               f"candidate been adopted {curve.mean(k, 'candidate'):.3f})", file=sys.stderr)
     return curve
+
+
+def _point(records: Sequence[dict[str, Any]], start: Any, start_scores: dict[str, float], k: int,
+           shuffles: int) -> dict[str, list[float]]:
+    """Per shuffle: APGR on the prompts not adapted on, of the start, of the weights used (the
+    adapted ones when adopted) and of the adapted ones whatever the verdict."""
+    point: dict[str, list[float]] = {"start": [], "used": [], "candidate": [], "adopted": [], "seconds": []}
+    for s in range(shuffles):
+        shuffled = list(records)
+        random.Random(s).shuffle(shuffled)
+        labelled, judged = shuffled[:k], shuffled[k:]
+        began = time.perf_counter()
+        found = adapt(start, labelled)
+        point["seconds"].append(time.perf_counter() - began)
+        before = set_apgr([start_scores[r["id"]] for r in judged], judged)
+        candidate = ComplexityScorer(found.candidate)
+        tried = set_apgr([candidate.score_text(r["prompt"]) for r in judged], judged)
+        point["start"].append(before)
+        point["used"].append(tried if found.adopted else before)
+        point["candidate"].append(tried)
+        point["adopted"].append(float(found.adopted))
+    return point
 
 
 def format_table(curves: Sequence[Curve], ks: Sequence[int], shuffles: int) -> str:
@@ -125,22 +130,24 @@ def format_table(curves: Sequence[Curve], ks: Sequence[int], shuffles: int) -> s
 
 
 def verdicts(curves: Sequence[Curve]) -> list[str]:
-    out = []
     unsafe = [f"{c.name} k={k}" for c in curves for k in c.points if not c.safe(k)]
-    out.append("never worse than the start (-0.005): " + ("yes, every set and k" if not unsafe else
-                                                          "NO: " + ", ".join(unsafe)))
-    for c in curves:
-        r = c.recovery()
-        if r is None:
-            why = "no ceiling given" if c.best is None else (
-                "n/a (too few prompts)" if RECOVERY_K not in c.points else
-                f"not required (best {c.best:.3f} <= start {c.start_whole:.3f})")
-            out.append(f"{c.name}: k={RECOVERY_K} recovery {why}")
-        else:
-            gap = c.best - c.start_whole if c.best is not None else 0.0
-            out.append(f"{c.name}: k={RECOVERY_K} recovers {r:.0%} of the gap to the in-domain best "
-                       f"({c.start_whole:.3f} -> {c.best:.3f}, gap {gap:.3f}): {'pass' if r >= 0.5 else 'FAIL'}")
-    return out
+    out = ["never worse than the start (-0.005): " + ("yes, every set and k" if not unsafe else
+                                                       "NO: " + ", ".join(unsafe))]
+    return out + [_recovery_line(c) for c in curves]
+
+
+def _recovery_line(c: Curve) -> str:
+    r = c.recovery()
+    if r is not None and c.best is not None:
+        return (f"{c.name}: k={RECOVERY_K} recovers {r:.0%} of the gap to the in-domain best ({c.start_whole:.3f} -> "
+                f"{c.best:.3f}, gap {c.best - c.start_whole:.3f}): {'pass' if r >= 0.5 else 'FAIL'}")
+    if c.best is None:
+        why = "no ceiling given"
+    elif RECOVERY_K not in c.points:
+        why = "n/a (too few prompts)"
+    else:
+        why = f"not required (best {c.best:.3f} <= start {c.start_whole:.3f})"
+    return f"{c.name}: k={RECOVERY_K} recovery {why}"
 
 
 def main() -> int:

@@ -69,31 +69,37 @@ async def _block(router: Router, prompts: list[str], start: int, size: int, into
 async def run(requests: int, block: int) -> dict[str, Any]:
     records = [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines()]
     prompts = [r["prompt"] for r in records]
-    out: dict[str, Any] = {}
     with SimServer(_profiles(records)) as sim, tempfile.TemporaryDirectory() as tmp:
-        routers = {}
-        for name, rate in SETTINGS.items():
-            data = Path(tmp) / name.replace(" ", "-")
-            data.mkdir()
-            routers[name] = Router(load_config(_config(sim.base_url, data, rate)), source="api")
-            if routers[name].learner is not None:
-                routers[name].learner.random.seed(0)
+        routers = {name: _router(sim.base_url, Path(tmp), name, rate) for name, rate in SETTINGS.items()}
         times: dict[str, list[float]] = {name: [] for name in SETTINGS}
         for start in range(0, requests, block):
             for name, router in routers.items():
                 await _block(router, prompts, start, min(block, requests - start), times[name])
-        for name, router in routers.items():
-            learner = router.learner
-            if learner is not None:
-                await learner.drain()
-            ms = sorted(t * 1000 for t in times[name])
-            out[name] = {"p50_ms": round(statistics.median(ms), 3), "p95_ms": round(ms[int(0.95 * (len(ms) - 1))], 3),
-                         "requests": len(ms),
-                         "judged": learner.counts.shadow["judged"] if learner else 0,
-                         "refits": sum(learner.counts.refits.values()) if learner else 0,
-                         "version": learner.version if learner else 0}  # fmt: skip
-            await router.aclose()
-    return out
+        return {name: await _summary(router, times[name]) for name, router in routers.items()}
+
+
+def _router(base_url: str, tmp: Path, name: str, rate: float | None) -> Router:
+    data = tmp / name.replace(" ", "-")
+    data.mkdir()
+    router = Router(load_config(_config(base_url, data, rate)), source="api")
+    if router.learner is not None:
+        router.learner.random.seed(0)
+    return router
+
+
+async def _summary(router: Router, times: list[float]) -> dict[str, Any]:
+    """p50/p95 of one setting, and what its learner did meanwhile (finished first)."""
+    learner = router.learner
+    if learner is not None:
+        await learner.drain()
+    ms = sorted(t * 1000 for t in times)
+    found = {"p50_ms": round(statistics.median(ms), 3), "p95_ms": round(ms[int(0.95 * (len(ms) - 1))], 3),
+             "requests": len(ms), "judged": 0, "refits": 0, "version": 0}  # fmt: skip
+    if learner is not None:
+        found.update(judged=learner.counts.shadow["judged"], refits=sum(learner.counts.refits.values()),
+                     version=learner.version)
+    await router.aclose()
+    return found
 
 
 def main() -> int:

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from router.core import Router
     from router.decision import Outcome
     from router.learning.labels import LabelStore
+    from router.learning.store import LabelRow
 
 __all__ = ["MAX_LABELS", "Learner", "online_z"]
 
@@ -267,13 +268,10 @@ class Learner:
             self._refitting.discard(boundary)
 
     async def _fit_and_adopt(self, boundary: int, attempt: int) -> None:
-        rows = (await asyncio.to_thread(self.store.labels, boundary))[-MAX_LABELS:]
-        current, pinned = await asyncio.to_thread(self.store.current)
-        if pinned or not rows:
+        job = await asyncio.to_thread(self._job, boundary)
+        if job is None:
             return
-        row = await asyncio.to_thread(self.store.version, current) if current else None
-        heads = dict(row.heads) if row is not None else {}
-        incumbent, seen = await asyncio.to_thread(self._incumbent, boundary, heads)
+        current, heads, rows, incumbent, seen = job
         base = self.configured.base[boundary]
         z = online_z(attempt)
         weights, found = await self.refitter.adapt(
@@ -289,6 +287,19 @@ class Learner:
             _LOG.info("route: adopted learned weights version %d for boundary %d (%s)", version, boundary,
                       found["reason"])
             await self.use(version)
+
+    def _job(self, boundary: int) -> tuple[int, dict[int, int], list[LabelRow], Weights, int] | None:
+        """What a refit of `boundary` starts from: (the version in use, its heads, the labels, the
+        weights the boundary uses now, the last label id they were fitted on); None while a
+        rollback pins the version or there are no labels."""
+        rows = self.store.labels(boundary)[-MAX_LABELS:]
+        current, pinned = self.store.current()
+        if pinned or not rows:
+            return None
+        row = self.store.version(current) if current else None
+        heads = dict(row.heads) if row is not None else {}
+        incumbent, seen = self._incumbent(boundary, heads)
+        return current, heads, rows, incumbent, seen
 
     def _incumbent(self, boundary: int, heads: dict[int, int]) -> tuple[Weights, int]:
         """(the weights boundary `boundary` uses now, the last label id they were fitted on)."""

@@ -55,20 +55,20 @@ class Pair:
 def pair_of(tiers: Sequence[Tier], outcome: Outcome) -> Pair | None:
     """The boundary a finished request can teach about, or None (forced, failed, a fallback
     from another tier answered, tool calls, or only one tier)."""
-    result, decision = outcome.result, outcome.decision
-    if result is None or decision.forced or decision.tier is None or len(tiers) < 2:
+    k = _answering_tier(tiers, outcome)
+    if k is None or len(tiers) < 2:
         return None
-    if result.completion.tool_calls or not result.completion.text.strip():
+    return Pair(k - 1, k, k - 1) if k == len(tiers) - 1 else Pair(k, k, k + 1)
+
+
+def _answering_tier(tiers: Sequence[Tier], outcome: Outcome) -> int | None:
+    """The index of the tier the decision picked, if a backend of it gave a plain answer."""
+    result, decision = outcome.result, outcome.decision
+    if result is None or decision.forced or result.completion.tool_calls or not result.completion.text.strip():
         return None  # a tool call is not an answer a judge can compare
     names = [t.name for t in tiers]
-    if decision.tier not in names:
-        return None
-    k = names.index(decision.tier)
-    if result.completion.backend not in tiers[k].backends:
-        return None
-    if k == len(tiers) - 1:
-        return Pair(k - 1, k, k - 1)
-    return Pair(k, k, k + 1)
+    k = names.index(decision.tier) if decision.tier in names else None
+    return k if k is not None and result.completion.backend in tiers[k].backends else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,16 +118,21 @@ class ShadowJudge:
         if not shadow.text.strip():
             return Judged(None, (), sum(spent), len(spent), f"{other} answered nothing")
         lower, upper = (answered, shadow.text) if pair.client_is_lower else (shadow.text, answered)
+        votes, why = await self._both_orders(messages, lower, upper, deadline, spent)
+        return Judged(verdict_label(votes), votes, sum(spent), len(spent), why)
+
+    async def _both_orders(self, messages: list[Message], lower: str, upper: str, deadline: Deadline,
+                           spent: list[float]) -> tuple[tuple[int | None, ...], str | None]:
+        """(the vote of each order, None where the judge failed; why one failed, if one did)."""
         found = await asyncio.gather(self._vote(messages, lower, upper, deadline, spent, lower_first=True),
                                      self._vote(messages, lower, upper, deadline, spent, lower_first=False),
                                      return_exceptions=True)
-        errors = [f for f in found if isinstance(f, BaseException)]
-        for error in errors:
-            if not isinstance(error, (BackendError, AllBackendsFailed)):
-                raise error  # a bug or a cancellation, not a judge that failed
+        failed = [f for f in found if isinstance(f, BaseException)]
+        for problem in failed:
+            if not isinstance(problem, (BackendError, AllBackendsFailed)):
+                raise problem  # a bug or a cancellation, not a judge that failed
         votes = tuple(None if isinstance(f, BaseException) else f for f in found)
-        error = f"{self.judge_name}: {type(errors[0]).__name__}" if errors else None
-        return Judged(verdict_label(votes), votes, sum(spent), len(spent), error)
+        return votes, f"{self.judge_name}: {type(failed[0]).__name__}" if failed else None
 
     async def _vote(self, messages: list[Message], lower: str, upper: str, deadline: Deadline, spent: list[float],
                     *, lower_first: bool) -> int | None:

@@ -41,31 +41,14 @@ def configured_weights(config: Config, boundary: int) -> Weights:
 
 def status(config: Config) -> dict[str, Any]:
     """Labels by source, the version in use and each boundary's estimated APGR, the spend."""
-    from policies.complexity import Weights
-    from policies.complexity.training.adapt import estimate
-    from router.learning.learner import MAX_LABELS
-
     learn = config.routing.learn
     store = _store(config)
     try:
         current, pinned = store.current()
         row = store.version(current) if current else None
-        heads = row.heads if row is not None else {}
         counts = store.label_counts()
-        boundaries = []
-        for b in range(len(config.routing.tiers) - 1):
-            version = heads.get(b, 0)
-            vrow = store.version(version) if version else None
-            weights = Weights.from_json(vrow.weights) if vrow is not None else configured_weights(config, b)
-            seen = vrow.seen if vrow is not None else 0
-            unseen = [r.record() for r in store.labels(b)[-MAX_LABELS:] if r.id > seen]
-            found = estimate(weights, unseen) if unseen else None
-            boundaries.append({
-                "boundary": boundary_name(config, b), "index": b, "version": version,
-                "labels": {s: counts.get(b, {}).get(s, 0) for s in SOURCES},
-                "apgr": None if found is None else found.as_dict(), "judged_on": len(unseen),
-                "adopted_with": None if vrow is None else {k: vrow.summary.get(k) for k in ("apgr_before", "apgr_after", "gain", "labels")},
-            })  # fmt: skip
+        boundaries = [_boundary(config, store, b, row.heads.get(b, 0) if row is not None else 0, counts)
+                      for b in range(len(config.routing.tiers) - 1)]
         today_usd, today_calls = store.spend()
         total_usd, total_calls = store.spend("*")
     finally:
@@ -73,10 +56,7 @@ def status(config: Config) -> dict[str, Any]:
     budget = learn.budget_usd_per_day if learn is not None else 0.0
     by_source = {s: sum(c.get(s, 0) for c in counts.values()) for s in SOURCES}
     return {
-        "enabled": learn is not None,
-        "auto": bool(learn and learn.auto),
-        "shadow_rate": learn.shadow_rate if learn is not None else 0.0,
-        "judge": (learn.judge or default_judge(config)) if learn is not None else None,
+        **_settings(config),
         "version": current,
         "pinned": pinned,
         "labels": {"total": sum(by_source.values()), "by_source": by_source},
@@ -86,6 +66,33 @@ def status(config: Config) -> dict[str, Any]:
                   "total_usd": round(total_usd, 6), "total_calls": total_calls},
         "store": "redis" if config.state.backend == "redis" else "local",
     }  # fmt: skip
+
+
+def _settings(config: Config) -> dict[str, Any]:
+    learn = config.routing.learn
+    if learn is None:
+        return {"enabled": False, "auto": False, "shadow_rate": 0.0, "judge": None}
+    return {"enabled": True, "auto": learn.auto, "shadow_rate": learn.shadow_rate,
+            "judge": learn.judge or default_judge(config)}
+
+
+def _boundary(config: Config, store: LabelStore, b: int, version: int, counts: dict[int, dict[str, int]]) -> dict[str, Any]:
+    """One boundary's version, labels, and APGR now on the labels its weights were not fitted on."""
+    from policies.complexity import Weights
+    from policies.complexity.training.adapt import estimate
+    from router.learning.learner import MAX_LABELS
+
+    row = store.version(version) if version else None
+    if row is None:
+        weights, seen, adopted = configured_weights(config, b), 0, None
+    else:
+        weights, seen = Weights.from_json(row.weights), row.seen
+        adopted = {k: row.summary.get(k) for k in ("apgr_before", "apgr_after", "gain", "labels")}
+    unseen = [r.record() for r in store.labels(b)[-MAX_LABELS:] if r.id > seen]
+    found = estimate(weights, unseen)
+    return {"boundary": boundary_name(config, b), "index": b, "version": version,
+            "labels": {s: counts.get(b, {}).get(s, 0) for s in SOURCES},
+            "apgr": None if found is None else found.as_dict(), "judged_on": len(unseen), "adopted_with": adopted}
 
 
 def spend(config: Config) -> dict[str, Any] | None:

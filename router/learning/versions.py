@@ -72,14 +72,22 @@ def install(router: Router, configured: Configured, weights: Mapping[int, Weight
     scorer = configured.scorer
     for b, base in enumerate(configured.base):
         learned = weights.get(b, base)
-        own = configured.ladder.heads[b] if configured.own_head[b] and configured.ladder.heads else None
-        decider: Scorer = ComplexityScorer(learned) if learned is not base else (own[1] if own else configured.scorer)
-        if b == 0 and own is None:
-            scorer = decider
+        head = _head(configured, b, learned, version)
+        if b == 0 and not configured.own_head[0]:
+            scorer = head[1]  # boundary 0 without a head of its own is the routing scorer's
             heads.append(None)
         else:
-            heads.append((f"learned v{version}" if learned is not base else (own[0] if own else "routing"), decider))
+            heads.append(head)
         if configured.calibrated[b] and learned is not base and learned.threshold is not None:
             tiers[b] = dataclasses.replace(tiers[b], below=learned.threshold)
     ladder = Ladder(tuple(tiers), tuple(heads) if any(h is not None for h in heads) else ())
     router.scorer, router.ladder, router.tiers = scorer, ladder, ladder.tiers
+
+
+def _head(configured: Configured, boundary: int, learned: Weights, version: int) -> tuple[str, Scorer]:
+    """(name, scorer) deciding `boundary`: the learned weights when it has its own, else what
+    the config set there (its head, or the routing scorer)."""
+    if learned is not configured.base[boundary]:
+        return f"learned v{version}", ComplexityScorer(learned)
+    own = configured.ladder.heads[boundary] if configured.own_head[boundary] and configured.ladder.heads else None
+    return own if own is not None else ("routing", configured.scorer)

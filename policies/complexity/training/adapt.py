@@ -170,29 +170,39 @@ def _judge(d: Labelled, on: list[int], runs: list[list[float]], opts: AdaptOptio
     hand normalises every figure (resampling the normaliser too would let a resample with
     almost no gap swamp the error of a set whose gap is small). The gain's error adds the
     spread of the gain between repeats (which folds a label fell in)."""
-    local = [d.local[i] for i in on]
-    hosted = [d.hosted[i] for i in on]
+    areas = _Areas(d, on, runs)
     n = len(on)
-    gap = (sum(hosted) - sum(local)) / n
-    base = _Ranked([d.before[i] for i in on], local, hosted)
-    after_runs = [_Ranked([run[i] for i in on], local, hosted) for run in runs]
-
-    def areas(counts: Sequence[int]) -> tuple[float, list[float]]:
-        q_local = sum(c * lo for c, lo in zip(counts, local)) / sum(counts)
-        return base.area(counts) - q_local, [run.area(counts) - q_local for run in after_runs]
-
     before, after_each = areas([1] * n)
     after = sum(after_each) / len(after_each)
     rng = random.Random(opts.seed)
     samples = [areas(_resample(rng, n)) for _ in range(opts.bootstrap)]
     befores = [b for b, _ in samples]
     afters = [sum(a) / len(a) for _, a in samples]
-    diffs = [a - b for b, a in zip(befores, afters)]
     between = sd([a - before for a in after_each], after - before) ** 2 / len(after_each)
-    se_gain = math.sqrt(sd(diffs, sum(diffs) / len(diffs)) ** 2 + between)
-    return (Estimate(before / gap, sd(befores, sum(befores) / len(befores)) / gap),
-            Estimate(after / gap, sd(afters, sum(afters) / len(afters)) / gap),
-            Estimate((after - before) / gap, se_gain / gap))  # fmt: skip
+    gap = areas.gap
+    return (Estimate(before / gap, _spread(befores) / gap), Estimate(after / gap, _spread(afters) / gap),
+            Estimate((after - before) / gap, math.sqrt(_spread([a - b for b, a in zip(befores, afters)]) ** 2
+                                                       + between) / gap))  # fmt: skip
+
+
+def _spread(values: Sequence[float]) -> float:
+    return sd(values, sum(values) / len(values))
+
+
+class _Areas:
+    """The areas (less the local quality) of the incumbent's order and of each repeat's
+    out-of-fold order, on any resample of the prompts `on` (a count per prompt)."""
+
+    def __init__(self, d: Labelled, on: list[int], runs: list[list[float]]):
+        self.local = [d.local[i] for i in on]
+        hosted = [d.hosted[i] for i in on]
+        self.gap = (sum(hosted) - sum(self.local)) / len(on)
+        self.base = _Ranked([d.before[i] for i in on], self.local, hosted)
+        self.runs = [_Ranked([run[i] for i in on], self.local, hosted) for run in runs]
+
+    def __call__(self, counts: Sequence[int]) -> tuple[float, list[float]]:
+        q_local = sum(c * lo for c, lo in zip(counts, self.local)) / sum(counts)
+        return self.base.area(counts) - q_local, [run.area(counts) - q_local for run in self.runs]
 
 
 def _resample(rng: random.Random, n: int) -> list[int]:
@@ -206,9 +216,31 @@ def _resample(rng: random.Random, n: int) -> list[int]:
 def _weights(current: Weights, d: Labelled, fitted: Fit, steps: tuple[float, float], meta: dict[str, Any]) -> Weights:
     """`current` with the two terms added at `steps`, rescaled to the current score's mean and
     spread over the labelled prompts (order unchanged), a threshold at the same quantile."""
-    sf, sw = steps
-    scale_f = fitted.sd0 * sf / fitted.sd_f
-    scale_w = fitted.sd0 * sw / fitted.sd_w
+    raw = _with_terms(current, fitted, steps)
+    new = [logit(p) for p in map(ComplexityScorer(raw).score_text, d.prompts)]
+    mu_old, mu_new = sum(d.logit) / len(d.logit), sum(new) / len(new)
+    a = (sd(d.logit, mu_old) or 1.0) / (sd(new, mu_new) or 1.0)
+    pinned = replace(
+        raw,
+        bias=round(a * raw.bias + mu_old - a * mu_new, 6),
+        weights={k: round(a * v, 6) for k, v in raw.weights.items()},
+        vocabulary_cap=a * raw.vocabulary_cap,
+        domain={k: round(a * v, 7) for k, v in raw.domain.items() if abs(a * v) >= 1e-6},
+        metadata={**current.metadata, "adapted": meta},
+    )
+    if current.threshold is None:
+        return pinned
+    from policies.complexity.training.fit import calibrate_threshold
+
+    share = sum(v >= logit(current.threshold) for v in d.logit) / len(d.logit)
+    return replace(pinned, threshold=calibrate_threshold(list(map(ComplexityScorer(pinned).score_text, d.prompts)), share))
+
+
+def _with_terms(current: Weights, fitted: Fit, steps: tuple[float, float]) -> Weights:
+    """`current` plus the features term (moving each feature's weight) and the words term (the
+    domain table) at `steps`, in the current logit's units."""
+    scale_f = fitted.sd0 * steps[0] / fitted.sd_f
+    scale_w = fitted.sd0 * steps[1] / fitted.sd_w
     weights = dict(current.weights)
     bias = current.bias - scale_w * fitted.centre_w
     for b, j, m, s in zip(fitted.beta, fitted.columns, fitted.mu, fitted.sd):
@@ -219,24 +251,20 @@ def _weights(current: Weights, d: Labelled, fitted: Fit, steps: tuple[float, flo
     domain = dict(current.domain)
     for bucket, value in fitted.table.items():
         domain[bucket] = domain.get(bucket, 0.0) + scale_w * value
-    raw = replace(current, bias=bias, weights=weights, domain=domain)
-    new = [logit(p) for p in map(ComplexityScorer(raw).score_text, d.prompts)]
-    mu_old, mu_new = sum(d.logit) / len(d.logit), sum(new) / len(new)
-    a = (sd(d.logit, mu_old) or 1.0) / (sd(new, mu_new) or 1.0)
-    pinned = replace(
-        raw,
-        bias=round(a * raw.bias + mu_old - a * mu_new, 6),
-        weights={k: round(a * v, 6) for k, v in raw.weights.items()},
-        vocabulary_cap=a * raw.vocabulary_cap,
-        domain={k: round(a * v, 7) for k, v in domain.items() if abs(a * v) >= 1e-6},
-        metadata={**current.metadata, "adapted": meta},
-    )
-    if current.threshold is None:
-        return pinned
-    from policies.complexity.training.fit import calibrate_threshold
+    return replace(current, bias=bias, weights=weights, domain=domain)
 
-    share = sum(v >= logit(current.threshold) for v in d.logit) / len(d.logit)
-    return replace(pinned, threshold=calibrate_threshold(list(map(ComplexityScorer(pinned).score_text, d.prompts)), share))
+
+def _too_few(d: Labelled, on: list[int], options: AdaptOptions) -> str | None:
+    """Why these labels cannot tell a better order from luck, or None when they may."""
+    if len(d.ids) < options.min_labels or len(on) < options.min_labels:
+        return f"{len(on)} labels the weights in use were not fitted on; adapting needs {options.min_labels}"
+    informative = sum(1 for i in on if abs(d.hosted[i] - d.local[i]) > 1e-9)
+    if informative < options.min_informative:
+        return (f"{informative} of the labels show the tiers' answers differ; judging needs "
+                f"{options.min_informative}, as fewer cannot tell a better order from luck")
+    if sum(d.hosted[i] - d.local[i] for i in on) <= 1e-9:
+        return "the labels show no gain from the stronger tier: no order of the prompts routes better"
+    return None
 
 
 def adapt(
@@ -257,19 +285,14 @@ def adapt(
     d = records if isinstance(records, Labelled) else prepare(current, records, incumbent)
     n = len(d.ids)
     on = [i for i, rid in enumerate(d.ids) if rid not in seen]
-    informative = sum(1 for i in on if abs(d.hosted[i] - d.local[i]) > 1e-9)
 
     def keep(reason: str, candidate: Weights | None = None, **figures: Any) -> Adaptation:
         kept = incumbent or current
         return Adaptation(kept, candidate or kept, False, reason, n, len(on), **figures)
 
-    if n < options.min_labels or len(on) < options.min_labels:
-        return keep(f"{len(on)} labels the weights in use were not fitted on; adapting needs {options.min_labels}")
-    if informative < options.min_informative:
-        return keep(f"{informative} of the labels show the tiers' answers differ; judging needs "
-                    f"{options.min_informative}, as fewer cannot tell a better order from luck")
-    if sum(d.hosted[i] - d.local[i] for i in on) <= 1e-9:
-        return keep("the labels show no gain from the stronger tier: no order of the prompts routes better")
+    too_few = _too_few(d, on, options)
+    if too_few is not None:
+        return keep(too_few)
     runs = [_out_of_fold(d, r, options) for r in range(options.repeats)]
     before, after, gain = _judge(d, on, runs, options)
     steps = choose_steps(d, _atoms(d, options.folds, f"adapt-{options.seed}-0"), options.terms)

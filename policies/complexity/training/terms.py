@@ -219,31 +219,41 @@ def fit(d: Labelled, idx: Sequence[int], opts: TermOptions, stats: Stats | None 
     return Fit(mu0, sd0, columns, mu, sds, beta, sd_f, table, centre, sd(loo, centre) or 1.0)
 
 
-def _ridge(st: Stats, c: float, k: float, ridge: float) -> tuple[list[int], list[float], list[float], list[float], float]:
-    """Ridge regression of the residual on the standardised features, from the sums: (columns,
-    means, std devs, coefficients, the spread of the fitted term)."""
-    n = st.n
+def _spread_columns(st: Stats) -> tuple[list[int], list[float], list[float]]:
+    """(indexes, means, std devs) of the features that vary over these labels."""
     columns, mu, sds = [], [], []
     for j in range(len(FEATURES)):
-        m = st.x[j] / n
-        s = math.sqrt(max(0.0, st.xx[j][j] / n - m * m))
+        m = st.x[j] / st.n
+        s = math.sqrt(max(0.0, st.xx[j][j] / st.n - m * m))
         if s > 1e-9:
             columns.append(j)
             mu.append(m)
             sds.append(s)
-    if not columns:
-        return [], [], [], [], 1.0
+    return columns, mu, sds
+
+
+def _correlations(st: Stats, columns: list[int], mu: list[float], sds: list[float]) -> list[list[float]]:
+    """n times the correlation matrix of the standardised columns (the sums keep the upper triangle)."""
     size = len(columns)
     gram = [[0.0] * size for _ in range(size)]
     for a, (ja, ma, sa) in enumerate(zip(columns, mu, sds)):
         for b in range(a, size):
             jb = columns[b]
-            value = ((st.xx[ja][jb] if ja <= jb else st.xx[jb][ja]) - n * ma * mu[b]) / (sa * sds[b])
-            gram[a][b] = gram[b][a] = value
+            gram[a][b] = gram[b][a] = (st.xx[ja][jb] - st.n * ma * mu[b]) / (sa * sds[b])
+    return gram
+
+
+def _ridge(st: Stats, c: float, k: float, ridge: float) -> tuple[list[int], list[float], list[float], list[float], float]:
+    """Ridge regression of the residual on the standardised features, from the sums: (columns,
+    means, std devs, coefficients, the spread of the fitted term)."""
+    columns, mu, sds = _spread_columns(st)
+    if not columns:
+        return [], [], [], [], 1.0
+    gram = _correlations(st, columns, mu, sds)
     # the residual sums to 0, so centring the features changes nothing on the right-hand side
     rhs = [(st.xg[j] - c * st.x[j] - k * st.xs[j]) / s for j, s in zip(columns, sds)]
-    penalised = [[v + (ridge * n if a == b else 0.0) for b, v in enumerate(row)] for a, row in enumerate(gram)]
-    beta = _solve(penalised, rhs)
+    size, n = len(columns), st.n
+    beta = _solve([[v + (ridge * n if a == b else 0.0) for b, v in enumerate(row)] for a, row in enumerate(gram)], rhs)
     spread = sum(beta[a] * gram[a][b] * beta[b] for a in range(size) for b in range(size)) / n
     return columns, mu, sds, beta, math.sqrt(max(0.0, spread)) or 1.0
 
@@ -255,22 +265,42 @@ def choose_steps(d: Labelled, atoms: dict[int, list[int]], opts: TermOptions,
     fold's sums and `everything` theirs together, when already added up."""
     if len(atoms) < 2:
         return 0.0, 0.0
-    sums = stats or {a: Stats.of(d, held) for a, held in atoms.items()}
-    whole = everything or Stats.of(d, [i for held in atoms.values() for i in held])
+    parts, gain = _out_of_fold_parts(d, atoms, opts, stats or {a: Stats.of(d, held) for a, held in atoms.items()},
+                                     everything or Stats.of(d, [i for held in atoms.values() for i in held]))
+    b0, bf, bw = _least_squares(parts, gain)
+    base = max(b0, opts.floor, 1.0 / math.sqrt(len(gain)))  # s0 counts as no weaker than its coefficient's error
+    return min(opts.max_step, max(0.0, bf / base)), min(opts.max_step, max(0.0, bw / base))
+
+
+def _out_of_fold_parts(d: Labelled, atoms: dict[int, list[int]], opts: TermOptions, sums: dict[int, Stats],
+                       whole: Stats) -> tuple[list[tuple[float, float, float]], list[float]]:
+    """(each prompt's parts from terms fitted without its fold, its gain), fold by fold."""
     parts: list[tuple[float, float, float]] = []
     gain: list[float] = []
     for a, held in atoms.items():
-        others = [b for b in atoms if b != a]
-        fitted = fit(d, [i for b in others for i in atoms[b]], opts, whole.without([sums[a]]))
+        fitted = fit(d, [i for b, rest in atoms.items() if b != a for i in rest], opts, whole.without([sums[a]]))
         parts.extend(fitted.parts(d, i) for i in held)
         gain.extend(d.hosted[i] - d.local[i] for i in held)
+    return parts, gain
+
+
+def _least_squares(parts: Sequence[tuple[float, float, float]], gain: Sequence[float]) -> list[float]:
+    """Coefficients of the standardised gain on the centred (s0, features, words)."""
     n = len(gain)
     mg = sum(gain) / n
     sg = sd(gain, mg) or 1.0
     y = [(g - mg) / sg for g in gain]
-    means = [sum(c) / n for c in zip(*parts)]
-    x = [[v - m for v, m in zip(p, means)] for p in parts]
-    gram = [[sum(r[a] * r[b] for r in x) + (1e-6 * n if a == b else 0.0) for b in range(3)] for a in range(3)]
-    b0, bf, bw = _solve(gram, [sum(r[a] * t for r, t in zip(x, y)) for a in range(3)])
-    base = max(b0, opts.floor, 1.0 / math.sqrt(n))  # s0 counts as no weaker than its coefficient's error
-    return min(opts.max_step, max(0.0, bf / base)), min(opts.max_step, max(0.0, bw / base))
+    x = _centred(parts)
+    gram = [[_dot(x, a, b) for b in range(3)] for a in range(3)]
+    for a in range(3):
+        gram[a][a] += 1e-6 * n  # keeps the system solvable when a term is constant
+    return _solve(gram, [sum(r[a] * t for r, t in zip(x, y)) for a in range(3)])
+
+
+def _centred(rows: Sequence[Sequence[float]]) -> list[list[float]]:
+    means = [sum(c) / len(rows) for c in zip(*rows)]
+    return [[v - m for v, m in zip(row, means)] for row in rows]
+
+
+def _dot(rows: Sequence[Sequence[float]], a: int, b: int) -> float:
+    return sum(r[a] * r[b] for r in rows)
