@@ -111,19 +111,19 @@ def _point(records: Sequence[dict[str, Any]], start: Any, start_scores: dict[str
 
 
 def format_table(curves: Sequence[Curve], ks: Sequence[int], shuffles: int) -> str:
-    head = f"{'set':16s} {'prompts':>7s} {'best':>6s}  " + "  ".join(f"{'k=' + str(k):>26s}" for k in ks)
-    lines = [head, f"{'':16s} {'':>7s} {'':>6s}  " + "  ".join(f"{'start -> adapted ± se (n)':>26s}" for _ in ks)]
+    head = f"{'set':16s} {'prompts':>7s} {'best':>6s}  " + "  ".join(f"{'k=' + str(k):>28s}" for k in ks)
+    lines = [head, f"{'':16s} {'':>7s} {'':>6s}  " + "  ".join(f"{'start -> adapted ± se (n)':>28s}" for _ in ks)]
     for c in curves:
         cells = []
         for k in ks:
             if k not in c.points:
-                cells.append(f"{'n/a':>26s}")
+                cells.append(f"{'n/a':>28s}")
                 continue
             mark = "" if c.safe(k) else "!"
             adopted = int(sum(c.points[k]["adopted"]))
             cells.append(f"{c.mean(k, 'start'):.3f} -> {c.mean(k, 'used'):.3f} ± {c.se(k, 'used'):.3f} ({adopted}){mark:1s}")
         best = f"{c.best:6.3f}" if c.best is not None else f"{'-':>6s}"
-        lines.append(f"{c.name:16.16s} {c.prompts:7d} {best}  " + "  ".join(f"{x:>26s}" for x in cells))
+        lines.append(f"{c.name:16.16s} {c.prompts:7d} {best}  " + "  ".join(f"{x:>28s}" for x in cells))
     lines.append(f"(n): shuffles of {shuffles} whose adaptation was adopted; ! marks a mean more than {TOLERANCE} "
                  "below the start")
     return "\n".join(lines)

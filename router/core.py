@@ -23,7 +23,7 @@ import logging
 import random
 import time
 from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from backends import build_backend
 from backends.base import Backend
@@ -46,6 +46,9 @@ from router.queueing import with_queue  # queue hook
 from router.redaction import Redactor
 from router.state.base import SharedState
 from router.state.rate_limits import RateLimiter, estimate_tokens, rate_limiter_for
+
+if TYPE_CHECKING:
+    from router.learning.learner import Learner
 
 __all__ = ["RouteStream", "Router"]
 
@@ -94,8 +97,10 @@ class Router:
             from router.feedback import attach_consortium_preferences
 
             attach_consortium_preferences(self)
-        self.learner = None  # routing.learn: labels, shadow judging, versions (router/learning/)
-        if self.config.routing.learn is not None:
+        # routing.learn: labels, shadow judging, versions (router/learning/); `--no-log` (log=False)
+        # opens no file, so it learns nothing either
+        self.learner: Learner | None = None
+        if self.config.routing.learn is not None and log is not False:
             from router.learning import attach_learning
 
             self.learner = attach_learning(self)

@@ -382,3 +382,8 @@ def test_a_router_without_learning_has_no_learner(tmp_path: Path) -> None:
     assert Router(load_config(config)).learner is None
 
 
+
+
+def test_no_log_learns_nothing_and_opens_no_file(tmp_path: Path) -> None:
+    router = Router(load_config(_config(tmp_path)), log=False)
+    assert router.learner is None and not (tmp_path / "route.db").exists()
