@@ -41,6 +41,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from backends.errors import ConfigError
+from backends.openai_chunks import DONE, ChunkWriter
 from backends.simulator.answers import Answer, finish, generate, prompt_tokens, with_thought, with_tool_calls
 from backends.simulator.anthropic import Messages
 from backends.simulator.drafts import drafts
@@ -247,7 +248,7 @@ async def _complete(client, send, model, answer: Answer, profile: SimProfile, fa
 
 async def _stream(client, send, body, model, answer: Answer, profile: SimProfile, fault) -> str:
     include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-    chunk = _ChunkWriter(model, include_usage)
+    chunk = _chunk_writer(model, include_usage)
     await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
     # A drop or malformed line comes partway through, after some good chunks.
     cut = max(1, answer.completion_tokens // 2) if fault in ("drop", "malformed") else None
@@ -262,12 +263,12 @@ async def _stream(client, send, body, model, answer: Answer, profile: SimProfile
         return "completed"
     if answer.tool_calls:  # the calls' pieces, each in its own event, as providers stream them
         pieces = argument_pieces(list(answer.tool_calls))
-        await send({"type": "http.response.body", "body": b"".join(chunk.tool_call(p) for p in pieces),
+        await send({"type": "http.response.body", "body": b"".join(chunk.delta({"tool_calls": [p]}) for p in pieces),
                     "more_body": True})
     tail = [chunk.finish(answer.finish_reason)]
     if include_usage:
-        tail.append(chunk.usage(answer))
-    tail.append(b"data: [DONE]\n\n")
+        tail.append(chunk.usage(_usage(answer)))
+    tail.append(DONE)
     await send({"type": "http.response.body", "body": b"".join(tail)})
     return "completed"
 
@@ -275,7 +276,7 @@ async def _stream(client, send, body, model, answer: Answer, profile: SimProfile
 async def _stream_drafts(client, send, body, model, answer: Answer, profile: SimProfile) -> str:
     """Mercury's `diffusing` mode: each event holds the whole draft so far (simulator/drafts.py)."""
     include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-    chunk = _ChunkWriter(model, include_usage)
+    chunk = _chunk_writer(model, include_usage)
     await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
     await send({"type": "http.response.body", "body": chunk.role(), "more_body": True})
     for due_s, draft in drafts(answer.tokens, profile):
@@ -284,8 +285,8 @@ async def _stream_drafts(client, send, body, model, answer: Answer, profile: Sim
         await send({"type": "http.response.body", "body": chunk.content(draft), "more_body": True})
     tail = [chunk.finish(answer.finish_reason)]
     if include_usage:
-        tail.append(chunk.usage(answer))
-    await send({"type": "http.response.body", "body": b"".join([*tail, b"data: [DONE]\n\n"])})
+        tail.append(chunk.usage(_usage(answer)))
+    await send({"type": "http.response.body", "body": b"".join([*tail, DONE])})
     return "completed"
 
 
@@ -329,34 +330,11 @@ def _schedule(tokens: list[str], profile: SimProfile, fault):
     yield due, group
 
 
-class _ChunkWriter:
-    """Builds `chat.completion.chunk` SSE events; OpenAI repeats id/created/model in each."""
-
-    def __init__(self, model: str, include_usage: bool):
-        self.base = _envelope(model, "chat.completion.chunk")
-        if include_usage:
-            self.base["usage"] = None  # OpenAI sends an explicit null until the last chunk
-
-    def _event(self, choices: list[dict[str, Any]], **extra: Any) -> bytes:
-        return b"data: " + _dumps({**self.base, "choices": choices, **extra}) + b"\n\n"
-
-    def _choice(self, delta: dict[str, Any], finish_reason: str | None = None) -> dict:
-        return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
-
-    def role(self) -> bytes:
-        return self._event([self._choice({"role": "assistant", "content": ""})])
-
-    def content(self, text: str) -> bytes:
-        return self._event([self._choice({"content": text})])
-
-    def tool_call(self, piece: dict[str, Any]) -> bytes:
-        return self._event([self._choice({"tool_calls": [piece]})])
-
-    def finish(self, reason: str) -> bytes:
-        return self._event([self._choice({}, reason)])
-
-    def usage(self, answer: Answer) -> bytes:
-        return self._event([], usage=_usage(answer))
+def _chunk_writer(model: str, include_usage: bool) -> ChunkWriter:
+    """OpenAI's chunks, as OpenAI writes them: a fingerprint, and an explicit null usage until
+    the last chunk when usage was asked for."""
+    fields: dict[str, Any] = {"system_fingerprint": _FINGERPRINT, **({"usage": None} if include_usage else {})}
+    return ChunkWriter(model, completion_id=f"chatcmpl-sim-{uuid.uuid4().hex[:24]}", fields=fields)
 
 
 def _envelope(model: str, obj: str) -> dict[str, Any]:

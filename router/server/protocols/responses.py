@@ -1,5 +1,6 @@
-"""The OpenAI Responses API (`POST /v1/responses`), the subset agents use, translated to and from
-the router's chat-format call. Stateless: nothing is stored, so a request must carry its whole
+"""The OpenAI Responses API (`POST /v1/responses`), the subset agents use, as a dialect:
+translated to and from the router's chat-format call; the request is checked against
+responses_schema.py. Stateless: nothing is stored, so a request must carry its whole
 conversation.
 
 Supported: `input` as text or a list of message, `function_call` and `function_call_output`
@@ -21,11 +22,12 @@ from collections.abc import Iterator
 from typing import Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from backends.types import Completion, Message
-from router.server.translated import Translated
-from router.server.wire import ApiError
+from router.server.errors import ApiError
+from router.server.protocols.base import Call, Facts
+from router.server.protocols.responses_schema import RESPONSES_REQUEST, ResponsesRequest
+from router.server.protocols.validation import bad_request, decode, validated
 
 __all__ = ["ResponsesDialect"]
 
@@ -36,46 +38,20 @@ _STATEFUL = {
 }
 
 
-class _Lenient(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-
-class ResponsesRequest(_Lenient):
-    model: str = Field(min_length=1)
-    input: str | list[dict[str, Any]]
-    instructions: str | None = None
-    tools: list[dict[str, Any]] | None = None
-    tool_choice: str | dict[str, Any] | None = None
-    parallel_tool_calls: bool | None = None
-    max_output_tokens: int | None = Field(None, ge=1)
-    temperature: float | None = Field(None, ge=0, le=2)
-    top_p: float | None = Field(None, gt=0, le=1)
-    stream: bool = False
-    background: bool | None = None
-    text: dict[str, Any] | None = None
-    previous_response_id: str | None = None
-    conversation: Any = None
-    prompt: Any = None
-
-
 def _bad(message: str, param: str | None = None) -> ApiError:
-    return ApiError(400, message, code="unsupported_parameter" if param else "invalid_request", param=param)
+    return bad_request(message, param, "unsupported_parameter" if param else "invalid_request")
 
 
-def _parse(raw: bytes) -> ResponsesRequest:
-    try:
-        request = ResponsesRequest.model_validate_json(raw)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "body"
-        raise _bad(f"{where}: {first['msg']}") from None
+def _parse(raw: bytes) -> tuple[ResponsesRequest, dict[str, Any]]:
+    body = decode(raw, "a Responses object with `model` and `input`")
+    request = validated(RESPONSES_REQUEST, body, "the OpenAI Responses API reference")
     for name, why in _STATEFUL.items():
         if getattr(request, name) is not None:
             raise _bad(f"`{name}` is not supported: {why}", name)
     if request.background:
         raise _bad("`background: true` is not supported: answers are not stored to fetch later; stream instead",
                    "background")
-    return request
+    return request, body
 
 
 # -- requests -----------------------------------------------------------------------------------
@@ -131,12 +107,12 @@ def _item(out: list[Message], item: dict[str, Any]) -> None:
                    "built-in tool results); send message, function_call and function_call_output items", "input")
 
 
-def _messages(request: ResponsesRequest) -> list[Message]:
+def _messages(request: ResponsesRequest, body: dict[str, Any]) -> list[Message]:
     out: list[Message] = [{"role": "system", "content": request.instructions}] if request.instructions else []
-    if isinstance(request.input, str):
-        out.append({"role": "user", "content": request.input})
+    if isinstance(body["input"], str):
+        out.append({"role": "user", "content": body["input"]})
     else:
-        for item in request.input:
+        for item in body["input"]:
             _item(out, item)
     if not out:
         raise _bad("`input` is empty; send text or at least one message", "input")
@@ -183,15 +159,15 @@ def _response_format(text: dict[str, Any] | None) -> dict[str, Any] | None:
     return None
 
 
-def _extra(request: ResponsesRequest, tools: list[dict[str, Any]] | None) -> dict[str, Any]:
+def _extra(request: ResponsesRequest, body: dict[str, Any], tools: list[dict[str, Any]] | None) -> dict[str, Any]:
     extra: dict[str, Any] = {}
     if tools:
         extra["tools"] = tools
-        for key, value in (("tool_choice", _tool_choice(request.tool_choice)),
+        for key, value in (("tool_choice", _tool_choice(body.get("tool_choice"))),
                            ("parallel_tool_calls", request.parallel_tool_calls)):
             if value is not None:
                 extra[key] = value
-    response_format = _response_format(request.text)
+    response_format = _response_format(body.get("text"))
     if response_format:
         extra["response_format"] = response_format
     if request.top_p is not None:
@@ -241,7 +217,7 @@ def _usage(completion: Completion) -> dict[str, Any]:
             "total_tokens": u.total_tokens}
 
 
-def _envelope(call: Translated, ids: _Ids, status: Literal["in_progress", "completed", "incomplete", "failed"],
+def _envelope(call: Call, ids: _Ids, status: Literal["in_progress", "completed", "incomplete", "failed"],
               output: list[dict[str, Any]], usage: dict[str, Any] | None) -> dict[str, Any]:
     return {"id": ids.response, "object": "response", "created_at": ids.created, "status": status, "model": call.model,
             "output": output, "usage": usage, "error": None,
@@ -253,7 +229,7 @@ def _envelope(call: Translated, ids: _Ids, status: Literal["in_progress", "compl
             "text": {"format": {"type": "text"}}, "truncation": "disabled", "store": False}
 
 
-def _finished(call: Translated, ids: _Ids, completion: Completion) -> dict[str, Any]:
+def _finished(call: Call, ids: _Ids, completion: Completion) -> dict[str, Any]:
     output = [_message_item(ids, completion.text)] if completion.text else []
     output += _call_items(ids, completion, call.echo["namespaces"])
     status: Literal["completed", "incomplete"] = "incomplete" if completion.finish_reason == "length" else "completed"
@@ -264,7 +240,7 @@ class _Events:
     """One stream's events, numbered. Text goes out as it comes; tool calls arrive whole with the
     final completion, so each is an item whose arguments come in one delta."""
 
-    def __init__(self, call: Translated):
+    def __init__(self, call: Call):
         self.call, self.ids = call, _Ids()
         self.seq = 0
         self.text_parts: list[str] = []
@@ -300,7 +276,13 @@ class _Events:
                             part={"type": "output_text", "text": text, "annotations": []}),
                 self._event("response.output_item.done", output_index=0, item=_message_item(self.ids, text))]
 
-    def finish(self, completion: Completion | None) -> bytes:
+    def thinking(self, text: str) -> bytes:
+        return b""
+
+    def draft(self, text: str) -> bytes:
+        return b""
+
+    def finish(self, completion: Completion | None, facts: Facts | None) -> bytes:
         out = self._close_text()
         if completion is None:
             completion = Completion(text="".join(self.text_parts), backend="", model="")
@@ -325,22 +307,22 @@ class _Events:
 
 
 class ResponsesDialect:
-    """`POST /v1/responses` for TranslatedEndpoint."""
+    """`POST /v1/responses`."""
 
-    def parse(self, raw: bytes) -> Translated:
-        request = _parse(raw)
-        tools, namespaces = _tools(request.tools)
-        echo = {"instructions": request.instructions, "tools": request.tools, "tool_choice": request.tool_choice,
+    def parse(self, raw: bytes) -> Call:
+        request, body = _parse(raw)
+        tools, namespaces = _tools(body.get("tools"))
+        echo = {"instructions": request.instructions, "tools": body.get("tools"), "tool_choice": body.get("tool_choice"),
                 "namespaces": namespaces}
-        return Translated(model=request.model, messages=_messages(request), stream=request.stream,
-                          max_tokens=request.max_output_tokens, temperature=request.temperature,
-                          extra=_extra(request, tools), echo=echo)
+        return Call(model=request.model, messages=_messages(request, body), stream=request.stream,
+                    max_tokens=request.max_output_tokens, temperature=request.temperature,
+                    extra=_extra(request, body, tools), echo=echo)
 
     def error_body(self, err: ApiError) -> bytes:
         return err.body()
 
-    def body(self, call: Translated, completion: Completion) -> bytes:
+    def body(self, call: Call, completion: Completion, facts: Facts | None) -> bytes:
         return orjson.dumps(_finished(call, _Ids(), completion))
 
-    def writer(self, call: Translated) -> _Events:
+    def writer(self, call: Call) -> _Events:
         return _Events(call)

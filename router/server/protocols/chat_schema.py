@@ -8,8 +8,7 @@ before anything is routed, so nothing malformed reaches the scorer, the log or a
   input_audio, file; refusal for the assistant);
 - tools, tool_choice and response_format in the API's shapes; numeric options in the API's
   ranges;
-- the decoded body no deeper than MAX_DEPTH (tool schemas are the deepest real thing; the
-  encoders that forward a body recurse once per level).
+- the decoded body no deeper than validation.MAX_DEPTH (checked before this schema sees it).
 
 Unknown keys: where the API takes free-form JSON (a tool's `parameters`, a JSON schema,
 `metadata`, `logit_bias`) anything goes; messages and content parts keep extra keys, because
@@ -17,19 +16,16 @@ providers extend them (`cache_control`, `reasoning_content`) and they are sent o
 the typed objects (tools, tool_choice, response_format, stream_options) refuse unknown keys,
 as the API does; unknown top-level fields are ignored and not sent on, so one editor's exotic
 option cannot make every backend answer 400.
-
-The Anthropic Messages and Responses endpoints will get a protocol module each beside this one.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-__all__ = ["MAX_DEPTH", "ChatCompletionRequest", "ValidationError", "depth_exceeds", "validate_chat"]
+__all__ = ["CHAT_REQUEST", "ChatCompletionRequest"]
 
-MAX_DEPTH = 64  # nested objects and arrays in one body
 _NAME = r"^[a-zA-Z0-9_-]{1,64}$"  # the API's function-name rule
 
 
@@ -238,26 +234,4 @@ class ChatCompletionRequest(BaseModel):
     service_tier: str | None = None
 
 
-_ADAPTER = TypeAdapter(ChatCompletionRequest)
-
-
-def depth_exceeds(value: Any, limit: int = MAX_DEPTH) -> bool:
-    """True when `value` nests objects/arrays more than `limit` deep. Iterative, level by level:
-    the point is that a hostile body must not reach anything that recurses."""
-    level = [value] if type(value) is dict or type(value) is list else []
-    depth = 0
-    while level:
-        depth += 1
-        if depth > limit:
-            return True
-        below: list[Any] = []
-        for item in level:
-            below += [c for c in (item.values() if type(item) is dict else item)
-                      if type(c) is dict or type(c) is list]
-        level = below
-    return False
-
-
-def validate_chat(body: Any) -> ChatCompletionRequest:
-    """The request, or pydantic's ValidationError."""
-    return _ADAPTER.validate_python(body)
+CHAT_REQUEST = TypeAdapter(ChatCompletionRequest)

@@ -1,0 +1,145 @@
+"""The Anthropic Messages API (`POST /v1/messages`, `/v1/messages/count_tokens`) as a dialect,
+translated to and from the router's chat-format call.
+
+The request is checked against messages_schema.py; the content translation is
+backends/anthropic_format.py, shared with the `anthropic` backend kind and the simulator.
+Answers: text and `tool_use` blocks, OpenAI finish reasons as Anthropic stop reasons, usage.
+Streams follow Anthropic's event sequence (backends/anthropic_events.py). Errors:
+`{"type": "error", "error": {"type", "message"}}`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import orjson
+
+from backends.anthropic_events import MessageEvents
+from backends.anthropic_format import STOP_REASONS, Unsupported, chat_messages, chat_tool_choice, chat_tools, tool_input
+from backends.types import Completion, Message
+from router.server.errors import ApiError
+from router.server.protocols.base import Call, Facts
+from router.server.protocols.messages_schema import COUNT_TOKENS_REQUEST, MESSAGES_REQUEST
+from router.server.protocols.validation import bad_request, decode, validated
+
+__all__ = ["MessagesDialect", "count_tokens", "error_type", "stop_reason"]
+
+_REFERENCE = "https://docs.anthropic.com/en/api/messages"
+_WHAT = "a Messages object with `model`, `max_tokens` and `messages`"
+# Anthropic's error `type` for each HTTP status it uses; other statuses fall back by class.
+_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+                404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error",
+                503: "overloaded_error", 529: "overloaded_error"}
+
+
+def error_type(status: int) -> str:
+    return _ERROR_TYPES.get(status) or ("invalid_request_error" if status < 500 else "api_error")
+
+
+def error_body(err: ApiError) -> bytes:
+    return orjson.dumps({"type": "error", "error": {"type": error_type(err.status), "message": err.message}})
+
+
+def stop_reason(completion: Completion) -> str:
+    if completion.tool_calls:
+        return "tool_use"
+    return STOP_REASONS.get(completion.finish_reason or "stop", "end_turn")
+
+
+def _translated(body: dict[str, Any]) -> tuple[list[Message], list[dict[str, Any]] | None]:
+    """Chat messages and tools (backends/anthropic_format.py); a 400 naming what cannot be said."""
+    try:
+        return chat_messages(body.get("system"), body["messages"]), chat_tools(body.get("tools"))
+    except Unsupported as exc:
+        raise bad_request(f"{exc} (this router translates Messages to chat completions)") from None
+
+
+def count_tokens(raw: bytes) -> int:
+    """An estimate (about four characters a token, as the router's context check counts): the
+    router has no tokenizer for every backend, and agents use this only to budget context."""
+    body = decode(raw, "a count_tokens object with `model` and `messages`")
+    validated(COUNT_TOKENS_REQUEST, body, _REFERENCE)
+    messages, tools = _translated(body)
+    return max(1, (len(orjson.dumps(messages)) + len(orjson.dumps(tools or []))) // 4)
+
+
+def _tool_blocks(completion: Completion) -> list[dict[str, Any]]:
+    return [{"type": "tool_use", "id": call.get("id") or f"toolu_{uuid.uuid4().hex[:24]}",
+             "name": call["function"]["name"], "input": tool_input(call["function"].get("arguments", ""))}
+            for call in completion.tool_calls or ()]
+
+
+def _usage(completion: Completion) -> dict[str, int]:
+    return {"input_tokens": completion.usage.input_tokens, "output_tokens": completion.usage.output_tokens}
+
+
+class _Events:
+    """One stream's events. Text goes out as it comes; tool calls arrive whole with the final
+    completion, so each is one block with its input in one `input_json_delta`."""
+
+    def __init__(self, call: Call):
+        self._events = MessageEvents(call.model, f"msg_{uuid.uuid4().hex[:24]}",
+                                     {"input_tokens": call.echo.get("input_estimate", 0), "output_tokens": 0})
+
+    def start(self) -> bytes:
+        return self._events.start()
+
+    def text(self, text: str) -> bytes:
+        return self._events.text(text)
+
+    def thinking(self, text: str) -> bytes:
+        return b""  # a thinking block needs Anthropic's signature to be sent back: not ours to forge
+
+    def draft(self, text: str) -> bytes:
+        return b""
+
+    def finish(self, completion: Completion | None, facts: Facts | None) -> bytes:
+        out = []
+        for index, block in enumerate(_tool_blocks(completion) if completion is not None else ()):
+            out.append(self._events.tool_call(index, call_id=block["id"], name=block["name"],
+                                              arguments=orjson.dumps(block["input"]).decode()))
+        reason = stop_reason(completion) if completion is not None else "end_turn"
+        usage = _usage(completion) if completion is not None else {"output_tokens": 0}
+        out.append(self._events.finish(reason, usage))
+        return b"".join(out)
+
+    def error(self, err: ApiError) -> bytes:
+        return MessageEvents.error(error_type(err.status), err.message)
+
+
+class MessagesDialect:
+    """`POST /v1/messages`."""
+
+    def parse(self, raw: bytes) -> Call:
+        body = decode(raw, _WHAT)
+        request = validated(MESSAGES_REQUEST, body, _REFERENCE)
+        messages, tools = _translated(body)
+        extra: dict[str, Any] = {}
+        if tools:
+            extra["tools"] = tools
+            try:
+                choice = chat_tool_choice(body.get("tool_choice"))
+            except Unsupported as exc:
+                raise bad_request(str(exc), "tool_choice") from None
+            if choice is not None:
+                extra["tool_choice"] = choice
+        if request.top_p is not None:
+            extra["top_p"] = request.top_p
+        estimate = max(1, len(orjson.dumps(messages)) // 4)
+        return Call(model=request.model, messages=messages, stream=request.stream, max_tokens=request.max_tokens,
+                    temperature=request.temperature, stop=request.stop_sequences or None, extra=extra,
+                    echo={"input_estimate": estimate})
+
+    def error_body(self, err: ApiError) -> bytes:
+        return error_body(err)
+
+    def body(self, call: Call, completion: Completion, facts: Facts | None) -> bytes:
+        content: list[dict[str, Any]] = [{"type": "text", "text": completion.text}] if completion.text else []
+        content += _tool_blocks(completion)
+        return orjson.dumps({"id": f"msg_{uuid.uuid4().hex[:24]}", "type": "message", "role": "assistant",
+                             "model": call.model, "content": content, "stop_reason": stop_reason(completion),
+                             "stop_sequence": None, "usage": _usage(completion)})
+
+    def writer(self, call: Call) -> _Events:
+        return _Events(call)
