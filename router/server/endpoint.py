@@ -79,7 +79,8 @@ async def _read(receive: Any, limit: int) -> bytes:
 def _too_large(limit: int) -> ApiError:
     return ApiError(413, f"the request body is larger than the server's limit of {limit} bytes; "
                          "send less, or start `route serve` with a larger --max-body",
-                    code="request_too_large")
+                    # The rest of the body is never read: the connection cannot carry another request.
+                    code="request_too_large", headers={"connection": "close"})
 
 
 async def send_body(send: Any, status: int, body: bytes, headers: Iterable[tuple[bytes, bytes]] = (JSON,)) -> None:
