@@ -55,12 +55,15 @@ class MessageEvents:
                                                             "delta": {"type": "text_delta", "text": text}})])
 
     def thinking(self, text: str, signature: str | None = None) -> bytes:
-        head = self._switch("thinking", None, {"type": "thinking", "thinking": "", "signature": ""})
-        out = [*head, sse("content_block_delta", {"index": self.blocks - 1,
-                                                  "delta": {"type": "thinking_delta", "thinking": text}})]
+        """More thinking; a `signature` ends the thinking block it seals."""
+        out = self._switch("thinking", None, {"type": "thinking", "thinking": "", "signature": ""})
+        if text:
+            out.append(sse("content_block_delta", {"index": self.blocks - 1,
+                                                   "delta": {"type": "thinking_delta", "thinking": text}}))
         if signature:
             out.append(sse("content_block_delta", {"index": self.blocks - 1,
                                                    "delta": {"type": "signature_delta", "signature": signature}}))
+            out += self._close()  # the next thinking, if any, is a block of its own
         return b"".join(out)
 
     def tool_call(self, index: int, *, call_id: str | None = None, name: str | None = None,

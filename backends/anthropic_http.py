@@ -10,7 +10,8 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
-from backends.anthropic_format import StreamReader, message_delta, request_parts
+from backends.anthropic_answers import StreamReader, message_delta
+from backends.anthropic_format import request_options, request_parts
 from backends.assembly import Delta
 from backends.base import Backend, BackendSettings, Health
 from backends.capabilities import Capabilities
@@ -25,8 +26,9 @@ __all__ = ["AnthropicBackend"]
 _DEFAULT_BASE_URL = "https://api.anthropic.com/v1"
 _VERSION = "2023-06-01"
 _DEFAULT_MAX_TOKENS = 4096  # the API requires max_tokens; a request or `params:` usually sets it
-# Chat parameters the Messages API also takes; others (seed, response_format...) it has no word for.
-_SHARED = ("top_p", "top_k", "metadata")
+# Chat parameters the Messages API takes under the same name; others (seed, response_format...) it
+# has no word for, and the rest it names differently (request_options).
+_SHARED = ("top_p",)
 
 
 class AnthropicBackend(Backend):
@@ -59,7 +61,12 @@ class AnthropicBackend(Backend):
         payload.update(request_parts(request.messages, request.extra))
         payload["model"] = self.model
         payload["max_tokens"] = request.max_tokens or params.get("max_tokens") or _DEFAULT_MAX_TOKENS
-        if request.temperature is not None:
+        payload.update(request_options(request.extra, payload["max_tokens"]))
+        if payload.get("thinking", {}).get("type") == "enabled":
+            # Anthropic refuses sampling changes while the model thinks.
+            for key in ("temperature", "top_p", "top_k"):
+                payload.pop(key, None)
+        elif request.temperature is not None:
             payload["temperature"] = min(1.0, request.temperature)  # Anthropic's range is 0..1
         if request.stop:
             payload["stop_sequences"] = request.stop
@@ -84,17 +91,19 @@ class AnthropicBackend(Backend):
 
     def _answer(self, body: bytes, simulated: bool) -> Delta:
         try:
-            text, calls, usage, reason = message_delta(json.loads(body))
+            delta = message_delta(json.loads(body))
         except (ValueError, AttributeError, TypeError) as exc:
             raise MalformedResponse(f"not an Anthropic message: {body[:200]!r}", **self.where()) from exc
-        return Delta(text=text, tool_calls=calls, usage=usage, finish_reason=reason, simulated=simulated)
+        delta.simulated = simulated
+        return delta
 
     async def _stream_events(self, reply: Reply) -> AsyncIterator[Delta]:
         reader = StreamReader()
         async for data in reply.events(_is_stop):
-            text, calls, usage, reason = reader.read(self._parse_event(data))
-            if text or calls or usage or reason:
-                yield Delta(text=text, tool_calls=calls, usage=usage, finish_reason=reason, simulated=reply.simulated)
+            delta = reader.read(self._parse_event(data))
+            if delta is not None:
+                delta.simulated = reply.simulated
+                yield delta
 
     def _parse_event(self, data: str) -> dict[str, Any]:
         try:

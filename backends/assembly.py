@@ -41,6 +41,8 @@ class Delta:
     text: str = ""
     draft: str | None = None
     reasoning: str = ""  # thinking a server split out itself (`reasoning_content`): never answer text
+    signature: str = ""  # the provider's seal on the thinking so far (Anthropic's signature_delta)
+    redacted: tuple[str, ...] = ()  # thinking the provider sent encrypted (Anthropic's redacted_thinking)
     tool_calls: Sequence[Mapping[str, Any]] = ()
     usage: Usage | None = None
     finish_reason: str | None = None
@@ -64,6 +66,9 @@ class Assembly:
     # Thinking (backends/thinking.py): sent apart by the server, or inline between markers in the text.
     reasoning: list[str] = field(default_factory=list)
     thinking: ThinkingSplitter = field(default_factory=ThinkingSplitter)
+    # Signed and redacted thinking, as blocks a client sends back to the provider that signed them.
+    sealed: list[dict[str, Any]] = field(default_factory=list)
+    unsealed: int = 0  # where in `reasoning` the thinking not yet signed begins
 
     def apply(self, delta: Delta) -> list[Chunk]:
         """Fold one delta in; the chunks it produces for the caller."""
@@ -82,11 +87,21 @@ class Assembly:
             self._first_content()
             self.reasoning.append(delta.reasoning)
             chunks.append(ThinkingChunk(delta.reasoning))
+        if delta.signature or delta.redacted:
+            chunks += self._seal(delta)
         if delta.text:
             self._first_content()
             self.parts.append(delta.text)  # raw: the completion splits the whole text once more
             chunks += _thinking_chunks(self.thinking.feed(delta.text))
         return chunks
+
+    def _seal(self, delta: Delta) -> list[Chunk]:
+        if delta.signature:
+            self.sealed.append({"type": "thinking", "thinking": "".join(self.reasoning[self.unsealed:]),
+                                "signature": delta.signature})
+            self.unsealed = len(self.reasoning)
+        self.sealed += [{"type": "redacted_thinking", "data": data} for data in delta.redacted]
+        return [ThinkingChunk("", signature=delta.signature)] if delta.signature else []
 
     def _first_content(self) -> None:
         if self.ttft is None:
@@ -106,6 +121,8 @@ class Assembly:
         settings = self.backend.settings
         text = "".join(self.parts)
         metadata: dict[str, Any] = {"simulated": True} if self.simulated else {}
+        if self.sealed:
+            metadata["thinking_blocks"] = self.sealed
         usage = self.usage
         if usage is None:
             # Servers that omit usage still get a cost estimate; say it is one.

@@ -148,7 +148,19 @@ class Backend:
         return self.capabilities
 
     def cost(self, usage: Usage) -> float:
-        return self.settings.price.cost(usage)
+        price = self.settings.price
+        if (usage.cache_read_tokens or usage.cache_write_tokens) and not price.caches_known:
+            price = self._cache_priced()
+        return price.cost(usage)
+
+    def _cache_priced(self) -> Price:
+        # Looked up once, on the first answer that reports cached tokens (backends/prices.py).
+        priced: Price | None = getattr(self, "_cache_price", None)
+        if priced is None:
+            from backends.prices import with_cache_prices
+
+            priced = self._cache_price = with_cache_prices(self.settings.price, self.model, self.kind)
+        return priced
 
     async def check(self, timeout_s: float = 5.0) -> Health:
         """A cheap check for `route doctor` that spends nothing: is this backend usable? The
@@ -241,8 +253,8 @@ def merged(chunks: list[Chunk]) -> list[Chunk]:
         last = out[-1] if out else None
         if isinstance(chunk, TextChunk) and isinstance(last, TextChunk):
             out[-1] = TextChunk(last.text + chunk.text)
-        elif isinstance(chunk, ThinkingChunk) and isinstance(last, ThinkingChunk):
-            out[-1] = ThinkingChunk(last.text + chunk.text)
+        elif isinstance(chunk, ThinkingChunk) and isinstance(last, ThinkingChunk) and last.signature is None:
+            out[-1] = ThinkingChunk(last.text + chunk.text, signature=chunk.signature)  # a signature ends a block
         else:
             out.append(chunk)
     return out

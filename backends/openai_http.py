@@ -19,6 +19,7 @@ from backends.deadline import Deadline
 from backends.errors import BackendError, MalformedResponse
 from backends.http_errors import is_transport_error
 from backends.http_transport import HttpTransport
+from backends.openai_fields import chat_messages, is_openai_itself, request_fields
 from backends.params import ChatParams
 from backends.served import not_served_hint, served_models
 from backends.thinking import reasoning_delta, reasoning_of  # thinking hook
@@ -39,6 +40,7 @@ class OpenAIBackend(Backend):
         # For messages: as configured, so a ${NAME} in it never shows its value.
         shown = (settings.base_url or _DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
         self._http = HttpTransport(shown, self.where())
+        self._strict = is_openai_itself(settings.base_url)  # refuses fields it does not know
 
     @property
     def endpoint(self) -> str:
@@ -50,11 +52,13 @@ class OpenAIBackend(Backend):
         return {**headers, "Authorization": f"Bearer {key}"} if key else headers
 
     def _payload(self, request: Request, *, stream: bool) -> dict[str, Any]:
+        """The client's fields as backends/openai_fields.py says, under the config's."""
         payload: dict[str, Any] = {**self.settings.resolve(self.settings.passthrough), **self.settings.params,
-                                   **request.extra}
+                                   **request_fields(request.extra, strict=self._strict)}
         payload["model"] = self.model
-        payload["messages"] = request.messages
-        if request.max_tokens is not None:
+        payload["messages"] = chat_messages(request.messages, strict=self._strict)
+        # A client that wrote max_completion_tokens (OpenAI's reasoning models refuse max_tokens) keeps it.
+        if request.max_tokens is not None and "max_completion_tokens" not in payload:
             payload["max_tokens"] = request.max_tokens
         if request.temperature is not None:
             payload["temperature"] = request.temperature
@@ -149,6 +153,23 @@ def _is_done(data: str) -> bool:
 
 
 def _usage(raw: Any) -> Usage | None:
+    """OpenAI's usage, with what its details say about caching and reasoning (and the fields
+    Anthropic-backed proxies and DeepSeek add for the same)."""
     if not isinstance(raw, dict):
         return None
-    return Usage(input_tokens=int(raw.get("prompt_tokens") or 0), output_tokens=int(raw.get("completion_tokens") or 0))
+    prompt = _details(raw, "prompt_tokens_details")
+    completion = _details(raw, "completion_tokens_details")
+    return Usage(input_tokens=_count(raw.get("prompt_tokens")), output_tokens=_count(raw.get("completion_tokens")),
+                 thinking_tokens=_count(completion.get("reasoning_tokens")),
+                 cache_read_tokens=_count(prompt.get("cached_tokens") or raw.get("cache_read_input_tokens")
+                                          or raw.get("prompt_cache_hit_tokens")),
+                 cache_write_tokens=_count(raw.get("cache_creation_input_tokens")))
+
+
+def _details(raw: dict[str, Any], key: str) -> dict[str, Any]:
+    value = raw.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def _count(value: Any) -> int:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else 0

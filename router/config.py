@@ -29,6 +29,10 @@ class _Strict(BaseModel):
 class PriceConfig(_Strict):
     input: float = Field(0.0, ge=0, description="dollars per million input tokens")
     output: float = Field(0.0, ge=0, description="dollars per million output tokens")
+    cache_read: float | None = Field(None, ge=0, description="dollars per million input tokens read from the "
+                                     "provider's prompt cache (default: litellm's price map, else input / 10)")
+    cache_write: float | None = Field(None, ge=0, description="dollars per million input tokens written to the "
+                                      "prompt cache (default: litellm's price map, else input; x1.25 for anthropic)")
 
 
 class LatencyPrior(_Strict):
@@ -106,7 +110,7 @@ class BackendConfig(_Strict):
             model=self.model,
             base_url=self.base_url,
             api_key_env=self.api_key_env,
-            price=Price(self.price.input, self.price.output),
+            price=Price(self.price.input, self.price.output, self.price.cache_read, self.price.cache_write),
             decoding=self.decoding,
             canvas_length=self.canvas_length,
             timeout_s=self.timeout_s,

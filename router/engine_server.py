@@ -27,7 +27,7 @@ from router.core import Router
 
 __all__ = ["EngineServer", "create_app"]
 
-_PASSED = (*GENERATION_KEYS, "seed", "thinking", "tools", "tool_choice", "parallel_tool_calls")
+_PASSED = (*GENERATION_KEYS, "seed", "thinking", "reasoning_effort", "tools", "tool_choice", "parallel_tool_calls")
 _PATHS = ("/v1/chat/completions", "/chat/completions")
 
 

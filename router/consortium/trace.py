@@ -13,7 +13,7 @@ __all__ = ["ArbiterRecord", "MemberRecord", "RoundRecord", "add_usage", "complet
 
 
 def add_usage(a: Usage, b: Usage) -> Usage:
-    return Usage(a.input_tokens + b.input_tokens, a.output_tokens + b.output_tokens)
+    return a + b
 
 
 def completion_facts(c: Completion) -> dict[str, Any]:

@@ -282,7 +282,7 @@ def _event(writer: EventWriter, chunk: Chunk) -> bytes:
     if isinstance(chunk, TextChunk):
         return writer.text(chunk.text)
     if isinstance(chunk, ThinkingChunk):
-        return writer.thinking(chunk.text)
+        return writer.thinking(chunk.text, chunk.signature)
     if isinstance(chunk, DraftChunk):
         return writer.draft(chunk.text)
     return b""  # the final chunk is the flow's; a kind of chunk this writer has no event for

@@ -1,20 +1,27 @@
 """OpenAI chat completions (`POST /v1/chat/completions`) as a dialect: the request checked
 against its schema (chat_schema.py), answers and stream chunks in its format.
 
-The messages go to the backends as the client sent them (validated, not rebuilt). Answers carry
+The messages go to the backends as the client sent them (validated, not rebuilt), and so does
+every other field the router does not consume itself: each backend kind takes what it can
+(backends/openai_fields.py, anthropic_format.py; docs/fields.md has the table). Keys a client
+adds to an otherwise valid object are accepted and logged at debug, as real clients send them
+(an older Codex wrote each tool's `name` beside its `function`). Answers carry
 `reasoning_content` beside the content when the model thought (as vLLM's reasoning parsers and
-DeepSeek send it), and route's own facts under `route` (a downgrade, a degraded consortium),
-which OpenAI clients keep (the SDK's `model_extra`). A client that asks for Mercury's
-`"diffusing": true` gets the whole answer so far in every event, drafts included.
+DeepSeek send it), cached prompt tokens in `prompt_tokens_details`, and route's own facts under
+`route` (a downgrade, a degraded consortium), which OpenAI clients keep (the SDK's
+`model_extra`). A client that asks for Mercury's `"diffusing": true` gets the whole answer so far
+in every event, drafts included.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable
 from typing import Any
 
 import orjson
+from pydantic import BaseModel
 
 from backends.openai_chunks import DONE, ChunkWriter, new_completion_id
 from backends.types import Completion
@@ -25,17 +32,24 @@ from router.server.protocols.validation import bad_request, decode, validated
 
 __all__ = ["ChatDialect", "completion_body", "usage_body"]
 
-# Sent on to the backend verbatim (Request.extra); other top-level fields are validated, then
-# not sent on: one editor's exotic option must not make every backend answer 400.
-PASS_THROUGH = ("tools", "tool_choice", "parallel_tool_calls", "response_format", "seed", "top_p",
-                "frequency_penalty", "presence_penalty", "logit_bias", "logprobs", "top_logprobs")
+_LOG = logging.getLogger("route.server")
 _REFERENCE = "the OpenAI chat-completions reference"
+# Fields the router itself consumes (or has no use for upstream): every other one is sent on.
+# `max_completion_tokens` is both: the limit, and kept as the client wrote it (OpenAI's reasoning
+# models refuse `max_tokens`). The Router's own keyword names are never a client's to set.
+_CONSUMED = frozenset({"model", "messages", "stream", "stream_options", "max_tokens", "temperature", "stop", "n",
+                       "deadline_s", "prefer", "extra"})
+_TYPED = ("tools", "tool_choice", "response_format", "stream_options")  # objects whose extra keys are logged
 
 
 def usage_body(completion: Completion) -> dict[str, Any]:
     u = completion.usage
     usage: dict[str, Any] = {"prompt_tokens": u.input_tokens, "completion_tokens": u.output_tokens,
                              "total_tokens": u.total_tokens}
+    if u.cache_read_tokens or u.cache_write_tokens:
+        usage["prompt_tokens_details"] = {"cached_tokens": u.cache_read_tokens}
+    if u.cache_write_tokens:  # the field LiteLLM and OpenRouter add for Anthropic's cache writes
+        usage["cache_creation_input_tokens"] = u.cache_write_tokens
     if u.thinking_tokens:
         usage["completion_tokens_details"] = {"reasoning_tokens": u.thinking_tokens}
     return usage
@@ -95,8 +109,8 @@ class _Events:
             return self._chunks.content(self._committed)
         return self._chunks.content(text)
 
-    def thinking(self, text: str) -> bytes:
-        return self._chunks.delta({"reasoning_content": text})
+    def thinking(self, text: str, signature: str | None = None) -> bytes:
+        return self._chunks.delta({"reasoning_content": text}) if text else b""
 
     def draft(self, text: str) -> bytes:
         return self._chunks.content(self._committed + text) if self._diffusing else b""
@@ -122,19 +136,36 @@ class _Events:
         return ChunkWriter.error(err.body())
 
 
-class ChatDialect:
-    """`POST /v1/chat/completions`. `pass_through` names the top-level fields sent on to the
-    backend; `route engine serve` adds its engine's generation settings."""
+def _log_extra_keys(request: ChatCompletionRequest) -> None:
+    if not _LOG.isEnabledFor(logging.DEBUG):
+        return
+    for name in _TYPED:
+        value = getattr(request, name)
+        for index, item in enumerate(value if isinstance(value, list) else [value]):
+            if isinstance(item, BaseModel) and item.model_extra:
+                where = f"{name}[{index}]" if isinstance(value, list) else name
+                _LOG.debug("chat request: %s has keys this router does not know (%s); sent on as written",
+                           where, ", ".join(sorted(item.model_extra)))
 
-    def __init__(self, pass_through: Iterable[str] = PASS_THROUGH):
-        self.pass_through = tuple(pass_through)
+
+class ChatDialect:
+    """`POST /v1/chat/completions`. `pass_through` (None: every field the router does not
+    consume) names the top-level fields sent on to the backend; `route engine serve` names its
+    engine's generation settings."""
+
+    def __init__(self, pass_through: Iterable[str] | None = None):
+        self.pass_through = None if pass_through is None else frozenset(pass_through)
 
     def parse(self, raw: bytes) -> Call:
         body = decode(raw, "a chat-completions object with `model` and `messages`")
         request = validated(CHAT_REQUEST, body, _REFERENCE)
         if request.n not in (None, 1):
             raise bad_request("`n` > 1 is not supported; send one request per answer, or use a consortium model", "n")
+        _log_extra_keys(request)
         return self._call(request, body)
+
+    def _sent_on(self, key: str) -> bool:
+        return key not in _CONSUMED if self.pass_through is None else key in self.pass_through
 
     def _call(self, request: ChatCompletionRequest, body: dict[str, Any]) -> Call:
         stop = [request.stop] if isinstance(request.stop, str) else request.stop
@@ -146,7 +177,7 @@ class ChatDialect:
             max_tokens=request.max_completion_tokens or request.max_tokens,
             temperature=request.temperature,
             stop=stop or None,
-            extra={k: body[k] for k in self.pass_through if body.get(k) is not None},
+            extra={k: v for k, v in body.items() if v is not None and self._sent_on(k)},
             echo={"include_usage": include_usage, "diffusing": body.get("diffusing") is True},
         )
 

@@ -13,9 +13,9 @@ before anything is routed, so nothing malformed reaches the scorer, the log or a
 Unknown keys: where the API takes free-form JSON (a tool's `parameters`, a JSON schema,
 `metadata`, `logit_bias`) anything goes; messages and content parts keep extra keys, because
 providers extend them (`cache_control`, `reasoning_content`) and they are sent on verbatim;
-the typed objects (tools, tool_choice, response_format, stream_options) refuse unknown keys,
-as the API does; unknown top-level fields are ignored and not sent on, so one editor's exotic
-option cannot make every backend answer 400.
+the typed objects (tools, tool_choice, response_format, stream_options) check their known keys
+and keep the rest (real clients add some: an older Codex wrote a tool's `name` beside its
+`function`); unknown top-level fields are sent on, and each backend kind takes what it can.
 """
 
 from __future__ import annotations
@@ -30,7 +30,9 @@ _NAME = r"^[a-zA-Z0-9_-]{1,64}$"  # the API's function-name rule
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    """A typed object: its known keys are checked; keys a client adds are kept and logged."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
 
 
 class _Open(BaseModel):

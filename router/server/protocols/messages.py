@@ -3,8 +3,12 @@ translated to and from the router's chat-format call.
 
 The request is checked against messages_schema.py; the content translation is
 backends/anthropic_format.py, shared with the `anthropic` backend kind and the simulator.
-Answers: text and `tool_use` blocks, OpenAI finish reasons as Anthropic stop reasons, usage.
-Streams follow Anthropic's event sequence (backends/anthropic_events.py). Errors:
+Cache markers and the signed thinking of earlier turns are kept in the chat-format conventions
+that backends/anthropic_format.py writes back for an `anthropic` backend; `thinking`,
+`metadata.user_id`, `top_k` and `service_tier` are sent on (and `thinking` also as the
+`reasoning_effort` other kinds read). Answers: thinking, text and `tool_use` blocks, OpenAI
+finish reasons as Anthropic stop reasons, usage with the cache's reads and writes apart. Streams
+follow Anthropic's event sequence (backends/anthropic_events.py). Errors:
 `{"type": "error", "error": {"type", "message"}}`.
 """
 
@@ -16,11 +20,19 @@ from typing import Any
 import orjson
 
 from backends.anthropic_events import MessageEvents
-from backends.anthropic_format import STOP_REASONS, Unsupported, chat_messages, chat_tool_choice, chat_tools, tool_input
+from backends.anthropic_format import (
+    STOP_REASONS,
+    Unsupported,
+    chat_messages,
+    chat_tool_choice,
+    chat_tools,
+    reasoning_effort,
+    tool_input,
+)
 from backends.types import Completion, Message
 from router.server.errors import ApiError
 from router.server.protocols.base import Call, Facts
-from router.server.protocols.messages_schema import COUNT_TOKENS_REQUEST, MESSAGES_REQUEST
+from router.server.protocols.messages_schema import COUNT_TOKENS_REQUEST, MESSAGES_REQUEST, MessagesRequest
 from router.server.protocols.validation import bad_request, decode, validated
 
 __all__ = ["MessagesDialect", "count_tokens", "error_type", "stop_reason"]
@@ -71,7 +83,37 @@ def _tool_blocks(completion: Completion) -> list[dict[str, Any]]:
 
 
 def _usage(completion: Completion) -> dict[str, int]:
-    return {"input_tokens": completion.usage.input_tokens, "output_tokens": completion.usage.output_tokens}
+    u = completion.usage
+    return {"input_tokens": u.uncached_input_tokens, "cache_creation_input_tokens": u.cache_write_tokens,
+            "cache_read_input_tokens": u.cache_read_tokens, "output_tokens": u.output_tokens}
+
+
+def _thinking_blocks(completion: Completion) -> list[dict[str, Any]]:
+    """The answer's thinking: the provider's own blocks when it signed them, else the text in one
+    block with an empty signature (thinking from a model Anthropic cannot vouch for; it is not
+    sent back to an Anthropic backend)."""
+    sealed = completion.metadata.get("thinking_blocks")
+    if sealed:
+        return [dict(block) for block in sealed]
+    return [{"type": "thinking", "thinking": completion.thinking, "signature": ""}] if completion.thinking else []
+
+
+def _options(request: MessagesRequest) -> dict[str, Any]:
+    """What the request asks beyond messages and tools, in the router's (chat) terms."""
+    extra: dict[str, Any] = {}
+    if request.top_p is not None:
+        extra["top_p"] = request.top_p
+    if request.top_k is not None:
+        extra["top_k"] = request.top_k
+    if request.thinking is not None:
+        thinking = request.thinking.model_dump(exclude_none=True)
+        extra["thinking"] = thinking  # exact, for an anthropic backend
+        extra["reasoning_effort"] = reasoning_effort(thinking)  # its meaning, for the others
+    if request.metadata is not None and request.metadata.user_id:
+        extra["user"] = request.metadata.user_id
+    if request.service_tier is not None:
+        extra["service_tier"] = request.service_tier
+    return extra
 
 
 class _Events:
@@ -88,8 +130,8 @@ class _Events:
     def text(self, text: str) -> bytes:
         return self._events.text(text)
 
-    def thinking(self, text: str) -> bytes:
-        return b""  # a thinking block needs Anthropic's signature to be sent back: not ours to forge
+    def thinking(self, text: str, signature: str | None = None) -> bytes:
+        return self._events.thinking(text, signature)
 
     def draft(self, text: str) -> bytes:
         return b""
@@ -100,7 +142,7 @@ class _Events:
             out.append(self._events.tool_call(index, call_id=block["id"], name=block["name"],
                                               arguments=orjson.dumps(block["input"]).decode()))
         reason = stop_reason(completion) if completion is not None else "end_turn"
-        usage = _usage(completion) if completion is not None else {"output_tokens": 0}
+        usage: dict[str, int] = _usage(completion) if completion is not None else {"output_tokens": 0}
         out.append(self._events.finish(reason, usage))
         return b"".join(out)
 
@@ -124,8 +166,7 @@ class MessagesDialect:
                 raise bad_request(str(exc), "tool_choice") from None
             if choice is not None:
                 extra["tool_choice"] = choice
-        if request.top_p is not None:
-            extra["top_p"] = request.top_p
+        extra.update(_options(request))
         estimate = max(1, len(orjson.dumps(messages)) // 4)
         return Call(model=request.model, messages=messages, stream=request.stream, max_tokens=request.max_tokens,
                     temperature=request.temperature, stop=request.stop_sequences or None, extra=extra,
@@ -135,7 +176,8 @@ class MessagesDialect:
         return error_body(err)
 
     def body(self, call: Call, completion: Completion, facts: Facts | None) -> bytes:
-        content: list[dict[str, Any]] = [{"type": "text", "text": completion.text}] if completion.text else []
+        content = _thinking_blocks(completion)
+        content += [{"type": "text", "text": completion.text}] if completion.text else []
         content += _tool_blocks(completion)
         return orjson.dumps({"id": f"msg_{uuid.uuid4().hex[:24]}", "type": "message", "role": "assistant",
                              "model": call.model, "content": content, "stop_reason": stop_reason(completion),

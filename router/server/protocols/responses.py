@@ -5,9 +5,10 @@ conversation.
 
 Supported: `input` as text or a list of message, `function_call` and `function_call_output`
 items (reasoning items an earlier answer carried are dropped); `instructions`; function tools and
-`tool_choice`; `max_output_tokens`, `temperature`, `top_p`; `text.format` (JSON mode and schema);
-streaming (`response.created`, `response.output_text.delta`, `response.function_call_arguments.
-delta`, `response.completed`, ...); usage. Function tools grouped in `namespace` tools (Codex)
+`tool_choice`; `max_output_tokens`, `temperature`, `top_p`, `seed`; `text.format` (JSON mode and
+schema) and `text.verbosity`; `reasoning.effort` (as chat's `reasoning_effort`);
+`prompt_cache_key`, `metadata`, `user`, `service_tier` (sent on); streaming and the answer's
+items (responses_events.py); usage with cached and reasoning tokens. Function tools grouped in `namespace` tools (Codex)
 are flattened, and their calls name the namespace back. Built-in tools (web search, file
 search, computer use...) are left out, since no model behind the router can run them and agents
 send them unasked. Refused with a 400 that names the field: `previous_response_id`,
@@ -16,16 +17,15 @@ send them unasked. Refused with a 400 that names the field: `previous_response_i
 
 from __future__ import annotations
 
-import time
-import uuid
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Any
 
 import orjson
 
 from backends.types import Completion, Message
 from router.server.errors import ApiError
 from router.server.protocols.base import Call, Facts
+from router.server.protocols.responses_events import ResponseEvents, finished
 from router.server.protocols.responses_schema import RESPONSES_REQUEST, ResponsesRequest
 from router.server.protocols.validation import bad_request, decode, validated
 
@@ -36,6 +36,11 @@ _STATEFUL = {
     "conversation": "this router keeps no conversations; send the whole conversation in `input`",
     "prompt": "stored prompt templates are not available here; send `instructions` and `input`",
 }
+
+
+# Fields with the same name and meaning in chat completions: sent on as they are.
+_SENT_ON = ("top_p", "seed", "prompt_cache_key", "prompt_cache_retention", "metadata", "user", "safety_identifier",
+            "service_tier", "store")
 
 
 def _bad(message: str, param: str | None = None) -> ApiError:
@@ -170,140 +175,14 @@ def _extra(request: ResponsesRequest, body: dict[str, Any], tools: list[dict[str
     response_format = _response_format(body.get("text"))
     if response_format:
         extra["response_format"] = response_format
-    if request.top_p is not None:
-        extra["top_p"] = request.top_p
+    if request.reasoning is not None and request.reasoning.effort is not None:
+        extra["reasoning_effort"] = request.reasoning.effort
+    if request.text is not None and request.text.verbosity is not None:
+        extra["verbosity"] = request.text.verbosity
+    for key in _SENT_ON:
+        if body.get(key) is not None:
+            extra[key] = body[key]
     return extra
-
-
-# -- answers ------------------------------------------------------------------------------------
-
-
-class _Ids:
-    """The ids one answer's items carry, the same in its events and in its final object."""
-
-    def __init__(self) -> None:
-        self.response = f"resp_{uuid.uuid4().hex}"
-        self.message = f"msg_{uuid.uuid4().hex}"
-        self.created = int(time.time())
-
-    @staticmethod
-    def call(call: dict[str, Any]) -> tuple[str, str]:
-        call_id = call.get("id") or f"call_{uuid.uuid4().hex[:24]}"
-        return f"fc_{call_id.removeprefix('call_')}", call_id
-
-
-def _message_item(ids: _Ids, text: str, status: str = "completed") -> dict[str, Any]:
-    content = [{"type": "output_text", "text": text, "annotations": []}] if status == "completed" else []
-    return {"type": "message", "id": ids.message, "status": status, "role": "assistant", "content": content}
-
-
-def _call_items(ids: _Ids, completion: Completion, namespaces: dict[str, str]) -> list[dict[str, Any]]:
-    items = []
-    for call in completion.tool_calls or ():
-        item_id, call_id = ids.call(call)
-        name = call["function"]["name"]
-        item = {"type": "function_call", "id": item_id, "call_id": call_id, "name": name,
-                "arguments": call["function"].get("arguments") or "", "status": "completed"}
-        if name in namespaces:
-            item["namespace"] = namespaces[name]
-        items.append(item)
-    return items
-
-
-def _usage(completion: Completion) -> dict[str, Any]:
-    u = completion.usage
-    return {"input_tokens": u.input_tokens, "input_tokens_details": {"cached_tokens": 0},
-            "output_tokens": u.output_tokens, "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": u.total_tokens}
-
-
-def _envelope(call: Call, ids: _Ids, status: Literal["in_progress", "completed", "incomplete", "failed"],
-              output: list[dict[str, Any]], usage: dict[str, Any] | None) -> dict[str, Any]:
-    return {"id": ids.response, "object": "response", "created_at": ids.created, "status": status, "model": call.model,
-            "output": output, "usage": usage, "error": None,
-            "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
-            "instructions": call.echo.get("instructions"), "max_output_tokens": call.max_tokens, "metadata": {},
-            "parallel_tool_calls": call.extra.get("parallel_tool_calls", True), "previous_response_id": None,
-            "temperature": call.temperature, "top_p": call.extra.get("top_p"),
-            "tool_choice": call.echo.get("tool_choice") or "auto", "tools": call.echo.get("tools") or [],
-            "text": {"format": {"type": "text"}}, "truncation": "disabled", "store": False}
-
-
-def _finished(call: Call, ids: _Ids, completion: Completion) -> dict[str, Any]:
-    output = [_message_item(ids, completion.text)] if completion.text else []
-    output += _call_items(ids, completion, call.echo["namespaces"])
-    status: Literal["completed", "incomplete"] = "incomplete" if completion.finish_reason == "length" else "completed"
-    return _envelope(call, ids, status, output, _usage(completion))
-
-
-class _Events:
-    """One stream's events, numbered. Text goes out as it comes; tool calls arrive whole with the
-    final completion, so each is an item whose arguments come in one delta."""
-
-    def __init__(self, call: Call):
-        self.call, self.ids = call, _Ids()
-        self.seq = 0
-        self.text_parts: list[str] = []
-
-    def _event(self, kind: str, **data: Any) -> bytes:
-        self.seq += 1
-        return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(
-            {"type": kind, "sequence_number": self.seq - 1, **data}) + b"\n\n"
-
-    def start(self) -> bytes:
-        response = _envelope(self.call, self.ids, "in_progress", [], None)
-        return self._event("response.created", response=response) + self._event("response.in_progress",
-                                                                                 response=response)
-
-    def text(self, text: str) -> bytes:
-        head = b""
-        where = {"item_id": self.ids.message, "output_index": 0, "content_index": 0}
-        if not self.text_parts:
-            head = (self._event("response.output_item.added", output_index=0,
-                                item=_message_item(self.ids, "", "in_progress"))
-                    + self._event("response.content_part.added", **where,
-                                  part={"type": "output_text", "text": "", "annotations": []}))
-        self.text_parts.append(text)
-        return head + self._event("response.output_text.delta", **where, delta=text, logprobs=[])
-
-    def _close_text(self) -> list[bytes]:
-        if not self.text_parts:
-            return []
-        text = "".join(self.text_parts)
-        where = {"item_id": self.ids.message, "output_index": 0, "content_index": 0}
-        return [self._event("response.output_text.done", **where, text=text, logprobs=[]),
-                self._event("response.content_part.done", **where,
-                            part={"type": "output_text", "text": text, "annotations": []}),
-                self._event("response.output_item.done", output_index=0, item=_message_item(self.ids, text))]
-
-    def thinking(self, text: str) -> bytes:
-        return b""
-
-    def draft(self, text: str) -> bytes:
-        return b""
-
-    def finish(self, completion: Completion | None, facts: Facts | None) -> bytes:
-        out = self._close_text()
-        if completion is None:
-            completion = Completion(text="".join(self.text_parts), backend="", model="")
-        first = 1 if self.text_parts else 0
-        for index, item in enumerate(_call_items(self.ids, completion, self.call.echo["namespaces"]), start=first):
-            where = {"item_id": item["id"], "output_index": index}
-            out += [self._event("response.output_item.added", output_index=index,
-                                item={**item, "arguments": "", "status": "in_progress"}),
-                    self._event("response.function_call_arguments.delta", **where, delta=item["arguments"]),
-                    self._event("response.function_call_arguments.done", **where, name=item["name"],
-                                arguments=item["arguments"]),
-                    self._event("response.output_item.done", output_index=index, item=item)]
-        response = _finished(self.call, self.ids, completion)
-        out.append(self._event("response.completed" if response["status"] == "completed" else "response.incomplete",
-                               response=response))
-        return b"".join(out)
-
-    def error(self, err: ApiError) -> bytes:
-        response = _envelope(self.call, self.ids, "failed", [], None)
-        response["error"] = {"code": err.code or "server_error", "message": err.message}
-        return self._event("response.failed", response=response)
 
 
 class ResponsesDialect:
@@ -322,7 +201,7 @@ class ResponsesDialect:
         return err.body()
 
     def body(self, call: Call, completion: Completion, facts: Facts | None) -> bytes:
-        return orjson.dumps(_finished(call, _Ids(), completion))
+        return orjson.dumps(finished(call, completion))
 
-    def writer(self, call: Call) -> _Events:
-        return _Events(call)
+    def writer(self, call: Call) -> ResponseEvents:
+        return ResponseEvents(call)
