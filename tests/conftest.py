@@ -22,8 +22,8 @@ for _var, _sub in (("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "data"), ("X
     os.environ[_var] = os.path.join(_SESSION_HOME, "xdg", _sub)
 os.environ.pop("ROUTE_CONFIG", None)
 
-from backends.simulator import SimServer
-from tests.answering import answering as serve_handler
+from backends.simulator import SimServer  # noqa: E402  (after the environment above)
+from tests.answering import answering as serve_handler  # noqa: E402
 
 # Real servers started per test, on free ports (they skip locally, naming the package, when the
 # binary is missing; under CI they fail instead).
