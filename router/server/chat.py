@@ -185,7 +185,7 @@ class ChatCompletions:
 
     def _options(self, call: ChatCall, model: str) -> dict[str, Any]:
         return dict(model=model, max_tokens=call.max_tokens, temperature=call.temperature, stop=call.stop,
-                    **call.extra)
+                    extra=call.extra)
 
     # -- answering --------------------------------------------------------------------------
 

@@ -52,7 +52,7 @@ class Translated:
 
     def options(self, model: str) -> dict[str, Any]:
         return dict(model=model, max_tokens=self.max_tokens, temperature=self.temperature, stop=self.stop,
-                    **self.extra)
+                    extra=self.extra)
 
 
 class EventWriter(Protocol):
