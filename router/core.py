@@ -38,10 +38,10 @@ from policies.tiers import Tier, fallback_order
 from router.calls import CallPath
 from router.config import ScorerConfig
 from router.config_loader import LoadedConfig, _did_you_mean, load_config
+from router.cost_limit import spending_limit
 from router.decision import Attempt, Decision, Outcome, RouteResult
 from router.execution import Executor
 from router.interrupt import run_interruptibly
-from router.cost_limit import spending_limit
 from router.latency_tracker import LatencyTracker
 from router.options import ResolvedOptions, RouteOptions, resolve_options
 from router.queueing import with_queue  # queue hook

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from backends.errors import CostLimitExceeded, UsageError
 from backends.base import BackendSettings
+from backends.errors import CostLimitExceeded, UsageError
 from backends.fake import FakeBackend
 from backends.types import Price
 from router import Router
