@@ -355,7 +355,7 @@ class Router:
         """The decision `acomplete` would make for this request, and why; calls no model. Give
         it what the request carries (tools, response_format, images in the messages): they
         decide which backends may take it."""
-        opts = resolve_options("explain", options)
+        opts = resolve_options("Router.explain", options)
         return self._decision(as_messages(prompt_or_messages), opts)
 
     def _decision(self, messages: list[Message], opts: ResolvedOptions) -> Decision:
@@ -373,7 +373,7 @@ class Router:
     async def acomplete(self, prompt_or_messages: str | list[Message], **options: Unpack[RouteOptions]) -> RouteResult:
         """Answer with the best backend for this prompt, falling back on failure within the
         deadline. Options: router/options.py (`RouteOptions`); an unknown one is a TypeError."""
-        opts = resolve_options("acomplete", options)
+        opts = resolve_options("Router.acomplete", options)
         await self.refresh()
         messages = as_messages(prompt_or_messages)
         decision = self._decision(messages, opts)
@@ -399,7 +399,7 @@ class Router:
     def astream(self, prompt_or_messages: str | list[Message], **options: Unpack[RouteOptions]) -> RouteStream:
         """A stream whose `.decision` is known before the first chunk and `.result` after the
         last. Options as for `acomplete`."""
-        opts = resolve_options("astream", options)
+        opts = resolve_options("Router.astream", options)
         messages = as_messages(prompt_or_messages)
         decision = self._decision(messages, opts)
         return RouteStream(self, decision, self._request(messages, opts), max_cost_usd=opts.max_cost_usd)
@@ -423,13 +423,13 @@ class Router:
 
     def complete(self, prompt_or_messages: str | list[Message], **options: Unpack[RouteOptions]) -> RouteResult:
         """`acomplete` for scripts (refused inside a running event loop)."""
-        resolve_options("complete", options)  # a typo is reported under the name the caller used
+        resolve_options("Router.complete", options)  # a typo is reported under the name the caller used
         self._refuse_inside_a_loop()
         return self._run_sync(self.acomplete(prompt_or_messages, **options))
 
     def stream(self, prompt_or_messages: str | list[Message], **options: Unpack[RouteOptions]) -> Iterator[Chunk]:
         """`astream` for scripts, as an iterator of chunks (refused inside a running event loop)."""
-        resolve_options("stream", options)
+        resolve_options("Router.stream", options)
         self._refuse_inside_a_loop()
         return self._iterate_sync(self.astream(prompt_or_messages, **options))
 

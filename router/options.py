@@ -88,7 +88,8 @@ class ResolvedOptions:
 
 def resolve_options(method: str, options: Mapping[str, Any]) -> ResolvedOptions:
     """`options` checked: TypeError for an unknown keyword (with the option meant) or a value of
-    the wrong type, ValueError for a negative number."""
+    the wrong type, ValueError for a negative number. `method` names the callable in messages
+    ("Router.acomplete")."""
     unknown = [name for name in options if name not in _ALL]
     if unknown:
         raise TypeError(_unknown_message(method, unknown))
@@ -110,7 +111,7 @@ def _unknown_message(method: str, unknown: list[str]) -> str:
         meant = _SYNONYMS.get(name) or next(iter(difflib.get_close_matches(name, _ALL, n=1, cutoff=0.6)), None)
         parts.append(f"{name!r} (did you mean {meant!r}?)" if meant else repr(name))
     plural = "s" if len(unknown) > 1 else ""
-    return (f"Router.{method}() got unexpected keyword argument{plural} {', '.join(parts)}. Its options are "
+    return (f"{method}() got unexpected keyword argument{plural} {', '.join(parts)}. Its options are "
             f"{', '.join(_ALL)}; a parameter only your provider knows goes in extra={{...}}, sent upstream verbatim.")
 
 
@@ -118,10 +119,10 @@ def _check_number(method: str, name: str, value: Any, kind: type) -> None:
     if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not isinstance(value, int)):
-        raise TypeError(f"Router.{method}(): {name} must be {'an integer' if kind is int else 'a number'} "
+        raise TypeError(f"{method}(): {name} must be {'an integer' if kind is int else 'a number'} "
                         f"(got {type(value).__name__} {value!r})")
     if value < 0 and name != "seed":
-        raise ValueError(f"Router.{method}(): {name} must not be negative (got {value!r})")
+        raise ValueError(f"{method}(): {name} must not be negative (got {value!r})")
 
 
 def _upstream(method: str, options: Mapping[str, Any]) -> dict[str, Any]:
@@ -129,18 +130,18 @@ def _upstream(method: str, options: Mapping[str, Any]) -> dict[str, Any]:
     smuggled into `extra`, is refused rather than guessed at."""
     given = options.get("extra")
     if given is not None and not isinstance(given, Mapping):
-        raise TypeError(f"Router.{method}(): extra must be a mapping of provider parameters "
+        raise TypeError(f"{method}(): extra must be a mapping of provider parameters "
                         f"(got {type(given).__name__})")
     extra = dict(given or {})
     ours = [name for name in extra if name in ROUTER_OPTIONS or name == "extra"]
     if ours:
-        raise TypeError(f"Router.{method}(): {', '.join(map(repr, ours))} in extra= is the router's own option, "
+        raise TypeError(f"{method}(): {', '.join(map(repr, ours))} in extra= is the router's own option, "
                         "never sent upstream; pass it as a keyword instead")
     for name in PROVIDER_OPTIONS:
         value = options.get(name)
         if value is None:
             continue
         if name in extra:
-            raise TypeError(f"Router.{method}(): {name!r} was given both as a keyword and in extra=; give it once")
+            raise TypeError(f"{method}(): {name!r} was given both as a keyword and in extra=; give it once")
         extra[name] = value
     return extra
