@@ -50,7 +50,8 @@ def async_openai_client(router: Router, **kwargs: Any) -> Any:
     import openai
 
     kwargs.setdefault("max_retries", 0)  # the router retries and falls back itself
-    http = httpx.AsyncClient(transport=AsyncStreamingASGITransport(_app(router)), base_url=_BASE_URL)
+    # openai 1.x and 2.x take an httpx client; 3.x types it as httpx2's but takes httpx's too.
+    http: Any = httpx.AsyncClient(transport=AsyncStreamingASGITransport(_app(router)), base_url=_BASE_URL)
     return openai.AsyncOpenAI(base_url=_BASE_URL, api_key=_API_KEY, http_client=http, **kwargs)
 
 
@@ -59,7 +60,7 @@ def openai_client(router: Router, **kwargs: Any) -> Any:
     import openai
 
     kwargs.setdefault("max_retries", 0)
-    http = httpx.Client(transport=StreamingASGITransport(_app(router)), base_url=_BASE_URL)
+    http: Any = httpx.Client(transport=StreamingASGITransport(_app(router)), base_url=_BASE_URL)
     return openai.OpenAI(base_url=_BASE_URL, api_key=_API_KEY, http_client=http, **kwargs)
 
 

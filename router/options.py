@@ -19,10 +19,29 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
-__all__ = ["PROVIDER_OPTIONS", "ROUTER_OPTIONS", "ResolvedOptions", "RouteOptions", "resolve_options"]
+__all__ = ["PROVIDER_OPTIONS", "ModelOptions", "ROUTER_OPTIONS", "ResolvedOptions", "RouteOptions", "resolve_options"]
 
 
-class RouteOptions(TypedDict, total=False):
+class ModelOptions(TypedDict, total=False):
+    """The keywords of a routed call but `model` (for a framework's model object, built for one
+    model name). See RouteOptions."""
+
+    max_tokens: int | None
+    temperature: float | None
+    stop: str | list[str] | None
+    deadline_s: float | None
+    prefer: str | None
+    max_cost_usd: float | None
+    tools: list[dict[str, Any]] | None
+    tool_choice: str | dict[str, Any] | None
+    parallel_tool_calls: bool | None
+    response_format: dict[str, Any] | None
+    seed: int | None
+    top_p: float | None
+    extra: Mapping[str, Any] | None
+
+
+class RouteOptions(ModelOptions, total=False):
     """Every keyword a routed call takes (all optional).
 
     model: `auto` (default), a backend or a consortium name.
@@ -38,19 +57,6 @@ class RouteOptions(TypedDict, total=False):
     """
 
     model: str | None
-    max_tokens: int | None
-    temperature: float | None
-    stop: str | list[str] | None
-    deadline_s: float | None
-    prefer: str | None
-    max_cost_usd: float | None
-    tools: list[dict[str, Any]] | None
-    tool_choice: str | dict[str, Any] | None
-    parallel_tool_calls: bool | None
-    response_format: dict[str, Any] | None
-    seed: int | None
-    top_p: float | None
-    extra: Mapping[str, Any] | None
 
 
 ROUTER_OPTIONS = ("model", "max_tokens", "temperature", "stop", "deadline_s", "prefer", "max_cost_usd")

@@ -28,7 +28,7 @@ from router.consortium.spec import ConsortiumConfig
 from router.decision import Decision, Outcome, RouteResult
 
 __all__ = ["WEATHER_CALL", "adapter_config", "arbiter", "ask", "build", "call", "calls", "fake", "make_router",
-           "router_for", "sim_count", "use_arbiter"]
+           "require_package", "router_for", "sim_count", "use_arbiter"]
 
 
 async def call(backend, request: Request) -> Completion:
@@ -209,3 +209,19 @@ def adapter_config(sim) -> dict:
 
 
 WEATHER_CALL = {"tool_calls": [{"id": "call_w1", "name": "get_weather", "arguments": {"city": "Paris"}}]}
+
+
+def require_package(module: str, extra: str):
+    """`module` imported, or skip (fail under CI, which installs every extra) naming the extra."""
+    import importlib
+    import os
+
+    import pytest
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        message = f'needs {module}: pip install -e ".[{extra}]"'
+        if os.environ.get("CI"):
+            pytest.fail(f"{message} (CI must run these tests; .ci/run installs the extra)", pytrace=False)
+        pytest.skip(message, allow_module_level=True)

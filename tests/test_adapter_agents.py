@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("agents", reason="the adapter needs `pip install \".[agents]\"` (CI installs it)")
+from tests.helpers import require_package
 
-from agents import Agent, RunConfig, Runner, function_tool, set_tracing_disabled
+require_package("agents", "agents")
 
-from router.core import Router
-from router.integrations.openai_agents import RoutedModelResponse, RouterModel, RouterProvider
-from tests.helpers import WEATHER_CALL, adapter_config, sim_count, use_arbiter
+from agents import Agent, RunConfig, Runner, function_tool, set_tracing_disabled  # noqa: E402
+
+from router.core import Router  # noqa: E402
+from router.integrations.openai_agents import RoutedModelResponse, RouterModel, RouterProvider  # noqa: E402
+from tests.helpers import WEATHER_CALL, adapter_config, sim_count, use_arbiter  # noqa: E402
 
 set_tracing_disabled(True)
 

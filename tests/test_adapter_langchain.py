@@ -9,15 +9,17 @@ import contextlib
 
 import pytest
 
-pytest.importorskip("langchain_core", reason="the adapter needs `pip install \".[langchain]\"` (CI installs it)")
+from tests.helpers import require_package
 
-from langchain_core.messages import HumanMessage, ToolMessage
-from langchain_core.tools import tool
-from pydantic import BaseModel
+require_package("langchain_core", "langchain")
 
-from router.core import Router
-from router.integrations.langchain import ChatRouter
-from tests.helpers import WEATHER_CALL, adapter_config, sim_count, use_arbiter
+from langchain_core.messages import HumanMessage, ToolMessage  # noqa: E402
+from langchain_core.tools import tool  # noqa: E402
+from pydantic import BaseModel  # noqa: E402
+
+from router.core import Router  # noqa: E402
+from router.integrations.langchain import ChatRouter  # noqa: E402
+from tests.helpers import WEATHER_CALL, adapter_config, sim_count, use_arbiter  # noqa: E402
 
 
 class Forecast(BaseModel):

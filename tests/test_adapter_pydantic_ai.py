@@ -9,15 +9,17 @@ import contextlib
 
 import pytest
 
-pytest.importorskip("pydantic_ai", reason="the adapter needs `pip install \".[pydantic-ai]\"` (CI installs it)")
+from tests.helpers import require_package
 
-from pydantic import BaseModel
-from pydantic_ai import Agent
-from pydantic_ai.messages import ModelResponse, PartDeltaEvent, ToolCallPartDelta
+require_package("pydantic_ai", "pydantic-ai")
 
-from router.core import Router
-from router.integrations.pydantic_ai import RouterModel
-from tests.helpers import WEATHER_CALL, adapter_config, sim_count, use_arbiter
+from pydantic import BaseModel  # noqa: E402
+from pydantic_ai import Agent  # noqa: E402
+from pydantic_ai.messages import ModelResponse, PartDeltaEvent, ToolCallPartDelta  # noqa: E402
+
+from router.core import Router  # noqa: E402
+from router.integrations.pydantic_ai import RouterModel  # noqa: E402
+from tests.helpers import WEATHER_CALL, adapter_config, sim_count, use_arbiter  # noqa: E402
 
 
 class Forecast(BaseModel):

@@ -186,7 +186,7 @@ def _metadata(result: RouteResult) -> dict[str, Any]:
 def _chat_result(result: RouteResult) -> ChatResult:
     c = result.completion
     message = AIMessage(content=c.text, tool_calls=_tool_calls(c), response_metadata=_metadata(result),
-                        usage_metadata=_usage(c))  # type: ignore[arg-type]
+                        usage_metadata=_usage(c))
     return ChatResult(generations=[ChatGeneration(message=message)])
 
 
@@ -204,5 +204,5 @@ def _generation_chunk(chunk: Any, facts: dict[str, Any] | None = None) -> ChatGe
         metadata = {"route": route, "model_name": c.backend, "finish_reason": c.finish_reason,
                     "model_provider": "route"}
         return ChatGenerationChunk(message=AIMessageChunk(content="", response_metadata=metadata,
-                                                          usage_metadata=_usage(c)))  # type: ignore[arg-type]
+                                                          usage_metadata=_usage(c)))
     return None

@@ -26,7 +26,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import TYPE_CHECKING, Any, Unpack, cast
 
 from agents import ModelResponse, ModelSettings, Usage
 from agents.models.chatcmpl_converter import Converter
@@ -46,7 +46,7 @@ from openai.types.responses import Response
 
 from backends.types import Completion, FinalChunk, TextChunk, ToolCallChunk
 from router.integrations.common import merged_options, result_facts, string_facts
-from router.options import RouteOptions, resolve_options
+from router.options import ModelOptions, resolve_options
 
 if TYPE_CHECKING:
     from agents.agent_output import AgentOutputSchemaBase
@@ -71,7 +71,7 @@ class RouterModel(Model):
     `options` (deadline_s, prefer, max_cost_usd, extra, ...) apply to every call, under the
     agent's ModelSettings (temperature, top_p, max_tokens, tool_choice, extra_body)."""
 
-    def __init__(self, router: Router, model: str = "auto", **options: Unpack[RouteOptions]):
+    def __init__(self, router: Router, model: str = "auto", **options: Unpack[ModelOptions]):
         resolve_options("RouterModel", {**options, "model": model})
         self.router = router
         self.model = model
@@ -107,7 +107,9 @@ class RouterModel(Model):
                                                    "tier": route_stream.decision.tier}))
         # Closing this generator (a run that stops early) closes the route stream: the upstream call ends.
         async with contextlib.aclosing(route_stream.__aiter__()) as chunks:
-            async for event in ChatCmplStreamHandler.handle_stream(response, _chat_chunks(chunks, self.model)):
+            # The handler only iterates its stream: the router's chunks, as the chunks it reads, will do.
+            stream = cast(Any, _chat_chunks(chunks, self.model))
+            async for event in ChatCmplStreamHandler.handle_stream(response, stream):
                 if event.type == "response.completed" and route_stream.result is not None:
                     event.response.metadata = string_facts(result_facts(route_stream.result))
                 yield event
@@ -139,7 +141,7 @@ class RouterProvider(ModelProvider):
     """Every agent of a run on one Router: `RunConfig(model_provider=RouterProvider(router))`.
     An agent's model name picks `auto` (None too), a backend or a consortium."""
 
-    def __init__(self, router: Router, **options: Unpack[RouteOptions]):
+    def __init__(self, router: Router, **options: Unpack[ModelOptions]):
         resolve_options("RouterProvider", options)
         self.router = router
         self.options = options
@@ -166,7 +168,7 @@ async def _chat_chunks(chunks: AsyncIterator[Any], model: str) -> AsyncIterator[
 
     def chunk(delta: ChoiceDelta | None, finish: str | None = None,
               usage: CompletionUsage | None = None) -> ChatCompletionChunk:
-        choices = [] if delta is None else [Choice(index=0, delta=delta, finish_reason=finish)]  # type: ignore[arg-type]
+        choices = [] if delta is None else [Choice(index=0, delta=delta, finish_reason=finish)]
         return ChatCompletionChunk(id=ident, created=created, model=model, object="chat.completion.chunk",
                                    choices=choices, usage=usage)
 

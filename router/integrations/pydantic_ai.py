@@ -42,7 +42,7 @@ from pydantic_ai.usage import RequestUsage
 from backends.types import Completion, FinalChunk, TextChunk, ToolCallChunk
 from router.core import Router, RouteStream
 from router.integrations.common import decision_facts, merged_options, result_facts
-from router.options import RouteOptions, resolve_options
+from router.options import ModelOptions, resolve_options
 
 __all__ = ["RouterModel"]
 
@@ -57,7 +57,7 @@ class RouterModel(Model):
     agent's ModelSettings (max_tokens, temperature, top_p, seed, extra_body)."""
 
     def __init__(self, router: Router, model: str = "auto", *, settings: ModelSettings | None = None,
-                 **options: Unpack[RouteOptions]):
+                 **options: Unpack[ModelOptions]):
         resolve_options("RouterModel", {**options, "model": model})
         self.router = router
         self.route_model = model
