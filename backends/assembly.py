@@ -1,7 +1,8 @@
 """Turns a provider's wire deltas into chunks and, at the end, the one Completion: written once
 here, so a backend kind is only its wire call.
 
-Handles what every provider needs: time to first token, tool calls that arrive in pieces, usage
+Handles what every provider needs: time to first token, tool calls that arrive in pieces (passed
+on as ToolCallChunks as they come, and whole in the Completion), usage
 (estimated, and marked so, when the server sends none), cost, diffusion canvases, drafts that
 replace the whole answer so far (Mercury's `diffusing` stream), and the simulator's label.
 """
@@ -23,6 +24,7 @@ from backends.types import (
     TextChunk,
     ThinkingChunk,
     Timings,
+    ToolCallChunk,
     Usage,
 )
 
@@ -75,8 +77,7 @@ class Assembly:
         self.usage = delta.usage or self.usage
         self.finish_reason = delta.finish_reason or self.finish_reason
         self.simulated = self.simulated or delta.simulated
-        for call in delta.tool_calls:
-            _merge_tool_call(self.tool_calls, call)
+        calls = [_merge_tool_call(self.tool_calls, call) for call in delta.tool_calls]
         if delta.draft:
             self._first_content()
             self.drafts += 1
@@ -93,6 +94,9 @@ class Assembly:
             self._first_content()
             self.parts.append(delta.text)  # raw: the completion splits the whole text once more
             chunks += _thinking_chunks(self.thinking.feed(delta.text))
+        if calls:
+            self._first_content()
+            chunks += calls
         return chunks
 
     def _seal(self, delta: Delta) -> list[Chunk]:
@@ -153,10 +157,11 @@ def _thinking_chunks(pieces: list[tuple[str, str]]) -> list[Chunk]:
     return [ThinkingChunk(text) if kind == "thinking" else TextChunk(text) for kind, text in pieces]
 
 
-def _merge_tool_call(calls: dict[int, dict[str, Any]], delta: Mapping[str, Any]) -> None:
-    """Stream deltas carry a tool call in pieces keyed by index; arguments arrive as string parts."""
-    slot = calls.setdefault(int(delta.get("index") or 0),
-                            {"type": "function", "function": {"name": "", "arguments": ""}})
+def _merge_tool_call(calls: dict[int, dict[str, Any]], delta: Mapping[str, Any]) -> ToolCallChunk:
+    """Stream deltas carry a tool call in pieces keyed by index; arguments arrive as string parts.
+    Returns the piece as the caller sees it."""
+    index = int(delta.get("index") or 0)
+    slot = calls.setdefault(index, {"type": "function", "function": {"name": "", "arguments": ""}})
     if delta.get("id"):
         slot["id"] = delta["id"]
     function = delta.get("function") or {}
@@ -164,3 +169,5 @@ def _merge_tool_call(calls: dict[int, dict[str, Any]], delta: Mapping[str, Any])
         slot["function"]["name"] += function["name"]
     if function.get("arguments"):
         slot["function"]["arguments"] += function["arguments"]
+    return ToolCallChunk(index, function.get("arguments") or "", id=delta.get("id") or None,
+                         name=function.get("name") or None)

@@ -147,6 +147,11 @@ class Backend:
         (diffusion-local takes images only with a checkpoint that has a vision tower)."""
         return self.capabilities
 
+    def refusal(self, need: str) -> str | None:
+        """Why this backend cannot take a request that needs `need` (tools, vision, context,
+        structured), when there is more to say than its capabilities do; None otherwise."""
+        return None
+
     def cost(self, usage: Usage) -> float:
         price = self.settings.price
         if (usage.cache_read_tokens or usage.cache_write_tokens) and not price.caches_known:

@@ -15,8 +15,10 @@
     │   └── AuthError               missing key, HTTP 401/403                (never retried)
     ├── AllBackendsFailed           every candidate failed; also an ExceptionGroup of them
     │   └── RateLimitExceeded       ... every one at a rate limit; `retry_after_s`
-    └── DeadlineAtRisk              `on_deadline_risk: fail` and no backend at the prompt's quality
-                                    can meet the deadline: refused before any call
+    ├── DeadlineAtRisk              `on_deadline_risk: fail` and no backend at the prompt's quality
+    │                               can meet the deadline: refused before any call
+    └── CostLimitExceeded           a call's `max_cost_usd` would be passed: refused before any call
+                                    (predicted cost), or before the next call of a consortium (running cost)
 
 Third-party errors (httpx, litellm) are translated into these in one place per backend,
 with ``raise ... from exc``; retry and fallback rules look only at these types.
@@ -39,6 +41,7 @@ __all__ = [
     "BadRequest",
     "BreakerOpen",
     "ConfigError",
+    "CostLimitExceeded",
     "DeadlineAtRisk",
     "MalformedResponse",
     "RateLimitExceeded",
@@ -208,4 +211,17 @@ class DeadlineAtRisk(RouteError):
     def __init__(self, message: str, *, tier: str | None = None, deadline_s: float | None = None):
         self.tier = tier
         self.deadline_s = deadline_s
+        super().__init__(message)
+
+
+class CostLimitExceeded(RouteError):
+    """A call's `max_cost_usd` would be passed. Raised before the first model call when every
+    candidate is predicted to cost more, or during a consortium before a call that the running
+    cost leaves no room for (what was spent stays spent). `limit_usd` and `spent_usd` say how much."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, *, limit_usd: float, spent_usd: float = 0.0):
+        self.limit_usd = limit_usd
+        self.spent_usd = spent_usd
         super().__init__(message)

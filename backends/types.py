@@ -22,6 +22,7 @@ __all__ = [
     "TextChunk",
     "ThinkingChunk",
     "Timings",
+    "ToolCallChunk",
     "Usage",
     "as_messages",
     "content_text",
@@ -209,6 +210,20 @@ class DraftChunk:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCallChunk:
+    """A piece of a tool call as it forms. `index` says which call (a reply may make several);
+    a call's first piece carries its `id` and `name`, later pieces add to its `arguments` (JSON
+    text, split anywhere). Joined per index, the pieces are the FinalChunk's
+    `Completion.tool_calls`, which always holds every call whole."""
+
+    index: int
+    arguments: str = ""
+    id: str | None = None
+    name: str | None = None
+    kind: Literal["tool_call"] = "tool_call"
+
+
+@dataclass(frozen=True, slots=True)
 class FinalChunk:
     """Always the last item of a stream: the same Completion a plain call returns."""
 
@@ -216,4 +231,4 @@ class FinalChunk:
     kind: Literal["final"] = "final"
 
 
-Chunk = TextChunk | ThinkingChunk | DraftChunk | FinalChunk
+Chunk = TextChunk | ThinkingChunk | DraftChunk | ToolCallChunk | FinalChunk

@@ -1,5 +1,5 @@
-"""What a request needs of a backend, read off the request itself: tool calls, image input, and
-room in the context window. Candidates that lack one are left out before routing (LiteLLM calls
+"""What a request needs of a backend, read off the request itself: tool calls, image input,
+room in the context window, and an answer in a given format (`response_format`). Candidates that lack one are left out before routing (LiteLLM calls
 these pre-call checks), so a request never reaches a backend that must refuse it.
 """
 
@@ -22,6 +22,7 @@ class Needs:
     tools: bool = False
     vision: bool = False
     tokens: int = 0  # prompt plus the longest answer asked for, that the context window must hold
+    structured: bool = False  # a `response_format` the answer must follow
 
     @classmethod
     def of(cls, messages: Sequence[Message], extra: Mapping[str, Any], max_tokens: int | None) -> Needs:
@@ -36,7 +37,8 @@ class Needs:
                     if isinstance(part, Mapping):
                         vision = vision or part.get("type") in ("image_url", "input_image", "image")
                         chars += len(str(part.get("text") or ""))
-        return cls(tools=bool(extra.get("tools")), vision=vision, tokens=chars // _CHARS_PER_TOKEN + (max_tokens or 0))
+        return cls(tools=bool(extra.get("tools")), vision=vision, tokens=chars // _CHARS_PER_TOKEN + (max_tokens or 0),
+                   structured=bool(extra.get("response_format")))
 
     def missing(self, capabilities: Capabilities, context_window: int | None) -> str | None:
         """What `capabilities` lack for this request, in words; None when it can take it."""
@@ -46,7 +48,9 @@ class Needs:
             return "vision"
         if context_window is not None and self.tokens > context_window:
             return "context"
+        if self.structured and not capabilities.structured_output:
+            return "structured"
         return None
 
     def __bool__(self) -> bool:
-        return self.tools or self.vision or self.tokens > 0
+        return self.tools or self.vision or self.structured or self.tokens > 0

@@ -215,21 +215,40 @@ def _first_pool(tiers: Sequence[Tier], indexes: Sequence[int], rows: Mapping[str
     return None
 
 
-def _winner_why(row: _Row, goal: str, tier: Tier, escalated: bool, inputs: RouteInputs) -> str:
+def _winner_why(row: _Row, goal: str, tier: Tier, escalated: bool, inputs: RouteInputs,
+                skipped: Sequence[Tier] = ()) -> str:
     """Why `row` (picked from `tier`) wins: the goal, the deadline it meets, why another tier
     (prefer best starts at the strongest tier: that is no escalation, and may have no deadline)."""
     if escalated and inputs.prefer == "best":
         return _winner_why_default(row, goal, tier, False, inputs) + f" (prefer best: tier {tier.name!r})"
-    return _winner_why_default(row, goal, tier, escalated, inputs)
+    return _winner_why_default(row, goal, tier, escalated, inputs, skipped)
 
 
-def _winner_why_default(row: _Row, goal: str, tier: Tier, escalated: bool, inputs: RouteInputs) -> str:
-    """Why `row` (picked from `tier`) wins: the goal, the deadline it meets, any escalation."""
-    where = (f" (escalated to tier {tier.name!r}: nothing in the chosen tier meets the deadline)"
-             if escalated else "")
+def _winner_why_default(row: _Row, goal: str, tier: Tier, escalated: bool, inputs: RouteInputs,
+                        skipped: Sequence[Tier] = ()) -> str:
+    """Why `row` (picked from `tier`) wins: the goal, the deadline it meets, any escalation and
+    what made it (the tiers passed over: too slow, or unable to take this request)."""
+    where = f" (escalated to tier {tier.name!r}: {_why_skipped(skipped)})" if escalated else ""
     limit = (f" with p95 {row.prediction.p95_s:.2f}s <= deadline {inputs.deadline_s:.2f}s"
              if inputs.deadline_s else "")
     return f"{row.name} is the {goal} candidate{limit}{where}"
+
+
+def _why_skipped(skipped: Sequence[Tier]) -> str:
+    """Why each tier passed over was: nothing in it could take the request, or none of what
+    could meets the deadline."""
+    if not skipped:
+        return "nothing in the chosen tier meets the deadline"
+    reasons = []
+    for tier in skipped:
+        unable = "; ".join(f"{name} {why}" for name, why in tier.left_out)
+        if not tier.backends and unable:
+            reasons.append(f"nothing in tier {tier.name!r} can take this request ({unable})")
+        elif unable:
+            reasons.append(f"nothing in tier {tier.name!r} that can take this request meets the deadline ({unable})")
+        else:
+            reasons.append(f"nothing in tier {tier.name!r} meets the deadline")
+    return "; ".join(reasons)
 
 
 def _unproven_why(row: _Row, inputs: RouteInputs) -> str:
@@ -256,6 +275,12 @@ def _risk(tier: Tier, open_quality: Sequence[_Row], inputs: RouteInputs) -> str:
             f"(fastest: {fastest.name}, p95 {fastest.prediction.p95_s:.2f}s)")
 
 
+def _unable_above(tiers: Sequence[Tier], chosen: int) -> str:
+    """No backend of the chosen tier or above can take the request: which could not, and why."""
+    unable = "; ".join(f"{name} {why}" for tier in tiers[chosen:] for name, why in tier.left_out)
+    return f"nothing in tier {tiers[chosen].name!r} or above can take this request ({unable or 'no backends'})"
+
+
 def _smallest_p95(pool: Sequence[_Row]) -> _Row:
     """Open breakers preferred, then the smallest p95 (an unmeasured backend's is a placeholder:
     those go after the measured)."""
@@ -268,6 +293,8 @@ def _at_risk(tiers: Sequence[Tier], chosen: int, rows: Mapping[str, _Row], input
     mode = _mode(tiers, chosen, inputs)
     quality = [r for r in rows.values() if r.at_quality]
     open_quality = [r for r in quality if not r.blocked]
+    if not quality:  # nothing at this quality can take the request: only a weaker tier can answer
+        return _downgrade(tiers, chosen, rows, inputs, _unable_above(tiers, chosen))
     risk = _risk(tiers[chosen], open_quality, inputs)
     if mode == "fail" and any(r.limited is None for r in open_quality):  # slow, not merely rate-limited
         return _Choice(_smallest_p95(quality), f"{risk}; on_deadline_risk is fail: nothing is called", refused=risk)
@@ -299,7 +326,8 @@ def _winner(tiers: Sequence[Tier], chosen: int, rows: Mapping[str, _Row], inputs
     found = _first_pool(tiers, quality, rows, lambda r: r.feasible, inputs)
     if found is not None:
         row, index = found
-        return _Choice(row, _winner_why(row, _goal(inputs), tiers[index], index != chosen, inputs))
+        skipped = [tiers[i] for i in quality[:quality.index(index)]]
+        return _Choice(row, _winner_why(row, _goal(inputs), tiers[index], index != chosen, inputs, skipped))
     found = _first_pool(tiers, quality, rows, lambda r: r.could, inputs)
     if found is not None:
         return _Choice(found[0], _unproven_why(found[0], inputs))

@@ -3,6 +3,8 @@ arbiters, iteration rounds and both servers all call a backend through `CallPath
 
 For one call to one backend it owns, in this order per attempt:
 
+    spending     the request's `max_cost_usd` against what its calls cost so far (router/cost_limit.py);
+                 CostLimitExceeded ends the request, never retried
     rate limit   take from the backend's rpm / tpm buckets (router/state/rate_limits.py); at its
                  limit the attempt fails at once with AtRateLimit (never retried, no breaker verdict,
                  so the router moves to the next candidate); tpm is corrected with the real usage
@@ -38,6 +40,7 @@ from backends.per_loop import PerLoop
 from backends.retry import RetryPolicy, call_with_retries
 from backends.types import Chunk, Completion, FinalChunk, Request
 from policies.breaker import BreakerBoard
+from router import cost_limit
 from router.consortium.budget import Reservation, current_run
 from router.decision import Attempt, Decision
 from router.redaction import Redactor
@@ -136,6 +139,7 @@ class CallPath:
         budget, then the breaker's permission (which, half-open, makes this call its probe).
         Returns the tokens charged to the backend's limits (None: it has none)."""
         breaker = self.breakers[backend.name]
+        cost_limit.admit(backend, request)  # the request's max_cost_usd, against what it spent so far
         if options.check_breaker and not breaker.would_allow():
             raise BreakerOpen("circuit breaker is open after repeated failures; skipped until its cooldown ends",
                               **backend.where())
@@ -243,6 +247,7 @@ class CallPath:
                   streamed: bool, composite: bool = False) -> None:
         if not composite:
             self.breakers[name].record_success()
+            cost_limit.spent(completion.cost_usd)
         self._notify(Attempt(name, time.perf_counter() - started, completion=completion, streamed=streamed),
                      options)
 

@@ -23,7 +23,7 @@ import logging
 import random
 import time
 from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, Unpack
 
 from backends import build_backend
 from backends.base import Backend
@@ -38,10 +38,12 @@ from policies.tiers import Tier, fallback_order
 from router.calls import CallPath
 from router.config import ScorerConfig
 from router.config_loader import LoadedConfig, _did_you_mean, load_config
+from router.cost_limit import spending_limit
 from router.decision import Attempt, Decision, Outcome, RouteResult
 from router.execution import Executor
 from router.interrupt import run_interruptibly
 from router.latency_tracker import LatencyTracker
+from router.options import ResolvedOptions, RouteOptions, resolve_options
 from router.queueing import with_queue  # queue hook
 from router.redaction import Redactor
 from router.state.base import SharedState
@@ -221,18 +223,31 @@ class Router:
     # -- deciding -------------------------------------------------------------------------
 
     def decide(self, messages: list[Message], *, model: str | None = None, deadline_s: float | None = None,
-               max_tokens: int | None = None, prefer: str | None = None, needs: Needs | None = None) -> Decision:
+               max_tokens: int | None = None, prefer: str | None = None, needs: Needs | None = None,
+               max_cost_usd: float | None = None) -> Decision:
         """Which backends to try, in order, and why. No model call, no I/O.
 
         Within the scorer's tier, the latency model's predictions pick the backend (see
         policies/selection.py); `Decision.plan` holds each candidate's predicted p50/p95 time
         and cost. `prefer` is fast | cheap | best (default: routing.prefer). `needs` (tools,
-        images, context length; read off the request by acomplete/astream) leaves out backends
-        that cannot take the request; Unsupported when none can."""
+        images, context length, a response format; read off the request by acomplete/astream)
+        leaves out backends that cannot take the request; Unsupported when none can.
+        `max_cost_usd` leaves out candidates predicted to cost more (router/cost_limit.py);
+        CostLimitExceeded when none is left."""
         prefer = self._check_prefer(prefer)
         unable = self._unable(needs)
         if model and model != "auto":
-            return self._decide_forced(model, deadline_s, max_tokens, unable)
+            decision = self._decide_forced(model, deadline_s, max_tokens, unable, messages)
+        else:
+            decision = self._decide_routed(messages, deadline_s, max_tokens, prefer, unable)
+        if max_cost_usd is None:
+            return decision
+        from router.cost_limit import within_cost
+
+        return within_cost(self, decision, messages, max_tokens, max_cost_usd)
+
+    def _decide_routed(self, messages: list[Message], deadline_s: float | None, max_tokens: int | None,
+                       prefer: Prefer, unable: Mapping[str, str]) -> Decision:
         score = self.scorer.score(messages)
         index, crossings = self.ladder.climb(messages, score)
         tier = self.tiers[index]
@@ -250,7 +265,7 @@ class Router:
         )
 
     def _unable(self, needs: Needs | None) -> dict[str, str]:
-        """Backend -> the need it cannot meet (tools, vision, context), for this request."""
+        """Backend -> the need it cannot meet (tools, vision, context, structured), for this request."""
         if not needs:
             return {}
         unable = {}
@@ -261,15 +276,23 @@ class Router:
                 unable[name] = missing
         return unable
 
+    def _cannot(self, name: str, need: str) -> str:
+        """Why backend `name` cannot take this request, in words ("cannot take `tools`: ...")."""
+        why = self.backend(name).refusal(need)
+        return f"cannot take {_NEED_WORDS[need]}" + (f": {why}" if why else "")
+
     def _capable_tiers(self, unable: Mapping[str, str]) -> tuple[Tier, ...]:
         if not unable:
             return self.tiers
-        tiers = tuple(dataclasses.replace(t, backends=tuple(b for b in t.backends if b not in unable))
+        tiers = tuple(dataclasses.replace(t, backends=tuple(b for b in t.backends if b not in unable),
+                                          left_out=tuple((b, self._cannot(b, unable[b]))
+                                                         for b in t.backends if b in unable))
                       for t in self.tiers)
         if not any(t.backends for t in tiers):
             need = next(iter(unable.values()))
-            raise Unsupported(f"none of the backends `auto` routes to ({', '.join(unable)}) can take this request "
-                              f"({_NEED_WORDS[need]}); {self._who_can(unable, need)}", need=need)
+            whys = "; ".join(f"{name} {why}" for t in tiers for name, why in t.left_out)
+            raise Unsupported(f"none of the backends `auto` routes to can take this request ({whys}); "
+                              f"{self._who_can(unable, need)}", need=need)
         return tiers
 
     def _who_can(self, unable: Mapping[str, str], need: str) -> str:
@@ -278,14 +301,14 @@ class Router:
         return f"{hint}, or send the request without {_NEED_WORDS[need]}"
 
     def _decide_forced(self, model: str, deadline_s: float | None, max_tokens: int | None,
-                       unable: Mapping[str, str]) -> Decision:
+                       unable: Mapping[str, str], messages: list[Message]) -> Decision:
         if model not in self.config.backends and model not in self.config.consortia and model not in self._backends:
             raise UsageError(f"unknown model {model!r}.{_did_you_mean(model, self.names())} "
                              f"Configured names: {', '.join(self.names())}. "
                              "Run `route models` to list them.")
         if model in unable:
             need = unable[model]
-            raise Unsupported(f"model {model!r} cannot take {_NEED_WORDS[need]}; {self._who_can(unable, need)}",
+            raise Unsupported(f"model {model!r} {self._cannot(model, need)}; {self._who_can(unable, need)}",
                               need=need)
         if deadline_s is None:
             deadline_s = _seconds(self.config.routing.deadline_ms)
@@ -328,39 +351,37 @@ class Router:
             limited={n: refused for n in names if (refused := self.rate_limits.peek(n, tokens)) is not None},
         )
 
-    def explain(self, prompt_or_messages: str | list[Message], *, model: str | None = None,
-                deadline_s: float | None = None, max_tokens: int | None = None, prefer: str | None = None) -> Decision:
-        return self.decide(as_messages(prompt_or_messages), model=model, deadline_s=deadline_s,
-                           max_tokens=max_tokens, prefer=prefer)
+    def explain(self, prompt_or_messages: str | list[Message], **options: Unpack[RouteOptions]) -> Decision:
+        """The decision `acomplete` would make for this request, and why; calls no model. Give
+        it what the request carries (tools, response_format, images in the messages): they
+        decide which backends may take it."""
+        opts = resolve_options("Router.explain", options)
+        return self._decision(as_messages(prompt_or_messages), opts)
+
+    def _decision(self, messages: list[Message], opts: ResolvedOptions) -> Decision:
+        return self.decide(messages, model=opts.model, deadline_s=opts.deadline_s, max_tokens=opts.max_tokens,
+                           prefer=opts.prefer, needs=Needs.of(messages, opts.extra, opts.max_tokens),
+                           max_cost_usd=opts.max_cost_usd)
 
     # -- calling --------------------------------------------------------------------------
 
-    def _request(self, messages: list[Message], max_tokens, temperature, stop, extra) -> Request:
-        if isinstance(stop, str):
-            stop = [stop]
-        return Request(messages=messages, max_tokens=max_tokens, temperature=temperature, stop=stop, extra=extra)
+    @staticmethod
+    def _request(messages: list[Message], opts: ResolvedOptions) -> Request:
+        return Request(messages=messages, max_tokens=opts.max_tokens, temperature=opts.temperature, stop=opts.stop,
+                       extra=opts.extra)
 
-    async def acomplete(
-        self,
-        prompt_or_messages: str | list[Message],
-        *,
-        model: str | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        stop: str | list[str] | None = None,
-        deadline_s: float | None = None,
-        prefer: str | None = None,
-        **extra: Any,
-    ) -> RouteResult:
-        """Answer with the best backend for this prompt, falling back on failure within the deadline."""
+    async def acomplete(self, prompt_or_messages: str | list[Message], **options: Unpack[RouteOptions]) -> RouteResult:
+        """Answer with the best backend for this prompt, falling back on failure within the
+        deadline. Options: router/options.py (`RouteOptions`); an unknown one is a TypeError."""
+        opts = resolve_options("Router.acomplete", options)
         await self.refresh()
         messages = as_messages(prompt_or_messages)
-        decision = self.decide(messages, model=model, deadline_s=deadline_s, max_tokens=max_tokens, prefer=prefer,
-                               needs=Needs.of(messages, extra, max_tokens))
-        request = self._request(messages, max_tokens, temperature, stop, extra)
+        decision = self._decision(messages, opts)
+        request = self._request(messages, opts)
         started = time.perf_counter()
         try:
-            result = await self._attempt_in_order(decision, request)
+            with spending_limit(opts.max_cost_usd):
+                result = await self._attempt_in_order(decision, request)
         except (Exception, asyncio.CancelledError) as exc:  # a caller that gave up is an outcome too
             self._finish(Outcome(decision, messages, self.source, time.perf_counter() - started, error=exc))
             raise
@@ -375,23 +396,13 @@ class Router:
         finally:
             self.latency.end(decision)
 
-    def astream(
-        self,
-        prompt_or_messages: str | list[Message],
-        *,
-        model: str | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        stop: str | list[str] | None = None,
-        deadline_s: float | None = None,
-        prefer: str | None = None,
-        **extra: Any,
-    ) -> RouteStream:
-        """A stream whose `.decision` is known before the first chunk and `.result` after the last."""
+    def astream(self, prompt_or_messages: str | list[Message], **options: Unpack[RouteOptions]) -> RouteStream:
+        """A stream whose `.decision` is known before the first chunk and `.result` after the
+        last. Options as for `acomplete`."""
+        opts = resolve_options("Router.astream", options)
         messages = as_messages(prompt_or_messages)
-        decision = self.decide(messages, model=model, deadline_s=deadline_s, max_tokens=max_tokens, prefer=prefer,
-                               needs=Needs.of(messages, extra, max_tokens))
-        return RouteStream(self, decision, self._request(messages, max_tokens, temperature, stop, extra))
+        decision = self._decision(messages, opts)
+        return RouteStream(self, decision, self._request(messages, opts), max_cost_usd=opts.max_cost_usd)
 
     # -- sync wrappers --------------------------------------------------------------------
 
@@ -410,13 +421,32 @@ class Router:
             self._sync_loop = asyncio.new_event_loop()
         return run_interruptibly(self._sync_loop, awaitable)  # Ctrl-C cancels the call (router/interrupt.py)
 
-    def complete(self, prompt_or_messages: str | list[Message], **options: Any) -> RouteResult:
+    def complete(self, prompt_or_messages: str | list[Message], **options: Unpack[RouteOptions]) -> RouteResult:
+        """`acomplete` for scripts (refused inside a running event loop)."""
+        resolve_options("Router.complete", options)  # a typo is reported under the name the caller used
         self._refuse_inside_a_loop()
         return self._run_sync(self.acomplete(prompt_or_messages, **options))
 
-    def stream(self, prompt_or_messages: str | list[Message], **options: Any) -> Iterator[Chunk]:
+    def stream(self, prompt_or_messages: str | list[Message], **options: Unpack[RouteOptions]) -> Iterator[Chunk]:
+        """`astream` for scripts, as an iterator of chunks (refused inside a running event loop)."""
+        resolve_options("Router.stream", options)
         self._refuse_inside_a_loop()
         return self._iterate_sync(self.astream(prompt_or_messages, **options))
+
+    # -- for frameworks that take an OpenAI client ----------------------------------------
+
+    def openai_client(self, **kwargs: Any) -> Any:
+        """An `openai.OpenAI` whose requests this router's server app answers in process: no
+        socket, streams chunk by chunk as they are produced (router/inprocess.py)."""
+        from router.inprocess import openai_client
+
+        return openai_client(self, **kwargs)
+
+    def async_openai_client(self, **kwargs: Any) -> Any:
+        """An `openai.AsyncOpenAI` answered in process by this router (router/inprocess.py)."""
+        from router.inprocess import async_openai_client
+
+        return async_openai_client(self, **kwargs)
 
     def _iterate_sync(self, route_stream: RouteStream) -> Iterator[Chunk]:
         iterator = route_stream.__aiter__()
@@ -470,17 +500,19 @@ def _seconds(ms: float | None) -> float | None:
     return ms / 1000 if ms else None
 
 
-_NEED_WORDS = {"tools": "`tools`", "vision": "image input", "context": "a prompt this long"}
+_NEED_WORDS = {"tools": "`tools`", "vision": "image input", "context": "a prompt this long",
+               "structured": "`response_format`"}
 
 
 class RouteStream:
     """Async iterator of chunks (text, drafts, then one FinalChunk) with fallback before the first text."""
 
-    def __init__(self, router: Router, decision: Decision, request: Request):
+    def __init__(self, router: Router, decision: Decision, request: Request, *, max_cost_usd: float | None = None):
         self.decision = decision
         self.result: RouteResult | None = None
         self._router = router
         self._request = request
+        self._max_cost_usd = max_cost_usd
 
     def __aiter__(self) -> AsyncGenerator[Chunk, None]:
         return self._run()
@@ -510,8 +542,9 @@ class RouteStream:
             self.result = result
 
         try:
-            async with contextlib.aclosing(executor.stream(self.decision, self._request, keep)) as chunks:
-                async for chunk in chunks:
-                    yield chunk
+            with spending_limit(self._max_cost_usd):
+                async with contextlib.aclosing(executor.stream(self.decision, self._request, keep)) as chunks:
+                    async for chunk in chunks:
+                        yield chunk
         finally:
             router.latency.end(self.decision)

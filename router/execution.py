@@ -17,7 +17,7 @@ at-quality candidate failed. A plan the policy refused (`fail`) raises DeadlineA
 
 Each call in a race is a backend's stream pumped by its own task ("lane") into one queue; a
 loser's task is cancelled and its stream closed through `aclosing`, so no task or connection
-outlives the request. Streaming callers commit to the first lane that yields text: switching
+outlives the request. Streaming callers commit to the first lane that yields text or a tool call: switching
 models after text reached the caller would garble the answer. Without hedging, a plain call
 uses `Backend.complete`, one candidate at a time.
 """
@@ -40,12 +40,16 @@ from backends.errors import (
     RateLimited,
     RateLimitExceeded,
 )
-from backends.types import Chunk, Completion, FinalChunk, Request, TextChunk
+from backends.types import Chunk, Completion, FinalChunk, Request, TextChunk, ToolCallChunk
 from policies.selection import Candidate
 from router.calls import DEADLINE, CallOptions, CallPath
 from router.decision import Decision, RouteResult
 
 __all__ = ["Executor"]
+
+# What settles a streaming race: the first answer text or tool-call piece (either reaches the
+# caller, so switching backends after it would garble the answer), or the end of an empty one.
+_COMMITS = (TextChunk, ToolCallChunk, FinalChunk)
 
 
 
@@ -321,7 +325,7 @@ class _Race:
 
     def commits_to(self, item: Chunk) -> bool:
         """Whether `item` settles the race: first text for a streaming caller, else the answer."""
-        return self.committed is None and isinstance(item, (TextChunk, FinalChunk) if self.streaming else FinalChunk)
+        return self.committed is None and isinstance(item, _COMMITS if self.streaming else FinalChunk)
 
 
 class _Plan:

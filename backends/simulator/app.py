@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import logging
 import time
@@ -261,10 +262,8 @@ async def _stream(client, send, body, model, answer: Answer, profile: SimProfile
         bad = b'data: {"id": "chatcmpl-simulated", "choices": [{"delta": {"content": \n\n'
         await send({"type": "http.response.body", "body": bad + b"data: [DONE]\n\n"})
         return "completed"
-    if answer.tool_calls:  # the calls' pieces, each in its own event, as providers stream them
-        pieces = argument_pieces(list(answer.tool_calls))
-        await send({"type": "http.response.body", "body": b"".join(chunk.delta({"tool_calls": [p]}) for p in pieces),
-                    "more_body": True})
+    if answer.tool_calls and not await _send_tool_calls(client, send, chunk, answer, profile):
+        return "cancelled"
     tail = [chunk.finish(answer.finish_reason)]
     if include_usage:
         tail.append(chunk.usage(_usage(answer)))
@@ -304,6 +303,19 @@ async def _send_tokens(client, send, chunk, tokens: list[str], profile: SimProfi
             events.extend(chunk.content(t) for t in group)
         await send({"type": "http.response.body", "body": b"".join(events), "more_body": True})
     return not client.gone
+
+
+async def _send_tool_calls(client, send, chunk, answer: Answer, profile: SimProfile) -> bool:
+    """The calls' pieces, each in its own event and paced like the tokens after the text (a
+    model writes arguments token by token), as providers stream them; False if the client left."""
+    first = len(answer.tokens)
+    pieces = argument_pieces(list(answer.tool_calls))
+    for due_s, group in itertools.groupby(enumerate(pieces), key=lambda item: profile.arrival_s(first + item[0])):
+        if not await client.sleep_until(due_s):
+            return False
+        await send({"type": "http.response.body", "body": b"".join(chunk.delta({"tool_calls": [p]}) for _, p in group),
+                    "more_body": True})
+    return True
 
 
 def _schedule(tokens: list[str], profile: SimProfile, fault):

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from backends.errors import RouteError
-from backends.types import Chunk, Completion, DraftChunk, FinalChunk, TextChunk, ThinkingChunk
+from backends.types import Chunk, Completion, DraftChunk, FinalChunk, TextChunk, ThinkingChunk, ToolCallChunk
 from router.decision import Decision, Downgrade
 from router.server.errors import ApiError, error_for_failure
 from router.server.protocols.base import Call, Dialect, EventWriter, Facts
@@ -283,6 +283,8 @@ def _event(writer: EventWriter, chunk: Chunk) -> bytes:
         return writer.text(chunk.text)
     if isinstance(chunk, ThinkingChunk):
         return writer.thinking(chunk.text, chunk.signature)
+    if isinstance(chunk, ToolCallChunk):
+        return writer.tool_call(chunk)
     if isinstance(chunk, DraftChunk):
         return writer.draft(chunk.text)
     return b""  # the final chunk is the flow's; a kind of chunk this writer has no event for

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from backends.types import Completion, Message
+from backends.types import Completion, Message, ToolCallChunk
 from router.server.errors import ApiError
 
 __all__ = ["Call", "Dialect", "EventWriter", "Facts"]
@@ -34,18 +34,20 @@ class Call:
     def options(self, model: str) -> dict[str, Any]:
         """The router's call options for this request, routed as `model`."""
         return dict(model=model, max_tokens=self.max_tokens, temperature=self.temperature, stop=self.stop,
-                    **self.extra)
+                    extra=self.extra)
 
 
 class EventWriter(Protocol):
     """One stream's events, as bytes ready to send. `draft` may return b"": only a client that
     asked for diffusion drafts gets them. `thinking`'s signature is the provider's seal on the
-    thinking so far (only Anthropic's protocol has a place for it)."""
+    thinking so far (only Anthropic's protocol has a place for it). Tool calls stream as they
+    form (`tool_call`); `finish` writes whole those that did not stream."""
 
     def start(self) -> bytes: ...
     def text(self, text: str) -> bytes: ...
     def thinking(self, text: str, signature: str | None = None) -> bytes: ...
     def draft(self, text: str) -> bytes: ...
+    def tool_call(self, piece: ToolCallChunk) -> bytes: ...
     def finish(self, completion: Completion | None, facts: Facts | None) -> bytes: ...
     def error(self, err: ApiError) -> bytes: ...
 

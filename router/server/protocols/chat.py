@@ -24,7 +24,7 @@ import orjson
 from pydantic import BaseModel
 
 from backends.openai_chunks import DONE, ChunkWriter, new_completion_id
-from backends.types import Completion
+from backends.types import Completion, ToolCallChunk
 from router.server.errors import ApiError
 from router.server.protocols.base import Call, Facts
 from router.server.protocols.chat_schema import CHAT_REQUEST, ChatCompletionRequest
@@ -38,7 +38,7 @@ _REFERENCE = "the OpenAI chat-completions reference"
 # `max_completion_tokens` is both: the limit, and kept as the client wrote it (OpenAI's reasoning
 # models refuse `max_tokens`). The Router's own keyword names are never a client's to set.
 _CONSUMED = frozenset({"model", "messages", "stream", "stream_options", "max_tokens", "temperature", "stop", "n",
-                       "deadline_s", "prefer", "extra"})
+                       "deadline_s", "prefer", "max_cost_usd", "extra"})
 _TYPED = ("tools", "tool_choice", "response_format", "stream_options")  # objects whose extra keys are logged
 
 
@@ -92,13 +92,14 @@ def completion_body(model: str, completion: Completion, facts: Facts | None = No
 class _Events:
     """One stream's chunks."""
 
-    __slots__ = ("_chunks", "_usage", "_diffusing", "_committed")
+    __slots__ = ("_chunks", "_usage", "_diffusing", "_committed", "_streamed")
 
     def __init__(self, call: Call):
         self._chunks = ChunkWriter(call.model)
         self._usage = bool(call.echo.get("include_usage"))
         self._diffusing = bool(call.echo.get("diffusing"))
         self._committed = ""  # with `diffusing`: the text so far, ahead of each draft
+        self._streamed: set[int] = set()  # tool calls sent as they formed
 
     def start(self) -> bytes:
         return self._chunks.role()
@@ -115,6 +116,14 @@ class _Events:
     def draft(self, text: str) -> bytes:
         return self._chunks.content(self._committed + text) if self._diffusing else b""
 
+    def tool_call(self, piece: ToolCallChunk) -> bytes:
+        delta: dict[str, Any] = {"index": piece.index, "function": {"arguments": piece.arguments}}
+        if piece.index not in self._streamed:  # the first piece says which call it is
+            self._streamed.add(piece.index)
+            delta.update(id=piece.id, type="function")
+            delta["function"]["name"] = piece.name
+        return self._chunks.delta({"tool_calls": [delta]})
+
     def finish(self, completion: Completion | None, facts: Facts | None) -> bytes:
         tail = []
         reason = "stop"
@@ -122,9 +131,10 @@ class _Events:
             if self._diffusing:  # the last event holds the answer itself
                 tail.append(self._chunks.content(completion.text))
             reason = completion.finish_reason or "stop"
+            whole = [{"index": i, **call} for i, call in enumerate(completion.tool_calls or ()) if i not in self._streamed]
+            if whole:
+                tail.append(self._chunks.delta({"tool_calls": whole}))
             if completion.tool_calls:
-                tail.append(self._chunks.delta({"tool_calls": [{"index": i, **call}
-                                                               for i, call in enumerate(completion.tool_calls)]}))
                 reason = completion.finish_reason or "tool_calls"
         tail.append(self._chunks.finish(reason, {"route": facts} if facts else None))
         if self._usage and completion is not None:

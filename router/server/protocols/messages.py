@@ -29,7 +29,7 @@ from backends.anthropic_format import (
     reasoning_effort,
     tool_input,
 )
-from backends.types import Completion, Message
+from backends.types import Completion, Message, ToolCallChunk
 from router.server.errors import ApiError
 from router.server.protocols.base import Call, Facts
 from router.server.protocols.messages_schema import COUNT_TOKENS_REQUEST, MESSAGES_REQUEST, MessagesRequest
@@ -117,12 +117,14 @@ def _options(request: MessagesRequest) -> dict[str, Any]:
 
 
 class _Events:
-    """One stream's events. Text goes out as it comes; tool calls arrive whole with the final
-    completion, so each is one block with its input in one `input_json_delta`."""
+    """One stream's events. Thinking, text and tool calls go out as they come; a tool call the
+    backend did not stream arrives whole with the final completion, one block with its input in
+    one `input_json_delta`."""
 
     def __init__(self, call: Call):
         self._events = MessageEvents(call.model, f"msg_{uuid.uuid4().hex[:24]}",
                                      {"input_tokens": call.echo.get("input_estimate", 0), "output_tokens": 0})
+        self._streamed: set[int] = set()
 
     def start(self) -> bytes:
         return self._events.start()
@@ -136,9 +138,18 @@ class _Events:
     def draft(self, text: str) -> bytes:
         return b""
 
+    def tool_call(self, piece: ToolCallChunk) -> bytes:
+        if piece.index not in self._streamed:
+            self._streamed.add(piece.index)
+            return self._events.tool_call(piece.index, call_id=piece.id or f"toolu_{uuid.uuid4().hex[:24]}",
+                                          name=piece.name, arguments=piece.arguments)
+        return self._events.tool_call(piece.index, arguments=piece.arguments)
+
     def finish(self, completion: Completion | None, facts: Facts | None) -> bytes:
         out = []
         for index, block in enumerate(_tool_blocks(completion) if completion is not None else ()):
+            if index in self._streamed:
+                continue
             out.append(self._events.tool_call(index, call_id=block["id"], name=block["name"],
                                               arguments=orjson.dumps(block["input"]).decode()))
         reason = stop_reason(completion) if completion is not None else "end_turn"

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import orjson
 
-from backends.types import Completion
+from backends.types import Completion, ToolCallChunk
 from router.server.errors import ApiError
 from router.server.protocols.base import Call, Facts
 
@@ -95,8 +95,9 @@ def finished(call: Call, completion: Completion, ids: _Ids | None = None) -> dic
 
 
 class ResponseEvents:
-    """One stream's events, numbered. Reasoning and text go out as they come; tool calls arrive
-    whole with the final completion, so each is an item whose arguments come in one delta."""
+    """One stream's events, numbered. Reasoning, text and tool calls go out as they come; a tool
+    call the backend did not stream arrives whole with the final completion, an item whose
+    arguments come in one delta."""
 
     def __init__(self, call: Call):
         self.call, self.ids = call, _Ids()
@@ -105,6 +106,7 @@ class ResponseEvents:
         self._open: Literal["reasoning", "message"] | None = None
         self._parts: list[str] = []  # text of the open item
         self._said = {"reasoning": "", "message": ""}  # each item's text, once closed
+        self._calls: dict[int, dict[str, Any]] = {}  # tool calls streamed: index -> their item, arguments so far
 
     def _event(self, kind: str, **data: Any) -> bytes:
         self.seq += 1
@@ -162,12 +164,44 @@ class ResponseEvents:
     def draft(self, text: str) -> bytes:
         return b""
 
+    def tool_call(self, piece: ToolCallChunk) -> bytes:
+        out = []
+        streamed = self._calls.get(piece.index)
+        if streamed is None:
+            out += self._close()
+            call = {"id": piece.id, "function": {"name": piece.name or "", "arguments": ""}}
+            item = _call_items(self.ids, Completion(text="", backend="", model="", tool_calls=[call]),
+                               self.call.echo["namespaces"])[0]
+            streamed = self._calls[piece.index] = {"item": item, "output_index": self.items, "arguments": ""}
+            self.items += 1
+            out.append(self._event("response.output_item.added", output_index=streamed["output_index"],
+                                   item={**item, "status": "in_progress"}))
+        if piece.arguments:
+            streamed["arguments"] += piece.arguments
+            out.append(self._event("response.function_call_arguments.delta", item_id=streamed["item"]["id"],
+                                   output_index=streamed["output_index"], delta=piece.arguments))
+        return b"".join(out)
+
+    def _end_streamed_calls(self, completion: Completion) -> list[bytes]:
+        out = []
+        for index, streamed in self._calls.items():
+            calls = completion.tool_calls or []
+            arguments = calls[index]["function"].get("arguments") or "" if index < len(calls) else streamed["arguments"]
+            item = {**streamed["item"], "arguments": arguments}
+            where = {"item_id": item["id"], "output_index": streamed["output_index"]}
+            out += [self._event("response.function_call_arguments.done", **where, name=item["name"], arguments=arguments),
+                    self._event("response.output_item.done", output_index=streamed["output_index"], item=item)]
+        return out
+
     def finish(self, completion: Completion | None, facts: Facts | None) -> bytes:
         out = self._close()
         if completion is None:
             completion = Completion(text=self._said["message"], backend="", model="",
                                     thinking=self._said["reasoning"] or None)
-        for item in _call_items(self.ids, completion, self.call.echo["namespaces"]):
+        out += self._end_streamed_calls(completion)
+        for position, item in enumerate(_call_items(self.ids, completion, self.call.echo["namespaces"])):
+            if position in self._calls:
+                continue
             index, self.items = self.items, self.items + 1
             where = {"item_id": item["id"], "output_index": index}
             out += [self._event("response.output_item.added", output_index=index,
