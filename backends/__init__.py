@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         RateLimited,
         RateLimitExceeded,
         RouteError,
+        Unreachable,
         Unsupported,
         UsageError,
         Where,
@@ -61,7 +62,7 @@ _HOMES = {
     "backends.errors": (
         "AllBackendsFailed", "AtRateLimit", "AuthError", "BackendError", "BackendTimeout",
         "BackendUnavailable", "BadRequest", "BreakerOpen", "ConfigError", "CostLimitExceeded", "DeadlineAtRisk",
-        "MalformedResponse", "RateLimited", "RateLimitExceeded", "RouteError", "Unsupported",
+        "MalformedResponse", "RateLimited", "RateLimitExceeded", "RouteError", "Unreachable", "Unsupported",
         "UsageError", "Where",
     ),
     "backends.registry": ("build_backend", "kinds", "register_kind"),

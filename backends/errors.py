@@ -8,7 +8,8 @@
     │   ├── BackendTimeout          no answer within the deadline            (retryable)
     │   ├── RateLimited             HTTP 429; `retry_after` seconds or None  (retryable)
     │   │   └── AtRateLimit         skipped: its configured rpm/tpm is used up (never retried)
-    │   ├── BackendUnavailable      connect error, 5xx, dropped stream       (retryable)
+    │   ├── BackendUnavailable      5xx, dropped stream                      (retryable)
+    │   │   ├── Unreachable         refused or unresolvable connection: fail over at once (not retried)
     │   │   └── BreakerOpen         skipped: its circuit breaker is open     (never retried)
     │   ├── MalformedResponse       the server answered something unparseable
     │   ├── BadRequest              HTTP 4xx other than auth and 429         (never retried)
@@ -48,6 +49,7 @@ __all__ = [
     "RateLimited",
     "RouteError",
     "Unsupported",
+    "Unreachable",
     "UsageError",
 ]
 
@@ -139,10 +141,23 @@ class BackendUnavailable(BackendError):
     retryable = True
 
 
-class BreakerOpen(BackendUnavailable):
-    """Not called at all: the backend's breaker is open. Retrying before the cooldown is pointless."""
+class Unreachable(BackendUnavailable):
+    """The connection never opened (refused, no route, name not resolved): nothing is listening
+    there now, and a retry a few hundred milliseconds later finds the same. The router fails over
+    at once; the breaker counts it, so later requests try it again only after its cooldown."""
 
     retryable = False
+
+
+class BreakerOpen(BackendUnavailable):
+    """Not called at all: the backend's breaker is open. Retrying before the cooldown is
+    pointless; `retry_after` is the seconds until it ends (when known)."""
+
+    retryable = False
+
+    def __init__(self, message: str, *, retry_after: float | None = None, backend: str = "", model: str = ""):
+        self.retry_after = retry_after
+        super().__init__(message, backend=backend, model=model)
 
 
 class MalformedResponse(BackendError):

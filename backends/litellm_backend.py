@@ -16,7 +16,7 @@ from backends.assembly import Delta
 from backends.base import Backend, Health
 from backends.capabilities import Capabilities
 from backends.deadline import Deadline
-from backends.errors import BackendError, BackendTimeout, BackendUnavailable, MalformedResponse
+from backends.errors import BackendError, BackendTimeout, BackendUnavailable, MalformedResponse, Unreachable
 from backends.http_errors import connection_failure, error_for_status, parse_retry_after
 from backends.openai_fields import OPENAI_CHAT_FIELDS
 from backends.params import ChatParams
@@ -78,7 +78,7 @@ class LiteLLMBackend(Backend):
             return BackendTimeout(f"no answer within the deadline ({type(exc).__name__})", **where)
         refused = connection_failure(exc)  # litellm calls these HTTP 500: they are no server's answer
         if refused is not None:
-            return BackendUnavailable(f"cannot connect ({refused})", **where)
+            return Unreachable(f"cannot connect ({refused})", **where)
         status = getattr(exc, "status_code", None)
         response = getattr(exc, "response", None)
         headers = getattr(response, "headers", None) or getattr(exc, "headers", None) or {}

@@ -40,6 +40,7 @@ from backends.per_loop import PerLoop
 from backends.retry import RetryPolicy, call_with_retries
 from backends.types import Chunk, Completion, FinalChunk, Request
 from policies.breaker import BreakerBoard
+from policies.retry_budget import RetryBudget
 from router import cost_limit
 from router.consortium.budget import Reservation, current_run
 from router.decision import Attempt, Decision
@@ -87,7 +88,7 @@ class CallPath:
 
     def __init__(self, resolve: Callable[[str], Backend], *, breakers: BreakerBoard, max_concurrency: int = 128,
                  retry_per_class: dict[str, int] | None = None, redactor: Redactor | None = None,
-                 limits: RateLimiter | None = None):
+                 limits: RateLimiter | None = None, retry_budget: RetryBudget | None = None):
         self._resolve = resolve
         self.breakers = breakers
         self.limits = limits
@@ -95,6 +96,7 @@ class CallPath:
         # The global limit: a semaphore is bound to the loop it first waited on.
         self._slots = PerLoop(lambda: asyncio.Semaphore(max_concurrency))
         self._retry_per_class = dict(retry_per_class or {})
+        self.retry_budget = retry_budget or RetryBudget()
         self.observers: list[AttemptObserver] = []
         self.in_flight = 0  # leaf attempts holding a slot right now (read by metrics and tests)
         self.peak_in_flight = 0
@@ -132,7 +134,8 @@ class CallPath:
 
     def _policy(self, backend: Backend, options: CallOptions) -> RetryPolicy:
         retries = backend.settings.max_retries if options.retries is None else options.retries
-        return RetryPolicy(retries, backend.settings.backoff_initial_s, self._retry_per_class)
+        return RetryPolicy(retries, backend.settings.backoff_initial_s, self._retry_per_class,
+                           budget=lambda: self.retry_budget.allows_retry(backend.name))
 
     async def _admit(self, backend: Backend, request: Request, options: CallOptions) -> int | None:
         """The breaker first (a refused call spends no budget), then the rate limit, then the
@@ -142,7 +145,7 @@ class CallPath:
         cost_limit.admit(backend, request)  # the request's max_cost_usd, against what it spent so far
         if options.check_breaker and not breaker.would_allow():
             raise BreakerOpen("circuit breaker is open after repeated failures; skipped until its cooldown ends",
-                              **backend.where())
+                              retry_after=breaker.cooldown_left(), **backend.where())
         charged = await self._take_rate(backend, request, options)
         what = options.label or backend.name
         run = current_run().get()
@@ -247,6 +250,7 @@ class CallPath:
                   streamed: bool, composite: bool = False) -> None:
         if not composite:
             self.breakers[name].record_success()
+            self.retry_budget.record(name, ok=True)
             cost_limit.spent(completion.cost_usd)
         self._notify(Attempt(name, time.perf_counter() - started, completion=completion, streamed=streamed),
                      options)
@@ -280,8 +284,9 @@ class CallPath:
             breaker.release()  # the caller's doing or the request's fault, not the backend's
         elif isinstance(exc, BackendTimeout) and elapsed < p95:
             breaker.release()  # cut short by a tight overall deadline: no evidence against it
-        else:
+        elif not isinstance(exc, BreakerOpen | AtRateLimit):  # not called at all: no evidence either
             breaker.record_failure()
+            self.retry_budget.record(name, ok=False)
 
     def _notify(self, attempt: Attempt, options: CallOptions) -> None:
         for observer in self.observers:

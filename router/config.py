@@ -161,6 +161,14 @@ class BreakerConfig(_Strict):
     cooldown_ms: float = Field(30_000, gt=0)
 
 
+class RetryBudgetConfig(_Strict):
+    """Retries across requests, per backend (policies/retry_budget.py): a bucket of `tokens`; a
+    failed attempt takes one, a success gives back `ratio`; retries only while it is over half full."""
+
+    tokens: float = Field(10.0, ge=1)
+    ratio: float = Field(0.1, gt=0, le=1)
+
+
 class LatencyModelConfig(_Strict):
     """How the live latency model learns (policies/latency.py) and when it explores."""
 
@@ -184,6 +192,7 @@ class RoutingConfig(_Strict):
     cost_tolerance: float = Field(0.1, ge=0, description="`cheap`: costs within this fraction of the cheapest tie; the fastest wins")
     hedge: bool = Field(False, description="start the next candidate when the first is past its p95 to first token")
     breaker: BreakerConfig = BreakerConfig()
+    retry_budget: RetryBudgetConfig = RetryBudgetConfig()
     latency: LatencyModelConfig = LatencyModelConfig()
     max_concurrency: int = Field(128, ge=1, le=65536, description="upstream requests in flight at once, over "
                                  "every request and consortium of this router")

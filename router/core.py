@@ -32,6 +32,7 @@ from backends.types import Chunk, Message, Request, as_messages
 from policies.breaker import BreakerBoard, BreakerSettings
 from policies.ladder import Ladder
 from policies.needs import Needs
+from policies.retry_budget import RetryBudget, RetryBudgetSettings
 from policies.scoring import Scorer, build_scorer
 from policies.selection import PREFER_CHOICES, Prefer, RouteInputs, forced_plan, plan_route
 from policies.tiers import Tier, fallback_order
@@ -79,7 +80,9 @@ class Router:
         self.rate_limits = _rate_limits(loaded)
         self.calls = CallPath(self.backend, breakers=self.breakers, max_concurrency=self.config.routing.max_concurrency,
                               retry_per_class={str(k): v for k, v in self.config.routing.retries.items()},
-                              redactor=self.redactor, limits=self.rate_limits)
+                              redactor=self.redactor, limits=self.rate_limits,
+                              retry_budget=RetryBudget(RetryBudgetSettings(self.config.routing.retry_budget.tokens,
+                                                                           self.config.routing.retry_budget.ratio)))
         # The live latency model learns from every attempt anywhere: routed, member or arbiter.
         self.latency = LatencyTracker.from_config(self.config)
         self.calls.add_observer(self.latency.observe)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from backends.errors import AllBackendsFailed, BackendError
+from backends.errors import AllBackendsFailed, BackendError, BreakerOpen
 from backends.types import TextChunk
 from router.core import Router
 from router.store import Store
@@ -232,13 +232,19 @@ async def test_falls_back_on_failure_and_the_breaker_then_skips_the_broken_backe
     await router.aclose()
 
 
-async def test_open_breakers_are_still_tried_when_nothing_else_is_left(sim):
+async def test_an_open_breaker_with_nothing_else_left_fails_at_once_saying_when_to_come_back(sim):
+    """Not called while open, even as the last candidate (issue 29: a client retrying against a
+    dead upstream made three upstream calls per retry); the probe goes after the cooldown."""
     sim.update_profile("ok-m", answer_tokens=5)
-    router = Router.from_config(config(sim, {"only": {"model": "ok-m"}}, breaker={"failures": 1}))
+    router = Router.from_config(config(sim, {"only": {"model": "ok-m"}}, breaker={"failures": 1,
+                                                                                  "cooldown_ms": 60_000}))
     router.breakers["only"].record_failure()
     assert router.breakers["only"].state == "open"
-    result = await router.acomplete("hi")
-    assert result.backend == "only"
+    with pytest.raises(AllBackendsFailed) as failed:
+        await router.acomplete("hi")
+    [error] = failed.value.exceptions
+    assert isinstance(error, BreakerOpen) and 59 < error.retry_after <= 60
+    assert sim.stats("ok-m")["requests"] == 0
     await router.aclose()
 
 

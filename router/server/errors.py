@@ -16,6 +16,7 @@ from backends.errors import (
     BackendTimeout,
     BackendUnavailable,
     BadRequest,
+    BreakerOpen,
     ConfigError,
     DeadlineAtRisk,
     RateLimited,
@@ -72,8 +73,7 @@ def error_for_failure(exc: BaseException) -> ApiError:
     if isinstance(exc, BackendError | AllBackendsFailed):
         for types, status, kind, code in _STATUS_RULES:
             if all(isinstance(e, types) for e in errors):
-                return ApiError(status, message, kind=kind, code=code,
-                                headers=_retry_after(errors) if status == 429 else None)
+                return ApiError(status, message, kind=kind, code=code, headers=_retry_after(errors))
         code = "upstream_auth_failed" if any(isinstance(e, AuthError) for e in errors) else "upstream_error"
         return ApiError(502, message, kind="server_error", code=code)
     return internal_error(exc)
@@ -92,6 +92,8 @@ def internal_error(exc: BaseException) -> ApiError:
 
 
 def _retry_after(errors: list[BaseException]) -> dict[str, str] | None:
-    waits = [e.retry_after for e in errors if isinstance(e, RateLimited) and e.retry_after is not None]
+    """`Retry-After` when every failure says when to come back: a rate limit's wait, an open
+    breaker's cooldown (so a retrying client waits for the probe instead of hammering)."""
+    waits = [e.retry_after for e in errors if isinstance(e, RateLimited | BreakerOpen) and e.retry_after is not None]
     # Whole seconds, rounded up: a client that waits exactly that long finds room.
     return {"retry-after": f"{max(1, math.ceil(min(waits) - 1e-9))}"} if waits else None
