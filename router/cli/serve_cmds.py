@@ -177,6 +177,8 @@ def register(app: typer.Typer) -> None:
             "--max-header-bytes", min=1024, help="Largest request head (request line and headers), bytes.")] = 64 * 1024,
         max_connections: Annotated[int, typer.Option(
             "--max-connections", min=1, help="Open connections at most (idle keep-alive ones count); then 503.")] = 1024,
+        quiet: Annotated[bool, typer.Option("-q", "--quiet", help="No line per request on stderr (method, path, "
+                                                              "status, backend, time, and why it failed).")] = False,
         config: Annotated[str | None, typer.Option("-c", "--config", help="Config file (default: search order).")] = None,
     ) -> None:
         from router.config_loader import load_config
@@ -194,7 +196,7 @@ def register(app: typer.Typer) -> None:
         limits = ServerLimits(header_timeout_s=header_timeout, body_timeout_s=body_timeout,
                               max_header_bytes=max_header, max_connections=max_connections)
         spec = ServeSpec(config=str(loaded.path), host=host, api_key_env=api_key_env, keep_log=keep,
-                         max_body=max_body, drain_s=drain, limits=dataclasses.asdict(limits))
+                         max_body=max_body, drain_s=drain, limits=dataclasses.asdict(limits), quiet=quiet)
         names = [*loaded.config.backends, *loaded.config.consortia]
         shown = f"[{host}]" if ":" in host else host
         auth = f"on (keys: {', '.join(keys)})" if keys else "off (loopback)"  # names only, never a key

@@ -14,6 +14,11 @@ counts, feedback) are `Plain` handlers and share the body reading and the error 
 flow's own I/O is here too, as raw ASGI messages (no Request/Response objects on the proxy's
 hot path).
 
+Errors a client sees name the backend, never where it lives: the upstreams' addresses are
+scrubbed from their messages (`Scrubber`). Every request is one line on the `route.access`
+logger (method, path, status, who answered, time; errors with their reason), as uvicorn and
+every gateway log them; `route serve --quiet` turns it off.
+
 Auth and per-key limits wrap this (router/server/auth.py, keys.py), once, for every path.
 """
 
@@ -21,6 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import re
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -36,7 +44,10 @@ if TYPE_CHECKING:
     from router.server.metrics import Metrics
     from router.server.models import ModelNames
 
-__all__ = ["JSON", "ClientGone", "ClientWatch", "Endpoint", "Plain", "decision_headers", "read_body", "send_body"]
+__all__ = ["JSON", "ClientGone", "ClientWatch", "Endpoint", "Plain", "Scrubber", "decision_headers", "read_body",
+           "send_body"]
+
+ACCESS = logging.getLogger("route.access")
 
 JSON = (b"content-type", b"application/json")
 SSE = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
@@ -170,6 +181,33 @@ async def _first_content(chunks: AsyncIterator[Chunk], drafts: bool) -> Chunk | 
     return None
 
 
+class Scrubber:
+    """Replaces the addresses of the router's upstreams (URLs with any path, `host:port`, the
+    `('host', port)` an OS error quotes) with the backend's name -- "[upstream]" where several
+    backends share one address -- in what clients are told."""
+
+    def __init__(self, endpoints: Mapping[str, str | None]):
+        patterns = []
+        addresses = {name: re.match(r"(?:\w+://)?([^/:\s]+)(?::(\d+))?", url) for name, url in endpoints.items() if url}
+        shared = [m.groups() for m in addresses.values() if m is not None]
+        for name, parts in addresses.items():
+            if parts is None:
+                continue
+            host, port = re.escape(parts.group(1)), parts.group(2)
+            address = f"{host}:{port}" if port else host
+            quoted_port = port or r"\d+"
+            url = r"\w+://" + address + r"[^\s'\")]*"
+            pair = r"\('" + host + "', " + quoted_port + r"\)"
+            label = f"backend {name!r}" if shared.count(parts.groups()) == 1 else "[upstream]"
+            patterns.append((f"{url}|{pair}|{address}" + r"\b", label))
+        self._patterns = [(re.compile(pattern), name) for pattern, name in patterns]
+
+    def __call__(self, text: str) -> str:
+        for pattern, name in self._patterns:
+            text = pattern.sub(name, text)
+        return text
+
+
 class Endpoint:
     """The ASGI callable for every path in `handlers`. `router.source` should be "server", so
     the request log says so."""
@@ -180,8 +218,20 @@ class Endpoint:
         self.handlers = dict(handlers)
         self.body_limit = body_limit_bytes
         self.body_timeout_s = body_timeout_s
+        self.scrub = Scrubber({name: router.backend(name).endpoint for name in router.config.backends})
+
+    def _failure(self, exc: BaseException) -> ApiError:
+        err = error_for_failure(exc)
+        err.message = self.scrub(err.message)
+        return err
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        started = time.perf_counter()
+        outcome = await self._answer(scope, receive, send)
+        if ACCESS.isEnabledFor(logging.INFO):
+            _log_access(scope, outcome, time.perf_counter() - started)
+
+    async def _answer(self, scope: dict, receive: Any, send: Any) -> _Outcome:
         handler = self.handlers[scope["path"]]
         limit = self.body_limit
         if isinstance(handler, Plain) and handler.max_body is not None:
@@ -190,34 +240,33 @@ class Endpoint:
             raw = await read_body(scope, receive, limit, self.body_timeout_s)
             if isinstance(handler, Plain):
                 await send_body(send, 200, await handler.handle(raw, scope))
-                return
+                return _Outcome(200)
             call = handler.parse(raw)
             model = self.names.resolve(call.model)
         except ApiError as err:
-            await _send_error(send, handler, err)
-            return
+            return await _send_error(send, handler, err)
         except ClientGone:
-            return
+            return _Outcome(499, reason="the client left before its request arrived")
         watch = ClientWatch(receive)
         self.metrics.in_flight.inc()
         try:
-            await (self._stream if call.stream else self._complete)(handler, call, model, send, watch)
+            return await (self._stream if call.stream else self._complete)(handler, call, model, send, watch)
         except asyncio.CancelledError:
             if not watch.gone:
                 raise  # the server is stopping, not the client leaving
             task = asyncio.current_task()
             if task is not None:
                 task.uncancel()
+            return _Outcome(499, reason="the client left")
         finally:
             watch.close()
             self.metrics.in_flight.dec()
 
-    async def _complete(self, dialect: Dialect, call: Call, model: str, send: Any, watch: ClientWatch) -> None:
+    async def _complete(self, dialect: Dialect, call: Call, model: str, send: Any, watch: ClientWatch) -> _Outcome:
         try:
             result = await self.router.acomplete(call.messages, **call.options(model))
         except RouteError as exc:
-            await _send_error(send, dialect, error_for_failure(exc))
-            return
+            return await _send_error(send, dialect, self._failure(exc))
         self.metrics.decided(result.decision)
         completion = result.completion
         body = dialect.body(call, completion, _facts(completion, result.downgrade))
@@ -225,14 +274,14 @@ class Endpoint:
                    *decision_headers(result.decision, result.downgrade), *_degraded_header(completion)]
         watch.done = True
         await send_body(send, 200, body, headers)
+        return _Outcome(200, completion.backend)
 
-    async def _stream(self, dialect: Dialect, call: Call, model: str, send: Any, watch: ClientWatch) -> None:
+    async def _stream(self, dialect: Dialect, call: Call, model: str, send: Any, watch: ClientWatch) -> _Outcome:
         await self.router.refresh()  # what other replicas learned, before the decision
         try:
             route_stream = self.router.astream(call.messages, **call.options(model))
         except RouteError as exc:
-            await _send_error(send, dialect, error_for_failure(exc))
-            return
+            return await _send_error(send, dialect, self._failure(exc))
         decision = route_stream.decision
         self.metrics.decided(decision)
         writer = dialect.writer(call)
@@ -241,15 +290,17 @@ class Endpoint:
             try:
                 first = await _first_content(chunks, drafts=bool(call.echo.get("diffusing")))
             except RouteError as exc:
-                await _send_error(send, dialect, error_for_failure(exc))
-                return
+                return await _send_error(send, dialect, self._failure(exc))
             await send({"type": "http.response.start", "status": 200,
                         "headers": [*SSE, *decision_headers(decision, decision.downgrade)]})
-            await _pump(writer, first, chunks, send, watch)
+            failure = await _pump(writer, first, chunks, send, watch, self._failure)
+        result = route_stream.result
+        return _Outcome(200, result.completion.backend if result is not None else decision.chosen,
+                        failure.message if failure is not None else None)
 
 
 async def _pump(writer: EventWriter, first: Chunk | None, chunks: AsyncIterator[Chunk], send: Any,
-                watch: ClientWatch) -> None:
+                watch: ClientWatch, failed: Callable[[BaseException], ApiError]) -> ApiError | None:
     """The stream's events, from its first content to the end. Read to the end even when the
     first chunk was already the final one (a stream that is only a tool call): the route stream
     logs its outcome when it ends, and one closed early is logged as the client going away."""
@@ -270,12 +321,14 @@ async def _pump(writer: EventWriter, first: Chunk | None, chunks: AsyncIterator[
     except RouteError as exc:
         # Text already went out: the only honest signal left is the API's error event.
         watch.done = True
-        await send({"type": "http.response.body", "body": writer.error(error_for_failure(exc))})
-        return
+        err = failed(exc)
+        await send({"type": "http.response.body", "body": writer.error(err)})
+        return err
     completion = final.completion if final is not None else None
     watch.done = True
     await send({"type": "http.response.body",
                 "body": writer.finish(completion, _facts(completion) if completion is not None else None)})
+    return None
 
 
 def _event(writer: EventWriter, chunk: Chunk) -> bytes:
@@ -290,6 +343,24 @@ def _event(writer: EventWriter, chunk: Chunk) -> bytes:
     return b""  # the final chunk is the flow's; a kind of chunk this writer has no event for
 
 
-async def _send_error(send: Any, handler: Handler, err: ApiError) -> None:
+async def _send_error(send: Any, handler: Handler, err: ApiError) -> _Outcome:
     headers = [JSON, *((k.encode(), v.encode()) for k, v in err.headers.items())]
     await send_body(send, err.status, handler.error_body(err), headers)
+    return _Outcome(err.status, reason=err.message)
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    """What the access log says of one request: its status (499: the client left), who
+    answered, and why it failed."""
+
+    status: int
+    backend: str | None = None
+    reason: str | None = None
+
+
+def _log_access(scope: dict, outcome: _Outcome, elapsed_s: float) -> None:
+    line = f'{scope["method"]} {scope["path"]} {outcome.status} {outcome.backend or "-"} {elapsed_s * 1000:.0f} ms'
+    if outcome.reason:
+        line += ": " + outcome.reason.replace("\n", " ")[:500]
+    ACCESS.info(line)

@@ -37,6 +37,7 @@ class ServeSpec:
     max_body: int = 16 * 1024 * 1024
     drain_s: float = 30.0
     limits: dict[str, Any] = field(default_factory=dict)  # ServerLimits' fields
+    quiet: bool = False  # no line per request on stderr
     fd: int = -1  # the listening socket, inherited
 
     def to_json(self) -> str:
@@ -64,7 +65,7 @@ def run_server(router: Router, spec: ServeSpec, sock: socket.socket) -> None:
 
     keys = server_keys(router.loaded, spec.host, spec.api_key_env)  # each worker reads them from its environment
     serve(router, host=spec.host, api_keys=keys, body_limit_bytes=spec.max_body, drain_timeout_s=spec.drain_s,
-          limits=ServerLimits(**spec.limits), sock=sock)
+          limits=ServerLimits(**spec.limits), sock=sock, access_log=not spec.quiet)
 
 
 def _stop_when_parent_goes() -> None:
