@@ -8,6 +8,7 @@
     GET  /v1/models             auto, every backend and consortium with its capabilities, aliases
     GET  /healthz               liveness (never needs the token)
     GET  /metrics               Prometheus text format
+    GET  /ui                    the web view (router/server/ui/, docs/web-view.md)
 
 Responses say what the router decided: `x-route-backend` (its first choice), `x-route-tier`,
 `x-route-score`, `x-route-candidates`; plain answers add `x-route-answered-by`. Errors are
@@ -36,6 +37,7 @@ from router.server.keys import KEY_SCOPE, KeyLimits, record_key_usage
 from router.server.metrics import Metrics
 from router.server.models import ModelNames
 from router.server.routes import add_translated_routes, shaped_for
+from router.server.ui import mount_ui
 from router.server.wire import ApiError
 
 if TYPE_CHECKING:
@@ -213,6 +215,7 @@ def create_app(router: Router, *, api_key: str | None = None, body_limit_bytes: 
         app.add_middleware(_BearerAuth, tokens=tokens)
         direct = _BearerAuth(direct, tokens=tokens)
     app.direct = {path: direct for path in _CHAT_PATHS}
+    mount_ui(app, router, tokens)  # the web view at /ui (router/server/ui/): last, as it wraps what is above
     app.state.metrics = metrics
     app.state.router = router
     return app
