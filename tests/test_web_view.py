@@ -288,3 +288,26 @@ def test_the_static_files_ship_in_the_wheel():
     shipped = {Path(f.distribution_path).as_posix() for f in WheelBuilder(str(root)).recurse_included_files()}
     for name in ("index.html", "app.js", "style.css", "icon.svg"):
         assert f"router/server/ui/static/{name}" in shipped
+
+
+def test_a_replica_shows_the_fleets_breakers_and_says_the_state_is_shared(sim, redis_server, monkeypatch):
+    """Two replicas sharing Redis: one opens a breaker, the other's view shows it open."""
+    monkeypatch.setenv("ROUTE_REDIS_URL", redis_server.url)
+    config = {"backends": {"small": {"kind": "openai", "model": "m-small", "base_url": sim.base_url, "max_retries": 0,
+                                     "rpm": 6}},
+              "routing": {"tiers": [{"name": "only", "backends": ["small"]}], "breaker": {"failures": 2}},
+              "state": {"backend": "redis", "url": "${ROUTE_REDIS_URL}", "refresh_ms": 0, "timeout_ms": 30_000}}
+    a, b = (Router(load_config(config), source="server") for _ in range(2))
+    assert a.persist() is None and b.persist() is None
+    with RouteServer(a) as one, RouteServer(b) as other:
+        sim.set_faults("m-small", ["500", "500"])
+        for _ in range(2):
+            assert httpx.post(f"{one.base_url}/chat/completions", json={
+                "model": "small", "messages": [{"role": "user", "content": "x"}]}).status_code == 503
+        data = httpx.get(f"{other.url}/ui/api/poll", params={"full": 1}).json()
+    [small] = data["backends"]
+    assert small["breaker"]["state"] == "open" and small["observed"]["calls"] == 0  # seen by one, shown by the other
+    assert f"Redis at 127.0.0.1:{redis_server.port} (answering)" in data["sources"]["state"]
+    assert data["sources"]["rate_limits"] == "Redis, shared by every replica"
+    [limit] = small["rate_limits"]
+    assert limit["level"] < 6  # the fleet's bucket: the other replica's two requests were taken from it

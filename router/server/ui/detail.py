@@ -62,13 +62,18 @@ def _facts(row: dict[str, Any]) -> list[list[Any]]:
     decision = row.get("decision") or {}
     error = f": {row.get('error_type')}: {row.get('error')}" if row.get("error") else ""
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(row["ts"]))
+    tokens = f"{_num(row.get('input_tokens'), 'd')} in, {_num(row.get('output_tokens'), 'd')} out"
+    taken = f"{_num(row.get('total_s'), '.2f')} s (first token {_num(row.get('ttft_s'), '.2f')} s)"
     return [["id", row.get("id")], ["time", when], ["source", row.get("source")],
-            ["asked for", row.get("requested") or "-"], ["backend", f"{row.get('backend') or '-'} ({row.get('model') or '-'})"],
-            ["status", row["status"] + error], ["reason", decision.get("reason") or "-"],
-            ["tokens", f"{row.get('input_tokens') or 0} in, {row.get('output_tokens') or 0} out"],
-            ["time taken", f"{_num(row.get('total_s'), '.2f')} s (first token {_num(row.get('ttft_s'), '.2f')} s)"],
-            ["cost", f"${_num(row.get('cost_usd'), '.6f')}"], ["trace", row.get("trace_id") or "-"],
+            ["asked for", _or_dash(row.get("requested"))],
+            ["backend", f"{_or_dash(row.get('backend'))} ({_or_dash(row.get('model'))})"],
+            ["status", row["status"] + error], ["reason", _or_dash(decision.get("reason"))], ["tokens", tokens],
+            ["time taken", taken], ["cost", f"${_num(row.get('cost_usd'), '.6f')}"], ["trace", _or_dash(row.get("trace_id"))],
             ["simulated", "yes: the answer is fake" if row.get("simulated") else "no"]]
+
+
+def _or_dash(value: Any) -> Any:
+    return value or "-"
 
 
 def _num(value: Any, spec: str) -> str:
@@ -90,19 +95,27 @@ def request_detail(router: Router, entry: LiveRequest | None, lookup: Lookup) ->
     row = _logged(router, lookup)
     if row is None and entry is None:
         return None
-    text = router.redactor.text
     out: dict[str, Any] = {"id": row.get("id") if row else None, "content_note": _content_note(router, row)}
     if row is not None:
-        out["facts"] = [[name, text(str(value))] for name, value in _facts(row)]
-        for name in ("prompt", "thinking", "answer"):
-            value = row.get(name)
-            out[name] = text(value) if isinstance(value, str) else None
+        out.update(_from_log(router, row))
     if entry is not None:
-        out["row"] = request_row(entry, router.redactor)
-        decision = decision_view(entry)
-        for failure in decision["failures"]:
-            failure["message"] = text(failure["message"])
-        out["decision"] = decision
-    elif row is not None:
-        out["decision"] = row.get("decision")
+        out.update(_from_memory(router, entry))
     return out
+
+
+def _from_log(router: Router, row: dict[str, Any]) -> dict[str, Any]:
+    text = router.redactor.text
+    out: dict[str, Any] = {"facts": [[name, text(str(value))] for name, value in _facts(row)],
+                           "decision": row.get("decision")}
+    for name in ("prompt", "thinking", "answer"):
+        value = row.get(name)
+        out[name] = text(value) if isinstance(value, str) else None
+    return out
+
+
+def _from_memory(router: Router, entry: LiveRequest) -> dict[str, Any]:
+    """The row as the list shows it, and the decision with the fallbacks' messages."""
+    decision = decision_view(entry)
+    for failure in decision["failures"]:
+        failure["message"] = router.redactor.text(failure["message"])
+    return {"row": request_row(entry, router.redactor), "decision": decision}

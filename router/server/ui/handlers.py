@@ -119,6 +119,7 @@ class _View:
             "consortia": [trace_view(e) for e in list(live.traces)[-_TRACES:] if e.seq > after],
         }
         if after != live.seq or request.query_params.get("full") == "1":
+            await self.router.refresh()  # the fleet's learned state and breakers, as a decision would see them
             body.update(backends=backends_panel(self.router, live), cost=cost_panel(self.router, live),
                         sources=sources(self.router, live), **await self.slow.get())
         return _json(body)

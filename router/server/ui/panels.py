@@ -27,17 +27,32 @@ def _r(value: float | None, digits: int = 4) -> float | None:
     return None if value is None else round(value, digits)
 
 
+def _share(part: int, whole: int) -> float | None:
+    return round(part / whole, 3) if whole else None
+
+
 def observed(samples: list[Sample]) -> dict[str, Any]:
     """What the backend's recent calls showed: TTFT percentiles and values (the page draws their
     histogram beside the learned percentiles), decode rate, failures, the last calls in order."""
     ok = [s for s in samples if s.ok]
     ttft = [s.ttft_s for s in ok if s.ttft_s is not None]
     rates = [s.decode_tps for s in ok if s.decode_tps]
-    return {"calls": len(samples), "failures": len(samples) - len(ok),
-            "failure_rate": _r((len(samples) - len(ok)) / len(samples), 3) if samples else None,
+    failures = len(samples) - len(ok)
+    return {"calls": len(samples), "failures": failures, "failure_rate": _share(failures, len(samples)),
             "ttft_p50_s": _r(percentile(ttft, 50)), "ttft_p95_s": _r(percentile(ttft, 95)),
             "decode_tps": _r(percentile(rates, 50), 1), "ttft_s": [_r(v) for v in ttft],
-            "spark": [_r(s.ttft_s if s.ok else None) for s in samples[-_SPARK:]]}
+            "spark": [_r(s.ttft_s) if s.ok else None for s in samples[-_SPARK:]]}
+
+
+def _hour_totals(live: LiveView, by: str) -> dict[str, list[float]]:
+    """Name -> [requests, dollars] over the last hour, by "backends" or "keys"."""
+    totals: dict[str, list[float]] = {}
+    for _, bucket in live.last_hour():
+        for name, (n, cost) in getattr(bucket, by).items():
+            figures = totals.setdefault(name, [0, 0.0])
+            figures[0] += n
+            figures[1] += cost
+    return totals
 
 
 def _limits(router: Router, name: str, kind: str = "backend") -> list[dict[str, Any]]:
@@ -47,12 +62,7 @@ def _limits(router: Router, name: str, kind: str = "backend") -> list[dict[str, 
 
 def backends_panel(router: Router, live: LiveView) -> list[dict[str, Any]]:
     state = router.state()
-    hour: dict[str, list[float]] = {}
-    for _, bucket in live.last_hour():
-        for name, (n, cost) in bucket.backends.items():
-            figures = hour.setdefault(name, [0, 0.0])
-            figures[0] += n
-            figures[1] += cost
+    hour = _hour_totals(live, "backends")
     tiers = {b: t.name for t in router.tiers for b in t.backends}
     out = []
     for name, spec in router.config.backends.items():
@@ -73,21 +83,20 @@ def cost_panel(router: Router, live: LiveView) -> dict[str, Any]:
     buckets = [{"t": t, "requests": b.requests, "cost": b.cost, "hosted": b.hosted,
                 "backends": {k: v[1] for k, v in b.backends.items()}, "keys": {k: v[1] for k, v in b.keys.items()}}
                for t, b in live.last_hour()]
-    keys: dict[str, list[float]] = {}
-    for _, bucket in live.last_hour():
-        for name, (n, cost) in bucket.keys.items():
-            figures = keys.setdefault(name, [0, 0.0])
-            figures[0] += n
-            figures[1] += cost
     configured = [*router.config.server.keys]
+    keys = [{"key": name, "requests": int(n), "cost_usd": cost,
+             "rate_limits": _limits(router, name, "key") if name in configured else []}
+            for name, (n, cost) in sorted(_hour_totals(live, "keys").items())]
     return {
         "window_s": HOUR_S, "bucket_s": BUCKET_S, "buckets": buckets,
-        "hosted_backend": live.hosted[0] if live.hosted else None,
+        "hosted_backend": _hosted_name(live),
         "total": sum(b["cost"] for b in buckets), "hosted_total": sum(b["hosted"] for b in buckets),
-        "keys": [{"key": name, "requests": int(n), "cost_usd": cost,
-                  "rate_limits": _limits(router, name, "key") if name in configured else []}
-                 for name, (n, cost) in sorted(keys.items())],
+        "keys": keys,
     }
+
+
+def _hosted_name(live: LiveView) -> str | None:
+    return live.hosted[0] if live.hosted else None
 
 
 def _state_words(router: Router) -> str:

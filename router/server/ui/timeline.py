@@ -40,36 +40,44 @@ def _verdict(round_: dict[str, Any]) -> dict[str, Any]:
 def _run(trace: dict[str, Any], offset: float, depth: int, rows: list[dict[str, Any]]) -> None:
     round_start = offset
     for round_ in trace.get("rounds") or []:
-        round_end = round_start + float(round_.get("wall_s") or 0.0)
-        arbiter = round_.get("arbiter")
-        judged_from = round_end - float((arbiter or {}).get("latency_s") or 0.0)
-        for member in round_.get("members") or []:
-            row = _member(member, round_start, judged_from, depth, round_.get("iteration"))
-            rows.append(row)
-            if isinstance(member.get("trace"), dict):
-                _run(member["trace"], row["start"], depth + 1, rows)
-        if arbiter and arbiter.get("status") not in ("skipped", "waiting", None):
-            row = _arbiter(arbiter, round_end, depth, round_.get("iteration"))
-            rows.append(row)
-            if isinstance(arbiter.get("trace"), dict):
-                _run(arbiter["trace"], row["start"], depth + 1, rows)
-        round_start = round_end
+        round_start = _round(round_, round_start, depth, rows)
+
+
+def _round(round_: dict[str, Any], start: float, depth: int, rows: list[dict[str, Any]]) -> float:
+    """Rows of one round (members, then its arbiter); returns when the round ended."""
+    end = start + float(round_.get("wall_s") or 0.0)
+    arbiter = round_.get("arbiter") or {}
+    judged_from = end - float(arbiter.get("latency_s") or 0.0)
+    for member in round_.get("members") or []:
+        _add(rows, _member(member, start, judged_from, depth, round_.get("iteration")), member, depth)
+    if arbiter.get("status") not in ("skipped", "waiting", None):
+        _add(rows, _arbiter(arbiter, end, depth, round_.get("iteration")), arbiter, depth)
+    return end
+
+
+def _add(rows: list[dict[str, Any]], row: dict[str, Any], record: dict[str, Any], depth: int) -> None:
+    """`row`, then the rows of the consortium run it stands for, if it was one."""
+    rows.append(row)
+    if isinstance(record.get("trace"), dict):
+        _run(record["trace"], row["start"], depth + 1, rows)
+
+
+def _member_end(m: dict[str, Any], start: float, cut_at: float) -> tuple[float, float | None]:
+    """(end, first token) of a member call."""
+    if m.get("status") == "cancelled":
+        return cut_at, None  # the quorum answered first: it ran until the arbiter began
+    if m.get("latency_s") is None:
+        return start + sum(float(a.get("elapsed_s") or 0.0) for a in m.get("attempts") or ()), None
+    end = start + float(m["latency_s"])
+    if m.get("ttft_s") is None or m.get("total_s") is None:
+        return end, None
+    return end, end - float(m["total_s"]) + float(m["ttft_s"])
 
 
 def _member(m: dict[str, Any], round_start: float, cut_at: float, depth: int, iteration: Any) -> dict[str, Any]:
-    start = round_start + float(m["started_s"]) if m.get("started_s") is not None else round_start
+    start = round_start + float(m.get("started_s") or 0.0)
+    end, first = _member_end(m, start, cut_at)
     status = m.get("status")
-    first = None
-    if status == "cancelled":
-        end = cut_at  # the quorum answered first: it ran until the arbiter began
-    elif m.get("latency_s") is not None:
-        end = start + float(m["latency_s"])
-        if m.get("ttft_s") is not None and m.get("total_s") is not None:
-            first = end - float(m["total_s"]) + float(m["ttft_s"])
-    elif m.get("attempts"):
-        end = start + sum(float(a.get("elapsed_s") or 0.0) for a in m["attempts"])
-    else:
-        end = cut_at
     return {"kind": "member", "label": f"{m.get('member')}#{m.get('sample')}", "depth": depth, "round": iteration,
             "start": start, "first": first, "end": max(end, start), "status": status, "lost": status in _LOST,
             "tokens": (m.get("tokens") or {}).get("output"), "note": m.get("note") or _last_error(m)}

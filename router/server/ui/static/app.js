@@ -8,7 +8,8 @@ const MAX_ROWS = 200;
 const MAX_RUNS = 12;
 const PALETTE = ["#3b82f6", "#f59e0b", "#10b981", "#ef4444", "#8b5cf6", "#06b6d4", "#ec4899", "#84cc16", "#f97316", "#64748b"];
 
-const view = { seq: 0, pid: null, rows: [], runs: [], panels: null, fresh: new Set(), lastFull: 0, timer: null };
+const view = { seq: 0, pid: null, rows: [], runs: [], panels: null, lastFull: 0, timer: null, polling: false };
+const FLASH_AT_MOST = 10;  // more new rows than this at once: no highlight (a busy proxy would repaint all the time)
 
 // -- helpers -------------------------------------------------------------------------------
 
@@ -72,6 +73,16 @@ function colourOf(name) {
 
 async function poll() {
   clearTimeout(view.timer);
+  if (view.polling) return;  // one at a time: two with the same `after` would add rows twice
+  view.polling = true;
+  try {
+    await pollOnce();
+  } finally {
+    view.polling = false;
+  }
+}
+
+async function pollOnce() {
   const full = Date.now() - view.lastFull > 5000;  // breakers and rate limits change with time alone
   let answer;
   try {
@@ -106,17 +117,20 @@ function setLive(state, text) {
 }
 
 function apply(data) {
-  if (data.reset || (view.pid !== null && data.pid !== view.pid)) {
+  const restart = data.reset || (view.pid !== null && data.pid !== view.pid);
+  if (restart) {
     view.rows = [];
     view.runs = [];
+    renderRequests();
   }
   view.pid = data.pid;
   view.seq = data.seq;
   showUser(data.auth);
   if (data.requests.length) {
-    view.fresh = new Set(view.rows.length ? data.requests.map((r) => r.seq) : []);
+    const first = !view.rows.length;
     view.rows = [...data.requests, ...view.rows].slice(0, MAX_ROWS);
-    renderRequests();
+    if (first) renderRequests();
+    else addRows(data.requests, data.requests.length <= FLASH_AT_MOST);
   }
   if (data.consortia.length) {
     const known = new Set(view.runs.map((r) => r.seq));
@@ -165,6 +179,9 @@ async function signOut() {
   await fetch("/ui/logout", { method: "POST", credentials: "same-origin" });
   view.seq = 0;
   view.rows = [];
+  view.runs = [];
+  renderRequests();
+  renderRuns();
   poll();
 }
 
@@ -179,10 +196,10 @@ function reasonList(row) {
     h("li", { class: line.startsWith("tried ") ? "fallback" : null }, line)));
 }
 
-function requestRow(row) {
+function requestRow(row, fresh) {
   const open = () => openDetail(row);
   return h("tr", {
-    "data-seq": row.seq, tabindex: 0, class: view.fresh.has(row.seq) ? "fresh" : null,
+    "data-seq": row.seq, tabindex: 0, class: fresh ? "fresh" : null,
     onclick: open, onkeydown: (e) => { if (e.key === "Enter") open(); },
   },
   h("td", { class: "time" }, clock(row.ts)),
@@ -204,9 +221,14 @@ function requestRow(row) {
 }
 
 function renderRequests() {
+  $("request-rows").replaceChildren(...view.rows.map((row) => requestRow(row, false)));
+}
+
+function addRows(rows, flash) {
+  // Only the new rows are built; the oldest beyond MAX_ROWS go.
   const body = $("request-rows");
-  if (!view.rows.length) return;
-  body.replaceChildren(...view.rows.map(requestRow));
+  body.prepend(...rows.map((row) => requestRow(row, flash)));
+  while (body.children.length > MAX_ROWS) body.lastElementChild.remove();
 }
 
 // -- one request in full -------------------------------------------------------------------
