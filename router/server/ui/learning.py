@@ -19,6 +19,7 @@ at most every few seconds, and a section that raises is shown as its error, alon
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -86,7 +87,7 @@ def label_counts(path: Path) -> dict[str, int]:
     if not path.exists():
         return {}
     try:
-        with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=2.0) as conn:
+        with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=2.0)) as conn:
             rows = conn.execute("SELECT source, verdict, COUNT(*) FROM feedback GROUP BY source, verdict").fetchall()
     except sqlite3.OperationalError:  # no feedback table yet: no labels
         return {}
