@@ -204,7 +204,8 @@ def register(app: typer.Typer) -> None:
             from router.server.workers import listening_sockets, supervise
 
             sockets = listening_sockets(host, port, workers)
-            out.info(f"route serve: http://{shown}:{sockets[0].getsockname()[1]}/v1 · config {loaded.path} · "
+            url = f"http://{shown}:{sockets[0].getsockname()[1]}"
+            out.info(f"route serve: {url}/v1 · web view {url}/ui · config {loaded.path} · "
                      f"models: auto, {', '.join(names)} · auth {auth} · log {'on' if keep else 'off'} · "
                      f"{workers} workers")
             supervise(spec, sockets, workers)
@@ -213,7 +214,8 @@ def register(app: typer.Typer) -> None:
 
         sock = bind_socket(host, port)
         router = serving_router(loaded, keep_log=keep, api_key_env=api_key_env)
-        out.info(f"route serve: http://{shown}:{sock.getsockname()[1]}/v1 · config {loaded.path} · models: auto, "
+        url = f"http://{shown}:{sock.getsockname()[1]}"
+        out.info(f"route serve: {url}/v1 · web view {url}/ui · config {loaded.path} · models: auto, "
                  f"{', '.join(names)} · auth {auth} · "
                  f"log {'on: ' + router.request_log.where if router.request_log else 'off'}")
         run_server(router, spec, sock)

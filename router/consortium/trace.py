@@ -54,7 +54,7 @@ class MemberRecord:
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "member": self.member, "sample": self.sample, "status": self.status,
-            "latency_s": self.latency_s, "attempts": self.attempts,
+            "started_s": self.started_s, "latency_s": self.latency_s, "attempts": self.attempts,
         }
         if self.note:
             out["note"] = self.note

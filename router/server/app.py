@@ -8,6 +8,7 @@
     GET  /v1/models             auto, every backend and consortium with its capabilities, aliases
     GET  /healthz               liveness (never needs the token)
     GET  /metrics               Prometheus text format
+    GET  /ui                    the web view (router/server/ui/, docs/web-view.md)
 
 Every POST goes through one request flow (endpoint.py); the GETs are FastAPI routes. Auth and
 per-key limits wrap both, once (`_App.__call__`): the POSTs skip Starlette's middleware stack
@@ -44,6 +45,7 @@ from router.server.protocols.chat import ChatDialect
 from router.server.protocols.messages import MessagesDialect, count_tokens
 from router.server.protocols.messages import error_body as messages_error_body
 from router.server.protocols.responses import ResponsesDialect
+from router.server.ui import mount_ui
 
 if TYPE_CHECKING:
     from router.core import Router
@@ -158,7 +160,10 @@ def create_app(router: Router, *, api_key: str | None = None, body_limit_bytes: 
         app.router.routes.append(Route(path, endpoint, methods=["POST"]))
     _add_routes(app, models, metrics, health)
     app.direct = endpoint
-    app.chain = _layers(app, router, api_key, api_keys)
+    tokens = {**({"api-key": api_key} if api_key else {}), **(api_keys or {})}
+    app.chain = _layers(app, router, tokens)
+    if handlers is None:  # route serve, not the engine server: the web view at /ui
+        mount_ui(app, router, tokens)
     app.state.metrics = metrics
     app.state.router = router
     return app
@@ -200,11 +205,11 @@ def _add_routes(app: FastAPI, models: list[dict[str, Any]], metrics: Metrics,
                         media_type="application/json")
 
 
-def _layers(app: _App, router: Router, api_key: str | None, api_keys: Mapping[str, str] | None) -> Any:
+def _layers(app: _App, router: Router, tokens: Mapping[str, str]) -> Any:
     """What every request passes, outermost first: the last-resort error answer, bearer auth,
-    per-key limits; then the endpoint or FastAPI's routes."""
+    per-key limits; then the endpoint or FastAPI's routes. (The web view, when mounted, goes
+    around all of them: it signs its page in itself.)"""
     layers: Any = app._dispatch
-    tokens = {**({"api-key": api_key} if api_key else {}), **(api_keys or {})}
     if tokens:
         if any(kind == "key" for kind, _ in router.rate_limits.limits):
             router.add_request_observer(record_key_usage)

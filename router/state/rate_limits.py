@@ -140,6 +140,16 @@ class RateLimiter:
             buckets = self._buckets[key] = Buckets(self.limits[key], self._now())
         return buckets
 
+    def levels(self, name: str, kind: Kind = "backend") -> dict[str, tuple[float, float]]:
+        """Each limited dimension's (what is left now, limit), e.g. {"rpm": (41.5, 60)}: for
+        the web view. With Redis, as of its last reply (plus the refill since); {} if unlimited."""
+        buckets = self._bucket(kind, name)
+        if buckets is None:
+            return {}
+        now = self._now()
+        return {dim: (bucket.level_at(now), bucket.limit)
+                for dim, bucket in (("rpm", buckets.rpm), ("tpm", buckets.tpm)) if bucket is not None}
+
     def peek(self, name: str, tokens: int, kind: Kind = "backend") -> Limited | None:
         buckets = self._bucket(kind, name)
         return None if buckets is None else buckets.peek(tokens, self._now())
