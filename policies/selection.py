@@ -29,6 +29,14 @@ Exploration, budgeted: an untried backend of the tier is tried ahead of the winn
 request at a time), a half-open one is probed, a stale one is re-measured on `explore_rate` of
 requests; the normal winner follows as a quick hedge or the next fallback.
 
+Sessions: the backend that answers a session (`sticky`) is kept ahead of all of this while it
+is at quality, its breaker is not open, it is not at its rate limit and it may meet the
+deadline: a move would throw away the provider's cache of the session's prompt and change the
+voice of the conversation mid-task. Wherever backends are still compared (the session's backend
+fails, the session moves up a tier), what a move loses is in the cost: the session's prompt
+(`cached_tokens`) is billed at the cache-read price by the backend that holds it, at full price
+by any other.
+
 Pure: inputs in, a Plan out; time (`now`) and the exploration roll are handed in.
 """
 
@@ -75,6 +83,8 @@ class RouteInputs:
     hedge: bool = False
     on_deadline_risk: OnDeadlineRisk = "best-effort"  # a tier's own setting wins
     limited: Mapping[str, Limited] = field(default_factory=dict)  # at their rate limit now
+    sticky: str | None = None  # the backend answering this request's session: kept while it may be
+    cached_tokens: Mapping[str, int] = field(default_factory=dict)  # the session's prompt in each backend's cache
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +179,8 @@ def _rows(tiers: Sequence[Tier], chosen: int, inputs: RouteInputs) -> dict[str, 
         model = inputs.models.get(name) or LatencyModel()
         prediction = model.predict(inputs.max_tokens)
         price = inputs.prices.get(name, Price())
-        cost = price.cost(Usage(inputs.input_tokens, prediction.output_tokens))
+        cached = min(inputs.cached_tokens.get(name, 0), inputs.input_tokens)
+        cost = price.cost(Usage(inputs.input_tokens, prediction.output_tokens, cache_read_tokens=cached))
         limited = inputs.limited.get(name)
         feasible = limited is None and (deadline is None or (prediction.known and prediction.p95_s <= deadline))
         could = limited is None and (deadline is None or prediction.optimistic_s <= deadline)
@@ -320,8 +331,22 @@ def _downgrade(tiers: Sequence[Tier], chosen: int, rows: Mapping[str, _Row], inp
     return _Choice(row, f"DOWNGRADE to tier {tiers[row.tier].name!r}: {risk}; {row.name} {how}", downgrade=risk)
 
 
+def _kept(rows: Mapping[str, _Row], inputs: RouteInputs) -> _Row | None:
+    """The session's backend, when it may stay: at quality, breaker not open, not at its rate
+    limit, not shown unable to meet the deadline."""
+    row = rows.get(inputs.sticky) if inputs.sticky is not None else None
+    if row is None or row.blocked or not row.at_quality or not row.could:
+        return None
+    return row
+
+
 def _winner(tiers: Sequence[Tier], chosen: int, rows: Mapping[str, _Row], inputs: RouteInputs) -> _Choice:
     """The backend to try first, and why (see the module docstring)."""
+    kept = _kept(rows, inputs)
+    if kept is not None:
+        cached = inputs.cached_tokens.get(kept.name, 0)
+        note = f", which holds ~{cached} tokens of its prompt in cache" if cached else ""
+        return _Choice(kept, f"{kept.name} kept for the session{note}")
     quality = [i for i in _tier_order(tiers, chosen, inputs.prefer) if i >= chosen]
     found = _first_pool(tiers, quality, rows, lambda r: r.feasible, inputs)
     if found is not None:
@@ -427,7 +452,9 @@ def plan_route(tiers: Sequence[Tier], chosen: int, inputs: RouteInputs) -> Plan:
     choice = _winner(tiers, chosen, rows, inputs)
     winner, why = choice.row, choice.why
     mode = _mode(tiers, chosen, inputs)
-    explored, explore_why = (None, "") if choice.refused else _explore(tiers, chosen, rows, winner, inputs)
+    # A kept session is never explored away from its backend: exploring is for fresh requests.
+    exploring = not choice.refused and winner.name != inputs.sticky
+    explored, explore_why = _explore(tiers, chosen, rows, winner, inputs) if exploring else (None, "")
     first = [winner.name] if explored is None else [explored.name, winner.name]
     candidates = [*first, *_fallbacks(rows, first, mode)]
     hedge_after = _hedge_after(rows, candidates, explored, winner) if inputs.hedge else {}

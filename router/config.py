@@ -169,6 +169,15 @@ class RetryBudgetConfig(_Strict):
     ratio: float = Field(0.1, gt=0, le=1)
 
 
+class SessionsConfig(_Strict):
+    """Sessions (router/sessions.py): a conversation keeps its backend and its tier only moves up."""
+
+    enabled: bool = True
+    ttl_s: float = Field(3600.0, gt=0, description="a session unused this long is forgotten")
+    max_entries: int = Field(10_000, ge=1, description="sessions kept in memory at most, least recently used dropped")
+    cache_ttl_s: float = Field(300.0, gt=0, description="how long a provider keeps a prompt cached (costs of a move)")
+
+
 class LatencyModelConfig(_Strict):
     """How the live latency model learns (policies/latency.py) and when it explores."""
 
@@ -193,6 +202,7 @@ class RoutingConfig(_Strict):
     hedge: bool = Field(False, description="start the next candidate when the first is past its p95 to first token")
     breaker: BreakerConfig = BreakerConfig()
     retry_budget: RetryBudgetConfig = RetryBudgetConfig()
+    sessions: SessionsConfig = SessionsConfig()
     latency: LatencyModelConfig = LatencyModelConfig()
     max_concurrency: int = Field(128, ge=1, le=65536, description="upstream requests in flight at once, over "
                                  "every request and consortium of this router")

@@ -33,7 +33,7 @@ from policies.breaker import BreakerBoard, BreakerSettings
 from policies.ladder import Ladder
 from policies.needs import Needs
 from policies.retry_budget import RetryBudget, RetryBudgetSettings
-from policies.scoring import Scorer, build_scorer
+from policies.scoring import Score, Scorer, build_scorer
 from policies.selection import PREFER_CHOICES, Prefer, RouteInputs, forced_plan, plan_route
 from policies.tiers import Tier, fallback_order
 from router.calls import CallPath
@@ -47,6 +47,7 @@ from router.latency_tracker import LatencyTracker
 from router.options import ResolvedOptions, RouteOptions, resolve_options
 from router.queueing import with_queue  # queue hook
 from router.redaction import Redactor
+from router.sessions import Session, SessionPlan, Sessions, SessionTable
 from router.state.base import SharedState
 from router.state.rate_limits import RateLimiter, estimate_tokens, rate_limiter_for
 
@@ -85,6 +86,11 @@ class Router:
                                                                            self.config.routing.retry_budget.ratio)))
         # The live latency model learns from every attempt anywhere: routed, member or arbiter.
         self.latency = LatencyTracker.from_config(self.config)
+        sessions = self.config.routing.sessions
+        # A session's task keeps its backend and its tier only moves up (router/sessions.py).
+        self.sessions: Sessions | None = Sessions(
+            self.ladder, self.scorer, SessionTable(max_entries=sessions.max_entries, ttl_s=sessions.ttl_s),
+            cache_ttl_s=sessions.cache_ttl_s) if sessions.enabled else None
         self.calls.add_observer(self.latency.observe)
         self.shared = SharedState()  # in memory until persist() attaches `state:` (router/state/)
         self._random = random.Random()  # exploration rolls; tests may seed it
@@ -137,6 +143,11 @@ class Router:
         # cost every request more than the rare second round trip does.
         await self.shared.refresh()
         await self.rate_limits.refresh()
+
+    def session(self, key: str | None = None) -> Session:
+        """One task's calls as one session (router/sessions.py): they keep one backend while it is
+        healthy, and the tier only moves up. `key`: the task's own id (default: a new one)."""
+        return Session(self, key)
 
     def state(self) -> dict[str, dict[str, Any]]:
         """Per backend: what the latency model learned and the breaker's state (for `route
@@ -220,6 +231,9 @@ class Router:
         record_feedback(self, request_id, verdict)
 
     def _finish(self, outcome: Outcome) -> None:
+        plan = outcome.decision.session
+        if plan is not None and self.sessions is not None:
+            self.sessions.remember(plan, outcome.result.completion if outcome.result is not None else None)
         for observer in self._request_observers:
             observer(outcome)
 
@@ -227,7 +241,7 @@ class Router:
 
     def decide(self, messages: list[Message], *, model: str | None = None, deadline_s: float | None = None,
                max_tokens: int | None = None, prefer: str | None = None, needs: Needs | None = None,
-               max_cost_usd: float | None = None) -> Decision:
+               max_cost_usd: float | None = None, session: str | None = None) -> Decision:
         """Which backends to try, in order, and why. No model call, no I/O.
 
         Within the scorer's tier, the latency model's predictions pick the backend (see
@@ -236,13 +250,15 @@ class Router:
         images, context length, a response format; read off the request by acomplete/astream)
         leaves out backends that cannot take the request; Unsupported when none can.
         `max_cost_usd` leaves out candidates predicted to cost more (router/cost_limit.py);
-        CostLimitExceeded when none is left."""
+        CostLimitExceeded when none is left. `session` routes the call as part of that task
+        (router/sessions.py): its tier only moves up, and it keeps its backend."""
         prefer = self._check_prefer(prefer)
         unable = self._unable(needs)
         if model and model != "auto":
             decision = self._decide_forced(model, deadline_s, max_tokens, unable, messages)
         else:
-            decision = self._decide_routed(messages, deadline_s, max_tokens, prefer, unable)
+            plan = self.sessions.plan(session, messages) if session and self.sessions is not None else None
+            decision = self._decide_routed(messages, deadline_s, max_tokens, prefer, unable, plan)
         if max_cost_usd is None:
             return decision
         from router.cost_limit import within_cost
@@ -250,21 +266,31 @@ class Router:
         return within_cost(self, decision, messages, max_tokens, max_cost_usd)
 
     def _decide_routed(self, messages: list[Message], deadline_s: float | None, max_tokens: int | None,
-                       prefer: Prefer, unable: Mapping[str, str]) -> Decision:
-        score = self.scorer.score(messages)
-        index, crossings = self.ladder.climb(messages, score)
+                       prefer: Prefer, unable: Mapping[str, str], session: SessionPlan | None = None) -> Decision:
+        if session is None:
+            score: Score | None = self.scorer.score(messages)
+            assert score is not None
+            index, crossings = self.ladder.climb(messages, score)
+            opening = self.ladder.reason(crossings, score)
+        else:  # the task's tier, not the transcript's (router/sessions.py)
+            score, index, crossings = session.score, session.index, session.crossings
+            opening = f"session {session.key[:24]}: {session.why}"
         tier = self.tiers[index]
         if deadline_s is None:
             deadline_s = _seconds(tier.deadline_ms or self.config.routing.deadline_ms)
         tiers = self._capable_tiers(unable)
-        plan = plan_route(tiers, index, self._route_inputs(tiers, messages, deadline_s, max_tokens, prefer))
+        inputs = self._route_inputs(tiers, messages, deadline_s, max_tokens, prefer)
+        if session is not None:
+            inputs = dataclasses.replace(inputs, sticky=session.sticky, cached_tokens=session.cached)
+        plan = plan_route(tiers, index, inputs)
         return Decision(
             plan=plan,
-            reason=f"{self.ladder.reason(crossings, score)}: tier {tier.name!r}; {plan.why}",
+            reason=f"{opening}: tier {tier.name!r}; {plan.why}",
             score=score,
             tier=tier.name,
             crossings=crossings,
             deadline_s=deadline_s,
+            session=session,
         )
 
     def _unable(self, needs: Needs | None) -> dict[str, str]:
@@ -364,7 +390,7 @@ class Router:
     def _decision(self, messages: list[Message], opts: ResolvedOptions) -> Decision:
         return self.decide(messages, model=opts.model, deadline_s=opts.deadline_s, max_tokens=opts.max_tokens,
                            prefer=opts.prefer, needs=Needs.of(messages, opts.extra, opts.max_tokens),
-                           max_cost_usd=opts.max_cost_usd)
+                           max_cost_usd=opts.max_cost_usd, session=opts.session)
 
     # -- calling --------------------------------------------------------------------------
 

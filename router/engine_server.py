@@ -37,7 +37,7 @@ def _router(backend: Backend, name: str) -> Router:
     settings = backend.settings
     config = {"backends": {name: {"kind": "openai", "model": backend.model, "max_retries": 0,
                                   "decoding": settings.decoding, "canvas_length": settings.canvas_length}},
-              "routing": {"tiers": [{"name": "engine", "backends": [name]}]},
+              "routing": {"tiers": [{"name": "engine", "backends": [name]}], "sessions": {"enabled": False}},
               "aliases": {"*": name}, "log": {"enabled": False}}
     return Router(load_config(config), backends={name: backend}, source="server", log=False)
 

@@ -32,6 +32,7 @@ class ModelOptions(TypedDict, total=False):
     deadline_s: float | None
     prefer: str | None
     max_cost_usd: float | None
+    session: str | None
     tools: list[dict[str, Any]] | None
     tool_choice: str | dict[str, Any] | None
     parallel_tool_calls: bool | None
@@ -51,6 +52,8 @@ class RouteOptions(ModelOptions, total=False):
     max_cost_usd: dollars this call may spend: candidates predicted to cost more are left out
         (CostLimitExceeded when none is left), and a consortium stops calling models once its
         running cost would pass it.
+    session: the id of the task this call belongs to (router/sessions.py): its calls keep one
+        backend, and its tier only moves up. `Router.session()` makes one.
     tools, tool_choice, parallel_tool_calls, response_format, seed, top_p: OpenAI chat parameters,
         sent upstream; tools and response_format also decide which backends may answer.
     extra: any other provider parameter, sent upstream verbatim.
@@ -59,7 +62,7 @@ class RouteOptions(ModelOptions, total=False):
     model: str | None
 
 
-ROUTER_OPTIONS = ("model", "max_tokens", "temperature", "stop", "deadline_s", "prefer", "max_cost_usd")
+ROUTER_OPTIONS = ("model", "max_tokens", "temperature", "stop", "deadline_s", "prefer", "max_cost_usd", "session")
 PROVIDER_OPTIONS = ("tools", "tool_choice", "parallel_tool_calls", "response_format", "seed", "top_p")
 _ALL = (*ROUTER_OPTIONS, *PROVIDER_OPTIONS, "extra")
 
@@ -89,6 +92,7 @@ class ResolvedOptions:
     deadline_s: float | None = None
     prefer: str | None = None
     max_cost_usd: float | None = None
+    session: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -108,7 +112,16 @@ def resolve_options(method: str, options: Mapping[str, Any]) -> ResolvedOptions:
         model=options.get("model"), max_tokens=options.get("max_tokens"), temperature=options.get("temperature"),
         stop=stop, deadline_s=options.get("deadline_s"), prefer=options.get("prefer"),
         max_cost_usd=options.get("max_cost_usd"), extra=_upstream(method, options),
+        session=_session(method, options.get("session")),
     )
+
+
+def _session(method: str, key: Any) -> str | None:
+    if key is None:
+        return None
+    from router.sessions import check_key
+
+    return check_key(key, f"{method}(): session")
 
 
 def _unknown_message(method: str, unknown: list[str]) -> str:

@@ -44,11 +44,16 @@ def _message(chat: dict[str, Any]) -> dict[str, Any]:
     content: list[dict[str, Any]] = [{"type": "text", "text": message["content"]}] if message.get("content") else []
     content += [{"type": "tool_use", "id": c["id"], "name": c["function"]["name"],
                  "input": tool_input(c["function"]["arguments"])} for c in message.get("tool_calls") or ()]
-    usage = chat.get("usage") or {}
     return {"id": f"msg_sim_{uuid.uuid4().hex[:20]}", "type": "message", "role": "assistant", "model": chat["model"],
             "content": content, "stop_reason": STOP_REASONS.get(choice.get("finish_reason"), "end_turn"),
-            "stop_sequence": None, "usage": {"input_tokens": usage.get("prompt_tokens", 0),
-                                             "output_tokens": usage.get("completion_tokens", 0)}}
+            "stop_sequence": None, "usage": _usage(chat.get("usage") or {})}
+
+
+def _usage(chat: dict[str, Any]) -> dict[str, int]:
+    """Chat usage in Anthropic's shape: the cached part of the prompt apart from the rest."""
+    cached = int((chat.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
+    return {"input_tokens": int(chat.get("prompt_tokens") or 0) - cached, "cache_read_input_tokens": cached,
+            "cache_creation_input_tokens": 0, "output_tokens": int(chat.get("completion_tokens") or 0)}
 
 
 def _error(status: int, body: bytes) -> bytes:
@@ -101,9 +106,7 @@ class _StreamRewriter:
             self.reason = choice.get("finish_reason") or self.reason
         usage = chunk.get("usage")
         if usage:
-            out.append(self.events.finish(STOP_REASONS.get(self.reason or "stop", "end_turn"),
-                                          {"input_tokens": usage.get("prompt_tokens", 0),
-                                           "output_tokens": usage.get("completion_tokens", 0)}))
+            out.append(self.events.finish(STOP_REASONS.get(self.reason or "stop", "end_turn"), _usage(usage)))
         return out
 
 

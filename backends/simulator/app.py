@@ -34,6 +34,7 @@ import time
 import uuid
 from collections import Counter, deque
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from starlette.applications import Starlette
@@ -47,6 +48,7 @@ from backends.simulator.answers import Answer, finish, generate, prompt_tokens, 
 from backends.simulator.anthropic import Messages
 from backends.simulator.drafts import drafts
 from backends.simulator.profiles import DEFAULT_PROFILES, FALLBACK_PROFILE, FAULT_KINDS, SimProfile
+from backends.simulator.prompt_cache import PromptCache
 from backends.simulator.tools import Reply, argument_pieces, check_reply, split_reply
 
 __all__ = ["SimState", "create_app"]
@@ -71,6 +73,7 @@ class SimState:
         self.scripts: dict[str, list[Reply]] = {}
         self.faults: dict[str, deque[str | None]] = {}
         self.turns: Counter[str] = Counter()  # replies handed out per model, for cycling
+        self.caches: dict[str, PromptCache] = {}  # per model, when its profile caches prompts
         self.stats: dict[str, Counter[str]] = {}
 
     def profile(self, model: str) -> SimProfile:
@@ -223,7 +226,11 @@ class ChatCompletions:
             text = generate(model, messages, profile.answer_tokens,
                             seed=body.get("seed"), temperature=temperature)
             text = with_thought(text, model, messages, profile.thinking_tokens)
-        return with_tool_calls(finish(text, max_tokens, stop, prompt_tokens(messages)), calls)
+        answer = with_tool_calls(finish(text, max_tokens, stop, prompt_tokens(messages)), calls)
+        if profile.prompt_cache_ttl_s > 0:
+            cache = self.state.caches.setdefault(model, PromptCache())
+            answer = replace(answer, cached_tokens=cache.read(messages, profile.prompt_cache_ttl_s, time.monotonic()))
+        return answer
 
 
 async def _complete(client, send, model, answer: Answer, profile: SimProfile, fault) -> str:
@@ -370,12 +377,15 @@ def _completion_body(model: str, answer: Answer) -> dict[str, Any]:
     return {**_envelope(model, "chat.completion"), "choices": [choice], "usage": _usage(answer)}
 
 
-def _usage(answer: Answer) -> dict[str, int]:
-    return {
+def _usage(answer: Answer) -> dict[str, Any]:
+    usage: dict[str, Any] = {
         "prompt_tokens": answer.prompt_tokens,
         "completion_tokens": answer.completion_tokens,
         "total_tokens": answer.prompt_tokens + answer.completion_tokens,
     }
+    if answer.cached_tokens:
+        usage["prompt_tokens_details"] = {"cached_tokens": answer.cached_tokens}
+    return usage
 
 
 def _error(message: str, kind: str) -> dict[str, Any]:

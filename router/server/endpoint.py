@@ -33,11 +33,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from backends.errors import RouteError
+from backends.errors import RouteError, UsageError
 from backends.types import Chunk, Completion, DraftChunk, FinalChunk, TextChunk, ThinkingChunk, ToolCallChunk
 from router.decision import Decision, Downgrade
 from router.server.errors import ApiError, error_for_failure
 from router.server.protocols.base import Call, Dialect, EventWriter, Facts
+from router.sessions import check_key, derived_key
 
 if TYPE_CHECKING:
     from router.core import Router
@@ -151,6 +152,8 @@ def decision_headers(decision: Decision, downgrade: Downgrade | None) -> list[tu
         headers.append((b"x-route-score", f"{decision.score.value:.4f}".encode()))
     if downgrade is not None:  # a weaker tier than the prompt's answers: never silently
         headers.append((b"x-route-downgraded", downgrade.header().encode()))
+    if decision.session is not None:
+        headers.append((b"x-route-session", decision.session.key.encode()))
     return headers
 
 
@@ -243,6 +246,7 @@ class Endpoint:
                 return _Outcome(200)
             call = handler.parse(raw)
             model = self.names.resolve(call.model)
+            session = self._session(scope, call)
         except ApiError as err:
             return await _send_error(send, handler, err)
         except ClientGone:
@@ -250,7 +254,7 @@ class Endpoint:
         watch = ClientWatch(receive)
         self.metrics.in_flight.inc()
         try:
-            return await (self._stream if call.stream else self._complete)(handler, call, model, send, watch)
+            return await (self._stream if call.stream else self._complete)(handler, call, model, session, send, watch)
         except asyncio.CancelledError:
             if not watch.gone:
                 raise  # the server is stopping, not the client leaving
@@ -262,9 +266,26 @@ class Endpoint:
             watch.close()
             self.metrics.in_flight.dec()
 
-    async def _complete(self, dialect: Dialect, call: Call, model: str, send: Any, watch: ClientWatch) -> _Outcome:
+    def _session(self, scope: dict, call: Call) -> str | None:
+        """The session this call belongs to: `X-Session-Id`, else what the protocol names
+        (prompt_cache_key, metadata.user_id), else one derived from the conversation's stable
+        prefix; a 400 for an id that is too long or not printable."""
+        if self.router.sessions is None:
+            return None
+        given = next((value for name, value in scope["headers"] if name == b"x-session-id"), None)
+        where, key = ("the X-Session-Id header", given.decode("latin-1")) if given is not None else \
+            ("the request's session id (prompt_cache_key or metadata.user_id)", call.session)
+        if key is None:
+            return derived_key(call.messages, call.extra.get("tools"))
         try:
-            result = await self.router.acomplete(call.messages, **call.options(model))
+            return check_key(key, where)
+        except UsageError as exc:
+            raise ApiError(400, str(exc), code="invalid_session_id", param="session") from None
+
+    async def _complete(self, dialect: Dialect, call: Call, model: str, session: str | None, send: Any,
+                        watch: ClientWatch) -> _Outcome:
+        try:
+            result = await self.router.acomplete(call.messages, **call.options(model, session))
         except RouteError as exc:
             return await _send_error(send, dialect, self._failure(exc))
         self.metrics.decided(result.decision)
@@ -276,10 +297,11 @@ class Endpoint:
         await send_body(send, 200, body, headers)
         return _Outcome(200, completion.backend)
 
-    async def _stream(self, dialect: Dialect, call: Call, model: str, send: Any, watch: ClientWatch) -> _Outcome:
+    async def _stream(self, dialect: Dialect, call: Call, model: str, session: str | None, send: Any,
+                      watch: ClientWatch) -> _Outcome:
         await self.router.refresh()  # what other replicas learned, before the decision
         try:
-            route_stream = self.router.astream(call.messages, **call.options(model))
+            route_stream = self.router.astream(call.messages, **call.options(model, session))
         except RouteError as exc:
             return await _send_error(send, dialect, self._failure(exc))
         decision = route_stream.decision

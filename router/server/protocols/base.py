@@ -30,11 +30,12 @@ class Call:
     stop: list[str] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     echo: dict[str, Any] = field(default_factory=dict)
+    session: str | None = None  # the task's id, as the protocol names it (prompt_cache_key, metadata.user_id)
 
-    def options(self, model: str) -> dict[str, Any]:
-        """The router's call options for this request, routed as `model`."""
+    def options(self, model: str, session: str | None = None) -> dict[str, Any]:
+        """The router's call options for this request, routed as `model` within `session`."""
         return dict(model=model, max_tokens=self.max_tokens, temperature=self.temperature, stop=self.stop,
-                    extra=self.extra)
+                    extra=self.extra, session=session)
 
 
 class EventWriter(Protocol):

@@ -189,6 +189,7 @@ class ChatDialect:
             stop=stop or None,
             extra={k: v for k, v in body.items() if v is not None and self._sent_on(k)},
             echo={"include_usage": include_usage, "diffusing": body.get("diffusing") is True},
+            session=body.get("prompt_cache_key") if isinstance(body.get("prompt_cache_key"), str) else None,
         )
 
     def error_body(self, err: ApiError) -> bytes:

@@ -179,9 +179,11 @@ class MessagesDialect:
                 extra["tool_choice"] = choice
         extra.update(_options(request))
         estimate = max(1, len(orjson.dumps(messages)) // 4)
+        # Claude Code's metadata.user_id names its session ("user_..._session_<uuid>").
+        session = request.metadata.user_id if request.metadata is not None else None
         return Call(model=request.model, messages=messages, stream=request.stream, max_tokens=request.max_tokens,
                     temperature=request.temperature, stop=request.stop_sequences or None, extra=extra,
-                    echo={"input_estimate": estimate})
+                    echo={"input_estimate": estimate}, session=session)
 
     def error_body(self, err: ApiError) -> bytes:
         return error_body(err)

@@ -195,7 +195,7 @@ class ResponsesDialect:
                 "namespaces": namespaces}
         return Call(model=request.model, messages=_messages(request, body), stream=request.stream,
                     max_tokens=request.max_output_tokens, temperature=request.temperature,
-                    extra=_extra(request, body, tools), echo=echo)
+                    extra=_extra(request, body, tools), echo=echo, session=request.prompt_cache_key)
 
     def error_body(self, err: ApiError) -> bytes:
         return err.body()
