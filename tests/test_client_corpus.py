@@ -512,7 +512,8 @@ def test_a_recorded_body_is_accepted_and_forwarded_whole(fixture: Path, kind: st
     record = json.loads(fixture.read_text())
     path, sent = record["path"], record["body"]
     upstream.received.clear()
-    reply = httpx.post(route[kind].url + path, json=sent, headers=record["headers"], timeout=30)
+    query = f"?{record['query']}" if record.get("query") else ""
+    reply = httpx.post(route[kind].url + path + query, json=sent, headers=record["headers"], timeout=30)
     where = f"{record['client']} ({fixture.stem}) to an {kind}-kind upstream"
     assert reply.is_success, f"{where}: {reply.status_code} {reply.text[:500]}"
     if sent.get("stream"):

@@ -392,6 +392,8 @@ def keep(recording: Path, client: str, name: str, replace: list[str], note: str 
     headers = {k.lower(): v for k, v in record["headers"].items() if k.lower() in KEPT_HEADERS}
     fixture: dict[str, Any] = {"client": client, "recorded": record["recorded"], "path": record["path"].split("?")[0],
                                "headers": headers, "body": record["body"]}
+    if "?" in record["path"]:  # Claude Code asks for /v1/messages?beta=true
+        fixture["query"] = record["path"].split("?", 1)[1]
     if note:
         fixture["note"] = note
     text = scrub(json.dumps(fixture, indent=1, ensure_ascii=False), replacements)
