@@ -24,13 +24,16 @@ from typing import Any
 from backends.types import Message
 
 __all__ = [
+    "ANTHROPIC_ONLY",
     "FINISH_REASONS",
     "STOP_REASONS",
     "Unsupported",
     "chat_messages",
+    "chat_response_format",
     "chat_tool_choice",
     "chat_tools",
     "request_options",
+    "reasoning_effort",
     "request_parts",
     "tool_input",
 ]
@@ -41,9 +44,13 @@ STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_
 FINISH_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_calls",
                   "refusal": "content_filter", "pause_turn": "stop"}
 _THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
+# Request fields only Anthropic reads, carried in a chat request's extras for an anthropic backend;
+# other kinds have their meaning already (reasoning_effort, response_format) or none.
+ANTHROPIC_ONLY = frozenset({"output_config", "anthropic_beta", "context_management"})
 # reasoning_effort -> Anthropic's thinking budget (tokens), as LiteLLM maps them.
 _BUDGETS = {"minimal": 1024, "low": 1024, "medium": 2048, "high": 4096, "xhigh": 8192}
 _MIN_BUDGET = 1024  # Anthropic's smallest
+_MID_CONVERSATION_SYSTEM = "mid-conversation-system"
 
 
 class Unsupported(ValueError):
@@ -168,12 +175,25 @@ def chat_tool_choice(choice: Mapping[str, Any] | None) -> Any:
     raise Unsupported(f"tool_choice type {kind!r} is unknown; use auto, any, tool or none")
 
 
-def reasoning_effort(thinking: Mapping[str, Any]) -> str:
-    """An Anthropic `thinking` setting as chat's `reasoning_effort`."""
-    if thinking.get("type") != "enabled":
+def reasoning_effort(thinking: Mapping[str, Any]) -> str | None:
+    """An Anthropic `thinking` setting as chat's `reasoning_effort`; None where the model is to
+    decide (`adaptive`, or a type this router does not know): no effort is asked of the others."""
+    kind = thinking.get("type")
+    if kind == "disabled":
         return "none"
+    if kind != "enabled":
+        return None
     budget = int(thinking.get("budget_tokens") or _MIN_BUDGET)
     return "low" if budget <= _BUDGETS["low"] else "medium" if budget <= _BUDGETS["medium"] else "high"
+
+
+def chat_response_format(output_format: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """Anthropic's `output_config.format` (a JSON schema the answer must follow) as chat's
+    `response_format`."""
+    if not output_format or output_format.get("type") != "json_schema" or not isinstance(output_format.get("schema"), Mapping):
+        return None
+    return {"type": "json_schema", "json_schema": {"name": str(output_format.get("name") or "output"),
+                                                   "schema": dict(output_format["schema"])}}
 
 
 def tool_input(arguments: str) -> dict[str, Any]:
@@ -243,12 +263,22 @@ def _system(messages: Iterable[Message]) -> str | list[dict[str, Any]] | None:
     return "\n\n".join(b["text"] for b in blocks)
 
 
+def _in_place(extra: Mapping[str, Any]) -> bool:
+    """Whether system turns within the conversation stay where they are (Anthropic takes them
+    there under its mid-conversation-system beta); else they join the system prompt."""
+    return any(str(b).startswith(_MID_CONVERSATION_SYSTEM) for b in extra.get("anthropic_beta") or ())
+
+
 def request_parts(messages: Iterable[Message], extra: Mapping[str, Any]) -> dict[str, Any]:
     """`system`, `messages`, `tools` and `tool_choice` of an Anthropic request for a chat request."""
     messages = list(messages)
+    leading = next((i for i, m in enumerate(messages) if m.get("role") not in ("system", "developer")), len(messages))
+    in_place = _in_place(extra)
     turns: list[dict[str, Any]] = []
-    for message in messages:
+    for index, message in enumerate(messages):
         if message.get("role") in ("system", "developer"):
+            if index >= leading and in_place:
+                turns.append({"role": "system", "content": _blocks(message.get("content"))})
             continue
         role, blocks = _anthropic_turn(message)
         if turns and turns[-1]["role"] == role:
@@ -256,7 +286,8 @@ def request_parts(messages: Iterable[Message], extra: Mapping[str, Any]) -> dict
         else:
             turns.append({"role": role, "content": blocks})
     parts: dict[str, Any] = {"messages": turns}
-    system = _system(m for m in messages if m.get("role") in ("system", "developer"))
+    system = _system(m for i, m in enumerate(messages)
+                     if m.get("role") in ("system", "developer") and (i < leading or not in_place))
     if system:
         parts["system"] = system
     tools = [_marked({"name": t["function"]["name"], "description": t["function"].get("description", ""),
@@ -283,8 +314,16 @@ def _anthropic_tool_choice(choice: Any, parallel: Any) -> dict[str, Any] | None:
 def request_options(extra: Mapping[str, Any], max_tokens: int) -> dict[str, Any]:
     """The options of an Anthropic request a chat request's extras say: thinking (the client's
     own `thinking` object, or a budget for `reasoning_effort` that fits under `max_tokens`),
+    `output_config` (the client's own, or a JSON schema from `response_format`),
     `metadata.user_id` (from `user`), `top_k`, `service_tier`."""
     out: dict[str, Any] = {}
+    output = extra.get("output_config")
+    fmt = extra.get("response_format")
+    if isinstance(output, Mapping):
+        out["output_config"] = dict(output)
+    elif isinstance(fmt, Mapping) and fmt.get("type") == "json_schema":
+        spec = fmt.get("json_schema") or {}
+        out["output_config"] = {"format": {"type": "json_schema", "schema": spec.get("schema") or {}}}
     thinking = extra.get("thinking")
     effort = extra.get("reasoning_effort")
     if isinstance(thinking, Mapping):
@@ -299,6 +338,8 @@ def request_options(extra: Mapping[str, Any], max_tokens: int) -> dict[str, Any]
         out["metadata"] = {"user_id": user}  # the only metadata Anthropic takes
     if isinstance(extra.get("top_k"), int):
         out["top_k"] = extra["top_k"]
+    if isinstance(extra.get("context_management"), Mapping):
+        out["context_management"] = dict(extra["context_management"])
     if extra.get("service_tier") in ("auto", "standard_only"):
         out["service_tier"] = extra["service_tier"]
     return out

@@ -25,6 +25,7 @@ __all__ = ["AnthropicBackend"]
 
 _DEFAULT_BASE_URL = "https://api.anthropic.com/v1"
 _VERSION = "2023-06-01"
+_STRUCTURED_OUTPUTS = "structured-outputs-2025-11-13"
 _DEFAULT_MAX_TOKENS = 4096  # the API requires max_tokens; a request or `params:` usually sets it
 # Chat parameters the Messages API takes under the same name; others (seed, response_format...) it
 # has no word for, and the rest it names differently (request_options).
@@ -49,8 +50,12 @@ class AnthropicBackend(Backend):
     def _translate(self, exc: Exception) -> BackendError:
         return self._http.translate(exc)
 
-    def _headers(self) -> dict[str, str]:
+    def _headers(self, request: Request | None = None) -> dict[str, str]:
         headers = {"anthropic-version": _VERSION, **self.settings.resolve(self.settings.headers)}
+        betas = _betas(request)
+        if betas:  # the client's beta features, and structured output when a schema is asked for
+            configured = [b for b in headers.get("anthropic-beta", "").split(",") if b]
+            headers["anthropic-beta"] = ",".join(dict.fromkeys([*configured, *betas]))
         key = self.settings.api_key()
         return {**headers, "x-api-key": key} if key else headers
 
@@ -81,7 +86,7 @@ class AnthropicBackend(Backend):
 
     async def _wire(self, request: Request, deadline: Deadline, *, stream: bool) -> AsyncIterator[Delta]:
         payload = self._payload(request, stream=stream)
-        async with self._http.post(self.settings.url("/messages", _DEFAULT_BASE_URL), payload, self._headers(),
+        async with self._http.post(self.settings.url("/messages", _DEFAULT_BASE_URL), payload, self._headers(request),
                                    deadline.remaining(), self.settings.timeout_s) as reply:
             if not stream:
                 yield self._answer(await reply.body(), reply.simulated)
@@ -121,6 +126,15 @@ class AnthropicBackend(Backend):
 
     async def aclose(self) -> None:
         await self._http.aclose()
+
+
+def _betas(request: Request | None) -> list[str]:
+    if request is None:
+        return []
+    betas = [str(b) for b in request.extra.get("anthropic_beta") or () if b]
+    if request.extra.get("response_format") and not request.extra.get("output_config"):
+        betas.append(_STRUCTURED_OUTPUTS)  # response_format is sent as output_config.format
+    return betas
 
 
 def _is_stop(data: str) -> bool:

@@ -50,8 +50,11 @@ class LiteLLMBackend(Backend):
         kwargs["timeout"] = self.settings.timeout_s if remaining is None else max(0.001, remaining)
         if self.settings.base_url:
             kwargs["api_base"] = self.settings.resolve(self.settings.base_url)
-        if self.settings.headers:
-            kwargs["extra_headers"] = self.settings.resolve(self.settings.headers)
+        headers = dict(self.settings.resolve(self.settings.headers))
+        if request.extra.get("anthropic_beta"):  # litellm sends it on to Anthropic models
+            headers["anthropic-beta"] = ",".join(str(b) for b in request.extra["anthropic_beta"])
+        if headers:
+            kwargs["extra_headers"] = headers
         key = self.settings.api_key()
         if key:
             kwargs["api_key"] = key

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from backends.anthropic_format import ANTHROPIC_ONLY
 from backends.types import Message
 
 __all__ = ["OPENAI_CHAT_FIELDS", "chat_messages", "is_openai_itself", "request_fields"]
@@ -43,7 +44,7 @@ def request_fields(extra: Mapping[str, Any], *, strict: bool) -> dict[str, Any]:
     """The client's extra fields an upstream is sent (`strict`: OpenAI's own API)."""
     out = {}
     for key, value in extra.items():
-        if key == "thinking" and not isinstance(value, bool):
+        if (key == "thinking" and not isinstance(value, bool)) or key in ANTHROPIC_ONLY:
             continue
         if strict and key not in OPENAI_CHAT_FIELDS:
             continue

@@ -67,7 +67,8 @@ _TEMPLATE_KEYS = ("thinking", "reasoning_effort", "tools", "tool_choice", "paral
 # Client fields that ask nothing of the answer (who asks, how to bill or cache it): an engine in
 # this process has nothing to do with them, so they are accepted and left alone.
 _ADVISORY = frozenset({"user", "metadata", "store", "prompt_cache_key", "prompt_cache_retention", "service_tier",
-                       "safety_identifier", "stream_options"})
+                       "safety_identifier", "stream_options", "anthropic_beta", "context_management",
+                       "output_config"})
 
 
 def thinking_flag(request: Request, params: dict[str, Any]) -> bool | None:
@@ -75,8 +76,8 @@ def thinking_flag(request: Request, params: dict[str, Any]) -> bool | None:
     template's default): the request's `thinking` (true/false, or an Anthropic client's
     `{"type": "enabled"}`), else its `reasoning_effort` ("none" is no), else the backend's params."""
     value = request.extra.get("thinking")
-    if isinstance(value, dict):
-        return value.get("type") == "enabled"
+    if isinstance(value, dict):  # an Anthropic client's: adaptive lets the model think when it needs to
+        return value.get("type") in ("enabled", "adaptive")
     effort = request.extra.get("reasoning_effort")
     if value is None and isinstance(effort, str):
         return effort != "none"

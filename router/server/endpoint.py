@@ -247,6 +247,7 @@ class Endpoint:
             call = handler.parse(raw)
             model = self.names.resolve(call.model)
             session = self._session(scope, call)
+            _anthropic_betas(scope, call)
         except ApiError as err:
             return await _send_error(send, handler, err)
         except ClientGone:
@@ -369,6 +370,15 @@ async def _send_error(send: Any, handler: Handler, err: ApiError) -> _Outcome:
     headers = [JSON, *((k.encode(), v.encode()) for k, v in err.headers.items())]
     await send_body(send, err.status, handler.error_body(err), headers)
     return _Outcome(err.status, reason=err.message)
+
+
+def _anthropic_betas(scope: dict, call: Call) -> None:
+    """A client's `anthropic-beta` header goes with its request to an anthropic backend (the
+    features it names: interleaved thinking, context management, structured outputs...)."""
+    for name, value in scope["headers"]:
+        if name == b"anthropic-beta":
+            betas = [b.strip() for b in value.decode("latin-1").split(",") if b.strip()]
+            call.extra["anthropic_beta"] = [*call.extra.get("anthropic_beta", []), *betas]
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ from backends.anthropic_format import (
     STOP_REASONS,
     Unsupported,
     chat_messages,
+    chat_response_format,
     chat_tool_choice,
     chat_tools,
     reasoning_effort,
@@ -98,7 +99,7 @@ def _thinking_blocks(completion: Completion) -> list[dict[str, Any]]:
     return [{"type": "thinking", "thinking": completion.thinking, "signature": ""}] if completion.thinking else []
 
 
-def _options(request: MessagesRequest) -> dict[str, Any]:
+def _options(request: MessagesRequest, body: dict[str, Any]) -> dict[str, Any]:
     """What the request asks beyond messages and tools, in the router's (chat) terms."""
     extra: dict[str, Any] = {}
     if request.top_p is not None:
@@ -108,7 +109,18 @@ def _options(request: MessagesRequest) -> dict[str, Any]:
     if request.thinking is not None:
         thinking = request.thinking.model_dump(exclude_none=True)
         extra["thinking"] = thinking  # exact, for an anthropic backend
-        extra["reasoning_effort"] = reasoning_effort(thinking)  # its meaning, for the others
+        effort = reasoning_effort(thinking)  # its meaning, for the others
+        if effort is not None:
+            extra["reasoning_effort"] = effort
+    if request.output_config is not None:
+        extra["output_config"] = request.output_config.model_dump(exclude_none=True)
+        if request.output_config.effort is not None:
+            extra["reasoning_effort"] = request.output_config.effort
+        response_format = chat_response_format(request.output_config.format)
+        if response_format is not None:
+            extra["response_format"] = response_format
+    if isinstance(body.get("context_management"), dict):
+        extra["context_management"] = body["context_management"]
     if request.metadata is not None and request.metadata.user_id:
         extra["user"] = request.metadata.user_id
     if request.service_tier is not None:
@@ -177,7 +189,7 @@ class MessagesDialect:
                 raise bad_request(str(exc), "tool_choice") from None
             if choice is not None:
                 extra["tool_choice"] = choice
-        extra.update(_options(request))
+        extra.update(_options(request, body))
         estimate = max(1, len(orjson.dumps(messages)) // 4)
         # Claude Code's metadata.user_id names its session ("user_..._session_<uuid>").
         session = request.metadata.user_id if request.metadata is not None else None

@@ -151,13 +151,17 @@ ToolChoice = Annotated[_ToolChoiceAuto | _ToolChoiceAny | _ToolChoiceTool | _Too
                        Field(discriminator="type")]
 
 
-class _ThinkingEnabled(_Open):
-    type: Literal["enabled"]
-    budget_tokens: int = Field(ge=1)
+class _Thinking(_Open):
+    """enabled (with a budget), disabled, adaptive (the model decides; Claude Code's default),
+    and whatever Anthropic adds next: the type is passed on, not second-guessed."""
+
+    type: str = Field(min_length=1)
+    budget_tokens: int | None = Field(None, ge=1)
 
 
-class _ThinkingDisabled(_Open):
-    type: Literal["disabled"]
+class _OutputConfig(_Open):
+    effort: str | None = None
+    format: dict[str, Any] | None = None
 
 
 class _Metadata(_Open):
@@ -182,7 +186,8 @@ class MessagesRequest(CountTokensRequest):
     top_k: int | None = Field(None, ge=0)
     stop_sequences: list[str] | None = None
     tool_choice: ToolChoice | None = None
-    thinking: Annotated[_ThinkingEnabled | _ThinkingDisabled, Field(discriminator="type")] | None = None
+    thinking: _Thinking | None = None
+    output_config: _OutputConfig | None = None
     metadata: _Metadata | None = None
     service_tier: str | None = None
 
