@@ -139,6 +139,7 @@ class SessionPlan:
     tool_errors: int
     sticky: str | None = None
     cached: dict[str, int] = dataclasses.field(default_factory=dict)
+    length: int = 0  # messages in this call
 
     def as_dict(self) -> dict[str, Any]:
         return {"id": self.key, "tier_index": self.index, "why": self.why, "kept": self.sticky,
@@ -183,8 +184,10 @@ class Sessions:
             if index <= state.tier:
                 index, why = state.tier, f"{why}; the session stays up (since: {state.since})"
         errors = (state.tool_errors if state else 0) + turn.tool_errors if turn.tool_errors else 0
+        # The same request sent again (the conversation no longer, its last turn the same): a
+        # user asking for another answer. "go on" after an answer is a longer conversation.
         repeated = (state is not None and not turn.continuation and not key.startswith("auto-")
-                    and state.turn == turn_digest(turn.text))
+                    and state.turn == turn_digest(f"{len(messages)}\0{turn.text}"))
         refused = turn.refusal or (state is not None and state.refused)
         step = escalation(index, top, dataclasses.replace(turn, refusal=refused), errors_in_a_row=errors,
                           repeated=repeated)
@@ -193,7 +196,7 @@ class Sessions:
         fresh = state is not None and state.backend is not None and self._clock() - state.cached_at < self.cache_ttl_s
         cached = {state.backend: state.cached_tokens} if fresh and state is not None and state.backend else {}
         return SessionPlan(key, index, why, turn, score, crossings, state, errors,
-                           state.backend if state is not None else None, cached)
+                           state.backend if state is not None else None, cached, len(messages))
 
     def remember(self, plan: SessionPlan, completion: Completion | None) -> None:
         """After the call: who answered (a fallback becomes the session's backend), what it has
@@ -209,7 +212,7 @@ class Sessions:
         self.table.put(plan.key, dataclasses.replace(
             state, tier=plan.index, backend=completion.backend, calls=state.calls + 1,
             cached_tokens=completion.usage.input_tokens, cached_at=self._clock(),
-            turn=turn_digest(answered) if answered is not None else state.turn,
+            turn=turn_digest(f"{plan.length}\0{answered}") if answered is not None else state.turn,
             tool_errors=plan.tool_errors, refused=completion.finish_reason == "content_filter", since=since))
 
 
