@@ -91,6 +91,10 @@ class Router:
         self.sessions: Sessions | None = Sessions(
             self.ladder, self.scorer, SessionTable(max_entries=sessions.max_entries, ttl_s=sessions.ttl_s),
             cache_ttl_s=sessions.cache_ttl_s) if sessions.enabled else None
+        if self.sessions is not None and self.rate_limits.link is not None:  # state in Redis: sessions too
+            from router.state.sessions_redis import SharedSessions
+
+            self.sessions.shared = SharedSessions(self.rate_limits.link, self.sessions.table)
         self.calls.add_observer(self.latency.observe)
         self.shared = SharedState()  # in memory until persist() attaches `state:` (router/state/)
         self._random = random.Random()  # exploration rolls; tests may seed it
@@ -136,9 +140,12 @@ class Router:
             _LOG.warning("latency history unavailable (%s); routing on config priors", problem)
         return problem
 
-    async def refresh(self) -> None:
+    async def refresh(self, *, session: str | None = None) -> None:
         """Adopt what other processes learned (latency, open breakers), at most every
-        `state.refresh_ms`. `acomplete` does this itself; call it before `astream` or `decide`."""
+        `state.refresh_ms`, and what the fleet knows of `session`. `acomplete` does this itself;
+        call it before `astream` or `decide`."""
+        if session is not None and self.sessions is not None:
+            await self.sessions.load(session)
         # In turn, not gathered: both are no-ops between refreshes, and a gather's tasks would
         # cost every request more than the rare second round trip does.
         await self.shared.refresh()
@@ -403,7 +410,7 @@ class Router:
         """Answer with the best backend for this prompt, falling back on failure within the
         deadline. Options: router/options.py (`RouteOptions`); an unknown one is a TypeError."""
         opts = resolve_options("Router.acomplete", options)
-        await self.refresh()
+        await self.refresh(session=opts.session)
         messages = as_messages(prompt_or_messages)
         decision = self._decision(messages, opts)
         request = self._request(messages, opts)
@@ -487,6 +494,8 @@ class Router:
 
     async def aclose(self) -> None:
         await self.latency.aflush()  # learned latency reaches the store even when the process ends next
+        if self.sessions is not None and self.sessions.shared is not None:
+            await self.sessions.shared.aclose()  # the last sessions' states reach the fleet
         await self.shared.aclose()
         for backend in self._backends.values():
             await backend.aclose()

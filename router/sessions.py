@@ -155,6 +155,17 @@ class Sessions:
                  clock: Callable[[], float] = time.time):
         self.ladder, self.scorer, self.table = ladder, scorer, table
         self.cache_ttl_s, self._clock = cache_ttl_s, clock
+        self.shared: Any = None  # router/state/sessions_redis.py's SharedSessions, with Redis state
+
+    async def load(self, key: str) -> None:
+        """What the fleet knows of session `key`, before deciding a call of it (Redis state only)."""
+        if self.shared is not None:
+            await self.shared.load(key)
+
+    def _put(self, key: str, state: SessionState) -> None:
+        self.table.put(key, state)
+        if self.shared is not None:
+            self.shared.save(key, state)
 
     def _tier_of(self, text: str) -> tuple[int, Score | None, tuple[Crossing, ...]]:
         """The tier a user turn's own text climbs to, scored alone."""
@@ -205,11 +216,10 @@ class Sessions:
         moved = plan.state is None or plan.index > plan.state.tier
         since = plan.why if moved else state.since
         if completion is None:  # nothing answered: the tier holds, the backend stays to be tried again
-            self.table.put(plan.key, dataclasses.replace(state, tier=plan.index, since=since,
-                                                         tool_errors=plan.tool_errors))
+            self._put(plan.key, dataclasses.replace(state, tier=plan.index, since=since, tool_errors=plan.tool_errors))
             return
         answered = plan.turn.text if not plan.turn.continuation else None
-        self.table.put(plan.key, dataclasses.replace(
+        self._put(plan.key, dataclasses.replace(
             state, tier=plan.index, backend=completion.backend, calls=state.calls + 1,
             cached_tokens=completion.usage.input_tokens, cached_at=self._clock(),
             turn=turn_digest(f"{plan.length}\0{answered}") if answered is not None else state.turn,

@@ -187,3 +187,42 @@ def test_a_session_id_too_long_or_not_printable_is_a_clear_400(served, bad):
     assert response.status_code == 400
     error = response.json()["error"]
     assert error["code"] == "invalid_session_id" and "session id" in error["message"]
+
+
+# -- a fleet: two replicas sharing Redis ------------------------------------------------------
+
+
+async def test_two_replicas_sharing_redis_keep_one_session_on_one_backend(sim, redis_server, monkeypatch):
+    """Calls of one session alternate between replicas; each replica would pick the other
+    frontier backend on its own (its latency prior says so), yet every call lands on the backend
+    the session started on."""
+    for name in ("local", "fast", "frontier", "frontier-b"):
+        sim.update_profile(f"m-{name}", **FAST)
+    monkeypatch.setenv("ROUTE_REDIS_URL", redis_server.url)
+
+    def replica(prefers: str) -> Router:
+        config = _config(sim)
+        config["state"] = {"backend": "redis", "url": "${ROUTE_REDIS_URL}", "timeout_ms": 30_000,
+                           "refresh_ms": 600_000}  # sessions only: each replica keeps its own latency view
+        config["log"] = {"enabled": False}
+        router = Router(load_config(config))
+        for name in ("local", "fast", "frontier", "frontier-b"):  # measured, so nothing is explored
+            first_s = 0.01 if name == prefers else 0.9  # each replica's own idea of which is faster
+            for _ in range(10):
+                router.latency.model(name).observe(first_s + 0.01, first_s=first_s, output_tokens=10,
+                                                   now=router.latency._clock())
+        return router
+
+    one, two = replica("frontier"), replica("frontier-b")
+    messages = [{"role": "user", "content": HARD_TASK}]
+    assert (one.explain(messages).chosen, two.explain(messages).chosen) == ("frontier", "frontier-b")
+    answered = []
+    for i in range(6):
+        router = one if i % 2 == 0 else two
+        result = await router.acomplete(messages, session="fleet-task-1")
+        answered.append(result.backend)
+        await router.sessions.shared.aclose()  # this call's state is written before the next one reads it
+        messages += [{"role": "assistant", "content": result.text}, {"role": "user", "content": f"go on {i}"}]
+    assert answered == ["frontier"] * 6
+    await one.aclose()
+    await two.aclose()

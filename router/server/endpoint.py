@@ -300,7 +300,7 @@ class Endpoint:
 
     async def _stream(self, dialect: Dialect, call: Call, model: str, session: str | None, send: Any,
                       watch: ClientWatch) -> _Outcome:
-        await self.router.refresh()  # what other replicas learned, before the decision
+        await self.router.refresh(session=session)  # what other replicas learned, before the decision
         try:
             route_stream = self.router.astream(call.messages, **call.options(model, session))
         except RouteError as exc:
