@@ -3,8 +3,8 @@ what it keeps, in what order, and how many it drops for room."""
 
 from __future__ import annotations
 
-from router.log_writer import Writer
-from router.store_health import StoreError
+from router.store.health import StoreError
+from router.store.writer import Writer
 
 
 class _Row:

@@ -29,9 +29,9 @@ from typer.testing import CliRunner
 from router.cli.app import app
 from router.config_loader import load_config
 from router.core import Router
-from router.pg_log import SCHEMA_VERSION, PgLogStore
-from router.request_log import RequestLog
 from router.store import RequestRecord, row_for
+from router.store.postgres import SCHEMA_VERSION, PgStore
+from router.store.request_log import RequestLog
 from tests.postgres_server import PostgresServer
 
 pytestmark = pytest.mark.integration
@@ -113,7 +113,7 @@ def test_four_replicas_a_thousand_requests_each_lose_none_and_route_log_reads_th
 def _migrate(dsn: str, start_at: float) -> None:
     while time.time() < start_at:
         time.sleep(0.001)
-    PgLogStore(dsn).close()
+    PgStore(dsn).close()
 
 
 def test_migrations_run_once_when_two_replicas_start_together(pg_dsn, tmp_path):
@@ -125,7 +125,7 @@ def test_migrations_run_once_when_two_replicas_start_together(pg_dsn, tmp_path):
     for proc in procs:
         proc.join(timeout=120)
     assert [proc.exitcode for proc in procs] == [0, 0]
-    PgLogStore(pg_dsn).close()  # and a third, later: nothing left to do
+    PgStore(pg_dsn).close()  # and a third, later: nothing left to do
     with psycopg.connect(pg_dsn) as conn:
         assert [row[0] for row in conn.execute("SELECT version FROM schema_version")] == list(range(1, SCHEMA_VERSION + 1))
         columns = [row[0] for row in conn.execute(
@@ -166,7 +166,7 @@ def test_postgres_going_away_mid_run_costs_no_request_and_the_kept_records_follo
 
 
 def test_a_row_postgres_refuses_is_left_out_of_its_batch_alone(pg_dsn):
-    store = PgLogStore(pg_dsn)
+    store = PgStore(pg_dsn)
     good = [row_for(RequestRecord(source="api", status="ok", prompt=f"p{i}")) for i in range(4)]
     bad = list(good[0])
     bad[1] = None  # status: NOT NULL
@@ -329,7 +329,7 @@ def test_feedback_with_a_postgres_log_is_kept_in_postgres(sim, pg_dsn, route_hom
     with Router(load_config(_config(sim)), source="api") as router:
         router.complete("judge me")
         assert router.request_log.flush(timeout_s=60)
-        [logged] = PgLogStore(pg_dsn).recent(1)
+        [logged] = PgStore(pg_dsn).recent(1)
         router.feedback(logged["id"], "bad")
     with psycopg.connect(pg_dsn) as conn:
         rows = list(conn.execute("SELECT request, verdict FROM feedback"))

@@ -37,6 +37,7 @@ from router.server.metrics import Metrics
 from router.server.models import ModelNames
 from router.server.routes import add_translated_routes, shaped_for
 from router.server.wire import ApiError
+from router.store.records import CLIENT_KEY
 
 if TYPE_CHECKING:
     from router.core import Router
@@ -65,6 +66,7 @@ class _BearerAuth:
                      "key held in the environment variable `route serve --api-key-env` names",
                 kind="authentication_error", code="invalid_api_key")))
             return
+        CLIENT_KEY.set(scope.get(KEY_SCOPE))  # for the request's record; each request runs in a task of its own
         await self.app(scope, receive, send)
 
     def _allowed(self, scope) -> bool:
