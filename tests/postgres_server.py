@@ -16,6 +16,7 @@ run as root, so as root they run as the `postgres` user, in a temp dir it owns.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import pwd
@@ -118,13 +119,17 @@ class PostgresServer:
 
     def freeze(self) -> None:
         """SIGSTOP the whole server: connections stay open and the kernel still accepts
-        connects and acknowledges data, but nothing answers (a hung host, a stuck disk)."""
-        for pid in self._processes():
-            os.kill(pid, signal.SIGSTOP)
+        connects and acknowledges data, but nothing answers (a hung host, a stuck disk). The
+        postmaster first, so it forks no process after the list is read."""
+        self._signal(signal.SIGSTOP)
 
     def thaw(self) -> None:
+        self._signal(signal.SIGCONT)
+
+    def _signal(self, signum: int) -> None:
         for pid in self._processes():
-            os.kill(pid, signal.SIGCONT)
+            with contextlib.suppress(ProcessLookupError):  # a backend that ended meanwhile
+                os.kill(pid, signum)
 
     def dsn(self, database: str = "postgres") -> str:
         return f"postgresql://{self.user}:{self.password}@127.0.0.1:{self.port}/{database}"

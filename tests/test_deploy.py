@@ -56,22 +56,34 @@ def _prompts(dsn: str) -> list[str]:
         return [row[0] for row in conn.execute("SELECT prompt FROM requests ORDER BY id")]
 
 
-def test_the_image_runs_as_a_user_of_its_own_whose_route_home_is_a_volume():
-    steps = _dockerfile()
-    [user] = [args for instruction, args in steps if instruction == "USER"]
-    assert user not in ("root", "0", "nobody"), user
-    home = _image_env()["ROUTE_HOME"]
-    made = [args for instruction, args in steps if instruction == "RUN" and "useradd" in args]
-    assert made and user in made[0].split() and home in made[0], made  # the user is made with ROUTE_HOME its home
-    volumes = [v for instruction, args in steps if instruction == "VOLUME" for v in yaml.safe_load(args)]
-    assert home in volumes
+def _volumes() -> list[str]:
+    return [v for instruction, args in _dockerfile() if instruction == "VOLUME" for v in yaml.safe_load(args)]
+
+
+def _replica_homes(home: str) -> dict[str, list[str]]:
+    """Per route replica of compose.yaml, the volumes it mounts at `home`."""
     compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
     replicas = {name: s for name, s in compose["services"].items() if name.startswith("route-")}
-    mounts = {name: [v.split(":") for v in s["volumes"]] for name, s in replicas.items()}
-    homes = {name: [m[0] for m in ms if m[1] == home] for name, ms in mounts.items()}
-    assert all(len(h) == 1 for h in homes.values()), homes  # each replica its own volume at ROUTE_HOME
-    assert len({h[0] for h in homes.values()}) == len(replicas)
-    assert all(h[0] in compose["volumes"] for h in homes.values())
+    return {name: [v.split(":")[0] for v in s["volumes"] if v.split(":")[1] == home] for name, s in replicas.items()}
+
+
+def _image_user() -> tuple[str, list[str]]:
+    """The USER the image runs as, and the RUN steps that make a user."""
+    steps = _dockerfile()
+    [user] = [args for instruction, args in steps if instruction == "USER"]
+    return user, [args for instruction, args in steps if instruction == "RUN" and "useradd" in args]
+
+
+def test_the_image_runs_as_a_user_of_its_own_whose_route_home_is_a_volume():
+    user, made = _image_user()
+    assert user not in ("root", "0", "nobody"), user
+    home = _image_env()["ROUTE_HOME"]
+    assert made and user in made[0].split() and home in made[0], made  # the user is made with ROUTE_HOME its home
+    assert home in _volumes()
+    homes = _replica_homes(home)
+    assert len(homes) == 2 and all(len(h) == 1 for h in homes.values()), homes  # one volume each at ROUTE_HOME
+    named = {h[0] for h in homes.values()}
+    assert len(named) == 2 and named <= set(yaml.safe_load((DEPLOY / "compose.yaml").read_text())["volumes"])
 
 
 def _serve(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen:

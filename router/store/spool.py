@@ -134,38 +134,40 @@ class Spool:
     def batches(self, replayed: dict[str, int], size: int) -> Iterator[tuple[_File, SpoolBatch]]:
         """What the database does not hold yet, oldest file first, `size` rows at a time.
         `replayed`: lines per file the database holds (read from it)."""
-        for spool_file in [*self._claimed, *([self._own] if self._own else [])]:
+        for spool_file in self._files():
             spool_file.replayed = max(spool_file.replayed, replayed.get(spool_file.name, 0))
             yield from ((spool_file, b) for b in _read(spool_file, size))
 
     def names(self) -> list[str]:
-        return [f.name for f in [*self._claimed, *([self._own] if self._own else [])]]
+        return [f.name for f in self._files()]
 
     def finish(self) -> list[str]:
         """Delete what has been replayed to its end (the caller holds the writer's lock, so
         nothing is appended meanwhile); the names of the files deleted."""
-        done = [f for f in self._claimed if f.lines is not None and f.replayed >= f.lines]
-        own = self._own
-        if own is not None and own.replayed >= (own.lines or 0):
-            done.append(own)
-            self._own = None
+        done = [f for f in self._files() if f.lines is not None and f.replayed >= f.lines]
         for spool_file in done:
             with contextlib.suppress(FileNotFoundError):
                 spool_file.path.unlink()
             spool_file.close()
         self._claimed = [f for f in self._claimed if f not in done]
+        if self._own in done:
+            self._own = None
         return [f.name for f in done]
+
+    def _files(self) -> list[_File]:
+        """Every file this process holds, in replay order: the claimed ones, then its own."""
+        return [*self._claimed, *([self._own] if self._own else [])]
 
     def forked(self) -> Spool:
         """This spool as a forked child starts it: the parent's files (and locks) stay the
         parent's; the child closes its copies of their descriptors."""
-        for spool_file in [*self._claimed, *([self._own] if self._own else [])]:
+        for spool_file in self._files():
             with contextlib.suppress(OSError):
                 spool_file.handle.close()  # the parent's copy keeps the lock
         return Spool(self.directory)
 
     def close(self) -> None:
-        for spool_file in [*self._claimed, *([self._own] if self._own else [])]:
+        for spool_file in self._files():
             spool_file.close()
         self._claimed, self._own = [], None
 

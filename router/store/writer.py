@@ -129,9 +129,11 @@ class Writer:
             self._ensure_thread()
         with self._lock:
             while self._pending or self._busy or self._backlog():
-                if not self._busy and self._down_at is not None and self._down_at > started:
-                    return False  # tried since this call began, and the destination is still down
-                self._wake.set()
+                if self._down_at is not None and self._down_at > started:
+                    # Tried since this call began, and the destination is down: the records stay
+                    # queued (a batch still in flight is a retry of theirs, and goes back first).
+                    return False
+                self._wake.set()  # write now rather than at the next interval (or retry, once)
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
@@ -291,6 +293,7 @@ class Writer:
         except StoreError as exc:
             with self._lock:
                 self._down_at = time.monotonic()
+                self._wake.clear()
             self._warn(exc.kind, f"{exc} ({spool.waiting} records spooled in {spool.directory}, replayed in order "
                                  "once it answers)")
             if target is not None:
@@ -322,6 +325,7 @@ class Writer:
             with self._lock:
                 self._pending.extendleft(reversed(rows))
                 self._down_at = time.monotonic()
+                self._wake.clear()  # flushes that asked before this failure get their answer: retry later
             if len(self._pending) > self.max_pending:
                 self._make_room(incoming=0)  # the batch is back in the queue: nothing more to add
             self._warn(exc.kind, f"{exc} ({len(self._pending)} records waiting)")
