@@ -172,7 +172,8 @@ def main() -> None:
     print(f"{'log':<11} {'interval':>8} {'acked/run':>10} {'lost per run':>16} {'req/s':>7} "
           f"{'rate x interval':>16} {'lost in intervals':>18} {'lost / acked':>13}")
     with ExitStack() as stack:
-        sim = stack.enter_context(SimServer())
+        sim = SimServer()
+        stack.enter_context(sim)
         sim.update_profile("bench-zero", ttft_s=0.0, tokens_per_s=None, answer_tokens=4)
         pg = None
         if any(s != "sqlite" for s in states):

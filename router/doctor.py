@@ -8,12 +8,17 @@ import asyncio
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from backends import build_backend
 from backends.base import Backend
 from backends.errors import RouteError
 from backends.served import not_served_hint
 from router.config import BackendConfig, Config, StateConfig
+
+if TYPE_CHECKING:
+    from router.store.choice import LogTarget
 
 __all__ = ["Check", "check_all", "check_backend", "check_log", "not_served_hint"]
 
@@ -74,15 +79,17 @@ def check_log(config: Config, *, timeout_s: float) -> Check:
         return Check("request log", False, str(exc))
     if target.kind == "postgres":
         return _check_postgres(target, timeout_s)
+    assert target.path is not None
     return _check_sqlite(target.path)
 
 
-def _check_postgres(target, timeout_s: float) -> Check:
+def _check_postgres(target: LogTarget, timeout_s: float) -> Check:
     from router.store.health import StoreError
     from router.store.postgres import PgStore
     from router.store.schema import SCHEMA_VERSION
 
     spooled = _spooled(target.spool_dir)
+    assert target.dsn is not None and target.timeout_s is not None
     try:
         store = PgStore(target.dsn, timeout_s=min(timeout_s, target.timeout_s))
     except (StoreError, RouteError) as exc:
@@ -97,7 +104,7 @@ def _check_postgres(target, timeout_s: float) -> Check:
     return Check("request log", True, f"{target.label} answers, schema {version} of {SCHEMA_VERSION}{spooled}")
 
 
-def _spooled(directory) -> str:
+def _spooled(directory: Path | None) -> str:
     """What waits in the spool (records acknowledged while the database was away), if anything."""
     if directory is None or not directory.is_dir():
         return ""
@@ -106,9 +113,7 @@ def _spooled(directory) -> str:
     return f"; {lines} records spooled in {directory}, written once a route process logs again" if lines else ""
 
 
-def _check_sqlite(path) -> Check:
-    import os
-
+def _check_sqlite(path: Path) -> Check:
     from router.store.health import StoreError
     from router.store.sqlite import Store
 

@@ -348,3 +348,26 @@ def test_route_doctor_checks_the_log_database(sim, pg_dsn, tmp_path, monkeypatch
     assert down.exit_code == 3
     [log] = [c for c in json.loads(down.stdout)["checks"] if c["name"] == "request log"]
     assert not log["ok"] and "cannot be reached" in log["detail"] and password not in down.output
+
+
+def test_a_replay_cut_short_resumes_where_it_stopped_and_writes_nothing_twice(pg_dsn, tmp_path):
+    """A process replayed the first batch of a spool (rows and progress in one transaction) and
+    died; the next process to log replays the rest, once, before its own record."""
+    from router.store.spool import Spool
+    from tests.helpers import ok_outcome
+
+    left = Spool(tmp_path / "spool")
+    left.append([row_for(RequestRecord(source="api", status="ok", prompt=f"spooled {i}")) for i in range(5)])
+    [name] = left.names()
+    _, first = next(iter(left.batches({}, size=2)))
+    store = PgStore(pg_dsn)
+    assert store.log_rows(first.rows, progress=(name, first.upto)) == []
+    store.close()
+    left.close()  # its process is gone
+    log = RequestLog(dsn=pg_dsn, spool_dir=tmp_path / "spool")
+    log.observe(ok_outcome("after"))
+    assert log.flush(timeout_s=60)
+    assert _prompts(pg_dsn) == [*(f"spooled {i}" for i in range(5)), "after"]
+    assert not list((tmp_path / "spool").iterdir())  # replayed to its end: deleted
+    with psycopg.connect(pg_dsn) as conn:
+        assert list(conn.execute("SELECT * FROM spool_replayed")) == []

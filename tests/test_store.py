@@ -97,7 +97,7 @@ def test_a_version_1_log_gains_the_thinking_column_and_keeps_its_rows(tmp_path):
 
 
 def test_a_version_2_log_with_feedback_made_outside_the_schema_keeps_it_and_gains_spend(tmp_path):
-    """Before feedback and spend were steps of the schema, FeedbackStore created its table on
+    """Before feedback and spend were steps of the schema, the feedback module created its table on
     its own (no user_version step): the upgrade keeps its verdicts, and fills the spend table
     from the requests already logged."""
     from router.store.schema import STEPS
