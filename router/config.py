@@ -212,8 +212,8 @@ class RoutingConfig(_Strict):
 
 
 class LogConfig(_Strict):
-    """The request log (router/request_log.py): one record per routed request, in the local SQLite
-    store (`backend: sqlite`) or in PostgreSQL (`backend: postgres`, shared by every replica)."""
+    """The request log (router/store/): one record per routed request, in the local SQLite store
+    (`backend: sqlite`) or in PostgreSQL (`backend: postgres`, shared by every replica)."""
 
     enabled: bool = True
     store_content: bool = Field(True, description="keep prompts and answers; False keeps only the metadata")
@@ -227,6 +227,11 @@ class LogConfig(_Strict):
     dsn: str | None = Field(None, description="postgres: ${NAME}, the variable holding the connection string")
     buffer_records: int = Field(10_000, ge=1, description="records held in memory while PostgreSQL is unreachable; "
                                                           "beyond this the oldest are dropped")
+    timeout_ms: float = Field(5000, gt=0, description="postgres: connecting and each statement may take this long; "
+                                                      "then the database counts as away (with a warning)")
+    spool_dir: str | None = Field(None, description="postgres with flush_interval_ms: 0: where records are spooled "
+                                                    "(fsynced) while the database is away; default: spool/ in the "
+                                                    "user data dir")
 
     @field_validator("dsn")
     @classmethod
@@ -281,7 +286,7 @@ class StateConfig(_Strict):
 
 
 class SpendConfig(_Strict):
-    """An optional cap on what requests may cost, read from the request log (router/spend.py)."""
+    """An optional cap on what requests may cost, read from the request log (router/store/spend.py)."""
 
     cap_usd: float | None = Field(None, gt=0, description="refuse new requests once logged spend reaches this")
     window_days: float = Field(30, gt=0, description="the spend counted is that of the last this many days")
@@ -294,6 +299,7 @@ class ApiKeyConfig(_Strict):
     key: str = Field(description="an environment reference: ${NAME}")
     rpm: int | None = Field(None, gt=0, description="requests per minute this key may send")
     tpm: int | None = Field(None, gt=0, description="tokens per minute this key may use (counted after each answer)")
+    admin: bool = Field(False, description="may give feedback on any request, not only on its own")
 
     @field_validator("key")
     @classmethod
@@ -314,6 +320,7 @@ class ServerConfig(_Strict):
     """`route serve`: the client keys it accepts (besides --api-key-env), each with its own limits."""
 
     keys: dict[str, ApiKeyConfig] = Field(default_factory=dict, description="key name -> its ${ENV} and limits")
+    feedback_rpm: int = Field(60, gt=0, description="feedback verdicts a minute each client key may post")
 
 
 class Config(_Strict):

@@ -103,12 +103,14 @@ class Router:
         # `log` overrides the config's `log.enabled` (the CLI's --no-log).
         self.request_log = None
         if self.config.log.enabled if log is None else log:
-            from router.request_log import attach_request_log
+            from router.store.feedback import attach_consortium_preferences
+            from router.store.request_log import attach_request_log
 
             self.request_log = attach_request_log(self)
-            from router.feedback import attach_consortium_preferences
-
             attach_consortium_preferences(self)
+        from router.store.spend import spend_cap_for
+
+        self.spend_cap = spend_cap_for(self)  # None without spend.cap_usd; checked before every request
 
     @classmethod
     def from_config(cls, source: str | Any | dict | None = None, *, persist: bool = False, **kwargs: Any) -> Router:
@@ -232,10 +234,11 @@ class Router:
 
     def feedback(self, request_id: str | int, verdict: str) -> None:
         """Record `good` or `bad` for a logged request (its `route log` id or trace id); `route
-        calibrate --from-log` learns from these. See router/feedback.py."""
-        from router.feedback import record_feedback
+        calibrate --from-log` learns from these. The caller is the operator: any request may be
+        judged. See router/store/feedback.py."""
+        from router.store.feedback import record_feedback
 
-        record_feedback(self, request_id, verdict)
+        record_feedback(self, request_id, verdict, admin=True)
 
     def _finish(self, outcome: Outcome) -> None:
         plan = outcome.decision.session
@@ -411,6 +414,8 @@ class Router:
         deadline. Options: router/options.py (`RouteOptions`); an unknown one is a TypeError."""
         opts = resolve_options("Router.acomplete", options)
         await self.refresh(session=opts.session)
+        if self.spend_cap is not None:
+            await self.spend_cap.check()
         messages = as_messages(prompt_or_messages)
         decision = self._decision(messages, opts)
         request = self._request(messages, opts)
@@ -556,6 +561,8 @@ class RouteStream:
         return self._run()
 
     async def _run(self) -> AsyncGenerator[Chunk, None]:
+        if self._router.spend_cap is not None:
+            await self._router.spend_cap.check()
         started = time.perf_counter()
         messages = self._request.messages
         try:

@@ -16,7 +16,7 @@ import pytest
 from backends.errors import AllBackendsFailed, BackendError, BreakerOpen
 from backends.types import TextChunk
 from router.core import Router
-from router.store import Store
+from router.store import LatencyStore
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -265,11 +265,11 @@ async def test_every_attempt_teaches_the_latency_model(sim):
 _WORKER = """
 import asyncio, json, sys
 from router.core import Router
-from router.store import Store
+from router.store import LatencyStore
 
 cfg, n = json.loads(sys.argv[1]), int(sys.argv[2])
 router = Router(__import__("router.config_loader", fromlist=["x"]).load_config(cfg), source="cli")
-router.latency.attach_store(Store())
+router.latency.attach_store(LatencyStore())
 samples_at_start = router.latency.model("a").samples
 print("ready", flush=True)
 sys.stdin.readline()  # the test starts every worker at once: they overlap by construction, not by timing
@@ -312,7 +312,7 @@ def test_processes_share_learned_latency_without_clobbering(sim, route_home):
     first, second = _worker(cfg, 12), _worker(cfg, 12)
     _start(first, second)  # both have read the empty store; now both write at once
     assert [_finish(first)["samples_at_start"], _finish(second)["samples_at_start"]] == [0, 0]
-    state = Store().load_latency()["a"]
+    state = LatencyStore().load_latency()["a"]
     assert state["failures"]["count"] == 24  # one entry per attempt, from both processes
     # A later run starts from what both learned.
     later = _worker(cfg, 0)

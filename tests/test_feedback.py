@@ -19,9 +19,9 @@ from router.cli.scoring_cmds import register
 from router.config_loader import load_config
 from router.consortium.simulated import arbiter_responder
 from router.core import Router
-from router.feedback import FeedbackStore, consortium_preferences
 from router.server import RouteServer
 from router.store import RequestRecord, Store
+from router.store.feedback import consortium_preferences, labelled_records
 
 SAMPLE = Path(__file__).parent / "data" / "feedback_sample.jsonl"
 runner = CliRunner()
@@ -63,7 +63,7 @@ def test_server_feedback_is_recorded_against_the_request_log(sim, tmp_path: Path
         assert wrong.status_code == 400 and "good" in wrong.json()["error"]["message"]
         missing = httpx.post(f"{srv.base_url}/feedback", json={"verdict": "good"}, timeout=20)
         assert missing.status_code == 400
-    labels = FeedbackStore(tmp_path / "route.db").labelled_records({"small"})
+    labels = labelled_records(Store(tmp_path / "route.db"), {"small"})
     # the local tier answered and the user said bad: the hosted model was needed
     assert [(r["prompt"], r["local"], r["hosted"]) for r in labels] == [("hi there", 0.0, 1.0)]
 
@@ -79,7 +79,7 @@ def test_cli_and_router_feedback_write_the_same_table(tmp_path: Path) -> None:
     Router(load_config(str(cfg))).feedback(second, "bad")
     bad = runner.invoke(app(), ["feedback", str(first), "great", "-c", str(cfg)])
     assert bad.exit_code == 2 and "`good` or `bad`" in bad.output
-    labels = FeedbackStore(tmp_path / "route.db").labelled_records({"small"})
+    labels = labelled_records(Store(tmp_path / "route.db"), {"small"})
     assert [(r["prompt"], r["local"], r["hosted"]) for r in labels] == [("p1", 1.0, 1.0), ("p2", 0.0, 0.0)]
 
 
@@ -97,7 +97,7 @@ def _synthetic_stream(tmp_path: Path) -> Path:
     """Route each sample prompt with the shipped scorer (local below its threshold), then say
     good when the model that answered scored at least 0.5 on it, else bad."""
     cfg = config_file(tmp_path)
-    store, feedback = Store(tmp_path / "route.db"), FeedbackStore(tmp_path / "route.db")
+    store = feedback = Store(tmp_path / "route.db")
     scorer = ComplexityScorer.load()
     records = [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines()]
     store.log([
@@ -132,7 +132,7 @@ def test_calibrate_from_log_never_installs_worse_weights(tmp_path: Path) -> None
     # the prompts the current weights score highest (they order it perfectly), while the
     # training slice says the opposite: adjusting to it can only make the order worse.
     cfg = config_file(tmp_path)
-    store, feedback = Store(tmp_path / "route.db"), FeedbackStore(tmp_path / "route.db")
+    store = feedback = Store(tmp_path / "route.db")
     scorer = ComplexityScorer.load()
     prompts = [json.loads(line)["prompt"] for line in SAMPLE.read_text(encoding="utf-8").splitlines()]
     store.log([RequestRecord(source="api", status="ok", backend="small", prompt=p) for p in prompts])
@@ -169,7 +169,7 @@ def test_a_consortium_ranking_local_against_hosted_is_recorded_as_a_preference(s
     config["consortia"] = {"mix": {"members": ["small", "big"], "arbiter": "arbiter", "judging": "rank"}}
     with Router(load_config(config)) as router:
         router.complete("Which of these statements is true?", model="mix")
-    labels = FeedbackStore(tmp_path / "route.db").labelled_records({"small"})
+    labels = labelled_records(Store(tmp_path / "route.db"), {"small"})
     assert [(r["prompt"], r["local"], r["hosted"], r["source"]) for r in labels] == [
         ("Which of these statements is true?", 0.0, 1.0, "consortium")
     ]

@@ -275,12 +275,16 @@ def _calibrate_from_log(
     from policies.complexity.training.adjust import adjust, held_out_apgr
     from policies.complexity.training.fit import calibrated, split
     from router.config_loader import load_config
-    from router.feedback import FeedbackStore, local_backends
-    from router.store import default_store_path
+    from router.store.choice import log_target, open_log
+    from router.store.feedback import labelled_records, local_backends
 
-    cfg = load_config(config).config
-    path = Path(cfg.log.path).expanduser() if cfg.log.path else default_store_path()
-    records = FeedbackStore(path).labelled_records(local_backends(cfg))
+    loaded = load_config(config)
+    path = log_target(loaded).label
+    store = open_log(loaded)
+    try:
+        records = labelled_records(store, local_backends(loaded.config))
+    finally:
+        store.close()
     train, test = split(records, holdout)
     current = _scorer(weights).weights
     before = held_out_apgr(current, test) if test else None
@@ -306,13 +310,15 @@ def feedback(
 ) -> None:
     """Say whether a routed answer was good or bad; `route calibrate --from-log` learns from it."""
     from router.config_loader import load_config
-    from router.feedback import FeedbackStore
-    from router.store import default_store_path
+    from router.store.choice import open_log
+    from router.store.feedback import judge
 
-    cfg = load_config(config).config
-    path = Path(cfg.log.path).expanduser() if cfg.log.path else default_store_path()
-    FeedbackStore(path).add_verdict(request_id, verdict)
-    _err().print(f"recorded {verdict} for request {request_id}")
+    store = open_log(load_config(config))
+    try:
+        logged = judge(store, request_id, verdict, admin=True)  # the operator's own command: any request
+    finally:
+        store.close()
+    _err().print(f"recorded {verdict} for request {logged}")
 
 
 def _check_shares(hosted_share: float, holdout: float) -> None:

@@ -19,9 +19,9 @@ def _store(config: str | None):
     dir), checked, or PostgreSQL (`log.backend: postgres`). A damaged file or an unreachable
     server is a StoreError (exit 2) naming it, never a driver traceback."""
     from router.config_loader import load_config
-    from router.request_log import open_log_reader
+    from router.store.choice import open_log
 
-    return open_log_reader(load_config(config))
+    return open_log(load_config(config))
 
 
 def _since(value: str | None) -> float | None:
@@ -185,14 +185,15 @@ def register(app: typer.Typer) -> None:
         from router.server.keys import server_keys
         from router.server.limits import ServerLimits
         from router.server.worker import ServeSpec, run_server, serving_router
-        from router.store import local_store_usable
+        from router.store.choice import request_log_on
 
         out = Output()
         loaded = load_config(config)
         keys = server_keys(loaded, host, api_key_env)  # --api-key-env and server.keys, from the environment
         # --no-log opens no file at all (latency is then learned for this run only); an unusable
-        # store is one warning, then the log and latency learning are off.
-        keep = not no_log and local_store_usable(loaded.config, out, check=True)
+        # local store is one warning, then a SQLite log and latency learning are off (a
+        # PostgreSQL log needs no local file).
+        keep = request_log_on(loaded, out, no_log=no_log, check=True)
         limits = ServerLimits(header_timeout_s=header_timeout, body_timeout_s=body_timeout,
                               max_header_bytes=max_header, max_connections=max_connections)
         spec = ServeSpec(config=str(loaded.path), host=host, api_key_env=api_key_env, keep_log=keep,
@@ -285,7 +286,7 @@ def register(app: typer.Typer) -> None:
         config: Annotated[str | None, typer.Option("-c", "--config")] = None,
     ) -> None:
         from router.config_loader import load_config
-        from router.log_stats import summarize, summarize_tiers
+        from router.store.stats import summarize, summarize_tiers
 
         out = Output(json_mode=json_output)
         loaded = load_config(config)

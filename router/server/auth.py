@@ -10,6 +10,7 @@ from router.server.endpoint import JSON, send_body
 from router.server.errors import ApiError
 from router.server.keys import KEY_SCOPE
 from router.server.protocols import error_body_for
+from router.store.records import CLIENT_KEY
 
 __all__ = ["BearerAuth", "OPEN_PATHS", "send_error_for"]
 
@@ -53,5 +54,6 @@ class BearerAuth:
             for name, token in self._tokens:
                 if hmac.compare_digest(given, token):
                     scope[KEY_SCOPE] = name
+                    CLIENT_KEY.set(name)  # for the request's record; each request runs in a task of its own
                     return True
         return False

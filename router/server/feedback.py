@@ -1,8 +1,9 @@
 """`POST /v1/feedback`: a client's verdict on one logged request, for `route calibrate --from-log`.
 
 Body: `{"id": <the request log's id or a trace id>, "verdict": "good" | "bad"}`; answers
-`{"recorded": true}`, or an OpenAI-shaped 400 naming what was wrong. Read by the one request
-flow (router/server/endpoint.py), with its body limits.
+`{"recorded": true}`, or an OpenAI-shaped error naming what was wrong: 400, or as the feedback
+rules say (router/store/feedback.py: 404 no such request, 403 not this key's, 429 too many).
+Read by the one request flow (router/server/endpoint.py), with its body limits.
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ import orjson
 
 from backends.errors import UsageError
 from router.server.endpoint import Plain
+from router.server.errors import ApiError
+from router.server.keys import KEY_SCOPE
 from router.server.protocols.validation import bad_request, decode
+from router.store.feedback import is_admin, record_feedback
 
 if TYPE_CHECKING:
     from router.core import Router
@@ -30,10 +34,15 @@ def feedback_handler(router: Router) -> Plain:
         request_id = data.get("id")
         if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
             raise bad_request('feedback needs "id": the request log id (`route log`) or a trace id', "id")
+        key = scope.get(KEY_SCOPE)  # the name of the client key: bound to the requests it judges
         try:
-            await asyncio.to_thread(router.feedback, request_id, str(data.get("verdict")))
+            await asyncio.to_thread(record_feedback, router, request_id, str(data.get("verdict")), key=key,
+                                    admin=is_admin(router.config, key))
         except UsageError as exc:
-            raise bad_request(str(exc)) from None
+            status = getattr(exc, "status", 400)
+            retry = getattr(exc, "retry_after_s", None)
+            raise ApiError(status, str(exc), code="invalid_request",
+                           headers={"retry-after": str(retry)} if retry else None) from None
         return orjson.dumps({"recorded": True})
 
     # A verdict is a few bytes: a larger body is refused as it arrives, never read whole.

@@ -46,10 +46,10 @@ def _logged(router: Router, lookup: Lookup) -> dict[str, Any] | None:
     log = router.request_log
     if log is None:
         return None
-    from router.request_log import open_log_reader
+    from router.store.choice import open_log
 
     log.flush(_FLUSH_S)  # this process's records are written within the flush interval
-    reader = open_log_reader(router.loaded, check=False)
+    reader = open_log(router.loaded, check=False)
     try:
         rows = reader.recent(50, backend=lookup.backend, since_ts=lookup.ts - _NEAR_S)
     finally:

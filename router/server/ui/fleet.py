@@ -10,8 +10,8 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
-from router.log_stats import summarize
 from router.server.ui.learning import learning_panel
+from router.store.stats import summarize
 
 if TYPE_CHECKING:
     from router.core import Router
@@ -26,10 +26,10 @@ def log_hour(router: Router) -> dict[str, Any] | None:
     without a log. Blocking."""
     if router.request_log is None:
         return None
-    from router.request_log import open_log_reader
+    from router.store.choice import open_log
 
     router.request_log.flush(2.0)  # this process's own records, written within the flush interval anyway
-    reader = open_log_reader(router.loaded, check=False)
+    reader = open_log(router.loaded, check=False)
     try:
         rows = reader.stat_rows(since_ts=time.time() - _HOUR_S)
     finally:

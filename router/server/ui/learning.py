@@ -12,7 +12,7 @@ error, shadow spend -- by registering a section, without touching the page:
     add_learning_section("estimates", estimates)   # replaces today's placeholder of that name
 
 Today's sections: the scorer in use (kind, weights file, thresholds per tier boundary) and the
-labels recorded so far by source (router/feedback.py's table: users' verdicts, consortium
+labels recorded so far by source (the store's feedback table, router/store/feedback.py: users' verdicts, consortium
 preferences). A section function may do blocking I/O: the panel is built off the event loop,
 at most every few seconds, and a section that raises is shown as its error, alone.
 """

@@ -11,8 +11,8 @@ import os
 import socket
 from typing import TYPE_CHECKING, Any
 
-from router.log_stats import percentile
 from router.server.ui.live import BUCKET_S, HOUR_S
+from router.store.stats import percentile
 
 if TYPE_CHECKING:
     from router.core import Router

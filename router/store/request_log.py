@@ -1,16 +1,19 @@
 """The request log: one `RequestRecord` per routed request, appended to the local SQLite store
 (`log.backend: sqlite`, the default) or to PostgreSQL (`log.backend: postgres`, one log for
-every replica; router/pg_log.py).
+every replica; router/store/postgres.py). Which one a config uses is decided in
+router/store/choice.py.
 
 The Router registers `RequestLog.observe` as a request observer (see `attach_request_log`), so
 the CLI, the Python API and the server all log the same way. Observing copies what the record
 needs from the request on the caller's thread (a request whose record cannot be made is refused
 there, alone, with a warning) and appends it to a deque; the rest -- the decision rendered as
 JSON, the row validated -- and the writing happen on one background writer thread per
-destination (router/log_writer.py), which wakes every `log.flush_interval_ms` (default 200 ms)
+destination (router/store/writer.py), which wakes every `log.flush_interval_ms` (default 200 ms)
 and writes what is pending in one transaction; one bad row never costs the others. The event
 loop never waits on the database, unless the interval is 0: then `observe` returns only once
-its record is written (synchronous, for when no acknowledged request may go unlogged).
+its record is written (synchronous, for when no acknowledged request may go unlogged) -- or,
+while PostgreSQL is away, fsynced to a local spool that is replayed in order once it answers
+(router/store/spool.py).
 
 Durability: SQLite in WAL mode with synchronous=NORMAL survives the process being killed once a
 transaction has committed. So a SIGKILL loses at most the records acknowledged in the last flush
@@ -18,14 +21,14 @@ interval plus one batch write (benchmarks/log_durability.py measures it); SIGTER
 exit lose none (pending records are flushed at exit). PostgreSQL commits each batch likewise.
 While PostgreSQL is unreachable, records wait in memory (at most `log.buffer_records`, oldest
 dropped beyond that, with one warning) and are written when it answers again; requests are not
-held up. The thread starts on the first record and ends after a few idle seconds; `flush()`
+held up. A database that does not answer within `log.timeout_ms` counts as away, with a warning. The thread starts on the first record and ends after a few idle seconds; `flush()`
 waits for everything queued so far.
 
 Prompts (the last user turn) and answers are stored unless `log.store_content` is false, each cut
 to `log.max_content_chars` with a marker giving the original size. A model's thinking is stored
 only with `log.store_thinking` (default off), in its own column, cut the same way; it is never
 part of the answer. API keys never are: a record is built only from the routing decision and the
-completion.
+completion; a server request's record names the client key it came with (`key_name`).
 """
 
 from __future__ import annotations
@@ -37,20 +40,19 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from backends.errors import ConfigError
-from backends.secrets import MissingVariable, expand
 from backends.types import last_user_text
-from router import log_writer
 from router.decision import Decision, Outcome, RouteResult
-from router.log_writer import DEFAULT_INTERVAL_S, DEFAULT_MAX_PENDING, Writer
-from router.store import RequestRecord, Store, default_store_path, row_for
+from router.store import writer as log_writer
+from router.store.choice import LogTarget, log_target, spool_dir_for
+from router.store.records import CLIENT_KEY, RequestRecord, row_for
+from router.store.spool import Spool
+from router.store.sqlite import Store, default_store_path
+from router.store.writer import DEFAULT_INTERVAL_S, DEFAULT_MAX_PENDING, Writer
 
 if TYPE_CHECKING:
-    from router.config import LogConfig
     from router.core import Router
-    from router.log_queries import LogReader
 
-__all__ = ["RequestLog", "attach_request_log", "log_dsn", "open_log_reader", "record_from"]
+__all__ = ["RequestLog", "attach_request_log", "record_from"]
 
 _ERROR_CHARS = 2000  # an error message longer than this is cut; bodies can be huge
 DEFAULT_MAX_CONTENT = 100_000  # characters of a prompt or an answer kept in the log
@@ -102,6 +104,7 @@ def _capture(outcome: Outcome, store_content: bool, ended_at: float | None, max_
         "score": None if decision.score is None else float(decision.score.value),
         "tier": decision.tier,
         "prompt": bounded(last_user_text(outcome.messages), max_content_chars) if store_content else None,
+        "key_name": CLIENT_KEY.get(),
     }
     if outcome.result is not None:
         fields.update(_answered(outcome.result, extras, store_content))
@@ -160,21 +163,24 @@ class RequestLog:
     or a PostgreSQL database (`dsn`, already expanded).
 
     `flush_interval_s`: how long a record may wait before it is written; 0 writes it before
-    `observe` returns. `max_content_chars`: prompt, answer and thinking are cut to this (0 = whole).
-    `store_thinking`: keep the model's thinking too (with `store_content` only).
-    `buffer_records`: records held while PostgreSQL is unreachable."""
+    `observe` returns (spooled to `spool_dir` while PostgreSQL is away). `max_content_chars`:
+    prompt, answer and thinking are cut to this (0 = whole). `store_thinking`: keep the model's
+    thinking too (with `store_content` only). `buffer_records`: records held in memory while
+    PostgreSQL is unreachable. `timeout_s`: how long PostgreSQL may take to answer."""
 
     def __init__(self, path: str | Path | None = None, *, store_content: bool = True,
                  max_content_chars: int = DEFAULT_MAX_CONTENT, flush_interval_s: float = DEFAULT_INTERVAL_S,
-                 store_thinking: bool = False, dsn: str | None = None, buffer_records: int = DEFAULT_MAX_PENDING):
+                 store_thinking: bool = False, dsn: str | None = None, buffer_records: int = DEFAULT_MAX_PENDING,
+                 timeout_s: float | None = None, spool_dir: Path | None = None):
         self.store_content = store_content
         self.store_thinking = store_thinking
         self.max_content_chars = max_content_chars
         self.synchronous = flush_interval_s <= 0
         self.path: Path | None = None
         if dsn:
-            self._writer = _postgres_writer(dsn)
+            self._writer = _postgres_writer(dsn, timeout_s, spool_dir)
             self._writer.max_pending = buffer_records
+            self._writer.spill = self._writer.spill or self.synchronous
         else:
             self.path = Path(path).expanduser() if path else default_store_path()
             resolved = self.path.resolve()
@@ -182,14 +188,19 @@ class RequestLog:
         if not self.synchronous:
             self._writer.interval_s = min(self._writer.interval_s, flush_interval_s)
 
+    @classmethod
+    def for_target(cls, target: LogTarget, **settings: Any) -> RequestLog:
+        return cls(target.path, dsn=target.dsn, timeout_s=target.timeout_s, spool_dir=target.spool_dir, **settings)
+
     @property
     def where(self) -> str:
         """The file, or postgresql://user@host:port/db (never the password)."""
         return self._writer.label
 
     def observe(self, outcome: Outcome) -> None:
-        """Queue `outcome`'s record for writing; with a zero interval, write it before returning.
-        A request whose record cannot be made is refused here, alone, with a warning."""
+        """Queue `outcome`'s record for writing; with a zero interval, write (or spool) it
+        before returning. A request whose record cannot be made is refused here, alone, with a
+        warning."""
         try:
             captured = _capture(outcome, self.store_content, None, self.max_content_chars, self.store_thinking)
         except Exception as exc:  # the log must never fail a request
@@ -197,13 +208,14 @@ class RequestLog:
             return
         self._writer.put(captured)
         if self.synchronous:
-            self._writer.flush()
+            self._writer.secure()
 
     __call__ = observe
 
     def flush(self, timeout_s: float = 10.0) -> bool:
-        """Wait until every record observed so far is written (or dropped). False on timeout, or
-        while PostgreSQL is unreachable (the records then stay queued)."""
+        """Wait until every record observed so far is written (or dropped), spooled ones
+        included. False on timeout, or while PostgreSQL is unreachable (the records then stay
+        queued, or spooled)."""
         return self._writer.flush(timeout_s)
 
     @property
@@ -216,53 +228,25 @@ def _open_sqlite(path: Path) -> Store:
     return Store(path, check=True, repair=True)  # a damaged file is moved aside, once
 
 
-def _postgres_writer(dsn: str) -> Writer:
-    from router.pg_log import PgLogStore, describe_dsn, require_driver
+def _postgres_writer(dsn: str, timeout_s: float | None, spool_dir: Path | None) -> Writer:
+    from router.store.postgres import DEFAULT_TIMEOUT_S, PgStore, describe_dsn, require_driver
 
     require_driver()
-    return log_writer.writer_for(("postgres", dsn), describe_dsn(dsn), lambda: PgLogStore(dsn),
-                                 keep_on=frozenset({"unreachable"}))
-
-
-def log_dsn(settings: LogConfig, *, path: str | None = None, line: int | None = None) -> str | None:
-    """The PostgreSQL connection string `log.dsn` names, expanded; None for the SQLite log. A
-    ConfigError when the variable is unset or the driver is missing."""
-    if settings.backend != "postgres" or not settings.dsn:
-        return None
-    from router.pg_log import require_driver
-
-    require_driver(f"{path}:{line}: " if path and line else "")
-    try:
-        return expand(settings.dsn)
-    except MissingVariable as exc:
-        raise ConfigError(f"log.dsn names ${{{exc.name}}}, which is not set; export the PostgreSQL connection string "
-                          f"in {exc.name} (postgresql://user:password@host:5432/db), or set log.backend: sqlite.",
-                          path=path, line=line) from None
-
-
-def open_log_reader(loaded: Any, *, check: bool = True) -> LogReader:
-    """What `route log`, `route stats` and the spend cap read: the config's log, SQLite (with
-    `check`, SQLite's quick_check first) or PostgreSQL. `loaded` is a LoadedConfig (for file and
-    line in errors) or a Config."""
-    from router.store import store_for
-
-    config = getattr(loaded, "config", loaded)
-    where = getattr(loaded, "path", None)
-    line = loaded.line_of("log", "dsn") if hasattr(loaded, "line_of") else None
-    dsn = log_dsn(config.log, path=where, line=line)
-    if dsn is None:
-        return store_for(config, check=check)
-    from router.pg_log import PgLogStore
-
-    return PgLogStore(dsn)
+    timeout = timeout_s or DEFAULT_TIMEOUT_S
+    label = describe_dsn(dsn)
+    writer = log_writer.writer_for(("postgres", dsn), label, lambda: PgStore(dsn, timeout_s=timeout),
+                                   keep_on=frozenset({"unreachable"}))
+    if writer.spool is None:
+        writer.spool = Spool(spool_dir or spool_dir_for(None, label))
+    return writer
 
 
 def attach_request_log(router: Router) -> RequestLog:
     """Register a RequestLog, configured by the router's `log:` section, as a request observer."""
     settings = router.config.log
-    dsn = log_dsn(settings, path=router.loaded.path, line=router.loaded.line_of("log", "backend"))
-    log = RequestLog(settings.path, store_content=settings.store_content, max_content_chars=settings.max_content_chars,
-                     flush_interval_s=settings.flush_interval_ms / 1000, store_thinking=settings.store_thinking,
-                     dsn=dsn, buffer_records=settings.buffer_records)
+    log = RequestLog.for_target(log_target(router.loaded), store_content=settings.store_content,
+                                max_content_chars=settings.max_content_chars,
+                                flush_interval_s=settings.flush_interval_ms / 1000,
+                                store_thinking=settings.store_thinking, buffer_records=settings.buffer_records)
     router.add_request_observer(log.observe)
     return log
