@@ -214,7 +214,8 @@ def main() -> None:
     args = parser.parse_args()
     checkouts = [*([args.code.resolve()] if args.code else []), ROOT]
     profiles = {MODEL: {"ttft_s": 0.0, "tokens_per_s": 10.0, "answer_tokens": 40}}
-    with SimServer(profiles=profiles) as sim, tempfile.TemporaryDirectory() as directory:
+    sim = SimServer(profiles=profiles)
+    with sim, tempfile.TemporaryDirectory() as directory:
         sim.script(MODEL, [WORDS])
         for code in checkouts:
             print(f"{code} ({os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}):")
