@@ -91,6 +91,8 @@ async def test_after_redis_restarts_the_fleets_buckets_start_at_the_replicas_lev
     for i in range(3):  # the shared limit used up, through both
         await (first, second)[i % 2].acomplete("hi", model="a")
     assert sim.stats("m-a")["requests"] == 3
+    for router in (first, second):
+        await router.refresh()  # as a replica serving requests does: its view is the fleet's
     redis_server.stop()
     redis_server.start()  # the same port, empty: every bucket is gone
     refused = 0
