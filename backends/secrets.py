@@ -21,7 +21,7 @@ import os
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import SplitResult, parse_qsl, urlsplit
 
 __all__ = ["MissingVariable", "credential_form", "dsn_secret", "env_references", "expand", "expand_all",
            "literal_secret_paths", "url_secret"]
@@ -160,18 +160,30 @@ def url_secret(url: str) -> str | None:
     """What in `url` is a literal credential (a password, a key in the path, the query or the
     fragment), or None."""
     parts = urlsplit(url)
+    found = _userinfo_secret(parts)
+    if found is not None:
+        return found
+    if credential_form(parts.path):  # a path carries ids (accounts, deployments) as often as keys: forms only
+        return "a credential in the URL's path"
+    found = _parameter_secret("query", parts.query) or _parameter_secret("fragment", parts.fragment)
+    if found is None and credential_form(parts.fragment):
+        return "a credential in the URL's fragment"
+    return found
+
+
+def _userinfo_secret(parts: SplitResult) -> str | None:
     if parts.password and _is_literal(parts.password):
         return "a password in the URL (user:password@host)"
     if parts.username and not parts.password and _is_literal(parts.username) and "@" in parts.netloc:
         return "credentials in the URL (user@host)"
-    if credential_form(parts.path):  # a path carries ids (accounts, deployments) as often as keys: forms only
-        return "a credential in the URL's path"
-    for where, part in (("query", parts.query), ("fragment", parts.fragment)):
-        for name, item in parse_qsl(part, keep_blank_values=True):
-            if (_SECRET_NAME.search(name) and _is_literal(item)) or credential_form(item, header=True):
-                return f"the {where} parameter {name!r}"
-    if credential_form(parts.fragment):
-        return "a credential in the URL's fragment"
+    return None
+
+
+def _parameter_secret(where: str, part: str) -> str | None:
+    """A `name=value` of a query or fragment whose name or value says credential."""
+    for name, item in parse_qsl(part, keep_blank_values=True):
+        if (_SECRET_NAME.search(name) and _is_literal(item)) or credential_form(item, header=True):
+            return f"the {where} parameter {name!r}"
     return None
 
 

@@ -283,18 +283,7 @@ class Redactor:
         redacted: dict[Field, str] = {field: "" for field, _ in fields}
         for field, text in send:
             redacted[field] += text
-        changes: dict[str, Any] = {}
-        if redacted["text"] != completion.text:
-            changes["text"] = redacted["text"]
-        if completion.thinking is not None and redacted["thinking"] != completion.thinking:
-            changes["thinking"] = redacted["thinking"]
-        if completion.tool_calls:
-            calls = _tool_calls(completion.tool_calls, redacted, secrets)
-            if calls != completion.tool_calls:
-                changes["tool_calls"] = calls
-        metadata = _deep(completion.metadata, secrets)
-        if metadata is not completion.metadata:
-            changes["metadata"] = metadata
+        changes = _changes(completion, redacted, secrets)
         return replace(completion, **changes) if changes else completion
 
     def final(self, chunk: FinalChunk) -> FinalChunk:
@@ -312,6 +301,23 @@ def _fields(completion: Completion) -> list[Piece]:
                 if isinstance(function.get(part), str):
                     fields.append((("tool", index, part), function[part]))
     return fields
+
+
+def _changes(completion: Completion, redacted: dict[Field, str], secrets: Secrets) -> dict[str, Any]:
+    """The fields of `completion` that redaction changed, with their new values."""
+    changes: dict[str, Any] = {}
+    if redacted["text"] != completion.text:
+        changes["text"] = redacted["text"]
+    if completion.thinking is not None and redacted["thinking"] != completion.thinking:
+        changes["thinking"] = redacted["thinking"]
+    if completion.tool_calls:
+        calls = _tool_calls(completion.tool_calls, redacted, secrets)
+        if calls != completion.tool_calls:
+            changes["tool_calls"] = calls
+    metadata = _deep(completion.metadata, secrets)
+    if metadata is not completion.metadata:
+        changes["metadata"] = metadata
+    return changes
 
 
 def _tool_calls(calls: list[dict[str, Any]], redacted: dict[Field, str], secrets: Secrets) -> list[dict[str, Any]]:
@@ -333,11 +339,19 @@ def _deep(value: Any, secrets: Secrets) -> Any:
     if isinstance(value, str):
         return secrets.sub(value)
     if isinstance(value, dict):
-        items = {key: _deep(item, secrets) for key, item in value.items()}
-        return value if all(items[k] is value[k] for k in value) else items
+        return _deep_dict(value, secrets)
     if isinstance(value, (list, tuple)):
-        items_list = [_deep(item, secrets) for item in value]
-        if all(new is old for new, old in zip(items_list, value)):
-            return value
-        return type(value)(items_list) if isinstance(value, tuple) else items_list
+        return _deep_sequence(value, secrets)
     return value
+
+
+def _deep_dict(value: dict[Any, Any], secrets: Secrets) -> dict[Any, Any]:
+    items = {key: _deep(item, secrets) for key, item in value.items()}
+    return value if all(items[key] is value[key] for key in value) else items
+
+
+def _deep_sequence(value: list[Any] | tuple[Any, ...], secrets: Secrets) -> list[Any] | tuple[Any, ...]:
+    items = [_deep(item, secrets) for item in value]
+    if all(new is old for new, old in zip(items, value)):
+        return value
+    return tuple(items) if isinstance(value, tuple) else items

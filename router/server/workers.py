@@ -131,22 +131,24 @@ class _Worker:
 def _stop(workers: list[_Worker], signals: _Signals, grace_s: float) -> None:
     """SIGTERM to each worker; SIGINT (force) on a second interrupt; SIGKILL past `grace_s`."""
     procs = [worker.proc for worker in workers]
-    for proc in procs:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
+    _signal_running(procs, signal.SIGTERM)
     seen, forced = len(signals.received), False
     deadline = time.monotonic() + grace_s
     while any(proc.poll() is None for proc in procs) and time.monotonic() < deadline:
         if not forced and signal.SIGINT in signals.received[seen:]:
             forced = True
-            for proc in procs:
-                if proc.poll() is None:
-                    proc.send_signal(signal.SIGINT)  # after SIGTERM, uvicorn takes it as: stop now
+            _signal_running(procs, signal.SIGINT)  # after SIGTERM, uvicorn takes it as: stop now
         time.sleep(_POLL_S)
     for proc in procs:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def _signal_running(procs: list[subprocess.Popen], sig: int) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(sig)
 
 
 class _Supervisor:
