@@ -1,6 +1,6 @@
 """What redacting a stream costs on the streaming hot path.
 
-    python benchmarks/redaction.py [--repeat 30] [--tokens 1000]
+    python benchmarks/redaction.py [--repeat 30] [--tokens 1000] [--code DIR]
 
 A 1,000-token answer streamed as one chunk per token (English-like words, so a secret's first
 letter is common in it and the holder has work to do), measured two ways in the same run:
@@ -9,7 +9,8 @@ letter is common in it and the holder has work to do), measured two ways in the 
    of before (each chunk looked at alone, which let a key split across chunks through), and the
    stream redactor (router/redaction.py) with 1 and with 3 secrets;
 2. the whole call path (`CallPath.stream` over an in-process fake backend): with no secret set,
-   and with 3 set (the stream redactor in the path).
+   and with 3 set (the stream redactor in the path); with `--code DIR`, also the call path of
+   another checkout (e.g. the one before this change), in a process of its own, as the baseline.
 
 Prints the best of `--repeat` runs (taken in turn) and ratios against the baselines measured in the same run.
 """
@@ -18,10 +19,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import random
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from backends.base import BackendSettings
 from backends.deadline import Deadline
@@ -106,10 +111,51 @@ def through_path(text: str, repeat: int) -> dict[str, float]:
     return _best({"call path, no secret set": _with(0, once), "call path, 3 secrets": _with(3, once)}, repeat)
 
 
+_OTHER = """
+import asyncio, json, os, sys, time
+from backends.base import BackendSettings
+from backends.deadline import Deadline
+from backends.fake import FakeBackend, FakeStep
+from backends.types import Request
+from policies.breaker import BreakerBoard
+from router.calls import CallOptions, CallPath
+from router.redaction import Redactor
+
+text, repeat, names, values = json.loads(sys.argv[1])
+
+async def once():
+    backend = FakeBackend(BackendSettings(name="fake", model="fake"), steps=[FakeStep(text=text)])
+    path = CallPath(lambda name: backend, breakers=BreakerBoard(time.monotonic), redactor=Redactor(names))
+    async for _ in path.stream("fake", Request([{"role": "user", "content": "hi"}]), CallOptions(deadline=Deadline(60.0))):
+        pass
+
+best = {}
+for _ in range(repeat):
+    for count in (0, 3):
+        for name in names:
+            os.environ.pop(name, None)
+        os.environ.update(zip(names[:count], values[:count]))
+        started = time.perf_counter()
+        asyncio.run(once())
+        best[count] = min(best.get(count, 1e9), time.perf_counter() - started)
+print(json.dumps(best))
+"""
+
+
+def other_checkout(code: Path, text: str, repeat: int) -> dict[str, float]:
+    """The call-path figures of the checkout at `code`, measured in a process of its own."""
+    env = {**os.environ, "PYTHONPATH": str(code)}
+    done = subprocess.run([sys.executable, "-c", _OTHER, json.dumps([text, repeat, VARIABLES, VALUES])],
+                          capture_output=True, text=True, env=env, cwd=code, check=True)
+    best = json.loads(done.stdout)
+    return {"no secret set": best["0"], "3 secrets": best["3"]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--tokens", type=int, default=1000)
+    parser.add_argument("--code", type=Path, help="another checkout whose call path is measured as the baseline")
     args = parser.parse_args()
     text = _answer(args.tokens)
     chunks = [TextChunk(w if i == 0 else " " + w) for i, w in enumerate(text.split(" "))]
@@ -120,8 +166,13 @@ def main() -> None:
         print(f"  {label:34s} {seconds * 1e6 / len(chunks):7.2f} µs/chunk   x{seconds / base:5.2f} of before")
     path = through_path(text, args.repeat)
     base = path["call path, no secret set"]
+    if args.code is not None:
+        other = other_checkout(args.code.resolve(), text, args.repeat)
+        base = other["no secret set"]
+        for label, seconds in other.items():
+            print(f"  {f'{args.code}: call path, {label}':34s} {seconds * 1e3:7.2f} ms/stream  x{seconds / base:5.2f}")
     for label, seconds in path.items():
-        print(f"  {label:34s} {seconds * 1e3:7.2f} ms/stream  x{seconds / base:5.2f} of no secret")
+        print(f"  {label:34s} {seconds * 1e3:7.2f} ms/stream  x{seconds / base:5.2f}")
 
 
 if __name__ == "__main__":
