@@ -4,10 +4,10 @@ supervisor names, which every worker maps into memory and changes only under an 
 Why a mapped file and a lock, rather than the SQLite store or a state process in the supervisor:
 a rate-limit take is on every request's path, and here it is a lock (two system calls; a waiter
 is woken by the kernel, never polls), four floats read and four written. `python
-benchmarks/group_state.py` measures a take each way: on a busy 2-core box the table took about
-twice an in-process take, a SQLite write transaction 6 times the table's (its lock waiters
-sleep and poll, inside the event loop), a round trip to a state process twice (and every request
-would then depend on one more process staying up). A worker killed while holding the lock loses
+benchmarks/group_state.py` measures a take each way: on a shared 2-core box 6 µs from the table
+(12 with two processes taking at once), 2 µs in one process's memory, 28 µs (61) for a SQLite
+write transaction (whose lock waiters sleep and poll, inside the event loop), 19 µs (42) for a
+round trip to a state process (and every request would then depend on one more process). A worker killed while holding the lock loses
 it with its file descriptor (flock), so nobody waits on a dead worker.
 
 Layout: a header (magic, then a digest of the slot names, so workers built from different
