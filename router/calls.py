@@ -19,6 +19,8 @@ For one call to one backend it owns, in this order per attempt:
                  retried only before its first chunk reached the caller
     observers    every attempt -- answered, failed or cancelled -- reaches the attempt observers
                  (latency learning, metrics) with its elapsed time
+    redaction    errors, completions and streams lose every secret the router holds
+                 (router/redaction.py), a stream as one text: a key split across chunks is found
 
 Composite backends (a consortium) make their own calls through this path, so for them it only
 times the call and reports it: no retry, no budget, no slot, no breaker.
@@ -124,8 +126,13 @@ class CallPath:
             else:
                 attempt = await call_with_retries(lambda: self._open(backend, request, options),
                                                   policy=self._policy(backend, options), deadline=options.deadline)
+            redact = self.redactor.stream()  # one per call: a key split across chunks is found whole
             async for chunk in attempt.rest():
-                yield chunk
+                if redact is None:
+                    yield chunk
+                else:
+                    for piece in redact.chunk(chunk):
+                        yield piece
         finally:
             if attempt is not None:
                 await attempt.close()
@@ -320,7 +327,7 @@ class _StreamAttempt:
         assert self._chunks is not None
         try:
             async with asyncio.timeout(deadline.remaining()):
-                chunk = self.path.redactor.chunk(await anext(self._chunks))
+                chunk = await anext(self._chunks)  # text is redacted across chunks, in CallPath.stream
         except StopAsyncIteration:
             error = MalformedResponse("stream ended without a final completion", **self.backend.where())
             self._fail(error)
@@ -331,6 +338,7 @@ class _StreamAttempt:
                 raise BackendTimeout("no answer within the request's deadline", **self.backend.where()) from exc
             raise
         if isinstance(chunk, FinalChunk):
+            chunk = self.path.redactor.final(chunk)  # before any observer sees it
             self.done = True
             self.path._answered(self.backend.name, chunk.completion, self.started, self.options, streamed=True,
                                 composite=self.composite)

@@ -91,7 +91,7 @@ class BackendConfig(_Strict):
     @field_validator("params", "options", "passthrough", "headers")
     @classmethod
     def _no_literal_secrets(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
-        found = literal_secret_paths(value)
+        found = literal_secret_paths(value, headers=info.field_name == "headers")  # a header value of any name
         if found:
             key = ".".join(str(p) for p in found[0])
             raise ValueError(f"{info.field_name}.{key} is a credential written into the config; name an environment "

@@ -164,9 +164,10 @@ def register(app: typer.Typer) -> None:
         no_log: Annotated[bool, typer.Option("--no-log", help="Do not write the request log.")] = False,
         workers: Annotated[int, typer.Option(
             "--workers", min=1, max=256, help="Processes serving the port, each one event loop (about one core) with "
-            "its own router from the config; connections are spread over them. Learned latency is shared through "
-            "the local store (or Redis: `state:` in the config), /metrics adds up every worker; --max-connections "
-            "is per worker. About one per core.")] = 1,
+            "its own router from the config; connections are spread over them. Rate limits and breakers are shared "
+            "by the workers, learned latency through the local store (or all of it through Redis: `state:` in the "
+            "config); a worker that dies is replaced; /metrics adds up every worker; --max-connections is per "
+            "worker. About one per core.")] = 1,
         max_body: Annotated[int, typer.Option("--max-body", min=1024, help="Largest request body, bytes.")] = 16 * 1024 * 1024,
         drain: Annotated[float, typer.Option("--drain-timeout", min=0.0, help="Seconds to let streams finish on shutdown.")] = 30.0,
         header_timeout: Annotated[float, typer.Option(
