@@ -26,6 +26,7 @@ from router import Router
 from router.cli.app import app as cli
 from router.config_loader import load_config
 from router.server import RouteServer
+from router.store import Store
 from tests.answering import answering
 
 SYSTEM_BLOCKS = [{"type": "text", "text": "You are a coding agent." * 20},
@@ -304,6 +305,9 @@ def test_the_cost_of_a_cached_exchange_is_the_providers_price(upstream, monkeypa
         router.complete("hi", model="oa")
         router.complete("hi", model="an")
         router.request_log.flush()
+        rows = {row["backend"]: row for row in Store(router.request_log.path).recent(2)}
+    assert (rows["oa"]["cache_read_tokens"], rows["oa"]["cache_write_tokens"]) == (CACHE_READ, 0)
+    assert (rows["an"]["cache_read_tokens"], rows["an"]["cache_write_tokens"]) == (CACHE_READ, CACHE_WRITE)
     result = CliRunner().invoke(cli, ["stats", "--json", "-c", str(config_file)])
     assert result.exit_code == 0, result.output
     total = json.loads(result.stdout)["total_cost_usd"]

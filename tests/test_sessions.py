@@ -18,6 +18,7 @@ from router import Router
 from router.config_loader import load_config
 from router.server import RouteServer
 from router.sessions import SessionState, SessionTable
+from router.store import Store
 
 FAST = {"ttft_s": 0.0, "tokens_per_s": None, "answer_tokens": 6}
 SIMPLE_TASK = "Rename the variable `cnt` to `count` in utils.py."
@@ -174,10 +175,12 @@ def test_route_serve_keeps_a_derived_session_and_says_so(served):
     assert second.headers["x-route-answered-by"] == first.headers["x-route-answered-by"]
 
 
-def test_route_serve_takes_the_session_from_the_header_or_prompt_cache_key(served):
+def test_route_serve_takes_the_session_from_the_header_or_prompt_cache_key(served, router):
     body = {"model": "auto", "messages": [{"role": "user", "content": "hi"}]}
     assert _post(served, body, **{"x-session-id": "task-42"}).headers["x-route-session"] == "task-42"
     assert _post(served, {**body, "prompt_cache_key": "codex-7"}).headers["x-route-session"] == "codex-7"
+    router.request_log.flush()
+    assert [row["session"] for row in Store(router.request_log.path).recent(2)] == ["codex-7", "task-42"]
 
 
 @pytest.mark.parametrize("bad", ["x" * 300, "tab\there", "naïve"])

@@ -51,6 +51,9 @@ class RequestRecord:
     thinking: str | None = None  # never part of `answer`; kept only with log.store_thinking
     simulated: bool = False
     key_name: str | None = None  # the name of the client key that sent it (server.keys); never the key
+    cache_read_tokens: int | None = None  # of input_tokens: read from the provider's prompt cache
+    cache_write_tokens: int | None = None  # of input_tokens: written to it
+    session: str | None = None  # the task the request belongs to (router/sessions.py)
 
 
 COLUMNS = tuple(f.name for f in fields(RequestRecord))  # the `requests` columns but id, in order

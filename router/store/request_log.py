@@ -105,6 +105,7 @@ def _capture(outcome: Outcome, store_content: bool, ended_at: float | None, max_
         "tier": decision.tier,
         "prompt": bounded(last_user_text(outcome.messages), max_content_chars) if store_content else None,
         "key_name": CLIENT_KEY.get(),
+        "session": decision.session.key if decision.session is not None else None,
     }
     if outcome.result is not None:
         fields.update(_answered(outcome.result, extras, store_content))
@@ -128,6 +129,7 @@ def _answered(result: RouteResult, info: dict[str, Any], store_content: bool) ->
         status="ok", backend=c.backend, model=c.model,
         trace_id=c.metadata.get("trace_id") or (trace.get("id") if isinstance(trace, dict) else None),
         input_tokens=c.usage.input_tokens, output_tokens=c.usage.output_tokens, cost_usd=c.cost_usd,
+        cache_read_tokens=c.usage.cache_read_tokens, cache_write_tokens=c.usage.cache_write_tokens,
         ttft_s=c.timings.ttft_s, total_s=c.timings.total_s, decode_tps=c.timings.decode_tps,
         answer=c.text if store_content else None, simulated=bool(c.metadata.get("simulated")),
     )

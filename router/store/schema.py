@@ -33,6 +33,13 @@ class Step:
         return [s.strip() for s in text.split(";") if s.strip()]
 
 
+_CACHE_AND_SESSION = """
+    ALTER TABLE requests ADD COLUMN cache_read_tokens {integer};
+    ALTER TABLE requests ADD COLUMN cache_write_tokens {integer};
+    ALTER TABLE requests ADD COLUMN session TEXT
+"""
+
+
 def _requests(ident: str, real: str, integer: str, small: str) -> str:
     return f"""
     CREATE TABLE requests (
@@ -118,6 +125,8 @@ STEPS: tuple[Step, ...] = (
     """),
     Step("spool replays: how many lines of each local spool file the database already holds",
          postgres="CREATE TABLE spool_replayed (spool TEXT PRIMARY KEY, upto BIGINT NOT NULL)"),
+    Step("what the provider's prompt cache served and stored of each request, and the session it belongs to",
+         sqlite=_CACHE_AND_SESSION.format(integer="INTEGER"), postgres=_CACHE_AND_SESSION.format(integer="BIGINT")),
 )
 
 SCHEMA_VERSION = len(STEPS)
