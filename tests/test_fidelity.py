@@ -5,7 +5,7 @@ upstream that records every body it receives and answers like the provider would
 OpenAI-compatible server (`openai` kind) or Anthropic's Messages API (`anthropic` kind), with
 prompt-cache usage and reasoning in their own shapes. Checked: cache markers and
 `prompt_cache_key` arrive as the client sent them; reasoning settings, `metadata`, `user`,
-`service_tier`, vendor extras and `max_completion_tokens` arrive as docs/fields.md says; cached
+`service_tier`, vendor extras and `max_completion_tokens` arrive as docs/reference/fields.md says; cached
 usage and reasoning come back in each protocol's shape, plain and streamed; and the cost of a
 cached exchange is the provider's price.
 """

@@ -1,10 +1,12 @@
-"""The CLI reference, written from the CLI itself, so the documentation cannot drift from it.
+"""The CLI and configuration references, written from the CLI and the config schema themselves,
+so the documentation cannot drift from them.
 
-    python -m router.cli.reference > docs/reference/cli.md      # regenerate
-    python -m router.cli.reference --check docs/reference/cli.md  # CI: exit 1 when it drifted
+    python -m router.cli.reference cli > docs/reference/cli.md                 # regenerate
+    python -m router.cli.reference config > docs/reference/configuration.md
+    python -m router.cli.reference --check cli docs/reference/cli.md             # CI: exit 1 when it drifted
 
-Every command and group of `route`, depth first, with its help, usage and options (names,
-type, default, help), as Markdown.
+`cli`: every command and group of `route`, depth first, with its help, usage and options.
+`config`: every key of the config file (router/config.py), with its type, default and meaning.
 """
 
 from __future__ import annotations
@@ -15,11 +17,11 @@ from typing import Any
 
 import typer
 
-__all__ = ["reference"]
+__all__ = ["configuration", "reference"]
 
 _HEADER = """# CLI reference
 
-Generated from the CLI itself (`python -m router.cli.reference`); CI regenerates it and fails
+Generated from the CLI itself (`python -m router.cli.reference cli`); CI regenerates it and fails
 when it differs, so what is here is what `route` accepts. `route "PROMPT"` is `route ask "PROMPT"`:
 the options of `ask` work without the word.
 """
@@ -78,17 +80,88 @@ def reference(app: Any = None) -> str:
     return "\n".join([_HEADER, *sections]).rstrip() + "\n"
 
 
+_CONFIG_HEADER = """# Configuration reference
+
+Generated from the config schema itself (`python -m router.cli.reference config`, from
+router/config.py); CI regenerates it and fails when it differs. Every key, its type, its
+default and what it does; `config.yaml` in the repository is the shipped example, with comments.
+A typo fails at load with the file, the line and a did-you-mean. A backend's `params:` and
+`options:` are checked per kind (backends/params.py); a consortium's keys are in
+[consortia](../guide/consortia.md).
+"""
+
+
+def _type(annotation: Any) -> str:
+    """A field's type as a reader wants it: `fast` or `cheap` for a Literal, `float or none`."""
+    import types
+    import typing
+
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Literal:
+        return " or ".join(f"`{a}`" for a in args)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type(a) for a in args)
+    if annotation is type(None):
+        return "none"
+    if origin is not None:  # list[...], dict[...]: the container is what a config writer sees
+        return {list: "list", dict: "mapping"}.get(origin, getattr(origin, "__name__", str(origin)))
+    name = getattr(annotation, "__name__", str(annotation))
+    return "section" if name.endswith("Config") or name.endswith("Prior") else name
+
+
+def _config_rows(model: Any, prefix: str) -> Iterator[str]:
+    from pydantic import BaseModel
+    from pydantic_core import PydanticUndefined
+
+    for name, field in model.model_fields.items():
+        key = f"{prefix}{field.alias or name}"
+        annotation = field.annotation
+        nested = next((a for a in (annotation, *getattr(annotation, "__args__", ()))
+                       if isinstance(a, type) and issubclass(a, BaseModel)), None)
+        if field.default is PydanticUndefined and field.default_factory is None:
+            default = "required"
+        elif field.default_factory is not None:
+            default = ""
+        else:
+            default = "" if isinstance(field.default, BaseModel) else f"`{field.default!r}`"
+        described = field.description or (nested.__doc__.strip().split("\n\n")[0] if nested is not None and nested.__doc__
+                                           else "")
+        what = " ".join(described.split()).replace("|", "/")
+        yield f"| `{key}` | {_type(annotation)} | {default} | {what} |"
+        if nested is not None and nested.__name__ != "ConsortiumConfig":
+            inner = f"{key}[].".replace("[].", "[i].") if getattr(annotation, "__origin__", None) is list else f"{key}."
+            if getattr(annotation, "__origin__", None) is dict:
+                inner = f"{key}.NAME."
+            yield from _config_rows(nested, inner)
+
+
+def configuration() -> str:
+    """Every key of the config file as a Markdown table."""
+    from router.config import Config
+
+    rows = list(_config_rows(Config, ""))
+    return "\n".join([_CONFIG_HEADER, "| key | type | default | what |", "|---|---|---|---|", *rows]) + "\n"
+
+
+_KINDS = {"cli": reference, "config": configuration}
+
+
 def main(argv: list[str]) -> int:
-    text = reference()
-    if argv[:1] == ["--check"] and len(argv) == 2:
-        with open(argv[1], encoding="utf-8") as file:
-            if file.read() == text:
-                return 0
-        print(f"{argv[1]} is out of date with the CLI: regenerate it with `python -m router.cli.reference > {argv[1]}`",
-              file=sys.stderr)
-        return 1
-    sys.stdout.write(text)
-    return 0
+    check = argv[:1] == ["--check"]
+    args = argv[1:] if check else argv
+    if len(args) != (2 if check else 1) or args[0] not in _KINDS:
+        print("usage: python -m router.cli.reference [--check] cli|config [FILE]", file=sys.stderr)
+        return 2
+    text = _KINDS[args[0]]()
+    if not check:
+        sys.stdout.write(text)
+        return 0
+    with open(args[1], encoding="utf-8") as file:
+        if file.read() == text:
+            return 0
+    print(f"{args[1]} is out of date: regenerate it with `python -m router.cli.reference {args[0]} > {args[1]}`",
+          file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

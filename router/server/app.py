@@ -8,7 +8,7 @@
     GET  /v1/models             auto, every backend and consortium with its capabilities, aliases
     GET  /healthz               liveness (never needs the token)
     GET  /metrics               Prometheus text format
-    GET  /ui                    the web view (router/server/ui/, docs/web-view.md)
+    GET  /ui                    the web view (router/server/ui/, docs/guide/web-view.md)
 
 Every POST goes through one request flow (endpoint.py); the GETs are FastAPI routes. Auth and
 per-key limits wrap both, once (`_App.__call__`): the POSTs skip Starlette's middleware stack

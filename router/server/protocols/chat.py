@@ -3,7 +3,7 @@ against its schema (chat_schema.py), answers and stream chunks in its format.
 
 The messages go to the backends as the client sent them (validated, not rebuilt), and so does
 every other field the router does not consume itself: each backend kind takes what it can
-(backends/openai_fields.py, anthropic_format.py; docs/fields.md has the table). Keys a client
+(backends/openai_fields.py, anthropic_format.py; docs/reference/fields.md has the table). Keys a client
 adds to an otherwise valid object are accepted and logged at debug, as real clients send them
 (an older Codex wrote each tool's `name` beside its `function`). Answers carry
 `reasoning_content` beside the content when the model thought (as vLLM's reasoning parsers and

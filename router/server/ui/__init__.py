@@ -1,4 +1,4 @@
-"""The web view: `route serve`'s dashboard at /ui (docs/web-view.md).
+"""The web view: `route serve`'s dashboard at /ui (docs/guide/web-view.md).
 
 Requests newest first with the reasons for each decision, backends (learned against observed
 latency, breakers, rate limits), consortium runs as timelines, learning, and spend against
