@@ -3,8 +3,8 @@ own `rpm` / `tpm` (config `server.keys`), besides the one key `--api-key-env` na
 
     server:
       keys:
-        alice: {key: ${ALICE_ROUTE_KEY}, rpm: 60, tpm: 200000}
-        ci:    {key: ${CI_ROUTE_KEY}, rpm: 10}
+        alice: {key: "${ALICE_ROUTE_KEY}", rpm: 60, tpm: 200000}
+        ci:    {key: "${CI_ROUTE_KEY}", rpm: 10}
 
 A key is known by its name everywhere (buckets, messages, logs); the key itself stays in memory
 only. The auth middleware (auth.py) puts the name of the key a request presented in its scope;

@@ -1,4 +1,4 @@
-"""The request log in PostgreSQL (`log: {backend: postgres, dsn: ${ROUTE_PG_DSN}}`): one database
+"""The request log in PostgreSQL (`log: {backend: postgres, dsn: "${ROUTE_PG_DSN}"}`): one database
 every replica appends to, read by `route log` and `route stats` like the SQLite one, holding the
 feedback and the spend as well (the same schema, router/store/schema.py).
 
