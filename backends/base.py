@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
@@ -30,10 +31,14 @@ from backends.params import NoOptions
 from backends.secrets import MissingVariable, expand_all
 from backends.types import Chunk, Completion, FinalChunk, Price, Request, TextChunk, ThinkingChunk, Usage
 
-__all__ = ["Backend", "BackendSettings", "Decoding", "Delta", "Health"]
+__all__ = ["OUTPUT_CEILING", "Backend", "BackendSettings", "Decoding", "Delta", "Health"]
 
 Decoding = Literal["autoregressive", "diffusion"]
 T = TypeVar("T")
+
+# Longer than any model's answer (the longest known are around 128k tokens): the bound on
+# max_tokens for a backend whose limit neither the config nor litellm's map gives.
+OUTPUT_CEILING = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +57,7 @@ class BackendSettings:
     max_retries: int = 2  # applied by the router's call path, not by the backend
     backoff_initial_s: float = 0.25
     context_window: int | None = None
+    max_output_tokens: int | None = None  # None: Backend.output_limit finds it
     # Validated generation parameters, sent with every request under the request's own `extra`.
     params: dict[str, Any] = field(default_factory=dict)
     # Kind-specific settings (e.g. the diffusion-local engine's device and dtype), validated.
@@ -146,6 +152,19 @@ class Backend:
         """What this backend can take now: the kind's `capabilities`, unless its model decides
         (diffusion-local takes images only with a checkpoint that has a vision tower)."""
         return self.capabilities
+
+    @functools.cached_property
+    def output_limit(self) -> int:
+        """The longest answer this backend gives, in tokens: the config's `max_output_tokens`,
+        else litellm's map for its model, else its context window, else OUTPUT_CEILING."""
+        if self.settings.max_output_tokens is not None:
+            return self.settings.max_output_tokens
+        from backends.model_map import model_entry
+
+        known = model_entry(self.model).get("max_output_tokens")
+        if isinstance(known, int) and known > 0:
+            return known
+        return self.settings.context_window or OUTPUT_CEILING
 
     def refusal(self, need: str) -> str | None:
         """Why this backend cannot take a request that needs `need` (tools, vision, context,

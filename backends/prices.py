@@ -2,19 +2,15 @@
 the model, else the providers' usual multiples of the input price (Anthropic: reads 0.1x,
 writes 1.25x; others: reads 0.1x, writes 1x).
 
-The map (a 3.5 MB JSON file inside the litellm package) is read without importing litellm,
-and only when an answer first reports cached tokens for a backend with no cache prices:
-`route --explain` and requests without caching never pay for it.
+The map (backends/model_map.py) is read only when an answer first reports cached tokens for a
+backend with no cache prices: `route --explain` and requests without caching never pay for it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import importlib.util
-import os
-from typing import Any
 
+from backends.model_map import model_entry
 from backends.types import Price
 
 __all__ = ["with_cache_prices"]
@@ -24,24 +20,9 @@ _MULTIPLES = {"anthropic": (0.1, 1.25)}
 _DEFAULT_MULTIPLES = (0.1, 1.0)
 
 
-@functools.cache
-def _price_map() -> dict[str, Any]:
-    spec = importlib.util.find_spec("litellm")
-    for folder in (spec.submodule_search_locations or []) if spec is not None else []:
-        path = os.path.join(folder, "model_prices_and_context_window_backup.json")
-        if os.path.exists(path):
-            import orjson
-
-            with open(path, "rb") as file:
-                data = orjson.loads(file.read())
-            return data if isinstance(data, dict) else {}
-    return {}
-
-
 def _known(model: str) -> tuple[float | None, float | None]:
     """(read, write) dollars per million tokens from litellm's map, each None where unknown."""
-    prices = _price_map()
-    entry = prices.get(model) or prices.get(model.split("/", 1)[-1]) or {}
+    entry = model_entry(model)
 
     def per_mtok(key: str) -> float | None:
         value = entry.get(key)

@@ -60,6 +60,9 @@ class BackendConfig(_Strict):
     timeout_s: float = Field(60.0, gt=0, description="one attempt at most (the request's deadline may cut it shorter)")
     max_retries: int = Field(2, ge=0, le=10, description="retries of a failed attempt (routing.retries per error class)")
     context_window: int | None = Field(None, gt=0, description="longest prompt in tokens; longer ones go elsewhere")
+    max_output_tokens: int | None = Field(None, gt=0, description="longest answer in tokens; a larger max_tokens "
+                                          "goes elsewhere, or is refused (400). Default: litellm's model map, else "
+                                          "the context window, else 1,048,576")
     params: dict[str, Any] = Field(default_factory=dict, description="generation parameters, checked per kind")
     options: dict[str, Any] = Field(default_factory=dict, description="the backend's own settings, checked per kind")
     passthrough: dict[str, Any] = Field(default_factory=dict, description="provider parameters sent verbatim, unchecked")
@@ -122,6 +125,7 @@ class BackendConfig(_Strict):
             timeout_s=self.timeout_s,
             max_retries=self.max_retries,
             context_window=self.context_window,
+            max_output_tokens=self.max_output_tokens,
             params=dict(self.params),
             options=dict(self.options),
             passthrough=dict(self.passthrough),

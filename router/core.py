@@ -31,7 +31,7 @@ from backends.errors import ConfigError, Unsupported, UsageError
 from backends.types import Chunk, Message, Request, as_messages
 from policies.breaker import BreakerBoard, BreakerSettings
 from policies.ladder import Ladder
-from policies.needs import Needs
+from policies.needs import SMALL_OUTPUT, Needs
 from policies.retry_budget import RetryBudget, RetryBudgetSettings
 from policies.scoring import Score, Scorer, build_scorer
 from policies.selection import PREFER_CHOICES, Prefer, RouteInputs, forced_plan, plan_route
@@ -138,6 +138,9 @@ class Router:
             problem = str(exc)
         if problem is None:
             self.shared = shared
+            link = getattr(shared, "link", None)
+            if link is not None and self.sessions is not None and self.sessions.shared is not None:
+                self.sessions.shared.link = link  # one link per state: one outage, one warning
         elif warn:
             _LOG.warning("latency history unavailable (%s); routing on config priors", problem)
         return problem
@@ -264,6 +267,11 @@ class Router:
         (router/sessions.py): its tier only moves up, and it keeps its backend."""
         prefer = self._check_prefer(prefer)
         unable = self._unable(needs)
+        if unable and all(unable.get(name) == "output" for name in self.names()):
+            longest = max(self.backend(name).output_limit for name in self.config.backends)
+            raise Unsupported(f"max_tokens {needs.output if needs else 0:,} is more than any configured backend "
+                              f"answers (the longest gives {longest:,} tokens); lower max_tokens, or set "
+                              "`max_output_tokens` on a backend whose provider allows more", need="output")
         if model and model != "auto":
             decision = self._decide_forced(model, deadline_s, max_tokens, unable, messages)
         else:
@@ -310,7 +318,8 @@ class Router:
         unable = {}
         for name in self.names():
             backend = self.backend(name)
-            missing = needs.missing(backend.current_capabilities(), backend.settings.context_window)
+            output_limit = backend.output_limit if needs.output > SMALL_OUTPUT else None
+            missing = needs.missing(backend.current_capabilities(), backend.settings.context_window, output_limit)
             if missing:
                 unable[name] = missing
         return unable
@@ -544,7 +553,7 @@ def _seconds(ms: float | None) -> float | None:
 
 
 _NEED_WORDS = {"tools": "`tools`", "vision": "image input", "context": "a prompt this long",
-               "structured": "`response_format`"}
+               "structured": "`response_format`", "output": "a `max_tokens` this large"}
 
 
 class RouteStream:

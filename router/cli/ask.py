@@ -286,7 +286,11 @@ def register(app: typer.Typer) -> None:
         if keep or loaded.config.state.backend == "redis":  # Redis needs no local file
             _attach_latency_store(router, out)
         _read_shared_limits(router)
-        decision = router.decide(messages, model=model, deadline_s=deadline_s, max_tokens=max_tokens, prefer=prefer)
+        from policies.needs import Needs
+
+        # The needs the call itself will check (router.acomplete), so --explain shows what will happen.
+        decision = router.decide(messages, model=model, deadline_s=deadline_s, max_tokens=max_tokens, prefer=prefer,
+                                 needs=Needs.of(messages, {}, max_tokens))
         if explain:
             _show_explain(out, decision)
             return

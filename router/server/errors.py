@@ -56,7 +56,7 @@ _STATUS_RULES = (
     ((BackendTimeout,), 504, "server_error", "upstream_timeout"),
     ((BackendUnavailable, BackendTimeout, RateLimited), 503, "server_error", "upstream_unavailable"),
 )
-_NEED_PARAMS = {"tools": "tools", "vision": "messages", "context": "messages"}
+_NEED_PARAMS = {"tools": "tools", "vision": "messages", "context": "messages", "output": "max_tokens"}
 
 
 def error_for_failure(exc: BaseException) -> ApiError:
@@ -82,7 +82,8 @@ def error_for_failure(exc: BaseException) -> ApiError:
 def usage_error(exc: UsageError) -> ApiError:
     """A 400 for what the caller asked: for a request no backend can take, which need and where."""
     if isinstance(exc, Unsupported):
-        return ApiError(400, str(exc), code=f"{exc.need}_not_supported", param=_NEED_PARAMS.get(exc.need))
+        code = "max_tokens_too_large" if exc.need == "output" else f"{exc.need}_not_supported"
+        return ApiError(400, str(exc), code=code, param=_NEED_PARAMS.get(exc.need))
     return ApiError(400, str(exc), code="invalid_request")
 
 
