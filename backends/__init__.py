@@ -26,11 +26,13 @@ if TYPE_CHECKING:
         BadRequest,
         BreakerOpen,
         ConfigError,
+        CostLimitExceeded,
         DeadlineAtRisk,
         MalformedResponse,
         RateLimited,
         RateLimitExceeded,
         RouteError,
+        Unreachable,
         Unsupported,
         UsageError,
         Where,
@@ -48,6 +50,7 @@ if TYPE_CHECKING:
         TextChunk,
         ThinkingChunk,
         Timings,
+        ToolCallChunk,
         Usage,
     )
 
@@ -58,14 +61,14 @@ _HOMES = {
     "backends.deadline": ("Deadline",),
     "backends.errors": (
         "AllBackendsFailed", "AtRateLimit", "AuthError", "BackendError", "BackendTimeout",
-        "BackendUnavailable", "BadRequest", "BreakerOpen", "ConfigError", "DeadlineAtRisk",
-        "MalformedResponse", "RateLimited", "RateLimitExceeded", "RouteError", "Unsupported",
+        "BackendUnavailable", "BadRequest", "BreakerOpen", "ConfigError", "CostLimitExceeded", "DeadlineAtRisk",
+        "MalformedResponse", "RateLimited", "RateLimitExceeded", "RouteError", "Unreachable", "Unsupported",
         "UsageError", "Where",
     ),
     "backends.registry": ("build_backend", "kinds", "register_kind"),
     "backends.types": (
         "Chunk", "Completion", "DiffusionStats", "DraftChunk", "FinalChunk", "Message", "Price",
-        "Request", "TextChunk", "ThinkingChunk", "Timings", "Usage",
+        "Request", "TextChunk", "ThinkingChunk", "Timings", "ToolCallChunk", "Usage",
     ),
 }  # fmt: skip
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}

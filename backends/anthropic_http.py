@@ -1,54 +1,61 @@
 """Anthropic's Messages API over HTTP directly: Claude without litellm's import (seconds and
 hundreds of MB). The chat-format request is written as a Messages request and the answer read
-back as Deltas by backends/anthropic_format.py; this module is only the wire call.
-
-It shares the openai kind's pooled per-loop aiohttp session, error translation and closing, so it
-subclasses that backend and replaces what differs: the URL, the headers, the body, the parsing.
+back as Deltas by backends/anthropic_format.py; the POST, the SSE loop and error mapping are the
+shared HTTP transport's (backends/http_transport.py), as for the openai kind, its sibling.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
-from backends.anthropic_format import StreamReader, message_delta, request_parts
+from backends.anthropic_answers import StreamReader, message_delta
+from backends.anthropic_format import request_options, request_parts
 from backends.assembly import Delta
-from backends.base import BackendSettings, Health
+from backends.base import Backend, BackendSettings, Health
 from backends.capabilities import Capabilities
 from backends.deadline import Deadline
-from backends.errors import BackendUnavailable, BadRequest, MalformedResponse, RateLimited
-from backends.http_session import lines
-from backends.openai_http import OpenAIBackend
+from backends.errors import BackendError, BackendUnavailable, BadRequest, MalformedResponse, RateLimited
+from backends.http_transport import HttpTransport, Reply
 from backends.params import AnthropicParams
 from backends.types import Request
-
-if TYPE_CHECKING:
-    import aiohttp
 
 __all__ = ["AnthropicBackend"]
 
 _DEFAULT_BASE_URL = "https://api.anthropic.com/v1"
 _VERSION = "2023-06-01"
+_STRUCTURED_OUTPUTS = "structured-outputs-2025-11-13"
 _DEFAULT_MAX_TOKENS = 4096  # the API requires max_tokens; a request or `params:` usually sets it
-# Chat parameters the Messages API also takes; others (seed, response_format...) it has no word for.
-_SHARED = ("top_p", "top_k", "metadata")
+# Chat parameters the Messages API takes under the same name; others (seed, response_format...) it
+# has no word for, and the rest it names differently (request_options).
+_SHARED = ("top_p",)
 
 
-class AnthropicBackend(OpenAIBackend):
+class AnthropicBackend(Backend):
     kind = "anthropic"
     # No seed: N samples of one Claude model differ by temperature alone.
     capabilities: ClassVar[Capabilities] = Capabilities(tools=True, vision=True)
-    # The openai kind's attribute is typed narrowly (ChatParams); this kind's schema differs.
-    params_model = AnthropicParams  # type: ignore[assignment]
+    params_model = AnthropicParams
 
     def __init__(self, settings: BackendSettings):
         super().__init__(settings)
-        self._shown = (settings.base_url or _DEFAULT_BASE_URL).rstrip("/") + "/messages"
+        # For messages: as configured, so a ${NAME} in it never shows its value.
+        self._http = HttpTransport((settings.base_url or _DEFAULT_BASE_URL).rstrip("/") + "/messages", self.where())
 
-    def _headers(self) -> dict[str, str]:
+    @property
+    def endpoint(self) -> str:
+        return self._http.shown
+
+    def _translate(self, exc: Exception) -> BackendError:
+        return self._http.translate(exc)
+
+    def _headers(self, request: Request | None = None) -> dict[str, str]:
         headers = {"anthropic-version": _VERSION, **self.settings.resolve(self.settings.headers)}
+        betas = _betas(request)
+        if betas:  # the client's beta features, and structured output when a schema is asked for
+            configured = [b for b in headers.get("anthropic-beta", "").split(",") if b]
+            headers["anthropic-beta"] = ",".join(dict.fromkeys([*configured, *betas]))
         key = self.settings.api_key()
         return {**headers, "x-api-key": key} if key else headers
 
@@ -59,7 +66,12 @@ class AnthropicBackend(OpenAIBackend):
         payload.update(request_parts(request.messages, request.extra))
         payload["model"] = self.model
         payload["max_tokens"] = request.max_tokens or params.get("max_tokens") or _DEFAULT_MAX_TOKENS
-        if request.temperature is not None:
+        payload.update(request_options(request.extra, payload["max_tokens"]))
+        if payload.get("thinking", {}).get("type") == "enabled":
+            # Anthropic refuses sampling changes while the model thinks.
+            for key in ("temperature", "top_p", "top_k"):
+                payload.pop(key, None)
+        elif request.temperature is not None:
             payload["temperature"] = min(1.0, request.temperature)  # Anthropic's range is 0..1
         if request.stop:
             payload["stop_sequences"] = request.stop
@@ -70,37 +82,33 @@ class AnthropicBackend(OpenAIBackend):
     async def check(self, timeout_s: float = 5.0) -> Health:
         """Configured and keyed; nothing is sent, so the check spends nothing."""
         self.settings.api_key()
-        return Health(True, f"anthropic model {self.model} at {self._shown} (key present; not called)")
+        return Health(True, f"anthropic model {self.model} at {self.endpoint} (key present; not called)")
 
     async def _wire(self, request: Request, deadline: Deadline, *, stream: bool) -> AsyncIterator[Delta]:
         payload = self._payload(request, stream=stream)
-        async with self._exchange(self.settings.url("/messages", _DEFAULT_BASE_URL), payload, deadline) as response:
-            simulated = response.headers.get("x-simulated") == "true"
+        async with self._http.post(self.settings.url("/messages", _DEFAULT_BASE_URL), payload, self._headers(request),
+                                   deadline.remaining(), self.settings.timeout_s) as reply:
             if not stream:
-                yield self._answer(await response.read(), simulated)
+                yield self._answer(await reply.body(), reply.simulated)
                 return
-            async for delta in self._stream_events(response, simulated):
+            async for delta in self._stream_events(reply):
                 yield delta
 
     def _answer(self, body: bytes, simulated: bool) -> Delta:
         try:
-            text, calls, usage, reason = message_delta(json.loads(body))
+            delta = message_delta(json.loads(body))
         except (ValueError, AttributeError, TypeError) as exc:
             raise MalformedResponse(f"not an Anthropic message: {body[:200]!r}", **self.where()) from exc
-        return Delta(text=text, tool_calls=calls, usage=usage, finish_reason=reason, simulated=simulated)
+        delta.simulated = simulated
+        return delta
 
-    async def _stream_events(self, response: aiohttp.ClientResponse, simulated: bool) -> AsyncIterator[Delta]:
+    async def _stream_events(self, reply: Reply) -> AsyncIterator[Delta]:
         reader = StreamReader()
-        async with contextlib.aclosing(lines(response.content.iter_any())) as body:
-            async for line in body:
-                if not line.startswith("data:"):  # event names (the data repeats them), pings' blank lines
-                    continue
-                event = self._parse_event(line[5:].strip())
-                if event.get("type") == "message_stop":
-                    break
-                text, calls, usage, reason = reader.read(event)
-                if text or calls or usage or reason:
-                    yield Delta(text=text, tool_calls=calls, usage=usage, finish_reason=reason, simulated=simulated)
+        async for data in reply.events(_is_stop):
+            delta = reader.read(self._parse_event(data))
+            if delta is not None:
+                delta.simulated = reply.simulated
+                yield delta
 
     def _parse_event(self, data: str) -> dict[str, Any]:
         try:
@@ -115,3 +123,25 @@ class AnthropicBackend(OpenAIBackend):
                 str(error.get("type")), BackendUnavailable)
             raise kind(f"{error.get('type')}: {error.get('message')}", **self.where())
         return event
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+
+def _betas(request: Request | None) -> list[str]:
+    if request is None:
+        return []
+    betas = [str(b) for b in request.extra.get("anthropic_beta") or () if b]
+    if request.extra.get("response_format") and not request.extra.get("output_config"):
+        betas.append(_STRUCTURED_OUTPUTS)  # response_format is sent as output_config.format
+    return betas
+
+
+def _is_stop(data: str) -> bool:
+    # Parsed only when it could be the one: every other event is parsed once, by _parse_event.
+    if '"message_stop"' not in data:
+        return False
+    try:
+        return json.loads(data).get("type") == "message_stop"
+    except (ValueError, AttributeError):
+        return False  # _parse_event says what is wrong with it

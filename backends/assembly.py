@@ -1,7 +1,8 @@
 """Turns a provider's wire deltas into chunks and, at the end, the one Completion: written once
 here, so a backend kind is only its wire call.
 
-Handles what every provider needs: time to first token, tool calls that arrive in pieces, usage
+Handles what every provider needs: time to first token, tool calls that arrive in pieces (passed
+on as ToolCallChunks as they come, and whole in the Completion), usage
 (estimated, and marked so, when the server sends none), cost, diffusion canvases, drafts that
 replace the whole answer so far (Mercury's `diffusing` stream), and the simulator's label.
 """
@@ -23,6 +24,7 @@ from backends.types import (
     TextChunk,
     ThinkingChunk,
     Timings,
+    ToolCallChunk,
     Usage,
 )
 
@@ -41,6 +43,8 @@ class Delta:
     text: str = ""
     draft: str | None = None
     reasoning: str = ""  # thinking a server split out itself (`reasoning_content`): never answer text
+    signature: str = ""  # the provider's seal on the thinking so far (Anthropic's signature_delta)
+    redacted: tuple[str, ...] = ()  # thinking the provider sent encrypted (Anthropic's redacted_thinking)
     tool_calls: Sequence[Mapping[str, Any]] = ()
     usage: Usage | None = None
     finish_reason: str | None = None
@@ -64,14 +68,16 @@ class Assembly:
     # Thinking (backends/thinking.py): sent apart by the server, or inline between markers in the text.
     reasoning: list[str] = field(default_factory=list)
     thinking: ThinkingSplitter = field(default_factory=ThinkingSplitter)
+    # Signed and redacted thinking, as blocks a client sends back to the provider that signed them.
+    sealed: list[dict[str, Any]] = field(default_factory=list)
+    unsealed: int = 0  # where in `reasoning` the thinking not yet signed begins
 
     def apply(self, delta: Delta) -> list[Chunk]:
         """Fold one delta in; the chunks it produces for the caller."""
         self.usage = delta.usage or self.usage
         self.finish_reason = delta.finish_reason or self.finish_reason
         self.simulated = self.simulated or delta.simulated
-        for call in delta.tool_calls:
-            _merge_tool_call(self.tool_calls, call)
+        calls = [_merge_tool_call(self.tool_calls, call) for call in delta.tool_calls]
         if delta.draft:
             self._first_content()
             self.drafts += 1
@@ -82,11 +88,24 @@ class Assembly:
             self._first_content()
             self.reasoning.append(delta.reasoning)
             chunks.append(ThinkingChunk(delta.reasoning))
+        if delta.signature or delta.redacted:
+            chunks += self._seal(delta)
         if delta.text:
             self._first_content()
             self.parts.append(delta.text)  # raw: the completion splits the whole text once more
             chunks += _thinking_chunks(self.thinking.feed(delta.text))
+        if calls:
+            self._first_content()
+            chunks += calls
         return chunks
+
+    def _seal(self, delta: Delta) -> list[Chunk]:
+        if delta.signature:
+            self.sealed.append({"type": "thinking", "thinking": "".join(self.reasoning[self.unsealed:]),
+                                "signature": delta.signature})
+            self.unsealed = len(self.reasoning)
+        self.sealed += [{"type": "redacted_thinking", "data": data} for data in delta.redacted]
+        return [ThinkingChunk("", signature=delta.signature)] if delta.signature else []
 
     def _first_content(self) -> None:
         if self.ttft is None:
@@ -106,6 +125,8 @@ class Assembly:
         settings = self.backend.settings
         text = "".join(self.parts)
         metadata: dict[str, Any] = {"simulated": True} if self.simulated else {}
+        if self.sealed:
+            metadata["thinking_blocks"] = self.sealed
         usage = self.usage
         if usage is None:
             # Servers that omit usage still get a cost estimate; say it is one.
@@ -136,10 +157,11 @@ def _thinking_chunks(pieces: list[tuple[str, str]]) -> list[Chunk]:
     return [ThinkingChunk(text) if kind == "thinking" else TextChunk(text) for kind, text in pieces]
 
 
-def _merge_tool_call(calls: dict[int, dict[str, Any]], delta: Mapping[str, Any]) -> None:
-    """Stream deltas carry a tool call in pieces keyed by index; arguments arrive as string parts."""
-    slot = calls.setdefault(int(delta.get("index") or 0),
-                            {"type": "function", "function": {"name": "", "arguments": ""}})
+def _merge_tool_call(calls: dict[int, dict[str, Any]], delta: Mapping[str, Any]) -> ToolCallChunk:
+    """Stream deltas carry a tool call in pieces keyed by index; arguments arrive as string parts.
+    Returns the piece as the caller sees it."""
+    index = int(delta.get("index") or 0)
+    slot = calls.setdefault(index, {"type": "function", "function": {"name": "", "arguments": ""}})
     if delta.get("id"):
         slot["id"] = delta["id"]
     function = delta.get("function") or {}
@@ -147,3 +169,5 @@ def _merge_tool_call(calls: dict[int, dict[str, Any]], delta: Mapping[str, Any])
         slot["function"]["name"] += function["name"]
     if function.get("arguments"):
         slot["function"]["arguments"] += function["arguments"]
+    return ToolCallChunk(index, function.get("arguments") or "", id=delta.get("id") or None,
+                         name=function.get("name") or None)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
@@ -30,10 +31,14 @@ from backends.params import NoOptions
 from backends.secrets import MissingVariable, expand_all
 from backends.types import Chunk, Completion, FinalChunk, Price, Request, TextChunk, ThinkingChunk, Usage
 
-__all__ = ["Backend", "BackendSettings", "Decoding", "Delta", "Health"]
+__all__ = ["OUTPUT_CEILING", "Backend", "BackendSettings", "Decoding", "Delta", "Health"]
 
 Decoding = Literal["autoregressive", "diffusion"]
 T = TypeVar("T")
+
+# Longer than any model's answer (the longest known are around 128k tokens): the bound on
+# max_tokens for a backend whose limit neither the config nor litellm's map gives.
+OUTPUT_CEILING = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +57,7 @@ class BackendSettings:
     max_retries: int = 2  # applied by the router's call path, not by the backend
     backoff_initial_s: float = 0.25
     context_window: int | None = None
+    max_output_tokens: int | None = None  # None: Backend.output_limit finds it
     # Validated generation parameters, sent with every request under the request's own `extra`.
     params: dict[str, Any] = field(default_factory=dict)
     # Kind-specific settings (e.g. the diffusion-local engine's device and dtype), validated.
@@ -147,8 +153,38 @@ class Backend:
         (diffusion-local takes images only with a checkpoint that has a vision tower)."""
         return self.capabilities
 
+    @functools.cached_property
+    def output_limit(self) -> int:
+        """The longest answer this backend gives, in tokens: the config's `max_output_tokens`,
+        else litellm's map for its model, else its context window, else OUTPUT_CEILING."""
+        if self.settings.max_output_tokens is not None:
+            return self.settings.max_output_tokens
+        from backends.model_map import model_entry
+
+        known = model_entry(self.model).get("max_output_tokens")
+        if isinstance(known, int) and known > 0:
+            return known
+        return self.settings.context_window or OUTPUT_CEILING
+
+    def refusal(self, need: str) -> str | None:
+        """Why this backend cannot take a request that needs `need` (tools, vision, context,
+        structured), when there is more to say than its capabilities do; None otherwise."""
+        return None
+
     def cost(self, usage: Usage) -> float:
-        return self.settings.price.cost(usage)
+        price = self.settings.price
+        if (usage.cache_read_tokens or usage.cache_write_tokens) and not price.caches_known:
+            price = self._cache_priced()
+        return price.cost(usage)
+
+    def _cache_priced(self) -> Price:
+        # Looked up once, on the first answer that reports cached tokens (backends/prices.py).
+        priced: Price | None = getattr(self, "_cache_price", None)
+        if priced is None:
+            from backends.prices import with_cache_prices
+
+            priced = self._cache_price = with_cache_prices(self.settings.price, self.model, self.kind)
+        return priced
 
     async def check(self, timeout_s: float = 5.0) -> Health:
         """A cheap check for `route doctor` that spends nothing: is this backend usable? The
@@ -241,8 +277,8 @@ def merged(chunks: list[Chunk]) -> list[Chunk]:
         last = out[-1] if out else None
         if isinstance(chunk, TextChunk) and isinstance(last, TextChunk):
             out[-1] = TextChunk(last.text + chunk.text)
-        elif isinstance(chunk, ThinkingChunk) and isinstance(last, ThinkingChunk):
-            out[-1] = ThinkingChunk(last.text + chunk.text)
+        elif isinstance(chunk, ThinkingChunk) and isinstance(last, ThinkingChunk) and last.signature is None:
+            out[-1] = ThinkingChunk(last.text + chunk.text, signature=chunk.signature)  # a signature ends a block
         else:
             out.append(chunk)
     return out

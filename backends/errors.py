@@ -8,15 +8,18 @@
     │   ├── BackendTimeout          no answer within the deadline            (retryable)
     │   ├── RateLimited             HTTP 429; `retry_after` seconds or None  (retryable)
     │   │   └── AtRateLimit         skipped: its configured rpm/tpm is used up (never retried)
-    │   ├── BackendUnavailable      connect error, 5xx, dropped stream       (retryable)
+    │   ├── BackendUnavailable      5xx, dropped stream                      (retryable)
+    │   │   ├── Unreachable         refused or unresolvable connection: fail over at once (not retried)
     │   │   └── BreakerOpen         skipped: its circuit breaker is open     (never retried)
     │   ├── MalformedResponse       the server answered something unparseable
     │   ├── BadRequest              HTTP 4xx other than auth and 429         (never retried)
     │   └── AuthError               missing key, HTTP 401/403                (never retried)
     ├── AllBackendsFailed           every candidate failed; also an ExceptionGroup of them
     │   └── RateLimitExceeded       ... every one at a rate limit; `retry_after_s`
-    └── DeadlineAtRisk              `on_deadline_risk: fail` and no backend at the prompt's quality
-                                    can meet the deadline: refused before any call
+    ├── DeadlineAtRisk              `on_deadline_risk: fail` and no backend at the prompt's quality
+    │                               can meet the deadline: refused before any call
+    └── CostLimitExceeded           a call's `max_cost_usd` would be passed: refused before any call
+                                    (predicted cost), or before the next call of a consortium (running cost)
 
 Third-party errors (httpx, litellm) are translated into these in one place per backend,
 with ``raise ... from exc``; retry and fallback rules look only at these types.
@@ -39,12 +42,14 @@ __all__ = [
     "BadRequest",
     "BreakerOpen",
     "ConfigError",
+    "CostLimitExceeded",
     "DeadlineAtRisk",
     "MalformedResponse",
     "RateLimitExceeded",
     "RateLimited",
     "RouteError",
     "Unsupported",
+    "Unreachable",
     "UsageError",
 ]
 
@@ -136,10 +141,23 @@ class BackendUnavailable(BackendError):
     retryable = True
 
 
-class BreakerOpen(BackendUnavailable):
-    """Not called at all: the backend's breaker is open. Retrying before the cooldown is pointless."""
+class Unreachable(BackendUnavailable):
+    """The connection never opened (refused, no route, name not resolved): nothing is listening
+    there now, and a retry a few hundred milliseconds later finds the same. The router fails over
+    at once; the breaker counts it, so later requests try it again only after its cooldown."""
 
     retryable = False
+
+
+class BreakerOpen(BackendUnavailable):
+    """Not called at all: the backend's breaker is open. Retrying before the cooldown is
+    pointless; `retry_after` is the seconds until it ends (when known)."""
+
+    retryable = False
+
+    def __init__(self, message: str, *, retry_after: float | None = None, backend: str = "", model: str = ""):
+        self.retry_after = retry_after
+        super().__init__(message, backend=backend, model=model)
 
 
 class MalformedResponse(BackendError):
@@ -208,4 +226,17 @@ class DeadlineAtRisk(RouteError):
     def __init__(self, message: str, *, tier: str | None = None, deadline_s: float | None = None):
         self.tier = tier
         self.deadline_s = deadline_s
+        super().__init__(message)
+
+
+class CostLimitExceeded(RouteError):
+    """A call's `max_cost_usd` would be passed. Raised before the first model call when every
+    candidate is predicted to cost more, or during a consortium before a call that the running
+    cost leaves no room for (what was spent stays spent). `limit_usd` and `spent_usd` say how much."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, *, limit_usd: float, spent_usd: float = 0.0):
+        self.limit_usd = limit_usd
+        self.spent_usd = spent_usd
         super().__init__(message)

@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import Any
 
 from backends.thinking import partial_suffix
-from backends.types import Chunk, Completion, FinalChunk, TextChunk
+from backends.types import Chunk, Completion, FinalChunk, TextChunk, ToolCallChunk
 
 __all__ = ["CALL_CLOSE", "CALL_OPEN", "ToolCallSyntaxError", "extract_tool_calls", "parse_call", "tool_call_chunks",
            "with_tool_calls"]
@@ -170,7 +170,13 @@ async def tool_call_chunks(chunks: AsyncIterator[Chunk]) -> AsyncGenerator[Chunk
         elif isinstance(chunk, FinalChunk):
             if held:  # an unclosed call: not a call
                 yield TextChunk(held)
-            yield FinalChunk(with_tool_calls(chunk.completion))
+            completion = with_tool_calls(chunk.completion)
+            # Calls parsed from the text are known whole only now: each is one piece.
+            known = len(chunk.completion.tool_calls or [])
+            for index, call in enumerate((completion.tool_calls or [])[known:], start=known):
+                function = call.get("function") or {}
+                yield ToolCallChunk(index, function.get("arguments") or "", id=call.get("id"), name=function.get("name"))
+            yield FinalChunk(completion)
         else:
             yield chunk
 

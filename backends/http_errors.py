@@ -15,6 +15,7 @@ from backends.errors import (
     BackendUnavailable,
     BadRequest,
     RateLimited,
+    Unreachable,
     Where,
 )
 
@@ -70,7 +71,7 @@ def translate_transport_error(exc: BaseException, *, url: str, backend: str, mod
     if isinstance(exc, TimeoutError):  # aiohttp's connect timeouts are TimeoutErrors too
         return BackendTimeout(f"no answer from {url} in time ({type(exc).__name__})", **where)
     if isinstance(exc, aiohttp.ClientConnectorError):
-        return BackendUnavailable(f"cannot connect to {url} ({exc.os_error or 'connection refused'})", **where)
+        return Unreachable(f"cannot connect to {url} ({exc.os_error or 'connection refused'})", **where)
     return BackendUnavailable(f"connection to {url} failed: {type(exc).__name__}: {exc}", **where)
 
 

@@ -16,10 +16,11 @@ from backends.assembly import Delta
 from backends.base import Backend, Health
 from backends.capabilities import Capabilities
 from backends.deadline import Deadline
-from backends.errors import BackendError, BackendTimeout, BackendUnavailable, MalformedResponse
+from backends.errors import BackendError, BackendTimeout, BackendUnavailable, MalformedResponse, Unreachable
 from backends.http_errors import connection_failure, error_for_status, parse_retry_after
+from backends.openai_fields import OPENAI_CHAT_FIELDS
 from backends.params import ChatParams
-from backends.types import Request, Usage
+from backends.types import Price, Request, Usage
 
 __all__ = ["LiteLLMBackend", "load_litellm"]
 
@@ -40,19 +41,24 @@ class LiteLLMBackend(Backend):
     params_model = ChatParams
 
     def _kwargs(self, request: Request, deadline: Deadline, *, stream: bool) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {**self.settings.resolve(self.settings.passthrough), **self.settings.params,
-                                  **request.extra}
-        kwargs.update(model=self.model, messages=request.messages, num_retries=0, max_retries=0)
+        # The client's OpenAI fields (and Anthropic's `thinking`, which litellm maps per provider);
+        # litellm drops what a provider cannot take (`drop_params`) rather than failing.
+        fields = {k: v for k, v in request.extra.items() if k in OPENAI_CHAT_FIELDS or k == "thinking"}
+        kwargs: dict[str, Any] = {**self.settings.resolve(self.settings.passthrough), **self.settings.params, **fields}
+        kwargs.update(model=self.model, messages=request.messages, num_retries=0, max_retries=0, drop_params=True)
         remaining = deadline.remaining()
         kwargs["timeout"] = self.settings.timeout_s if remaining is None else max(0.001, remaining)
         if self.settings.base_url:
             kwargs["api_base"] = self.settings.resolve(self.settings.base_url)
-        if self.settings.headers:
-            kwargs["extra_headers"] = self.settings.resolve(self.settings.headers)
+        headers = dict(self.settings.resolve(self.settings.headers))
+        if request.extra.get("anthropic_beta"):  # litellm sends it on to Anthropic models
+            headers["anthropic-beta"] = ",".join(str(b) for b in request.extra["anthropic_beta"])
+        if headers:
+            kwargs["extra_headers"] = headers
         key = self.settings.api_key()
         if key:
             kwargs["api_key"] = key
-        if request.max_tokens is not None:
+        if request.max_tokens is not None and "max_completion_tokens" not in kwargs:
             kwargs["max_tokens"] = request.max_tokens
         if request.temperature is not None:
             kwargs["temperature"] = request.temperature
@@ -75,7 +81,7 @@ class LiteLLMBackend(Backend):
             return BackendTimeout(f"no answer within the deadline ({type(exc).__name__})", **where)
         refused = connection_failure(exc)  # litellm calls these HTTP 500: they are no server's answer
         if refused is not None:
-            return BackendUnavailable(f"cannot connect ({refused})", **where)
+            return Unreachable(f"cannot connect ({refused})", **where)
         status = getattr(exc, "status_code", None)
         response = getattr(exc, "response", None)
         headers = getattr(response, "headers", None) or getattr(exc, "headers", None) or {}
@@ -92,12 +98,16 @@ class LiteLLMBackend(Backend):
     def cost(self, usage: Usage) -> float:
         price = self.settings.price
         if price.input_per_mtok or price.output_per_mtok:
-            return price.cost(usage)
+            return super().cost(usage)
         # No configured price: litellm's offline map knows most hosted models.
         costs = load_litellm().model_cost
         entry = costs.get(self.model) or costs.get(self.model.split("/", 1)[-1]) or {}
-        return (usage.input_tokens * float(entry.get("input_cost_per_token") or 0)
-                + usage.output_tokens * float(entry.get("output_cost_per_token") or 0))
+        per_mtok = {key: float(entry.get(key) or 0) * 1e6 for key in (
+            "input_cost_per_token", "output_cost_per_token", "cache_read_input_token_cost",
+            "cache_creation_input_token_cost")}
+        return Price(per_mtok["input_cost_per_token"], per_mtok["output_cost_per_token"],
+                     per_mtok["cache_read_input_token_cost"] or None,
+                     per_mtok["cache_creation_input_token_cost"] or None).cost(usage)
 
     async def _wire(self, request: Request, deadline: Deadline, *, stream: bool) -> AsyncIterator[Delta]:
         self.settings.api_key()  # a missing key fails here, before paying for the import
@@ -123,19 +133,24 @@ class LiteLLMBackend(Backend):
             calls = [{**c.model_dump(), "index": i} for i, c in enumerate(choice.message.tool_calls or [])]
             return Delta(text=choice.message.content or "", tool_calls=calls,
                          usage=_usage(getattr(response, "usage", None)), finish_reason=choice.finish_reason,
-                         simulated=_is_simulated(response))
+                         simulated=_is_simulated(response),
+                         reasoning=getattr(choice.message, "reasoning_content", None) or "")
         except (AttributeError, IndexError, TypeError) as exc:
             raise MalformedResponse(f"unexpected response shape: {response!r:.200}", **self.where()) from exc
 
 
 def _event(event: Any) -> Delta:
     """One litellm stream chunk as a Delta."""
-    text, finish = "", None
+    text, reasoning, finish = "", "", None
+    calls: list[dict[str, Any]] = []
     for choice in getattr(event, "choices", None) or ():
         finish = getattr(choice, "finish_reason", None) or finish
-        text += getattr(getattr(choice, "delta", None), "content", None) or ""
-    return Delta(text=text, usage=_usage(getattr(event, "usage", None)), finish_reason=finish,
-                 simulated=_is_simulated(event))
+        delta = getattr(choice, "delta", None)
+        text += getattr(delta, "content", None) or ""
+        reasoning += getattr(delta, "reasoning_content", None) or ""
+        calls += [c.model_dump() if hasattr(c, "model_dump") else dict(c) for c in getattr(delta, "tool_calls", None) or ()]
+    return Delta(text=text, reasoning=reasoning, tool_calls=calls, usage=_usage(getattr(event, "usage", None)),
+                 finish_reason=finish, simulated=_is_simulated(event))
 
 
 def _usage(raw: Any) -> Usage | None:
@@ -145,7 +160,17 @@ def _usage(raw: Any) -> Usage | None:
     completion = getattr(raw, "completion_tokens", None)
     if prompt is None and completion is None:
         return None
-    return Usage(input_tokens=int(prompt or 0), output_tokens=int(completion or 0))
+    details = getattr(raw, "prompt_tokens_details", None)
+    reasoning = getattr(getattr(raw, "completion_tokens_details", None), "reasoning_tokens", None)
+    return Usage(input_tokens=int(prompt or 0), output_tokens=int(completion or 0),
+                 thinking_tokens=_int(reasoning),
+                 cache_read_tokens=_int(getattr(details, "cached_tokens", None)
+                                        or getattr(raw, "cache_read_input_tokens", None)),
+                 cache_write_tokens=_int(getattr(raw, "cache_creation_input_tokens", None)))
+
+
+def _int(value: Any) -> int:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _is_simulated(response: Any) -> bool:

@@ -1,33 +1,29 @@
 """Any OpenAI-compatible chat-completions server, over HTTP directly.
 
 vLLM, mlx-vlm, NVIDIA NIM and llama.cpp serve DiffusionGemma this way, and Mercury's API is one
-too, so this is the fast path: one pooled aiohttp session per event loop
-(backends/http_session.py), no SDK in between. This module is only the wire call; the base
-class assembles the answer and the call path retries.
+too, so this is the fast path: the pooled HTTP transport (backends/http_transport.py), no SDK in
+between. This module only translates: the request body and headers, and the answer back as
+Deltas; the base class assembles the answer and the call path retries.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from backends.assembly import Delta
 from backends.base import Backend, BackendSettings, Health
 from backends.capabilities import Capabilities
 from backends.deadline import Deadline
 from backends.errors import BackendError, MalformedResponse
-from backends.http_errors import error_for_status, is_transport_error, translate_transport_error
-from backends.http_session import Sessions, lines
+from backends.http_errors import is_transport_error
+from backends.http_transport import HttpTransport
+from backends.openai_fields import chat_messages, is_openai_itself, request_fields
 from backends.params import ChatParams
 from backends.served import not_served_hint, served_models
 from backends.thinking import reasoning_delta, reasoning_of  # thinking hook
 from backends.types import Request, Usage
-
-if TYPE_CHECKING:
-    import aiohttp
 
 __all__ = ["OpenAIBackend"]
 
@@ -42,12 +38,13 @@ class OpenAIBackend(Backend):
     def __init__(self, settings: BackendSettings):
         super().__init__(settings)
         # For messages: as configured, so a ${NAME} in it never shows its value.
-        self._shown = (settings.base_url or _DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
-        self._sessions = Sessions()
+        shown = (settings.base_url or _DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
+        self._http = HttpTransport(shown, self.where())
+        self._strict = is_openai_itself(settings.base_url)  # refuses fields it does not know
 
     @property
     def endpoint(self) -> str:
-        return self._shown
+        return self._http.shown
 
     def _headers(self) -> dict[str, str]:
         headers = self.settings.resolve(self.settings.headers)
@@ -55,11 +52,13 @@ class OpenAIBackend(Backend):
         return {**headers, "Authorization": f"Bearer {key}"} if key else headers
 
     def _payload(self, request: Request, *, stream: bool) -> dict[str, Any]:
+        """The client's fields as backends/openai_fields.py says, under the config's."""
         payload: dict[str, Any] = {**self.settings.resolve(self.settings.passthrough), **self.settings.params,
-                                   **request.extra}
+                                   **request_fields(request.extra, strict=self._strict)}
         payload["model"] = self.model
-        payload["messages"] = request.messages
-        if request.max_tokens is not None:
+        payload["messages"] = chat_messages(request.messages, strict=self._strict)
+        # A client that wrote max_completion_tokens (OpenAI's reasoning models refuse max_tokens) keeps it.
+        if request.max_tokens is not None and "max_completion_tokens" not in payload:
             payload["max_tokens"] = request.max_tokens
         if request.temperature is not None:
             payload["temperature"] = request.temperature
@@ -71,16 +70,14 @@ class OpenAIBackend(Backend):
         return payload
 
     def _translate(self, exc: Exception) -> BackendError:
-        if is_transport_error(exc):
-            return translate_transport_error(exc, url=self._shown, **self.where())
-        return super()._translate(exc)
+        return self._http.translate(exc)
 
     async def check(self, timeout_s: float = 5.0) -> Health:
         """GET /models: reachable, the key (if any) accepted, and our model among those served."""
-        base = self._shown.removesuffix("/chat/completions")
+        base = self.endpoint.removesuffix("/chat/completions")
         try:
-            async with self._sessions.request("GET", self.settings.url("/models", _DEFAULT_BASE_URL),
-                                              headers=self._headers(), total_s=timeout_s) as response:
+            async with self._http.get(self.settings.url("/models", _DEFAULT_BASE_URL), self._headers(),
+                                      timeout_s) as response:
                 status, headers, body = response.status, response.headers, await response.read()
         except Exception as exc:
             if not is_transport_error(exc):
@@ -105,36 +102,17 @@ class OpenAIBackend(Backend):
 
     # -- the wire call ----------------------------------------------------------------------
 
-    @contextlib.asynccontextmanager
-    async def _exchange(self, url: str, payload: dict[str, Any],
-                        deadline: Deadline) -> AsyncIterator[aiohttp.ClientResponse]:
-        """POST on the pooled session; an error status is raised as ours. The deadline is the
-        base class's to enforce (Backend._next); connecting alone is capped at 10 s. Leaving
-        returns the connection to the pool when its body was read to the end, else closes it,
-        which is also how a cancelled call stops the upstream generation."""
-        remaining = deadline.remaining()
-        limit = self.settings.timeout_s if remaining is None else max(0.001, remaining)
-        body = json.dumps(payload).encode()
-        headers = {**self._headers(), "Content-Type": "application/json"}
-        async with self._sessions.request("POST", url, data=body, headers=headers,
-                                          connect_s=min(limit, 10.0)) as response:
-            if response.status >= 400:
-                text = (await response.read()).decode("utf-8", "replace")
-                raise error_for_status(response.status, response.headers, text, **self.where())
-            yield response
-
     async def _wire(self, request: Request, deadline: Deadline, *, stream: bool) -> AsyncIterator[Delta]:
         payload = self._payload(request, stream=stream)
-        async with self._exchange(self.settings.url("/chat/completions", _DEFAULT_BASE_URL), payload,
-                                  deadline) as response:
-            simulated = response.headers.get("x-simulated") == "true"
+        async with self._http.post(self.settings.url("/chat/completions", _DEFAULT_BASE_URL), payload,
+                                   self._headers(), deadline.remaining(), self.settings.timeout_s) as reply:
             if not stream:
-                yield self._message(await response.read(), simulated)
+                yield self._message(await reply.body(), reply.simulated)
                 return
             # Mercury's `diffusing: true` (in params or extra) streams the whole draft in every event.
             diffusing = bool(payload.get("diffusing"))
-            async for delta in self._events(response, simulated, diffusing):
-                yield delta
+            async for data in reply.events(_is_done):
+                yield self._event(data, reply.simulated, diffusing)
 
     def _message(self, body: bytes, simulated: bool) -> Delta:
         try:
@@ -147,18 +125,6 @@ class OpenAIBackend(Backend):
                          reasoning=reasoning_of(message))  # thinking hook: backends/thinking.py
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
             raise MalformedResponse(f"not an OpenAI chat completion: {body[:200]!r}", **self.where()) from exc
-
-    async def _events(self, response: aiohttp.ClientResponse, simulated: bool,
-                      diffusing: bool) -> AsyncIterator[Delta]:
-        async with contextlib.aclosing(lines(response.content.iter_any())) as body:
-            async for line in body:
-                if not line.startswith("data:"):  # SSE comments, event names, keep-alives
-                    continue
-                data = line[5:].strip()
-                if data == "[DONE]":
-                    break
-                yield self._event(data, simulated, diffusing)
-            await _drain(body)
 
     def _event(self, data: str, simulated: bool, diffusing: bool) -> Delta:
         try:
@@ -179,22 +145,31 @@ class OpenAIBackend(Backend):
                      reasoning=reasoning_delta(event))  # thinking hook: backends/thinking.py
 
     async def aclose(self) -> None:
-        await self._sessions.aclose()
+        await self._http.aclose()
 
 
-async def _drain(body: AsyncIterator[str], limit_s: float = 0.05) -> None:
-    """Read past [DONE] to the end of the body: only a fully read response puts its connection
-    back in the pool; otherwise every stream would pay for a new connection."""
-    try:
-        async with asyncio.timeout(limit_s):
-            async for _ in body:
-                pass
-    except Exception as exc:  # a server that keeps the body open after [DONE]: give up reuse, keep the answer
-        if not (isinstance(exc, TimeoutError) or is_transport_error(exc)):
-            raise
+def _is_done(data: str) -> bool:
+    return data == "[DONE]"
 
 
 def _usage(raw: Any) -> Usage | None:
+    """OpenAI's usage, with what its details say about caching and reasoning (and the fields
+    Anthropic-backed proxies and DeepSeek add for the same)."""
     if not isinstance(raw, dict):
         return None
-    return Usage(input_tokens=int(raw.get("prompt_tokens") or 0), output_tokens=int(raw.get("completion_tokens") or 0))
+    prompt = _details(raw, "prompt_tokens_details")
+    completion = _details(raw, "completion_tokens_details")
+    return Usage(input_tokens=_count(raw.get("prompt_tokens")), output_tokens=_count(raw.get("completion_tokens")),
+                 thinking_tokens=_count(completion.get("reasoning_tokens")),
+                 cache_read_tokens=_count(prompt.get("cached_tokens") or raw.get("cache_read_input_tokens")
+                                          or raw.get("prompt_cache_hit_tokens")),
+                 cache_write_tokens=_count(raw.get("cache_creation_input_tokens")))
+
+
+def _details(raw: dict[str, Any], key: str) -> dict[str, Any]:
+    value = raw.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def _count(value: Any) -> int:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else 0

@@ -35,17 +35,19 @@ _MAX_RETRY_AFTER_S = 60.0
 @dataclass(frozen=True)
 class RetryPolicy:
     """`max_retries` for every retryable error, unless `per_class` (error class name -> retries,
-    e.g. {"RateLimited": 4, "BackendTimeout": 0}) says otherwise for that class."""
+    e.g. {"RateLimited": 4, "BackendTimeout": 0}) says otherwise for that class. `budget`, when
+    given, is asked before each retry: retries across requests are limited too."""
 
     max_retries: int = 2
     backoff_initial_s: float = 0.25
     per_class: Mapping[str, int] = field(default_factory=dict)
+    budget: Callable[[], bool] | None = None
 
     def allows(self, error: BaseException, retries_so_far: int) -> bool:
         if not is_retryable(error):
             return False
         limit = self.per_class.get(type(error).__name__, self.max_retries)
-        return retries_so_far < limit
+        return retries_so_far < limit and (self.budget is None or self.budget())
 
 
 def is_retryable(exc: BaseException) -> bool:

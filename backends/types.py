@@ -22,6 +22,7 @@ __all__ = [
     "TextChunk",
     "ThinkingChunk",
     "Timings",
+    "ToolCallChunk",
     "Usage",
     "as_messages",
     "content_text",
@@ -74,26 +75,50 @@ class Request:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
+    """Tokens, as OpenAI counts them: `input_tokens` is every prompt token, the ones the
+    provider's prompt cache served (`cache_read_tokens`) or stored (`cache_write_tokens`)
+    included; Anthropic, which reports the three apart, is summed into this shape on the way in
+    and split again on the way out."""
+
     input_tokens: int = 0
     output_tokens: int = 0
     thinking_tokens: int = 0  # the part of output_tokens spent reasoning before the answer (as OpenAI counts)
+    cache_read_tokens: int = 0  # the part of input_tokens read from the prompt cache (billed at its price)
+    cache_write_tokens: int = 0  # the part of input_tokens written to it (Anthropic bills these above input)
 
     @property
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
 
+    @property
+    def uncached_input_tokens(self) -> int:
+        return max(0, self.input_tokens - self.cache_read_tokens - self.cache_write_tokens)
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens,
+                     self.thinking_tokens + other.thinking_tokens, self.cache_read_tokens + other.cache_read_tokens,
+                     self.cache_write_tokens + other.cache_write_tokens)
+
 
 @dataclass(frozen=True, slots=True)
 class Price:
-    """Dollars per million tokens."""
+    """Dollars per million tokens. The cache prices are None when unknown: such tokens are then
+    priced as input (backends/prices.py fills them in from litellm's price map where it can)."""
 
     input_per_mtok: float = 0.0
     output_per_mtok: float = 0.0
+    cache_read_per_mtok: float | None = None
+    cache_write_per_mtok: float | None = None
 
     def cost(self, usage: Usage) -> float:
-        return (
-            usage.input_tokens * self.input_per_mtok + usage.output_tokens * self.output_per_mtok
-        ) / 1e6
+        read = self.input_per_mtok if self.cache_read_per_mtok is None else self.cache_read_per_mtok
+        write = self.input_per_mtok if self.cache_write_per_mtok is None else self.cache_write_per_mtok
+        return (usage.uncached_input_tokens * self.input_per_mtok + usage.cache_read_tokens * read
+                + usage.cache_write_tokens * write + usage.output_tokens * self.output_per_mtok) / 1e6
+
+    @property
+    def caches_known(self) -> bool:
+        return self.cache_read_per_mtok is not None and self.cache_write_per_mtok is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,10 +189,13 @@ class TextChunk:
 
 @dataclass(frozen=True, slots=True)
 class ThinkingChunk:
-    """Reasoning text, in order, before the answer. Never part of the final text."""
+    """Reasoning text, in order, before the answer. Never part of the final text. `signature`:
+    the provider's seal on the thinking so far (Anthropic's), which a client must send back
+    with it; it ends that piece of thinking."""
 
     text: str
     kind: Literal["thinking"] = "thinking"
+    signature: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +210,20 @@ class DraftChunk:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCallChunk:
+    """A piece of a tool call as it forms. `index` says which call (a reply may make several);
+    a call's first piece carries its `id` and `name`, later pieces add to its `arguments` (JSON
+    text, split anywhere). Joined per index, the pieces are the FinalChunk's
+    `Completion.tool_calls`, which always holds every call whole."""
+
+    index: int
+    arguments: str = ""
+    id: str | None = None
+    name: str | None = None
+    kind: Literal["tool_call"] = "tool_call"
+
+
+@dataclass(frozen=True, slots=True)
 class FinalChunk:
     """Always the last item of a stream: the same Completion a plain call returns."""
 
@@ -189,4 +231,4 @@ class FinalChunk:
     kind: Literal["final"] = "final"
 
 
-Chunk = TextChunk | ThinkingChunk | DraftChunk | FinalChunk
+Chunk = TextChunk | ThinkingChunk | DraftChunk | ToolCallChunk | FinalChunk

@@ -1,7 +1,7 @@
 """Throughput, CPU per request and latency under load of `route serve`, beside LiteLLM's proxy.
 
     LITELLM_LOCAL_MODEL_COST_MAP=True python benchmarks/proxy.py [--duration 5] [--workers 1,2]
-        [--log both|on|off] [--api chat|messages] [--no-litellm]
+        [--log both|on|off] [--api chat|messages] [--no-litellm] [--page closed|open|both]
 
 One SIMULATED OpenAI-compatible server in its own process answers at once (16 tokens, no
 delay), so what is measured is the proxy. For each proxy -- `route serve --workers N` with the
@@ -16,6 +16,12 @@ bearer token) -- started one at a time, the same run measures, plain and streami
   from an open-loop generator in a process of its own (benchmarks/open_loop.py): p50 and p99
   from when each request was due. Ours also at LiteLLM's 80% rate (the same absolute load).
 
+`--page open` keeps the web view (/ui) open in a headless Chromium, signed in, for the whole of
+that proxy's measurements: the page polls once a second and redraws as the requests pour in.
+`--page both` measures each `route serve` with the page closed and open, and prints the
+ratios of the two (issue 27: the view's cost must stay within noise). Needs Debian's
+`chromium` and Python's `playwright` (the dev extra).
+
 Ratios are against LiteLLM and `--workers 1`, measured in the same run. Targets (issue 13):
 per core at 64 connections at least 500 plain and 350 streaming requests/s; p99 at 80% load
 under LiteLLM's at 80% load. With 4 or more cores the load generators get the last core and
@@ -27,6 +33,7 @@ extra (without it the run says why and measures ours alone).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -38,7 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,6 +57,8 @@ CONNECTIONS = (1, 16, 64)
 LOADS = (0.5, 0.8)
 SETTLE_S = 1.0  # between measurements: the last one's cancelled requests finish unwinding
 TARGET_PER_CORE = {"plain": 500.0, "stream": 350.0}  # requests/s per core at 64 connections
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync"]
 LUA = """wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Authorization"] = "Bearer " .. os.getenv("BENCH_KEY")
@@ -66,6 +75,8 @@ class Proxy:
     model: str
     litellm: bool = False
     workers: int = 1
+    page: bool = False  # the web view open in a browser while measuring
+    browser_profile: str | None = None  # that browser's --user-data-dir: finds its processes
     results: dict = field(default_factory=dict)  # (mode, key) -> figures
 
 
@@ -97,6 +108,21 @@ def _tree_cpu_s(pid: int) -> float:
                 todo += [int(c) for c in (task / "children").read_text().split()]
         except (FileNotFoundError, ProcessLookupError):
             continue  # exited meanwhile
+    return total
+
+
+def _browser_cpu_s(profile: str | None) -> float:
+    """utime + stime of the Chromium processes started with this profile (0 without a page)."""
+    if profile is None:
+        return 0.0
+    total, tick = 0.0, os.sysconf("SC_CLK_TCK")
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and profile.encode() in (proc / "cmdline").read_bytes():
+                fields = (proc / "stat").read_text().rsplit(") ", 1)[1].split()
+                total += (int(fields[11]) + int(fields[12])) / tick
+        except OSError:
+            continue  # exited meanwhile, or not ours to read
     return total
 
 
@@ -147,6 +173,44 @@ def _body(api: str, model: str, stream: bool) -> str:
                        "messages": [{"role": "user", "content": "Say something short."}]})
 
 
+@contextlib.contextmanager
+def _page_open(proxy: Proxy, key: str) -> Iterator[None]:
+    """The web view open in a headless Chromium, signed in, showing requests, while the block runs."""
+    if not proxy.page:
+        yield
+        return
+    from playwright.sync_api import sync_playwright
+
+    root = proxy.health.removesuffix("/healthz")
+    with sync_playwright() as p, tempfile.TemporaryDirectory(prefix="route-bench-chromium-") as profile:
+        context = p.chromium.launch_persistent_context(profile, executable_path=shutil.which("chromium"), headless=True,
+                                                       args=CHROMIUM_FLAGS, viewport={"width": 1440, "height": 900})
+        try:
+            proxy.browser_profile = profile
+            page = context.new_page()
+            page.goto(f"{root}/ui")
+            page.fill("#key", key)
+            page.click("#login-form button")
+            page.locator("#live[data-state=live]").wait_for()
+            yield
+            proxy.browser_profile = None
+            shown = page.locator("#request-rows tr[data-seq]").count()
+            print(f"  (the page was live throughout: {shown} requests shown at the end)", flush=True)
+        finally:
+            context.close()
+
+
+def _page_problem() -> str | None:
+    """Why the page cannot be opened here, or None."""
+    if shutil.which("chromium") is None:
+        return "Debian's chromium is not installed (apt-get install chromium)"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "playwright is not installed (pip install -e '.[dev]')"
+    return None
+
+
 def _measure(proxy: Proxy, pid: int, args, env: dict, lua: Path, litellm_rate: dict) -> None:
     servers, loaders = _cores()
     for mode in ("plain", "stream"):
@@ -156,15 +220,17 @@ def _measure(proxy: Proxy, pid: int, args, env: dict, lua: Path, litellm_rate: d
         best = 0.0
         for conns in CONNECTIONS:
             time.sleep(SETTLE_S)
-            before = _tree_cpu_s(pid)
+            before, browser = _tree_cpu_s(pid), _browser_cpu_s(proxy.browser_profile)
             started = time.perf_counter()
             ok, failed = _wrk(proxy.url, conns, args.duration, run_env, lua, loaders)
             elapsed = time.perf_counter() - started
             cpu = _tree_cpu_s(pid) - before
+            browser = _browser_cpu_s(proxy.browser_profile) - browser
             rate = ok / elapsed
             best = max(best, rate)
             proxy.results[mode, conns] = {"rps": rate, "cpu_ms": 1000 * cpu / max(ok, 1),
-                                          "per_core": ok / cpu if cpu else float("nan"), "failed": failed}
+                                          "per_core": ok / cpu if cpu else float("nan"), "failed": failed,
+                                          "browser_cpu_s": browser, "elapsed_s": elapsed}
         rates = [(f"{int(load * 100)}%", load * best) for load in LOADS]
         if not proxy.litellm and (mode, proxy.workers) in litellm_rate:
             rates.append(("litellm 80%", litellm_rate[mode, proxy.workers]))
@@ -195,12 +261,14 @@ def _proxies(args, tmp: Path, sim_base: str, env: dict) -> list[Proxy]:
                                  str(port), "--num_workers", str(workers)], f"http://127.0.0.1:{port}/health/liveliness",
                                  f"http://127.0.0.1:{port}/v1{path}", "bench", litellm=True, workers=workers))
         for log in (("on", "off") if args.log == "both" else (args.log,)):
-            port = _free_port()
-            proxies.append(Proxy(f"route -w{workers} log {log}", [
-                sys.executable, "-m", "router.cli", "serve", "--port", str(port), "--config", str(tmp / "route.yaml"),
-                "--api-key-env", "BENCH_KEY", *(["--workers", str(workers)] if workers > 1 else []),
-                *(["--no-log"] if log == "off" else [])],
-                f"http://127.0.0.1:{port}/healthz", f"http://127.0.0.1:{port}/v1{path}", "auto", workers=workers))
+            for page in (("closed", "open") if args.page == "both" else (args.page,)):
+                port = _free_port()
+                proxies.append(Proxy(f"route -w{workers} log {log}" + ("" if args.page == "closed" else f" page {page}"), [
+                    sys.executable, "-m", "router.cli", "serve", "--port", str(port), "--config", str(tmp / "route.yaml"),
+                    "--api-key-env", "BENCH_KEY", *(["--workers", str(workers)] if workers > 1 else []),
+                    *(["--no-log"] if log == "off" else [])],
+                    f"http://127.0.0.1:{port}/healthz", f"http://127.0.0.1:{port}/v1{path}", "auto", workers=workers,
+                    page=page == "open"))
     if isinstance(litellm, str):
         print(f"LiteLLM's proxy not measured: {litellm}")
     return proxies
@@ -271,7 +339,28 @@ def _verdicts(proxies: list[Proxy]) -> int:
             met = met and ok
             print(line)
     print("targets met" if met else "targets NOT all met")
+    _page_cost(proxies)
     return 0
+
+
+def _page_cost(proxies: list[Proxy]) -> None:
+    """The web view's cost: each proxy with the page open against the same one closed."""
+    by_name = {p.name: p for p in proxies}
+    pairs = [(p, by_name.get(p.name.replace("page open", "page closed"))) for p in proxies if p.page]
+    if not pairs:
+        return
+    print("\nthe web view open against closed (same run; within noise is the target). Server CPU per request is")
+    print("what the view costs `route serve`; req/s also pays for the browser where it shares the server's cores:")
+    for opened, closed in pairs:
+        if closed is None:
+            continue
+        for mode in ("plain", "stream"):
+            o, c = opened.results[mode, 64], closed.results[mode, 64]
+            p99o, p99c = opened.results[mode, "80%"]["p99_ms"], closed.results[mode, "80%"]["p99_ms"]
+            print(f"  {closed.name.removesuffix(' page closed'):<20} {mode:<6} at 64 conns: server CPU ms/req "
+                  f"{o['cpu_ms']:.2f} open vs {c['cpu_ms']:.2f} closed (x{_ratio(o['cpu_ms'], c['cpu_ms']):.3f}); "
+                  f"req/s x{_ratio(o['rps'], c['rps']):.3f}; the browser itself used "
+                  f"{100 * o['browser_cpu_s'] / o['elapsed_s']:.0f}% of a core; p99 at 80% {p99o:.1f} vs {p99c:.1f} ms")
 
 
 def main() -> int:
@@ -282,6 +371,8 @@ def main() -> int:
     parser.add_argument("--no-litellm", action="store_true", help="measure route serve only")
     parser.add_argument("--api", choices=("chat", "messages"), default="chat",
                         help="chat completions (default) or the Anthropic Messages API, upstream and down")
+    parser.add_argument("--page", choices=("closed", "open", "both"), default="closed",
+                        help="route serve's web view (/ui) open in a headless Chromium while measuring")
     args = parser.parse_args()
     args.workers = [int(w) for w in args.workers.split(",")]
     if shutil.which("wrk") is None:
@@ -290,6 +381,9 @@ def main() -> int:
         return 0
     if not Path("/proc/self/stat").exists():
         print("skipped: CPU per request is read from /proc (Linux only)")
+        return 0
+    if args.page != "closed" and (problem := _page_problem()) is not None:
+        print(f"skipped: --page {args.page} opens the web view in a browser, but {problem}")
         return 0
     tmp = Path(tempfile.mkdtemp(prefix="route-bench-"))
     key = "sk-" + secrets.token_hex(24)
@@ -313,7 +407,8 @@ def main() -> int:
             try:
                 _wait_ready(proxy.health, proc, 180, log)
                 print(f"measuring {proxy.name} ...", flush=True)
-                _measure(proxy, proc.pid, args, env, tmp / "post.lua", litellm_rate)
+                with _page_open(proxy, key):
+                    _measure(proxy, proc.pid, args, env, tmp / "post.lua", litellm_rate)
             finally:
                 _stop(proc)
         cores = len(os.sched_getaffinity(0))

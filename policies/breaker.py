@@ -59,6 +59,12 @@ class CircuitBreaker:
             return True
         return False
 
+    def cooldown_left(self) -> float | None:
+        """Seconds until an open breaker lets its probe through; None unless it is open."""
+        if self.state != "open" or self._opened_at is None:
+            return None
+        return max(0.0, self._opened_at + self.settings.cooldown_s - self._clock())
+
     def would_allow(self) -> bool:
         """`allow()` without claiming the probe slot: for planning, not calling."""
         state = self.state

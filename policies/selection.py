@@ -29,6 +29,14 @@ Exploration, budgeted: an untried backend of the tier is tried ahead of the winn
 request at a time), a half-open one is probed, a stale one is re-measured on `explore_rate` of
 requests; the normal winner follows as a quick hedge or the next fallback.
 
+Sessions: the backend that answers a session (`sticky`) is kept ahead of all of this while it
+is at quality, its breaker is not open, it is not at its rate limit and it may meet the
+deadline: a move would throw away the provider's cache of the session's prompt and change the
+voice of the conversation mid-task. Wherever backends are still compared (the session's backend
+fails, the session moves up a tier), what a move loses is in the cost: the session's prompt
+(`cached_tokens`) is billed at the cache-read price by the backend that holds it, at full price
+by any other.
+
 Pure: inputs in, a Plan out; time (`now`) and the exploration roll are handed in.
 """
 
@@ -75,6 +83,8 @@ class RouteInputs:
     hedge: bool = False
     on_deadline_risk: OnDeadlineRisk = "best-effort"  # a tier's own setting wins
     limited: Mapping[str, Limited] = field(default_factory=dict)  # at their rate limit now
+    sticky: str | None = None  # the backend answering this request's session: kept while it may be
+    cached_tokens: Mapping[str, int] = field(default_factory=dict)  # the session's prompt in each backend's cache
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +179,8 @@ def _rows(tiers: Sequence[Tier], chosen: int, inputs: RouteInputs) -> dict[str, 
         model = inputs.models.get(name) or LatencyModel()
         prediction = model.predict(inputs.max_tokens)
         price = inputs.prices.get(name, Price())
-        cost = price.cost(Usage(inputs.input_tokens, prediction.output_tokens))
+        cached = min(inputs.cached_tokens.get(name, 0), inputs.input_tokens)
+        cost = price.cost(Usage(inputs.input_tokens, prediction.output_tokens, cache_read_tokens=cached))
         limited = inputs.limited.get(name)
         feasible = limited is None and (deadline is None or (prediction.known and prediction.p95_s <= deadline))
         could = limited is None and (deadline is None or prediction.optimistic_s <= deadline)
@@ -215,21 +226,40 @@ def _first_pool(tiers: Sequence[Tier], indexes: Sequence[int], rows: Mapping[str
     return None
 
 
-def _winner_why(row: _Row, goal: str, tier: Tier, escalated: bool, inputs: RouteInputs) -> str:
+def _winner_why(row: _Row, goal: str, tier: Tier, escalated: bool, inputs: RouteInputs,
+                skipped: Sequence[Tier] = ()) -> str:
     """Why `row` (picked from `tier`) wins: the goal, the deadline it meets, why another tier
     (prefer best starts at the strongest tier: that is no escalation, and may have no deadline)."""
     if escalated and inputs.prefer == "best":
         return _winner_why_default(row, goal, tier, False, inputs) + f" (prefer best: tier {tier.name!r})"
-    return _winner_why_default(row, goal, tier, escalated, inputs)
+    return _winner_why_default(row, goal, tier, escalated, inputs, skipped)
 
 
-def _winner_why_default(row: _Row, goal: str, tier: Tier, escalated: bool, inputs: RouteInputs) -> str:
-    """Why `row` (picked from `tier`) wins: the goal, the deadline it meets, any escalation."""
-    where = (f" (escalated to tier {tier.name!r}: nothing in the chosen tier meets the deadline)"
-             if escalated else "")
+def _winner_why_default(row: _Row, goal: str, tier: Tier, escalated: bool, inputs: RouteInputs,
+                        skipped: Sequence[Tier] = ()) -> str:
+    """Why `row` (picked from `tier`) wins: the goal, the deadline it meets, any escalation and
+    what made it (the tiers passed over: too slow, or unable to take this request)."""
+    where = f" (escalated to tier {tier.name!r}: {_why_skipped(skipped)})" if escalated else ""
     limit = (f" with p95 {row.prediction.p95_s:.2f}s <= deadline {inputs.deadline_s:.2f}s"
              if inputs.deadline_s else "")
     return f"{row.name} is the {goal} candidate{limit}{where}"
+
+
+def _why_skipped(skipped: Sequence[Tier]) -> str:
+    """Why each tier passed over was: nothing in it could take the request, or none of what
+    could meets the deadline."""
+    if not skipped:
+        return "nothing in the chosen tier meets the deadline"
+    reasons = []
+    for tier in skipped:
+        unable = "; ".join(f"{name} {why}" for name, why in tier.left_out)
+        if not tier.backends and unable:
+            reasons.append(f"nothing in tier {tier.name!r} can take this request ({unable})")
+        elif unable:
+            reasons.append(f"nothing in tier {tier.name!r} that can take this request meets the deadline ({unable})")
+        else:
+            reasons.append(f"nothing in tier {tier.name!r} meets the deadline")
+    return "; ".join(reasons)
 
 
 def _unproven_why(row: _Row, inputs: RouteInputs) -> str:
@@ -256,6 +286,12 @@ def _risk(tier: Tier, open_quality: Sequence[_Row], inputs: RouteInputs) -> str:
             f"(fastest: {fastest.name}, p95 {fastest.prediction.p95_s:.2f}s)")
 
 
+def _unable_above(tiers: Sequence[Tier], chosen: int) -> str:
+    """No backend of the chosen tier or above can take the request: which could not, and why."""
+    unable = "; ".join(f"{name} {why}" for tier in tiers[chosen:] for name, why in tier.left_out)
+    return f"nothing in tier {tiers[chosen].name!r} or above can take this request ({unable or 'no backends'})"
+
+
 def _smallest_p95(pool: Sequence[_Row]) -> _Row:
     """Open breakers preferred, then the smallest p95 (an unmeasured backend's is a placeholder:
     those go after the measured)."""
@@ -268,6 +304,8 @@ def _at_risk(tiers: Sequence[Tier], chosen: int, rows: Mapping[str, _Row], input
     mode = _mode(tiers, chosen, inputs)
     quality = [r for r in rows.values() if r.at_quality]
     open_quality = [r for r in quality if not r.blocked]
+    if not quality:  # nothing at this quality can take the request: only a weaker tier can answer
+        return _downgrade(tiers, chosen, rows, inputs, _unable_above(tiers, chosen))
     risk = _risk(tiers[chosen], open_quality, inputs)
     if mode == "fail" and any(r.limited is None for r in open_quality):  # slow, not merely rate-limited
         return _Choice(_smallest_p95(quality), f"{risk}; on_deadline_risk is fail: nothing is called", refused=risk)
@@ -293,13 +331,28 @@ def _downgrade(tiers: Sequence[Tier], chosen: int, rows: Mapping[str, _Row], inp
     return _Choice(row, f"DOWNGRADE to tier {tiers[row.tier].name!r}: {risk}; {row.name} {how}", downgrade=risk)
 
 
+def _kept(rows: Mapping[str, _Row], inputs: RouteInputs) -> _Row | None:
+    """The session's backend, when it may stay: at quality, breaker not open, not at its rate
+    limit, not shown unable to meet the deadline."""
+    row = rows.get(inputs.sticky) if inputs.sticky is not None else None
+    if row is None or row.blocked or not row.at_quality or not row.could:
+        return None
+    return row
+
+
 def _winner(tiers: Sequence[Tier], chosen: int, rows: Mapping[str, _Row], inputs: RouteInputs) -> _Choice:
     """The backend to try first, and why (see the module docstring)."""
+    kept = _kept(rows, inputs)
+    if kept is not None:
+        cached = inputs.cached_tokens.get(kept.name, 0)
+        note = f", which holds ~{cached} tokens of its prompt in cache" if cached else ""
+        return _Choice(kept, f"{kept.name} kept for the session{note}")
     quality = [i for i in _tier_order(tiers, chosen, inputs.prefer) if i >= chosen]
     found = _first_pool(tiers, quality, rows, lambda r: r.feasible, inputs)
     if found is not None:
         row, index = found
-        return _Choice(row, _winner_why(row, _goal(inputs), tiers[index], index != chosen, inputs))
+        skipped = [tiers[i] for i in quality[:quality.index(index)]]
+        return _Choice(row, _winner_why(row, _goal(inputs), tiers[index], index != chosen, inputs, skipped))
     found = _first_pool(tiers, quality, rows, lambda r: r.could, inputs)
     if found is not None:
         return _Choice(found[0], _unproven_why(found[0], inputs))
@@ -399,7 +452,9 @@ def plan_route(tiers: Sequence[Tier], chosen: int, inputs: RouteInputs) -> Plan:
     choice = _winner(tiers, chosen, rows, inputs)
     winner, why = choice.row, choice.why
     mode = _mode(tiers, chosen, inputs)
-    explored, explore_why = (None, "") if choice.refused else _explore(tiers, chosen, rows, winner, inputs)
+    # A kept session is never explored away from its backend: exploring is for fresh requests.
+    exploring = not choice.refused and winner.name != inputs.sticky
+    explored, explore_why = _explore(tiers, chosen, rows, winner, inputs) if exploring else (None, "")
     first = [winner.name] if explored is None else [explored.name, winner.name]
     candidates = [*first, *_fallbacks(rows, first, mode)]
     hedge_after = _hedge_after(rows, candidates, explored, winner) if inputs.hedge else {}

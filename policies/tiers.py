@@ -20,6 +20,9 @@ class Tier:
     backends: tuple[str, ...]
     deadline_ms: float | None = None
     on_deadline_risk: OnDeadlineRisk | None = None  # None: the routing-wide setting
+    # Backends of this tier left out for the request at hand, and why ("cannot take `tools`"):
+    # not candidates, but the reason a tier was skipped must name them.
+    left_out: tuple[tuple[str, str], ...] = ()
 
 
 def pick_tier(score: float, tiers: Sequence[Tier]) -> int:

@@ -3,6 +3,8 @@ arbiters, iteration rounds and both servers all call a backend through `CallPath
 
 For one call to one backend it owns, in this order per attempt:
 
+    spending     the request's `max_cost_usd` against what its calls cost so far (router/cost_limit.py);
+                 CostLimitExceeded ends the request, never retried
     rate limit   take from the backend's rpm / tpm buckets (router/state/rate_limits.py); at its
                  limit the attempt fails at once with AtRateLimit (never retried, no breaker verdict,
                  so the router moves to the next candidate); tpm is corrected with the real usage
@@ -17,6 +19,8 @@ For one call to one backend it owns, in this order per attempt:
                  retried only before its first chunk reached the caller
     observers    every attempt -- answered, failed or cancelled -- reaches the attempt observers
                  (latency learning, metrics) with its elapsed time
+    redaction    errors, completions and streams lose every secret the router holds
+                 (router/redaction.py), a stream as one text: a key split across chunks is found
 
 Composite backends (a consortium) make their own calls through this path, so for them it only
 times the call and reports it: no retry, no budget, no slot, no breaker.
@@ -38,6 +42,8 @@ from backends.per_loop import PerLoop
 from backends.retry import RetryPolicy, call_with_retries
 from backends.types import Chunk, Completion, FinalChunk, Request
 from policies.breaker import BreakerBoard
+from policies.retry_budget import RetryBudget
+from router import cost_limit
 from router.consortium.budget import Reservation, current_run
 from router.decision import Attempt, Decision
 from router.redaction import Redactor
@@ -84,7 +90,7 @@ class CallPath:
 
     def __init__(self, resolve: Callable[[str], Backend], *, breakers: BreakerBoard, max_concurrency: int = 128,
                  retry_per_class: dict[str, int] | None = None, redactor: Redactor | None = None,
-                 limits: RateLimiter | None = None):
+                 limits: RateLimiter | None = None, retry_budget: RetryBudget | None = None):
         self._resolve = resolve
         self.breakers = breakers
         self.limits = limits
@@ -92,6 +98,7 @@ class CallPath:
         # The global limit: a semaphore is bound to the loop it first waited on.
         self._slots = PerLoop(lambda: asyncio.Semaphore(max_concurrency))
         self._retry_per_class = dict(retry_per_class or {})
+        self.retry_budget = retry_budget or RetryBudget()
         self.observers: list[AttemptObserver] = []
         self.in_flight = 0  # leaf attempts holding a slot right now (read by metrics and tests)
         self.peak_in_flight = 0
@@ -119,8 +126,13 @@ class CallPath:
             else:
                 attempt = await call_with_retries(lambda: self._open(backend, request, options),
                                                   policy=self._policy(backend, options), deadline=options.deadline)
+            redact = self.redactor.stream()  # one per call: a key split across chunks is found whole
             async for chunk in attempt.rest():
-                yield chunk
+                if redact is None:
+                    yield chunk
+                else:
+                    for piece in redact.chunk(chunk):
+                        yield piece
         finally:
             if attempt is not None:
                 await attempt.close()
@@ -129,16 +141,18 @@ class CallPath:
 
     def _policy(self, backend: Backend, options: CallOptions) -> RetryPolicy:
         retries = backend.settings.max_retries if options.retries is None else options.retries
-        return RetryPolicy(retries, backend.settings.backoff_initial_s, self._retry_per_class)
+        return RetryPolicy(retries, backend.settings.backoff_initial_s, self._retry_per_class,
+                           budget=lambda: self.retry_budget.allows_retry(backend.name))
 
     async def _admit(self, backend: Backend, request: Request, options: CallOptions) -> int | None:
         """The breaker first (a refused call spends no budget), then the rate limit, then the
         budget, then the breaker's permission (which, half-open, makes this call its probe).
         Returns the tokens charged to the backend's limits (None: it has none)."""
         breaker = self.breakers[backend.name]
+        cost_limit.admit(backend, request)  # the request's max_cost_usd, against what it spent so far
         if options.check_breaker and not breaker.would_allow():
             raise BreakerOpen("circuit breaker is open after repeated failures; skipped until its cooldown ends",
-                              **backend.where())
+                              retry_after=breaker.cooldown_left(), **backend.where())
         charged = await self._take_rate(backend, request, options)
         what = options.label or backend.name
         run = current_run().get()
@@ -243,6 +257,8 @@ class CallPath:
                   streamed: bool, composite: bool = False) -> None:
         if not composite:
             self.breakers[name].record_success()
+            self.retry_budget.record(name, ok=True)
+            cost_limit.spent(completion.cost_usd)
         self._notify(Attempt(name, time.perf_counter() - started, completion=completion, streamed=streamed),
                      options)
 
@@ -275,8 +291,9 @@ class CallPath:
             breaker.release()  # the caller's doing or the request's fault, not the backend's
         elif isinstance(exc, BackendTimeout) and elapsed < p95:
             breaker.release()  # cut short by a tight overall deadline: no evidence against it
-        else:
+        elif not isinstance(exc, BreakerOpen | AtRateLimit):  # not called at all: no evidence either
             breaker.record_failure()
+            self.retry_budget.record(name, ok=False)
 
     def _notify(self, attempt: Attempt, options: CallOptions) -> None:
         for observer in self.observers:
@@ -310,7 +327,7 @@ class _StreamAttempt:
         assert self._chunks is not None
         try:
             async with asyncio.timeout(deadline.remaining()):
-                chunk = self.path.redactor.chunk(await anext(self._chunks))
+                chunk = await anext(self._chunks)  # text is redacted across chunks, in CallPath.stream
         except StopAsyncIteration:
             error = MalformedResponse("stream ended without a final completion", **self.backend.where())
             self._fail(error)
@@ -321,6 +338,7 @@ class _StreamAttempt:
                 raise BackendTimeout("no answer within the request's deadline", **self.backend.where()) from exc
             raise
         if isinstance(chunk, FinalChunk):
+            chunk = self.path.redactor.final(chunk)  # before any observer sees it
             self.done = True
             self.path._answered(self.backend.name, chunk.completion, self.started, self.options, streamed=True,
                                 composite=self.composite)

@@ -27,29 +27,42 @@ class _Strict(BaseModel):
 
 
 class PriceConfig(_Strict):
+    """What a backend costs, in dollars per million tokens."""
+
     input: float = Field(0.0, ge=0, description="dollars per million input tokens")
     output: float = Field(0.0, ge=0, description="dollars per million output tokens")
+    cache_read: float | None = Field(None, ge=0, description="dollars per million input tokens read from the "
+                                     "provider's prompt cache (default: litellm's price map, else input / 10)")
+    cache_write: float | None = Field(None, ge=0, description="dollars per million input tokens written to the "
+                                      "prompt cache (default: litellm's price map, else input; x1.25 for anthropic)")
 
 
 class LatencyPrior(_Strict):
     """What to assume before any request to this backend has been measured."""
 
-    ttft_ms: float | None = Field(None, gt=0)
-    tokens_per_s: float | None = Field(None, gt=0)
+    ttft_ms: float | None = Field(None, gt=0, description="time to first token")
+    tokens_per_s: float | None = Field(None, gt=0, description="decode rate after the first token")
     canvas_ms: float | None = Field(None, gt=0, description="diffusion: wall time per canvas")
 
 
 class BackendConfig(_Strict):
+    """One model behind one backend kind."""
+
     kind: str = Field(min_length=1, description="a registered backend kind (backends/registry.py)")
-    model: str = Field(min_length=1)
-    base_url: str | None = None
+    model: str = Field(min_length=1, description="the model's name at the provider (what its API is sent)")
+    base_url: str | None = Field(None, description="the provider's API root (default per kind); ${NAME} parts "
+                                 "are read from the environment")
     api_key: str | None = Field(None, description="an environment reference: ${NAME}")
     price: PriceConfig = PriceConfig()
-    decoding: Literal["autoregressive", "diffusion"] = "autoregressive"
-    canvas_length: int = Field(256, ge=1, le=65536)
-    timeout_s: float = Field(60.0, gt=0)
-    max_retries: int = Field(2, ge=0, le=10)
-    context_window: int | None = Field(None, gt=0)
+    decoding: Literal["autoregressive", "diffusion"] = Field(
+        "autoregressive", description="diffusion: time and cost per canvas of `canvas_length` tokens, not per token")
+    canvas_length: int = Field(256, ge=1, le=65536, description="diffusion: tokens a canvas holds")
+    timeout_s: float = Field(60.0, gt=0, description="one attempt at most (the request's deadline may cut it shorter)")
+    max_retries: int = Field(2, ge=0, le=10, description="retries of a failed attempt (routing.retries per error class)")
+    context_window: int | None = Field(None, gt=0, description="longest prompt in tokens; longer ones go elsewhere")
+    max_output_tokens: int | None = Field(None, gt=0, description="longest answer in tokens; a larger max_tokens "
+                                          "goes elsewhere, or is refused (400). Default: litellm's model map, else "
+                                          "the context window, else 1,048,576")
     params: dict[str, Any] = Field(default_factory=dict, description="generation parameters, checked per kind")
     options: dict[str, Any] = Field(default_factory=dict, description="the backend's own settings, checked per kind")
     passthrough: dict[str, Any] = Field(default_factory=dict, description="provider parameters sent verbatim, unchecked")
@@ -87,7 +100,7 @@ class BackendConfig(_Strict):
     @field_validator("params", "options", "passthrough", "headers")
     @classmethod
     def _no_literal_secrets(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
-        found = literal_secret_paths(value)
+        found = literal_secret_paths(value, headers=info.field_name == "headers")  # a header value of any name
         if found:
             key = ".".join(str(p) for p in found[0])
             raise ValueError(f"{info.field_name}.{key} is a credential written into the config; name an environment "
@@ -106,12 +119,13 @@ class BackendConfig(_Strict):
             model=self.model,
             base_url=self.base_url,
             api_key_env=self.api_key_env,
-            price=Price(self.price.input, self.price.output),
+            price=Price(self.price.input, self.price.output, self.price.cache_read, self.price.cache_write),
             decoding=self.decoding,
             canvas_length=self.canvas_length,
             timeout_s=self.timeout_s,
             max_retries=self.max_retries,
             context_window=self.context_window,
+            max_output_tokens=self.max_output_tokens,
             params=dict(self.params),
             options=dict(self.options),
             passthrough=dict(self.passthrough),
@@ -123,7 +137,8 @@ class ScorerConfig(BaseModel):
     """`kind` picks the scorer; the other keys are that scorer's options (checked when built)."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
-    kind: str = "learned"  # the shipped fitted scorer; `length` is the baseline it is measured against
+    kind: str = Field("learned", description="learned: the shipped fitted scorer (`weights: FILE` for your own); "
+                      "length: the baseline it is measured against (`threshold_chars`)")
 
     @property
     def options(self) -> dict[str, Any]:
@@ -131,15 +146,20 @@ class ScorerConfig(BaseModel):
 
 
 class TierConfig(_Strict):
-    name: str = Field(min_length=1)
+    """A tier: a band of scores and the backends that answer it, lowest first."""
+
+    name: str = Field(min_length=1, description="shown in decisions, headers and the log")
     # Upper edge of this tier's score band; the last tier has none and takes the rest.
     # "calibrated" uses the threshold stored with the scorer's weights (`route calibrate`).
-    below: float | Literal["calibrated"] | None = None
+    below: float | Literal["calibrated"] | None = Field(
+        None, description="upper edge of this tier's score band (the last tier has none); calibrated: the "
+        "threshold stored with the scorer's weights")
     # The head deciding the boundary above this tier (its `below` is a threshold on this
     # scorer's value; "calibrated": its stored threshold). None: routing.scorer. See policies/ladder.py.
-    scorer: ScorerConfig | None = None
-    backends: list[str] = Field(min_length=1)
-    deadline_ms: float | None = Field(None, gt=0)
+    scorer: ScorerConfig | None = Field(None, description="the scorer deciding the boundary above this tier "
+                                        "(default: routing.scorer)")
+    backends: list[str] = Field(min_length=1, description="backends or consortia of this tier")
+    deadline_ms: float | None = Field(None, gt=0, description="this tier's default deadline")
     on_deadline_risk: OnDeadlineRisk | None = Field(None, description="overrides routing.on_deadline_risk")
 
     @field_validator("below")
@@ -153,8 +173,25 @@ class TierConfig(_Strict):
 class BreakerConfig(_Strict):
     """Per-backend circuit breaker: open after `failures` in a row, probe again after the cooldown."""
 
-    failures: int = Field(3, ge=1)
-    cooldown_ms: float = Field(30_000, gt=0)
+    failures: int = Field(3, ge=1, description="failures in a row that open the breaker")
+    cooldown_ms: float = Field(30_000, gt=0, description="how long it stays open; then one probe is let through")
+
+
+class RetryBudgetConfig(_Strict):
+    """Retries across requests, per backend (policies/retry_budget.py): a bucket of `tokens`; a
+    failed attempt takes one, a success gives back `ratio`; retries only while it is over half full."""
+
+    tokens: float = Field(10.0, ge=1, description="the bucket; retries only while it is over half full")
+    ratio: float = Field(0.1, gt=0, le=1, description="what a success puts back (a failed attempt takes one)")
+
+
+class SessionsConfig(_Strict):
+    """Sessions (router/sessions.py): a conversation keeps its backend and its tier only moves up."""
+
+    enabled: bool = Field(True, description="false: every call is routed on its own")
+    ttl_s: float = Field(3600.0, gt=0, description="a session unused this long is forgotten")
+    max_entries: int = Field(10_000, ge=1, description="sessions kept in memory at most, least recently used dropped")
+    cache_ttl_s: float = Field(300.0, gt=0, description="how long a provider keeps a prompt cached (costs of a move)")
 
 
 class LatencyModelConfig(_Strict):
@@ -168,7 +205,7 @@ class LatencyModelConfig(_Strict):
 
 
 class LearnConfig(_Strict):
-    """Routing that learns from its own traffic (router/learning/, docs/learning.md). Labels come
+    """Routing that learns from its own traffic (router/learning/, docs/guide/learning.md). Labels come
     from feedback, consortium rankings and shadow judging: for `shadow_rate` of routed requests,
     after the client has its answer, the other tier answers too and `judge` says whether the
     lower tier's answer was as good, within `budget_usd_per_day`. With `auto` the weights are
@@ -190,10 +227,13 @@ class LearnConfig(_Strict):
 
 
 class RoutingConfig(_Strict):
+    """How a prompt finds its backend: the scorer, the tiers, and what to optimise within them."""
+
     scorer: ScorerConfig = ScorerConfig()
     tiers: list[TierConfig] = Field(min_length=1)
     deadline_ms: float | None = Field(None, gt=0, description="default deadline for every request")
-    prefer: Prefer = "cheap"
+    prefer: Prefer = Field("cheap", description="among backends that meet the deadline: cheap (the fastest of the "
+                           "cheapest), fast, best (the strongest tier)")
     # Quality is never traded silently: by default a tier that cannot meet the deadline is still
     # tried (the miss shows as a late or failed request); `downgrade` must be asked for, and is
     # then marked on the decision, the result, the server's headers and the request log.
@@ -202,20 +242,22 @@ class RoutingConfig(_Strict):
     cost_tolerance: float = Field(0.1, ge=0, description="`cheap`: costs within this fraction of the cheapest tie; the fastest wins")
     hedge: bool = Field(False, description="start the next candidate when the first is past its p95 to first token")
     breaker: BreakerConfig = BreakerConfig()
+    retry_budget: RetryBudgetConfig = RetryBudgetConfig()
+    sessions: SessionsConfig = SessionsConfig()
     latency: LatencyModelConfig = LatencyModelConfig()
     max_concurrency: int = Field(128, ge=1, le=65536, description="upstream requests in flight at once, over "
                                  "every request and consortium of this router")
     retries: dict[Literal["BackendTimeout", "RateLimited", "BackendUnavailable", "MalformedResponse"],
                   Annotated[int, Field(ge=0, le=10)]] = Field(
         default_factory=dict, description="retries per error class, overriding each backend's max_retries")
-    learn: LearnConfig | None = Field(None, description="learning from traffic (docs/learning.md); absent: off")
+    learn: LearnConfig | None = Field(None, description="learning from traffic (docs/guide/learning.md); absent: off")
 
 
 class LogConfig(_Strict):
-    """The request log (router/request_log.py): one record per routed request, in the local SQLite
-    store (`backend: sqlite`) or in PostgreSQL (`backend: postgres`, shared by every replica)."""
+    """The request log (router/store/): one record per routed request, in the local SQLite store
+    (`backend: sqlite`) or in PostgreSQL (`backend: postgres`, shared by every replica)."""
 
-    enabled: bool = True
+    enabled: bool = Field(True, description="false: no log at all (--no-log for one run)")
     store_content: bool = Field(True, description="keep prompts and answers; False keeps only the metadata")
     store_thinking: bool = Field(False, description="also keep the model's thinking, in its own column, cut like "
                                                     "answers (needs store_content)")
@@ -223,10 +265,15 @@ class LogConfig(_Strict):
     flush_interval_ms: float = Field(200, ge=0, description="records wait at most this long to be written; 0 = before "
                                                            "the request returns (a SIGKILL loses none)")
     path: str | None = Field(None, description="SQLite file; default: route.db in the user data dir")
-    backend: Literal["sqlite", "postgres"] = "sqlite"
+    backend: Literal["sqlite", "postgres"] = Field("sqlite", description="sqlite: a local file; postgres: one database for every replica")
     dsn: str | None = Field(None, description="postgres: ${NAME}, the variable holding the connection string")
     buffer_records: int = Field(10_000, ge=1, description="records held in memory while PostgreSQL is unreachable; "
                                                           "beyond this the oldest are dropped")
+    timeout_ms: float = Field(5000, gt=0, description="postgres: connecting and each statement may take this long; "
+                                                      "then the database counts as away (with a warning)")
+    spool_dir: str | None = Field(None, description="postgres with flush_interval_ms: 0: where records are spooled "
+                                                    "(fsynced) while the database is away; default: spool/ in the "
+                                                    "user data dir")
 
     @field_validator("dsn")
     @classmethod
@@ -251,7 +298,7 @@ class StateConfig(_Strict):
     by the processes of one machine) or `redis` (shared by every replica that names the same URL
     and prefix). With Redis unreachable a replica runs on its local state and catches up later."""
 
-    backend: Literal["local", "redis"] = "local"
+    backend: Literal["local", "redis"] = Field("local", description="local: this machine; redis: every replica")
     url: str | None = Field(None, description="redis:// or rediss:// URL; ${NAME} for one that holds a password")
     prefix: str = Field("route:", min_length=1, max_length=64, description="key prefix, so routers can share one Redis")
     timeout_ms: float = Field(250, gt=0, le=60_000, description="a Redis call slower than this counts as Redis down")
@@ -281,7 +328,7 @@ class StateConfig(_Strict):
 
 
 class SpendConfig(_Strict):
-    """An optional cap on what requests may cost, read from the request log (router/spend.py)."""
+    """An optional cap on what requests may cost, read from the request log (router/store/spend.py)."""
 
     cap_usd: float | None = Field(None, gt=0, description="refuse new requests once logged spend reaches this")
     window_days: float = Field(30, gt=0, description="the spend counted is that of the last this many days")
@@ -294,6 +341,7 @@ class ApiKeyConfig(_Strict):
     key: str = Field(description="an environment reference: ${NAME}")
     rpm: int | None = Field(None, gt=0, description="requests per minute this key may send")
     tpm: int | None = Field(None, gt=0, description="tokens per minute this key may use (counted after each answer)")
+    admin: bool = Field(False, description="may give feedback on any request, not only on its own")
 
     @field_validator("key")
     @classmethod
@@ -314,13 +362,15 @@ class ServerConfig(_Strict):
     """`route serve`: the client keys it accepts (besides --api-key-env), each with its own limits."""
 
     keys: dict[str, ApiKeyConfig] = Field(default_factory=dict, description="key name -> its ${ENV} and limits")
+    feedback_rpm: int = Field(60, gt=0, description="feedback verdicts a minute each client key may post")
 
 
 class Config(_Strict):
-    backends: dict[str, BackendConfig] = Field(min_length=1)
-    routing: RoutingConfig
+    backends: dict[str, BackendConfig] = Field(min_length=1, description="the models, by the name routing uses")
+    routing: RoutingConfig = Field(description="how a prompt finds its backend")
     # The schema lives in the consortium package (router/consortium/spec.py).
-    consortia: dict[str, ConsortiumConfig] = Field(default_factory=dict)
+    consortia: dict[str, ConsortiumConfig] = Field(default_factory=dict, description="named consortia: N models "
+                                                   "answer, an arbiter ranks or synthesizes (router/consortium/spec.py)")
     # Model names clients send (an agent's `claude-sonnet-4-5`, a glob like `claude-*`) mapped to
     # `auto`, a backend or a consortium, for `route serve`.
     aliases: dict[str, str] = Field(default_factory=dict, description="client model name or glob -> route name")

@@ -23,7 +23,7 @@ import logging
 import random
 import time
 from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from backends import build_backend
 from backends.base import Backend
@@ -31,19 +31,23 @@ from backends.errors import ConfigError, Unsupported, UsageError
 from backends.types import Chunk, Message, Request, as_messages
 from policies.breaker import BreakerBoard, BreakerSettings
 from policies.ladder import Ladder
-from policies.needs import Needs
-from policies.scoring import Scorer, build_scorer
+from policies.needs import SMALL_OUTPUT, Needs
+from policies.retry_budget import RetryBudget, RetryBudgetSettings
+from policies.scoring import Score, Scorer, build_scorer
 from policies.selection import PREFER_CHOICES, Prefer, RouteInputs, forced_plan, plan_route
 from policies.tiers import Tier, fallback_order
 from router.calls import CallPath
 from router.config import ScorerConfig
 from router.config_loader import LoadedConfig, _did_you_mean, load_config
+from router.cost_limit import spending_limit
 from router.decision import Attempt, Decision, Outcome, RouteResult
 from router.execution import Executor
 from router.interrupt import run_interruptibly
 from router.latency_tracker import LatencyTracker
+from router.options import ResolvedOptions, RouteOptions, resolve_options
 from router.queueing import with_queue  # queue hook
 from router.redaction import Redactor
+from router.sessions import Session, SessionPlan, Sessions, SessionTable
 from router.state.base import SharedState
 from router.state.rate_limits import RateLimiter, estimate_tokens, rate_limiter_for
 
@@ -80,9 +84,20 @@ class Router:
         self.rate_limits = _rate_limits(loaded)
         self.calls = CallPath(self.backend, breakers=self.breakers, max_concurrency=self.config.routing.max_concurrency,
                               retry_per_class={str(k): v for k, v in self.config.routing.retries.items()},
-                              redactor=self.redactor, limits=self.rate_limits)
+                              redactor=self.redactor, limits=self.rate_limits,
+                              retry_budget=RetryBudget(RetryBudgetSettings(self.config.routing.retry_budget.tokens,
+                                                                           self.config.routing.retry_budget.ratio)))
         # The live latency model learns from every attempt anywhere: routed, member or arbiter.
         self.latency = LatencyTracker.from_config(self.config)
+        sessions = self.config.routing.sessions
+        # A session's task keeps its backend and its tier only moves up (router/sessions.py).
+        self.sessions: Sessions | None = Sessions(
+            self.ladder, self.scorer, SessionTable(max_entries=sessions.max_entries, ttl_s=sessions.ttl_s),
+            cache_ttl_s=sessions.cache_ttl_s) if sessions.enabled else None
+        if self.sessions is not None and self.rate_limits.link is not None:  # state in Redis: sessions too
+            from router.state.sessions_redis import SharedSessions
+
+            self.sessions.shared = SharedSessions(self.rate_limits.link, self.sessions.table)
         self.calls.add_observer(self.latency.observe)
         self.shared = SharedState()  # in memory until persist() attaches `state:` (router/state/)
         self._random = random.Random()  # exploration rolls; tests may seed it
@@ -91,12 +106,14 @@ class Router:
         # `log` overrides the config's `log.enabled` (the CLI's --no-log).
         self.request_log = None
         if self.config.log.enabled if log is None else log:
-            from router.request_log import attach_request_log
+            from router.store.feedback import attach_consortium_preferences
+            from router.store.request_log import attach_request_log
 
             self.request_log = attach_request_log(self)
-            from router.feedback import attach_consortium_preferences
-
             attach_consortium_preferences(self)
+        from router.store.spend import spend_cap_for
+
+        self.spend_cap = spend_cap_for(self)  # None without spend.cap_usd; checked before every request
         # routing.learn: labels, shadow judging, versions (router/learning/); `--no-log` (log=False)
         # opens no file, so it learns nothing either
         self.learner: Learner | None = None
@@ -131,17 +148,28 @@ class Router:
             problem = str(exc)
         if problem is None:
             self.shared = shared
+            link = getattr(shared, "link", None)
+            if link is not None and self.sessions is not None and self.sessions.shared is not None:
+                self.sessions.shared.link = link  # one link per state: one outage, one warning
         elif warn:
             _LOG.warning("latency history unavailable (%s); routing on config priors", problem)
         return problem
 
-    async def refresh(self) -> None:
+    async def refresh(self, *, session: str | None = None) -> None:
         """Adopt what other processes learned (latency, open breakers), at most every
-        `state.refresh_ms`. `acomplete` does this itself; call it before `astream` or `decide`."""
+        `state.refresh_ms`, and what the fleet knows of `session`. `acomplete` does this itself;
+        call it before `astream` or `decide`."""
+        if session is not None and self.sessions is not None:
+            await self.sessions.load(session)
         # In turn, not gathered: both are no-ops between refreshes, and a gather's tasks would
         # cost every request more than the rare second round trip does.
         await self.shared.refresh()
         await self.rate_limits.refresh()
+
+    def session(self, key: str | None = None) -> Session:
+        """One task's calls as one session (router/sessions.py): they keep one backend while it is
+        healthy, and the tier only moves up. `key`: the task's own id (default: a new one)."""
+        return Session(self, key)
 
     def state(self) -> dict[str, dict[str, Any]]:
         """Per backend: what the latency model learned and the breaker's state (for `route
@@ -219,67 +247,110 @@ class Router:
 
     def feedback(self, request_id: str | int, verdict: str) -> None:
         """Record `good` or `bad` for a logged request (its `route log` id or trace id); `route
-        calibrate --from-log` learns from these. See router/feedback.py."""
-        from router.feedback import record_feedback
+        calibrate --from-log` learns from these. The caller is the operator: any request may be
+        judged. See router/store/feedback.py."""
+        from router.store.feedback import record_feedback
 
-        record_feedback(self, request_id, verdict)
+        record_feedback(self, request_id, verdict, admin=True)
 
     def _finish(self, outcome: Outcome) -> None:
+        plan = outcome.decision.session
+        if plan is not None and self.sessions is not None:
+            self.sessions.remember(plan, outcome.result.completion if outcome.result is not None else None)
         for observer in self._request_observers:
             observer(outcome)
 
     # -- deciding -------------------------------------------------------------------------
 
     def decide(self, messages: list[Message], *, model: str | None = None, deadline_s: float | None = None,
-               max_tokens: int | None = None, prefer: str | None = None, needs: Needs | None = None) -> Decision:
+               max_tokens: int | None = None, prefer: str | None = None, needs: Needs | None = None,
+               max_cost_usd: float | None = None, session: str | None = None) -> Decision:
         """Which backends to try, in order, and why. No model call, no I/O.
 
         Within the scorer's tier, the latency model's predictions pick the backend (see
         policies/selection.py); `Decision.plan` holds each candidate's predicted p50/p95 time
         and cost. `prefer` is fast | cheap | best (default: routing.prefer). `needs` (tools,
-        images, context length; read off the request by acomplete/astream) leaves out backends
-        that cannot take the request; Unsupported when none can."""
+        images, context length, a response format; read off the request by acomplete/astream)
+        leaves out backends that cannot take the request; Unsupported when none can.
+        `max_cost_usd` leaves out candidates predicted to cost more (router/cost_limit.py);
+        CostLimitExceeded when none is left. `session` routes the call as part of that task
+        (router/sessions.py): its tier only moves up, and it keeps its backend."""
         prefer = self._check_prefer(prefer)
         unable = self._unable(needs)
+        if unable and all(unable.get(name) == "output" for name in self.names()):
+            longest = max(self.backend(name).output_limit for name in self.config.backends)
+            raise Unsupported(f"max_tokens {needs.output if needs else 0:,} is more than any configured backend "
+                              f"answers (the longest gives {longest:,} tokens); lower max_tokens, or set "
+                              "`max_output_tokens` on a backend whose provider allows more", need="output")
         if model and model != "auto":
-            return self._decide_forced(model, deadline_s, max_tokens, unable)
-        score = self.scorer.score(messages)
-        index, crossings = self.ladder.climb(messages, score)
+            decision = self._decide_forced(model, deadline_s, max_tokens, unable, messages)
+        else:
+            plan = self.sessions.plan(session, messages) if session and self.sessions is not None else None
+            decision = self._decide_routed(messages, deadline_s, max_tokens, prefer, unable, plan)
+        if max_cost_usd is None:
+            return decision
+        from router.cost_limit import within_cost
+
+        return within_cost(self, decision, messages, max_tokens, max_cost_usd)
+
+    def _decide_routed(self, messages: list[Message], deadline_s: float | None, max_tokens: int | None,
+                       prefer: Prefer, unable: Mapping[str, str], session: SessionPlan | None = None) -> Decision:
+        if session is None:
+            score: Score | None = self.scorer.score(messages)
+            assert score is not None
+            index, crossings = self.ladder.climb(messages, score)
+            opening = self.ladder.reason(crossings, score)
+        else:  # the task's tier, not the transcript's (router/sessions.py)
+            score, index, crossings = session.score, session.index, session.crossings
+            opening = f"session {session.key[:24]}: {session.why}"
         tier = self.tiers[index]
         if deadline_s is None:
             deadline_s = _seconds(tier.deadline_ms or self.config.routing.deadline_ms)
         tiers = self._capable_tiers(unable)
-        plan = plan_route(tiers, index, self._route_inputs(tiers, messages, deadline_s, max_tokens, prefer))
+        inputs = self._route_inputs(tiers, messages, deadline_s, max_tokens, prefer)
+        if session is not None:
+            inputs = dataclasses.replace(inputs, sticky=session.sticky, cached_tokens=session.cached)
+        plan = plan_route(tiers, index, inputs)
         return Decision(
             plan=plan,
-            reason=f"{self.ladder.reason(crossings, score)}: tier {tier.name!r}; {plan.why}",
+            reason=f"{opening}: tier {tier.name!r}; {plan.why}",
             score=score,
             tier=tier.name,
             crossings=crossings,
             deadline_s=deadline_s,
+            session=session,
         )
 
     def _unable(self, needs: Needs | None) -> dict[str, str]:
-        """Backend -> the need it cannot meet (tools, vision, context), for this request."""
+        """Backend -> the need it cannot meet (tools, vision, context, structured), for this request."""
         if not needs:
             return {}
         unable = {}
         for name in self.names():
             backend = self.backend(name)
-            missing = needs.missing(backend.current_capabilities(), backend.settings.context_window)
+            output_limit = backend.output_limit if needs.output > SMALL_OUTPUT else None
+            missing = needs.missing(backend.current_capabilities(), backend.settings.context_window, output_limit)
             if missing:
                 unable[name] = missing
         return unable
 
+    def _cannot(self, name: str, need: str) -> str:
+        """Why backend `name` cannot take this request, in words ("cannot take `tools`: ...")."""
+        why = self.backend(name).refusal(need)
+        return f"cannot take {_NEED_WORDS[need]}" + (f": {why}" if why else "")
+
     def _capable_tiers(self, unable: Mapping[str, str]) -> tuple[Tier, ...]:
         if not unable:
             return self.tiers
-        tiers = tuple(dataclasses.replace(t, backends=tuple(b for b in t.backends if b not in unable))
+        tiers = tuple(dataclasses.replace(t, backends=tuple(b for b in t.backends if b not in unable),
+                                          left_out=tuple((b, self._cannot(b, unable[b]))
+                                                         for b in t.backends if b in unable))
                       for t in self.tiers)
         if not any(t.backends for t in tiers):
             need = next(iter(unable.values()))
-            raise Unsupported(f"none of the backends `auto` routes to ({', '.join(unable)}) can take this request "
-                              f"({_NEED_WORDS[need]}); {self._who_can(unable, need)}", need=need)
+            whys = "; ".join(f"{name} {why}" for t in tiers for name, why in t.left_out)
+            raise Unsupported(f"none of the backends `auto` routes to can take this request ({whys}); "
+                              f"{self._who_can(unable, need)}", need=need)
         return tiers
 
     def _who_can(self, unable: Mapping[str, str], need: str) -> str:
@@ -288,14 +359,14 @@ class Router:
         return f"{hint}, or send the request without {_NEED_WORDS[need]}"
 
     def _decide_forced(self, model: str, deadline_s: float | None, max_tokens: int | None,
-                       unable: Mapping[str, str]) -> Decision:
+                       unable: Mapping[str, str], messages: list[Message]) -> Decision:
         if model not in self.config.backends and model not in self.config.consortia and model not in self._backends:
             raise UsageError(f"unknown model {model!r}.{_did_you_mean(model, self.names())} "
                              f"Configured names: {', '.join(self.names())}. "
                              "Run `route models` to list them.")
         if model in unable:
             need = unable[model]
-            raise Unsupported(f"model {model!r} cannot take {_NEED_WORDS[need]}; {self._who_can(unable, need)}",
+            raise Unsupported(f"model {model!r} {self._cannot(model, need)}; {self._who_can(unable, need)}",
                               need=need)
         if deadline_s is None:
             deadline_s = _seconds(self.config.routing.deadline_ms)
@@ -338,39 +409,39 @@ class Router:
             limited={n: refused for n in names if (refused := self.rate_limits.peek(n, tokens)) is not None},
         )
 
-    def explain(self, prompt_or_messages: str | list[Message], *, model: str | None = None,
-                deadline_s: float | None = None, max_tokens: int | None = None, prefer: str | None = None) -> Decision:
-        return self.decide(as_messages(prompt_or_messages), model=model, deadline_s=deadline_s,
-                           max_tokens=max_tokens, prefer=prefer)
+    def explain(self, prompt_or_messages: str | list[Message], **options: Unpack[RouteOptions]) -> Decision:
+        """The decision `acomplete` would make for this request, and why; calls no model. Give
+        it what the request carries (tools, response_format, images in the messages): they
+        decide which backends may take it."""
+        opts = resolve_options("Router.explain", options)
+        return self._decision(as_messages(prompt_or_messages), opts)
+
+    def _decision(self, messages: list[Message], opts: ResolvedOptions) -> Decision:
+        return self.decide(messages, model=opts.model, deadline_s=opts.deadline_s, max_tokens=opts.max_tokens,
+                           prefer=opts.prefer, needs=Needs.of(messages, opts.extra, opts.max_tokens),
+                           max_cost_usd=opts.max_cost_usd, session=opts.session)
 
     # -- calling --------------------------------------------------------------------------
 
-    def _request(self, messages: list[Message], max_tokens, temperature, stop, extra) -> Request:
-        if isinstance(stop, str):
-            stop = [stop]
-        return Request(messages=messages, max_tokens=max_tokens, temperature=temperature, stop=stop, extra=extra)
+    @staticmethod
+    def _request(messages: list[Message], opts: ResolvedOptions) -> Request:
+        return Request(messages=messages, max_tokens=opts.max_tokens, temperature=opts.temperature, stop=opts.stop,
+                       extra=opts.extra)
 
-    async def acomplete(
-        self,
-        prompt_or_messages: str | list[Message],
-        *,
-        model: str | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        stop: str | list[str] | None = None,
-        deadline_s: float | None = None,
-        prefer: str | None = None,
-        **extra: Any,
-    ) -> RouteResult:
-        """Answer with the best backend for this prompt, falling back on failure within the deadline."""
-        await self.refresh()
+    async def acomplete(self, prompt_or_messages: str | list[Message], **options: Unpack[RouteOptions]) -> RouteResult:
+        """Answer with the best backend for this prompt, falling back on failure within the
+        deadline. Options: router/options.py (`RouteOptions`); an unknown one is a TypeError."""
+        opts = resolve_options("Router.acomplete", options)
+        await self.refresh(session=opts.session)
+        if self.spend_cap is not None:
+            await self.spend_cap.check()
         messages = as_messages(prompt_or_messages)
-        decision = self.decide(messages, model=model, deadline_s=deadline_s, max_tokens=max_tokens, prefer=prefer,
-                               needs=Needs.of(messages, extra, max_tokens))
-        request = self._request(messages, max_tokens, temperature, stop, extra)
+        decision = self._decision(messages, opts)
+        request = self._request(messages, opts)
         started = time.perf_counter()
         try:
-            result = await self._attempt_in_order(decision, request)
+            with spending_limit(opts.max_cost_usd):
+                result = await self._attempt_in_order(decision, request)
         except (Exception, asyncio.CancelledError) as exc:  # a caller that gave up is an outcome too
             self._finish(Outcome(decision, messages, self.source, time.perf_counter() - started, error=exc))
             raise
@@ -385,23 +456,13 @@ class Router:
         finally:
             self.latency.end(decision)
 
-    def astream(
-        self,
-        prompt_or_messages: str | list[Message],
-        *,
-        model: str | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        stop: str | list[str] | None = None,
-        deadline_s: float | None = None,
-        prefer: str | None = None,
-        **extra: Any,
-    ) -> RouteStream:
-        """A stream whose `.decision` is known before the first chunk and `.result` after the last."""
+    def astream(self, prompt_or_messages: str | list[Message], **options: Unpack[RouteOptions]) -> RouteStream:
+        """A stream whose `.decision` is known before the first chunk and `.result` after the
+        last. Options as for `acomplete`."""
+        opts = resolve_options("Router.astream", options)
         messages = as_messages(prompt_or_messages)
-        decision = self.decide(messages, model=model, deadline_s=deadline_s, max_tokens=max_tokens, prefer=prefer,
-                               needs=Needs.of(messages, extra, max_tokens))
-        return RouteStream(self, decision, self._request(messages, max_tokens, temperature, stop, extra))
+        decision = self._decision(messages, opts)
+        return RouteStream(self, decision, self._request(messages, opts), max_cost_usd=opts.max_cost_usd)
 
     # -- sync wrappers --------------------------------------------------------------------
 
@@ -420,13 +481,32 @@ class Router:
             self._sync_loop = asyncio.new_event_loop()
         return run_interruptibly(self._sync_loop, awaitable)  # Ctrl-C cancels the call (router/interrupt.py)
 
-    def complete(self, prompt_or_messages: str | list[Message], **options: Any) -> RouteResult:
+    def complete(self, prompt_or_messages: str | list[Message], **options: Unpack[RouteOptions]) -> RouteResult:
+        """`acomplete` for scripts (refused inside a running event loop)."""
+        resolve_options("Router.complete", options)  # a typo is reported under the name the caller used
         self._refuse_inside_a_loop()
         return self._run_sync(self.acomplete(prompt_or_messages, **options))
 
-    def stream(self, prompt_or_messages: str | list[Message], **options: Any) -> Iterator[Chunk]:
+    def stream(self, prompt_or_messages: str | list[Message], **options: Unpack[RouteOptions]) -> Iterator[Chunk]:
+        """`astream` for scripts, as an iterator of chunks (refused inside a running event loop)."""
+        resolve_options("Router.stream", options)
         self._refuse_inside_a_loop()
         return self._iterate_sync(self.astream(prompt_or_messages, **options))
+
+    # -- for frameworks that take an OpenAI client ----------------------------------------
+
+    def openai_client(self, **kwargs: Any) -> Any:
+        """An `openai.OpenAI` whose requests this router's server app answers in process: no
+        socket, streams chunk by chunk as they are produced (router/inprocess.py)."""
+        from router.inprocess import openai_client
+
+        return openai_client(self, **kwargs)
+
+    def async_openai_client(self, **kwargs: Any) -> Any:
+        """An `openai.AsyncOpenAI` answered in process by this router (router/inprocess.py)."""
+        from router.inprocess import async_openai_client
+
+        return async_openai_client(self, **kwargs)
 
     def _iterate_sync(self, route_stream: RouteStream) -> Iterator[Chunk]:
         iterator = route_stream.__aiter__()
@@ -440,6 +520,8 @@ class Router:
         if self.learner is not None:
             await self.learner.aclose()
         await self.latency.aflush()  # learned latency reaches the store even when the process ends next
+        if self.sessions is not None and self.sessions.shared is not None:
+            await self.sessions.shared.aclose()  # the last sessions' states reach the fleet
         await self.shared.aclose()
         for backend in self._backends.values():
             await backend.aclose()
@@ -482,22 +564,26 @@ def _seconds(ms: float | None) -> float | None:
     return ms / 1000 if ms else None
 
 
-_NEED_WORDS = {"tools": "`tools`", "vision": "image input", "context": "a prompt this long"}
+_NEED_WORDS = {"tools": "`tools`", "vision": "image input", "context": "a prompt this long",
+               "structured": "`response_format`", "output": "a `max_tokens` this large"}
 
 
 class RouteStream:
     """Async iterator of chunks (text, drafts, then one FinalChunk) with fallback before the first text."""
 
-    def __init__(self, router: Router, decision: Decision, request: Request):
+    def __init__(self, router: Router, decision: Decision, request: Request, *, max_cost_usd: float | None = None):
         self.decision = decision
         self.result: RouteResult | None = None
         self._router = router
         self._request = request
+        self._max_cost_usd = max_cost_usd
 
     def __aiter__(self) -> AsyncGenerator[Chunk, None]:
         return self._run()
 
     async def _run(self) -> AsyncGenerator[Chunk, None]:
+        if self._router.spend_cap is not None:
+            await self._router.spend_cap.check()
         started = time.perf_counter()
         messages = self._request.messages
         try:
@@ -522,8 +608,9 @@ class RouteStream:
             self.result = result
 
         try:
-            async with contextlib.aclosing(executor.stream(self.decision, self._request, keep)) as chunks:
-                async for chunk in chunks:
-                    yield chunk
+            with spending_limit(self._max_cost_usd):
+                async with contextlib.aclosing(executor.stream(self.decision, self._request, keep)) as chunks:
+                    async for chunk in chunks:
+                        yield chunk
         finally:
             router.latency.end(self.decision)

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from backends.errors import BackendError
 from backends.types import Completion
 from policies.ladder import Crossing
 from policies.scoring import Score
 from policies.selection import Plan
+
+if TYPE_CHECKING:
+    from router.sessions import SessionPlan
 
 __all__ = ["Attempt", "Decision", "Downgrade", "Outcome", "RouteResult"]
 
@@ -48,6 +51,7 @@ class Decision:
     forced: bool = False
     deadline_s: float | None = None
     crossings: tuple[Crossing, ...] = ()  # the tier boundaries looked at, the deciding one last
+    session: SessionPlan | None = None  # the task this call belongs to, and what it made of the call
 
     @property
     def candidates(self) -> tuple[str, ...]:
@@ -94,6 +98,8 @@ class Decision:
             out["top_features"] = {name: round(c, 6) for name, c in self.score.top(5)}
         if self.crossings:
             out["boundaries"] = [c.as_dict() for c in self.crossings]
+        if self.session is not None:
+            out["session"] = self.session.as_dict()
         if self.details:
             out["details"] = self.details
         return out

@@ -7,7 +7,10 @@
         its p95, or the next candidate must start now to meet the deadline at its own p95
     a call finishes                            -> it wins; every other call is cancelled
     the deadline passes                        -> everything is cancelled
-    candidates behind an open breaker are tried last, and only when nothing else is left
+    a candidate behind an open breaker         -> not called: it fails at once (BreakerOpen, with
+                                                  the seconds its cooldown has left), so a client
+                                                  retrying against a dead upstream costs one probe
+                                                  per cooldown, not one call per retry
     nothing worked                             -> AllBackendsFailed (an exception group);
                                                   RateLimitExceeded when every one was rate-limited
 
@@ -17,7 +20,7 @@ at-quality candidate failed. A plan the policy refused (`fail`) raises DeadlineA
 
 Each call in a race is a backend's stream pumped by its own task ("lane") into one queue; a
 loser's task is cancelled and its stream closed through `aclosing`, so no task or connection
-outlives the request. Streaming callers commit to the first lane that yields text: switching
+outlives the request. Streaming callers commit to the first lane that yields text or a tool call: switching
 models after text reached the caller would garble the answer. Without hedging, a plain call
 uses `Backend.complete`, one candidate at a time.
 """
@@ -35,17 +38,22 @@ from backends.errors import (
     AllBackendsFailed,
     BackendError,
     BackendTimeout,
+    BreakerOpen,
     DeadlineAtRisk,
     MalformedResponse,
     RateLimited,
     RateLimitExceeded,
 )
-from backends.types import Chunk, Completion, FinalChunk, Request, TextChunk
+from backends.types import Chunk, Completion, FinalChunk, Request, TextChunk, ToolCallChunk
 from policies.selection import Candidate
 from router.calls import DEADLINE, CallOptions, CallPath
 from router.decision import Decision, RouteResult
 
 __all__ = ["Executor"]
+
+# What settles a streaming race: the first answer text or tool-call piece (either reaches the
+# caller, so switching backends after it would garble the answer), or the end of an empty one.
+_COMMITS = (TextChunk, ToolCallChunk, FinalChunk)
 
 
 
@@ -141,17 +149,24 @@ class Executor:
                     return
         raise _all_failed(decision, failures)
 
-    def _next(self, plan: _Plan) -> str | None:
-        """The next candidate to start, breaker permitting, or None when there is none."""
-        while True:
-            name = plan.pop()
-            if name is None or plan.last_resort or self._allow(name):
+    def _next(self, plan: _Plan, failures: list[BackendError]) -> str | None:
+        """The next candidate to start, breaker permitting, or None when there is none; one
+        behind an open breaker fails without a call."""
+        while (name := plan.pop()) is not None:
+            if self._allow(name):
                 return name
-            plan.skipped.append(name)
+            failures.append(self._breaker_open(name))
+        return None
+
+    def _breaker_open(self, name: str) -> BreakerOpen:
+        left = self._calls.breakers[name].cooldown_left()
+        when = f"; it is tried again in {left:.1f} s" if left is not None else "; another request is probing it"
+        return BreakerOpen(f"not called: its circuit breaker is open after repeated failures{when}",
+                           retry_after=left, backend=name)
 
     async def _one_by_one(self, plan: _Plan, request: Request, failures: list[BackendError]) -> AsyncGenerator[Chunk, None]:
         """Plain calls in turn, no streams: the cheapest path when nothing is hedged."""
-        while (name := self._next(plan)) is not None:
+        while (name := self._next(plan, failures)) is not None:
             if plan.deadline.expired():
                 failures.append(_too_late(name))
                 return
@@ -203,7 +218,7 @@ class Executor:
     def _start(self, race: _Race) -> bool:
         """Start the next candidate's lane with the time that is left; False when none can start."""
         plan = race.plan
-        name = self._next(plan)
+        name = self._next(plan, race.failures)
         if name is None:
             return False
         if plan.deadline.expired():
@@ -321,7 +336,7 @@ class _Race:
 
     def commits_to(self, item: Chunk) -> bool:
         """Whether `item` settles the race: first text for a streaming caller, else the answer."""
-        return self.committed is None and isinstance(item, (TextChunk, FinalChunk) if self.streaming else FinalChunk)
+        return self.committed is None and isinstance(item, _COMMITS if self.streaming else FinalChunk)
 
 
 class _Plan:
@@ -335,8 +350,6 @@ class _Plan:
                                          if hedge and c.hedge_after_s is not None}
         self.p50, self.p95, self.optimistic = _predicted(candidates)
         self.queue = list(decision.candidates)
-        self.skipped: list[str] = []  # behind an open breaker: tried last, if nothing else answers
-        self.last_resort = False
         # Weaker tiers' candidates, when downgrading is not allowed: started only after failures.
         self.held_back = _held_back(decision)
 
@@ -352,13 +365,9 @@ class _Plan:
         return 0
 
     def peek(self) -> str | None:
-        if self.queue:
-            return self.queue[self._index()]
-        return self.skipped[0] if self.skipped and not self.last_resort else None
+        return self.queue[self._index()] if self.queue else None
 
     def pop(self) -> str | None:
-        if not self.queue and self.skipped and not self.last_resort:
-            self.queue, self.skipped, self.last_resort = self.skipped, [], True
         return self.queue.pop(self._index()) if self.queue else None
 
 

@@ -26,7 +26,7 @@ from router.queueing import queue_wait_s  # queue hook
 
 if TYPE_CHECKING:
     from router.config import Config
-    from router.store import Store
+    from router.store import LatencyStore
 
 __all__ = ["LatencySink", "LatencyTracker"]
 
@@ -52,7 +52,7 @@ class LatencyTracker:
         self._prior_weight = prior_weight
         self.flush_interval_s = flush_interval_s
         self.exploring: set[str] = set()  # backends an in-flight request is measuring
-        self._store: Store | None = None
+        self._store: LatencyStore | None = None
         self._sink: LatencySink | None = None
         self._flushing: dict[str, LatencyModel] = {}  # samples a sink is saving right now
         self._flush_task: asyncio.Task[None] | None = None
@@ -112,7 +112,7 @@ class LatencyTracker:
 
     # -- persistence ----------------------------------------------------------------------
 
-    def attach_store(self, store: Store) -> None:
+    def attach_store(self, store: LatencyStore) -> None:
         """Load what earlier runs learned and save to `store` from now on."""
         self._store = store
         for name, state in store.load_latency().items():
@@ -253,7 +253,7 @@ def _learn(model: LatencyModel, attempt: Attempt, now: float) -> None:
     model.observe_failure(now=now)
 
 
-def _merge_into_store(store: Store, fresh: Mapping[str, LatencyModel],
+def _merge_into_store(store: LatencyStore, fresh: Mapping[str, LatencyModel],
                       live: Mapping[str, LatencyModel]) -> dict[str, LatencyModel]:
     """Merge this process's fresh samples into what other processes stored, atomically."""
     merged: dict[str, LatencyModel] = {}

@@ -2,37 +2,275 @@
 
 The router knows every secret it holds: the values of the environment variables its config
 refers to (`api_key: ${NAME}`, `${NAME}` in URLs, headers and parameters) and the server's bearer
-token. Upstreams often repeat a credential back in an error ("Incorrect API key provided: ..."),
-so every error of every model call is redacted in the call path before anyone sees it -- the
-caller, the CLI, the server's responses, traces, the request log and metrics -- and so is the
-text of every answer.
+tokens. Upstreams often repeat a credential back ("Incorrect API key provided: ..."), and a
+model may be made to write one out, so the call path (router/calls.py) redacts every error,
+every answer -- its text, thinking, tool calls (names and arguments) and metadata -- and every
+stream before anyone sees them: the caller, the CLI, each server protocol, traces, the request
+log and metrics.
+
+A stream is redacted as one text, not chunk by chunk: a key may arrive as "A" + key[:15] and
+then key[15:] + "B". Per call, a `StreamRedactor` keeps the pieces of every field (the answer,
+the thinking, each tool call's name and arguments) in the order they arrived and holds back
+only the end that could be the start of a secret, until the next piece shows whether it is (or
+the stream ends: then it is no secret, and goes). The fields are one sequence, so a key split
+across two of them is found as well. What is held back is at most one secret's length less a
+character, and only when the text so far ends like a secret begins.
+
+    redactor.text("key sk-...")        -> "key [REDACTED]"
+    stream = redactor.stream()         -> a ChunkRedactor for one call, or None (no secret set)
+    stream.chunk(TextChunk("A sk-"))   -> (TextChunk("A "),): "sk-" waits for the next chunk
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+import re
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import replace
-from typing import TypeVar
+from typing import Any
 
 from backends.errors import BackendError
 from backends.secrets import env_references
-from backends.types import Chunk, Completion, DraftChunk, FinalChunk, TextChunk
+from backends.types import Chunk, Completion, DraftChunk, FinalChunk, TextChunk, ThinkingChunk, ToolCallChunk
 
-__all__ = ["MARK", "Redactor"]
+__all__ = ["MARK", "ChunkRedactor", "Redactor", "Secrets", "StreamRedactor"]
 
 MARK = "[REDACTED]"
 _SHORTEST = 6  # shorter values would redact ordinary words; no real credential is this short
 
-C = TypeVar("C", bound=Chunk)
+# A field of an answer: "text", "thinking", ("tool", index, "name" | "arguments").
+Field = Hashable
+Piece = tuple[Field, str]
+
+
+class Secrets:
+    """The secret values of one moment (longest first) and the two searches over them."""
+
+    __slots__ = ("_longest", "_pattern", "_tail", "values")
+
+    def __init__(self, values: Iterable[str]):
+        self.values: tuple[str, ...] = tuple(sorted(set(values), key=len, reverse=True))
+        self._longest = len(self.values[0]) if self.values else 0
+        # Alternatives are tried in order at each position: the longest secret there wins.
+        self._pattern = re.compile("|".join(map(re.escape, self.values))) if self.values else None
+        # A proper prefix of some secret that ends the text: what a stream must hold back.
+        self._tail = re.compile("(?:" + "|".join(map(_prefixes, self.values)) + r")\Z") if self.values else None
+
+    def __bool__(self) -> bool:
+        return bool(self.values)
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """Where secrets occur in `text`, left to right, not overlapping."""
+        if self._pattern is None:
+            return []
+        return [match.span() for match in self._pattern.finditer(text)]
+
+    def sub(self, text: str) -> str:
+        if self._pattern is None or self._pattern.search(text) is None:
+            return text  # the same object: callers tell "unchanged" by identity
+        return self._pattern.sub(MARK, text)
+
+    def found_in(self, text: str) -> bool:
+        return self._pattern is not None and self._pattern.search(text) is not None
+
+    def partial_from(self, text: str, start: int = 0) -> int:
+        """The first index >= `start` from which the rest of `text` is a proper prefix of some
+        secret: what a stream must hold back. len(text) when there is none."""
+        if self._tail is None:
+            return len(text)
+        found = self._tail.search(text, max(start, len(text) - self._longest + 1))
+        return len(text) if found is None else found.start()
+
+    def hold_from(self, text: str, spans: list[tuple[int, int]]) -> tuple[int, list[tuple[int, int]]]:
+        """Where to hold `text` back from, and the spans before that point. A secret found at
+        the very end may be the start of a longer one (a key that extends another): then it is
+        held back whole, to be decided with the next piece."""
+        if spans:
+            last_start = spans[-1][0]
+            if self.partial_from(text, last_start) == last_start:
+                return last_start, spans[:-1]
+        return self.partial_from(text, spans[-1][1] if spans else 0), spans
+
+    def pieces(self, pieces: Sequence[Piece], *, hold: bool) -> tuple[list[Piece], list[Piece]]:
+        """`pieces`, read as one text, with each secret replaced by MARK (in the piece where it
+        starts; its rest in later pieces is dropped). With `hold`, the end that could be the start
+        of a secret is returned apart, unchanged: (to send now, to hold back)."""
+        joined = pieces[0][1] if len(pieces) == 1 else "".join(text for _, text in pieces)
+        spans = self.spans(joined)
+        upto = len(joined)
+        if hold:
+            upto, spans = self.hold_from(joined, spans)
+        if not spans and upto == len(joined):
+            return list(pieces), []
+        return _rebuild(pieces, spans, upto), _slice(pieces, upto, len(joined))
+
+
+def _prefixes(secret: str) -> str:
+    """A pattern matching exactly the proper prefixes of `secret`: a(?:b(?:c)?)? for "abcd"."""
+    chars = [re.escape(c) for c in secret[:-1]]
+    pattern = ""
+    for char in reversed(chars[1:]):
+        pattern = f"(?:{char}{pattern})?"
+    return chars[0] + pattern if chars else "(?!)"
+
+
+def _slice(pieces: Sequence[Piece], start: int, stop: int) -> list[Piece]:
+    """The pieces' text between two offsets of their concatenation, field by field."""
+    out: list[Piece] = []
+    offset = 0
+    for field, text in pieces:
+        lo, hi = max(start, offset), min(stop, offset + len(text))
+        if lo < hi:
+            _append(out, field, text[lo - offset:hi - offset])
+        offset += len(text)
+    return out
+
+
+def _field_at(pieces: Sequence[Piece], position: int) -> Field:
+    offset = 0
+    for field, text in pieces:
+        offset += len(text)
+        if position < offset:
+            return field
+    return pieces[-1][0]
+
+
+def _rebuild(pieces: Sequence[Piece], spans: list[tuple[int, int]], upto: int) -> list[Piece]:
+    out: list[Piece] = []
+    position = 0
+    for start, end in spans:
+        for field, text in _slice(pieces, position, start):
+            _append(out, field, text)
+        _append(out, _field_at(pieces, start), MARK)
+        position = end
+    for field, text in _slice(pieces, position, upto):
+        _append(out, field, text)
+    return out
+
+
+def _append(out: list[Piece], field: Field, text: str) -> None:
+    if out and out[-1][0] == field:
+        out[-1] = (field, out[-1][1] + text)
+    elif text:
+        out.append((field, text))
+
+
+class StreamRedactor:
+    """The pieces of one stream, redacted as one text: feed each piece as it arrives, get back
+    what may be sent now; `end()` gives back what was held at the end of the stream."""
+
+    __slots__ = ("_held", "secrets")
+
+    def __init__(self, secrets: Secrets):
+        self.secrets = secrets
+        self._held: list[Piece] = []
+
+    def feed(self, field: Field, text: str) -> list[Piece]:
+        held = self._held
+        if len(held) == 1 and held[0][0] == field:  # the usual hold: the end of this same field
+            text, held = held[0][1] + text, []
+            self._held = held
+        if not held:
+            if not text:
+                return []
+            if not self.secrets.found_in(text):  # the common case: two searches in C, a slice or none
+                keep = self.secrets.partial_from(text)
+                if keep < len(text):
+                    self._held = [(field, text[keep:])]
+                    return [(field, text[:keep])] if keep else []
+                return [(field, text)]
+            send, self._held = self.secrets.pieces([(field, text)], hold=True)
+            return send
+        pieces = list(held)
+        _append(pieces, field, text)
+        send, self._held = self.secrets.pieces(pieces, hold=True)
+        return send
+
+    def end(self) -> list[Piece]:
+        """What was held back, redacted: a secret held because it might have been the start of
+        a longer one is replaced now; the rest is no secret, since the stream ended first."""
+        held, self._held = self._held, []
+        return self.secrets.pieces(held, hold=False)[0] if held else []
+
+
+class ChunkRedactor:
+    """One call's stream of chunks through a StreamRedactor: text and thinking pieces may be
+    held back and come out with a later chunk; at the FinalChunk everything held comes out,
+    before it. Drafts (each a whole canvas) are redacted whole; the FinalChunk is passed on as
+    it is, since the call path redacts its completion (`Redactor.final`) for its observers."""
+
+    __slots__ = ("_stream",)
+
+    def __init__(self, secrets: Secrets):
+        self._stream = StreamRedactor(secrets)
+
+    def chunk(self, chunk: Chunk) -> Sequence[Chunk]:
+        if isinstance(chunk, TextChunk):
+            return self._pieces(self._stream.feed("text", chunk.text), chunk)
+        if isinstance(chunk, ThinkingChunk):
+            if chunk.signature is not None:
+                return self._sealed(chunk)
+            return self._pieces(self._stream.feed("thinking", chunk.text), chunk)
+        if isinstance(chunk, ToolCallChunk):
+            return self._tool_call(chunk)
+        if isinstance(chunk, FinalChunk):  # its completion was redacted whole, before observers saw it
+            return [*self._pieces(self._stream.end()), chunk]
+        if isinstance(chunk, DraftChunk):
+            text = self._stream.secrets.sub(chunk.text)
+            return (chunk if text == chunk.text else replace(chunk, text=text),)
+        return (chunk,)
+
+    def _sealed(self, chunk: ThinkingChunk) -> Sequence[Chunk]:
+        """A signature ends a block of thinking: what is held of it goes out first, redacted,
+        and the signature (the provider's seal, never a secret of ours) goes on the last piece."""
+        out = list(self._pieces([*self._stream.feed("thinking", chunk.text), *self._stream.end()]))
+        if out and isinstance(out[-1], ThinkingChunk):
+            out[-1] = replace(out[-1], signature=chunk.signature)
+        else:
+            out.append(ThinkingChunk("", signature=chunk.signature))
+        return out
+
+    def _tool_call(self, chunk: ToolCallChunk) -> Sequence[Chunk]:
+        """A tool call's name and arguments are fields of the stream like its text; the piece
+        that opens a call (its id, its name) goes out even while its text is held."""
+        pieces = self._stream.feed(("tool", chunk.index, "name"), chunk.name) if chunk.name else []
+        if chunk.arguments:
+            pieces += self._stream.feed(("tool", chunk.index, "arguments"), chunk.arguments)
+        own = {"name": "", "arguments": ""}
+        before: list[Piece] = []
+        for field, text in pieces:
+            if isinstance(field, tuple) and field[:2] == ("tool", chunk.index):
+                own[field[2]] += text
+            else:
+                before.append((field, text))
+        out = list(self._pieces(before))
+        if own["arguments"] or chunk.id is not None or chunk.name:
+            name = own["name"] or (None if chunk.name is None else "")
+            out.append(replace(chunk, name=name, arguments=own["arguments"]))
+        return out
+
+    @staticmethod
+    def _pieces(pieces: list[Piece], chunk: TextChunk | ThinkingChunk | None = None) -> Sequence[Chunk]:
+        if chunk is not None and len(pieces) == 1 and pieces[0][1] is chunk.text:
+            return (chunk,)  # the common case: sent as it came
+        return [_chunk_of(field, text) for field, text in pieces]
+
+
+def _chunk_of(field: Field, text: str) -> Chunk:
+    if field == "thinking":
+        return ThinkingChunk(text)
+    if isinstance(field, tuple) and field[0] == "tool":  # a tool call's held text, let out later
+        return ToolCallChunk(field[1], text) if field[2] == "arguments" else ToolCallChunk(field[1], name=text)
+    return TextChunk(text)
 
 
 class Redactor:
     """Replaces the current values of `variables` (read from the environment on each use, so a
-    key exported after start-up is covered too) in text, errors, completions and chunks."""
+    key exported after start-up is covered too) in text, errors, completions and streams."""
 
     def __init__(self, variables: Iterable[str] = ()):
         self.variables: set[str] = set(variables)
+        self._cached: tuple[tuple[str, ...], Secrets] = ((), Secrets(()))
 
     @classmethod
     def for_config(cls, config: object) -> Redactor:
@@ -46,40 +284,115 @@ class Redactor:
     def add(self, variable: str) -> None:
         self.variables.add(variable)
 
-    def _secrets(self) -> list[str]:
-        values = {os.environ.get(name, "") for name in self.variables}
-        return sorted((v for v in values if len(v) >= _SHORTEST), key=len, reverse=True)
+    def secrets(self) -> Secrets:
+        """The values to redact now (the compiled search is reused while they stay the same)."""
+        values = tuple(sorted({v for v in map(os.environ.get, self.variables) if v and len(v) >= _SHORTEST}))
+        if values != self._cached[0]:
+            self._cached = (values, Secrets(values))
+        return self._cached[1]
 
     def text(self, text: str) -> str:
-        for secret in self._secrets():
-            if secret in text:
-                text = text.replace(secret, MARK)
-        return text
+        return self.secrets().sub(text)
+
+    def stream(self) -> ChunkRedactor | None:
+        """A redactor for one call's chunks; None when no secret is set (nothing to do)."""
+        secrets = self.secrets()
+        return ChunkRedactor(secrets) if secrets else None
 
     def error(self, exc: BaseException) -> BaseException:
         """Redact an exception in place (its message, and a BackendError's body); an exception
         group's members too. Returns it, for `raise redactor.error(exc)`."""
-        secrets = self._secrets()
+        secrets = self.secrets()
         if not secrets:
             return exc
-        exc.args = tuple(self.text(a) if isinstance(a, str) else a for a in exc.args)
+        exc.args = tuple(secrets.sub(a) if isinstance(a, str) else a for a in exc.args)
         if isinstance(exc, BackendError) and exc.body:
-            exc.body = self.text(exc.body)
+            exc.body = secrets.sub(exc.body)
         for inner in getattr(exc, "exceptions", ()):
             self.error(inner)
         return exc
 
     def completion(self, completion: Completion) -> Completion:
-        if not self._secrets():
+        """Text, thinking and tool calls read as one sequence (as a stream sends them), so a key
+        split between them is found too; every other string of the tool calls and the metadata
+        on its own."""
+        secrets = self.secrets()
+        if not secrets:
             return completion
-        text = self.text(completion.text)
-        return completion if text == completion.text else replace(completion, text=text)
+        fields = _fields(completion)
+        send, _ = secrets.pieces(fields, hold=False)
+        redacted: dict[Field, str] = {field: "" for field, _ in fields}
+        for field, text in send:
+            redacted[field] += text
+        changes = _changes(completion, redacted, secrets)
+        return replace(completion, **changes) if changes else completion
 
-    def chunk(self, chunk: C) -> C:
-        if isinstance(chunk, (TextChunk, DraftChunk)):
-            text = self.text(chunk.text)
-            return chunk if text == chunk.text else replace(chunk, text=text)
-        if isinstance(chunk, FinalChunk):
-            completion = self.completion(chunk.completion)
-            return chunk if completion is chunk.completion else replace(chunk, completion=completion)
-        return chunk
+    def final(self, chunk: FinalChunk) -> FinalChunk:
+        completion = self.completion(chunk.completion)
+        return chunk if completion is chunk.completion else replace(chunk, completion=completion)
+
+
+def _fields(completion: Completion) -> list[Piece]:
+    """A completion's free text in the order a stream sends it: thinking, text, tool calls."""
+    fields: list[Piece] = [("thinking", completion.thinking or ""), ("text", completion.text)]
+    for index, call in enumerate(completion.tool_calls or ()):
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict):
+            for part in ("name", "arguments"):
+                if isinstance(function.get(part), str):
+                    fields.append((("tool", index, part), function[part]))
+    return fields
+
+
+def _changes(completion: Completion, redacted: dict[Field, str], secrets: Secrets) -> dict[str, Any]:
+    """The fields of `completion` that redaction changed, with their new values."""
+    changes: dict[str, Any] = {}
+    if redacted["text"] != completion.text:
+        changes["text"] = redacted["text"]
+    if completion.thinking is not None and redacted["thinking"] != completion.thinking:
+        changes["thinking"] = redacted["thinking"]
+    if completion.tool_calls:
+        calls = _tool_calls(completion.tool_calls, redacted, secrets)
+        if calls != completion.tool_calls:
+            changes["tool_calls"] = calls
+    metadata = _deep(completion.metadata, secrets)
+    if metadata is not completion.metadata:
+        changes["metadata"] = metadata
+    return changes
+
+
+def _tool_calls(calls: list[dict[str, Any]], redacted: dict[Field, str], secrets: Secrets) -> list[dict[str, Any]]:
+    out = []
+    for index, call in enumerate(calls):
+        call = _deep(call, secrets)  # ids, types and anything else a provider put there
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict):
+            parts = {part: redacted[("tool", index, part)] for part in ("name", "arguments")
+                     if ("tool", index, part) in redacted}
+            call = {**call, "function": {**function, **parts}}
+        out.append(call)
+    return out
+
+
+def _deep(value: Any, secrets: Secrets) -> Any:
+    """`value` with secrets replaced in every string inside dicts, lists and tuples; the same
+    object when nothing changed."""
+    if isinstance(value, str):
+        return secrets.sub(value)
+    if isinstance(value, dict):
+        return _deep_dict(value, secrets)
+    if isinstance(value, (list, tuple)):
+        return _deep_sequence(value, secrets)
+    return value
+
+
+def _deep_dict(value: dict[Any, Any], secrets: Secrets) -> dict[Any, Any]:
+    items = {key: _deep(item, secrets) for key, item in value.items()}
+    return value if all(items[key] is value[key] for key in value) else items
+
+
+def _deep_sequence(value: list[Any] | tuple[Any, ...], secrets: Secrets) -> list[Any] | tuple[Any, ...]:
+    items = [_deep(item, secrets) for item in value]
+    if all(new is old for new, old in zip(items, value)):
+        return value
+    return tuple(items) if isinstance(value, tuple) else items

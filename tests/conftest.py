@@ -7,14 +7,23 @@ import contextlib
 import ipaddress
 import os
 import socket
+import tempfile
 
 import pytest
 
 # litellm fetches its price map from GitHub at import unless told to use the bundled copy.
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+# Module- and session-scoped fixtures (routers, servers) are made before the per-test `route_home`
+# below applies: they too must never read or write the real user's config and data.
+_SESSION_HOME = tempfile.mkdtemp(prefix="route-tests-")
+os.environ["ROUTE_HOME"] = os.path.join(_SESSION_HOME, "route-home")
+for _var, _sub in (("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "data"), ("XDG_CACHE_HOME", "cache"),
+                   ("XDG_STATE_HOME", "state")):
+    os.environ[_var] = os.path.join(_SESSION_HOME, "xdg", _sub)
+os.environ.pop("ROUTE_CONFIG", None)
 
-from backends.simulator import SimServer
-from tests.answering import answering as serve_handler
+from backends.simulator import SimServer  # noqa: E402  (after the environment above)
+from tests.answering import answering as serve_handler  # noqa: E402
 
 # Real servers started per test, on free ports (they skip locally, naming the package, when the
 # binary is missing; under CI they fail instead).

@@ -27,7 +27,8 @@ from router.consortium.simulated import arbiter_responder
 from router.consortium.spec import ConsortiumConfig
 from router.decision import Decision, Outcome, RouteResult
 
-__all__ = ["arbiter", "ask", "build", "call", "calls", "fake", "make_router", "router_for", "use_arbiter"]
+__all__ = ["WEATHER_CALL", "adapter_config", "arbiter", "ask", "build", "call", "calls", "fake", "make_router",
+           "require_package", "router_for", "sim_count", "use_arbiter"]
 
 
 async def call(backend, request: Request) -> Completion:
@@ -177,3 +178,50 @@ def ok_outcome(prompt: object) -> Outcome:
     completion = Completion(text="fine", backend="a", model="m", usage=Usage(3, 5), timings=Timings(0.1, 0.2, 50.0))
     return Outcome(decision(), [{"role": "user", "content": prompt}], "server", 0.2,
                    result=RouteResult(completion, decision(), ()))
+
+
+async def sim_count(sim, model: str, key: str, want: int, timeout_s: float = 5.0) -> dict:
+    """The simulator's counts for `model` once `key` reached `want` (or after `timeout_s`): it
+    counts a cancelled request when that request's task ends, on the server's own thread."""
+    import asyncio
+
+    deadline = time.monotonic() + timeout_s
+    while (stats := sim.stats(model))[key] < want and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    return stats
+
+
+def adapter_config(sim) -> dict:
+    """Two tiers and a ranked consortium on the simulator, for the framework adapters' tests."""
+    def backend(model: str, price: tuple[float, float]) -> dict:
+        return {"kind": "openai", "model": model, "base_url": sim.base_url, "max_retries": 0, "timeout_s": 30,
+                "price": {"input": price[0], "output": price[1]}}
+
+    return {
+        "backends": {"light": backend("sim-light", (0.1, 0.4)), "heavy": backend("sim-heavy", (3, 15)),
+                     "judge": backend("sim-judge", (0.25, 0.75))},
+        "routing": {"scorer": {"kind": "length", "threshold_chars": 400},
+                    "tiers": [{"name": "light", "below": 0.5, "backends": ["light"]},
+                              {"name": "heavy", "backends": ["heavy"]}]},
+        "consortia": {"panel": {"members": ["light", "heavy"], "arbiter": "judge", "judging": "rank"}},
+        "log": {"enabled": False},
+    }
+
+
+WEATHER_CALL = {"tool_calls": [{"id": "call_w1", "name": "get_weather", "arguments": {"city": "Paris"}}]}
+
+
+def require_package(module: str, extra: str):
+    """`module` imported, or skip (fail under CI, which installs every extra) naming the extra."""
+    import importlib
+    import os
+
+    import pytest
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        message = f'needs {module}: pip install -e ".[{extra}]"'
+        if os.environ.get("CI"):
+            pytest.fail(f"{message} (CI must run these tests; .ci/run installs the extra)", pytrace=False)
+        pytest.skip(message, allow_module_level=True)

@@ -5,7 +5,8 @@ Fixtures:
 - `postgres`: one server for the session (password auth on 127.0.0.1, as a fleet's would be);
 - `pg_dsn`: a fresh database on it per test, its DSN exported as ROUTE_PG_DSN (configs name
   `${ROUTE_PG_DSN}`, never the password);
-- `PostgresServer` itself, for a test that stops and restarts a server of its own.
+- `PostgresServer` itself, for a test that stops and restarts a server of its own, or freezes
+  it (SIGSTOP) and thaws it.
 
 The binaries come from the `postgresql` package (/usr/lib/postgresql/<version>/bin). Without
 them a test is skipped, naming the install command, except under CI (the `CI` variable set),
@@ -15,11 +16,13 @@ run as root, so as root they run as the `postgres` user, in a temp dir it owns.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import pwd
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -100,6 +103,33 @@ class PostgresServer:
         if self.running:
             self._run("pg_ctl", "stop", "-D", str(self.data), "-m", "fast", "-w", "-t", "60")
             self.running = False
+
+    def _processes(self) -> list[int]:
+        """The postmaster and every process it started (backends, writers): all of the server."""
+        postmaster = int((self.data / "postmaster.pid").read_text().split()[0])
+        children = []
+        for stat in glob.glob("/proc/[0-9]*/stat"):
+            try:
+                fields = Path(stat).read_text().rsplit(")", 1)[1].split()
+            except OSError:  # the process ended meanwhile
+                continue
+            if int(fields[1]) == postmaster:
+                children.append(int(Path(stat).parent.name))
+        return [postmaster, *children]
+
+    def freeze(self) -> None:
+        """SIGSTOP the whole server: connections stay open and the kernel still accepts
+        connects and acknowledges data, but nothing answers (a hung host, a stuck disk). The
+        postmaster first, so it forks no process after the list is read."""
+        self._signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        self._signal(signal.SIGCONT)
+
+    def _signal(self, signum: int) -> None:
+        for pid in self._processes():
+            with contextlib.suppress(ProcessLookupError):  # a backend that ended meanwhile
+                os.kill(pid, signum)
 
     def dsn(self, database: str = "postgres") -> str:
         return f"postgresql://{self.user}:{self.password}@127.0.0.1:{self.port}/{database}"

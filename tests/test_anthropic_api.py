@@ -121,7 +121,7 @@ def test_errors_in_anthropic_shape(client, server):
     assert "aliases" in missing.value.body["error"]["message"]
     with pytest.raises(anthropic.BadRequestError) as bad:
         ask(client, messages=[{"role": "robot", "content": "x"}])
-    assert bad.value.body["error"]["type"] == "invalid_request_error" and "messages.0.role" in str(bad.value)
+    assert bad.value.body["error"]["type"] == "invalid_request_error" and "`messages[0].role`" in str(bad.value)
     wrong = anthropic.Anthropic(base_url=server.url, api_key="wrong" * 8, max_retries=0)
     with pytest.raises(anthropic.AuthenticationError) as denied:
         ask(wrong)

@@ -60,3 +60,41 @@ def test_the_server_sends_a_header_and_a_field(sim):
                 "model": "pair", "stream": True, "messages": [{"role": "user", "content": "hi"}]}) as response:
             events = [line for line in response.iter_lines() if line.startswith("data: {")]
         assert '"route":{"degraded":["pair, round 1: arbiter judge failed' in events[-1]
+
+
+def _nested_router(sim) -> Router:
+    """An outer consortium whose member is an inner one; one inner member is far slower than
+    the request's deadline."""
+    from tests.helpers import use_arbiter
+
+    use_arbiter(sim, "judge-m")
+    sim.update_profile("m-late", ttft_s=30.0)
+
+    def backend(model: str) -> dict:
+        return {"kind": "openai", "model": model, "base_url": sim.base_url, "max_retries": 0, "timeout_s": 60}
+
+    return Router(load_config({
+        "backends": {"quick": backend("m-quick"), "late": backend("m-late"), "judge": backend("judge-m")},
+        "routing": {"tiers": [{"name": "all", "backends": ["quick"]}]},
+        "consortia": {"inner": {"members": ["quick", "late"], "arbiter": "judge", "retries": 0},
+                      "outer": {"members": ["inner", "quick"], "arbiter": "judge", "retries": 0}},
+    }), source="api", log=False)
+
+
+def test_a_member_lost_to_the_deadline_marks_the_answer_degraded_at_depth_2(sim):
+    """deadline_s=1.5: the inner consortium answers with its quick member alone; the outer answer
+    must say that a member was lost two levels down."""
+    with _nested_router(sim) as router:
+        result = router.complete("hi", model="outer", deadline_s=1.5)
+    lost = result.completion.metadata.get("degraded")
+    assert lost, "a member lost to the deadline two levels down must mark the answer degraded"
+    assert any(line.startswith("outer/inner, round 1: 1 of 2 member calls failed (late#1, out of time)")
+               for line in lost), lost
+    assert sim.stats("m-late")["cancelled"] == 1  # the slow call was stopped, not left running
+
+
+def test_a_member_lost_to_the_deadline_marks_a_single_consortium_degraded(sim):
+    with _nested_router(sim) as router:
+        result = router.complete("hi", model="inner", deadline_s=1.0)
+    assert result.completion.metadata.get("degraded") == [
+        "inner, round 1: 1 of 2 member calls failed (late#1, out of time)"]

@@ -106,3 +106,23 @@ def test_deploy_example_is_two_replicas_sharing_redis_and_postgres(monkeypatch):
     assert config.backends["diffusiongemma"].model == served
     assert config.backends["diffusiongemma"].base_url == "http://vllm:8000/v1"
     assert {"--max-num-seqs", "--generation-config", "--gpu-memory-utilization"} <= set(vllm)
+
+
+@pytest.mark.parametrize(("example", "module", "extra"), [
+    ("agents_sdk_in_process.py", "agents", "agents"),
+    ("langchain_in_process.py", "langchain_core", "langchain"),
+    ("pydantic_ai_in_process.py", "pydantic_ai", "pydantic-ai"),
+])
+def test_in_process_agent_examples_make_a_tool_round_trip_and_a_structured_output(example, module, extra):
+    """Each starts its own simulated upstream, prints the router's decision for each of its three
+    model calls (tool call, answer, structured output) and exits 0."""
+    from tests.helpers import require_package
+
+    require_package(module, extra)
+    result = subprocess.run([sys.executable, str(EXAMPLES / example)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    routes = [line for line in lines if line.startswith("  route: light (tier light, score ")]
+    assert len(routes) == 3, result.stdout
+    assert "answer: It is 22 C and sunny in Paris." in lines
+    assert lines[-1] == "structured: Forecast(city='Paris', celsius=22)"

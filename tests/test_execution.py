@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from backends.errors import AllBackendsFailed, BackendError
+from backends.errors import AllBackendsFailed, BackendError, BreakerOpen
 from backends.types import TextChunk
 from router.core import Router
-from router.store import Store
+from router.store import LatencyStore
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -232,13 +232,19 @@ async def test_falls_back_on_failure_and_the_breaker_then_skips_the_broken_backe
     await router.aclose()
 
 
-async def test_open_breakers_are_still_tried_when_nothing_else_is_left(sim):
+async def test_an_open_breaker_with_nothing_else_left_fails_at_once_saying_when_to_come_back(sim):
+    """Not called while open, even as the last candidate (issue 29: a client retrying against a
+    dead upstream made three upstream calls per retry); the probe goes after the cooldown."""
     sim.update_profile("ok-m", answer_tokens=5)
-    router = Router.from_config(config(sim, {"only": {"model": "ok-m"}}, breaker={"failures": 1}))
+    router = Router.from_config(config(sim, {"only": {"model": "ok-m"}}, breaker={"failures": 1,
+                                                                                  "cooldown_ms": 60_000}))
     router.breakers["only"].record_failure()
     assert router.breakers["only"].state == "open"
-    result = await router.acomplete("hi")
-    assert result.backend == "only"
+    with pytest.raises(AllBackendsFailed) as failed:
+        await router.acomplete("hi")
+    [error] = failed.value.exceptions
+    assert isinstance(error, BreakerOpen) and 59 < error.retry_after <= 60
+    assert sim.stats("ok-m")["requests"] == 0
     await router.aclose()
 
 
@@ -259,11 +265,11 @@ async def test_every_attempt_teaches_the_latency_model(sim):
 _WORKER = """
 import asyncio, json, sys
 from router.core import Router
-from router.store import Store
+from router.store import LatencyStore
 
 cfg, n = json.loads(sys.argv[1]), int(sys.argv[2])
 router = Router(__import__("router.config_loader", fromlist=["x"]).load_config(cfg), source="cli")
-router.latency.attach_store(Store())
+router.latency.attach_store(LatencyStore())
 samples_at_start = router.latency.model("a").samples
 print("ready", flush=True)
 sys.stdin.readline()  # the test starts every worker at once: they overlap by construction, not by timing
@@ -306,7 +312,7 @@ def test_processes_share_learned_latency_without_clobbering(sim, route_home):
     first, second = _worker(cfg, 12), _worker(cfg, 12)
     _start(first, second)  # both have read the empty store; now both write at once
     assert [_finish(first)["samples_at_start"], _finish(second)["samples_at_start"]] == [0, 0]
-    state = Store().load_latency()["a"]
+    state = LatencyStore().load_latency()["a"]
     assert state["failures"]["count"] == 24  # one entry per attempt, from both processes
     # A later run starts from what both learned.
     later = _worker(cfg, 0)

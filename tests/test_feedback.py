@@ -19,10 +19,10 @@ from policies.complexity.training.fit import is_held_out
 from router.cli.scoring_cmds import register
 from router.config_loader import load_config
 from router.core import Router
-from router.feedback import FeedbackStore, consortium_preferences
 from router.learning.store import LearningStore
 from router.server import RouteServer
 from router.store import RequestRecord, Store
+from router.store.feedback import consortium_preferences, labelled_records
 
 SAMPLE = Path(__file__).parent / "data" / "feedback_sample.jsonl"
 runner = CliRunner()
@@ -64,7 +64,7 @@ def test_server_feedback_is_recorded_against_the_request_log(sim, tmp_path: Path
         assert wrong.status_code == 400 and "good" in wrong.json()["error"]["message"]
         missing = httpx.post(f"{srv.base_url}/feedback", json={"verdict": "good"}, timeout=20)
         assert missing.status_code == 400
-    labels = FeedbackStore(tmp_path / "route.db").labelled_records({"small"})
+    labels = labelled_records(Store(tmp_path / "route.db"), {"small"})
     # the local tier answered and the user said bad: the hosted model was needed
     assert [(r["prompt"], r["local"], r["hosted"]) for r in labels] == [("hi there", 0.0, 1.0)]
 
@@ -80,7 +80,7 @@ def test_cli_and_router_feedback_write_the_same_table(tmp_path: Path) -> None:
     Router(load_config(str(cfg))).feedback(second, "bad")
     bad = runner.invoke(app(), ["feedback", str(first), "great", "-c", str(cfg)])
     assert bad.exit_code == 2 and "`good` or `bad`" in bad.output
-    labels = FeedbackStore(tmp_path / "route.db").labelled_records({"small"})
+    labels = labelled_records(Store(tmp_path / "route.db"), {"small"})
     assert [(r["prompt"], r["local"], r["hosted"]) for r in labels] == [("p1", 1.0, 1.0), ("p2", 0.0, 0.0)]
 
 
@@ -122,7 +122,7 @@ def test_calibrate_from_log_learns_from_every_label_of_the_store(tmp_path: Path)
     logged, unseen = _learning_records()
     LearningStore(tmp_path / "route.db").add_labels(
         [(0, "shadow", f"shadow:{r['id']}", r["prompt"], r["local"], r["hosted"]) for r in logged[40:]])
-    store, feedback = Store(tmp_path / "route.db"), FeedbackStore(tmp_path / "route.db")
+    store = feedback = Store(tmp_path / "route.db")
     store.log([RequestRecord(source="api", status="ok", prompt=r["prompt"], backend="small") for r in logged[:40]])
     for row, r in zip(sorted(store.recent(40), key=lambda x: x["id"]), logged[:40]):
         feedback.add_verdict(row["id"], "good" if r["local"] >= r["hosted"] else "bad")
@@ -145,7 +145,7 @@ def test_calibrate_from_log_keeps_the_weights_when_the_feedback_says_nothing(tmp
     cfg = config_file(tmp_path)
     logged, _ = _learning_records()
     rng = random.Random(0)
-    store, feedback = Store(tmp_path / "route.db"), FeedbackStore(tmp_path / "route.db")
+    store = feedback = Store(tmp_path / "route.db")
     store.log([RequestRecord(source="api", status="ok", prompt=r["prompt"], backend="small") for r in logged])
     for row in store.recent(len(logged)):
         feedback.add_verdict(row["id"], rng.choice(("good", "bad")))

@@ -22,7 +22,6 @@ from router.config_loader import load_config
 from router.consortium.simulated import arbiter_responder
 from router.core import Router
 from router.decision import Outcome, RouteResult
-from router.feedback import FeedbackStore
 from router.learning import learn_status, open_store
 from router.learning.fleet import RedisLearningStore
 from router.learning.labels import import_feedback, verdict_label
@@ -133,7 +132,7 @@ def test_both_orders_cancel_a_judge_that_prefers_what_it_reads_first() -> None:
 
 def test_feedback_of_three_tiers_labels_each_boundary_with_its_own_pair(tmp_path: Path) -> None:
     config = load_config(_config(tmp_path, tiers=3) | {"log": {"path": str(tmp_path / "route.db")}}).config
-    log, feedback = Store(tmp_path / "route.db"), FeedbackStore(tmp_path / "route.db")
+    log = feedback = Store(tmp_path / "route.db")
     log.log([RequestRecord(source="api", status="ok", backend=b, prompt=f"asked {b}") for b in ("low", "mid", "top")])
     for row in log.recent(3):
         feedback.add_verdict(row["id"], "bad")

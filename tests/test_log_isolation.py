@@ -12,9 +12,9 @@ import pytest
 
 from router.config_loader import load_config
 from router.core import Router
-from router.request_log import RequestLog
 from router.server import RouteServer
 from router.store import RequestRecord, Store
+from router.store.request_log import RequestLog
 from tests.helpers import TOOLS, ok_outcome, tool_upstream
 
 

@@ -1,10 +1,10 @@
-"""The request log's background writer (router/log_writer.py) against a destination that is down:
+"""The request log's background writer (router/store/writer.py) against a destination that is down:
 what it keeps, in what order, and how many it drops for room."""
 
 from __future__ import annotations
 
-from router.log_writer import Writer
-from router.store_health import StoreError
+from router.store.health import StoreError
+from router.store.writer import Writer
 
 
 class _Row:

@@ -1,8 +1,10 @@
 """The request log in PostgreSQL, against a real server started per session
 (tests/postgres_server.py): replicas in separate processes lose no record, `route log` and
 `route stats` read it, the server going away mid-run costs no request and no record within the
-buffer, migrations run once however many replicas start together, and the DSN's password never
-appears anywhere."""
+buffer, a frozen server costs one timeout and a warning rather than stalled requests, with
+`flush_interval_ms: 0` an acknowledged request is recorded through an outage and a SIGKILL (the
+local spool), migrations run once however many replicas start together, feedback lands in the
+same database, `route doctor` checks it, and the DSN's password never appears anywhere."""
 
 from __future__ import annotations
 
@@ -11,8 +13,13 @@ import json
 import logging
 import multiprocessing
 import os
+import signal
 import sqlite3
+import subprocess
+import sys
+import threading
 import time
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -22,9 +29,9 @@ from typer.testing import CliRunner
 from router.cli.app import app
 from router.config_loader import load_config
 from router.core import Router
-from router.pg_log import SCHEMA_VERSION, PgLogStore
-from router.request_log import RequestLog
 from router.store import RequestRecord, row_for
+from router.store.postgres import SCHEMA_VERSION, PgStore
+from router.store.request_log import RequestLog
 from tests.postgres_server import PostgresServer
 
 pytestmark = pytest.mark.integration
@@ -106,7 +113,7 @@ def test_four_replicas_a_thousand_requests_each_lose_none_and_route_log_reads_th
 def _migrate(dsn: str, start_at: float) -> None:
     while time.time() < start_at:
         time.sleep(0.001)
-    PgLogStore(dsn).close()
+    PgStore(dsn).close()
 
 
 def test_migrations_run_once_when_two_replicas_start_together(pg_dsn, tmp_path):
@@ -118,7 +125,7 @@ def test_migrations_run_once_when_two_replicas_start_together(pg_dsn, tmp_path):
     for proc in procs:
         proc.join(timeout=120)
     assert [proc.exitcode for proc in procs] == [0, 0]
-    PgLogStore(pg_dsn).close()  # and a third, later: nothing left to do
+    PgStore(pg_dsn).close()  # and a third, later: nothing left to do
     with psycopg.connect(pg_dsn) as conn:
         assert [row[0] for row in conn.execute("SELECT version FROM schema_version")] == list(range(1, SCHEMA_VERSION + 1))
         columns = [row[0] for row in conn.execute(
@@ -159,7 +166,7 @@ def test_postgres_going_away_mid_run_costs_no_request_and_the_kept_records_follo
 
 
 def test_a_row_postgres_refuses_is_left_out_of_its_batch_alone(pg_dsn):
-    store = PgLogStore(pg_dsn)
+    store = PgStore(pg_dsn)
     good = [row_for(RequestRecord(source="api", status="ok", prompt=f"p{i}")) for i in range(4)]
     bad = list(good[0])
     bad[1] = None  # status: NOT NULL
@@ -208,3 +215,159 @@ def test_postgres_without_the_driver_says_how_to_install_it(sim, tmp_path, monke
 def test_a_request_log_on_postgres_names_the_server_without_the_password(pg_dsn, postgres):
     log = RequestLog(dsn=pg_dsn)
     assert postgres.password not in log.where and log.where.startswith("postgresql://route@127.0.0.1:")
+
+
+def _rescue(server: PostgresServer, after_s: float = 120.0) -> tuple[threading.Timer, threading.Event]:
+    """Thaws a frozen server should the code under test hang on it (so a failure is a failed
+    assertion, not a hung run); `fired` says whether it had to."""
+    fired = threading.Event()
+
+    def thaw() -> None:
+        fired.set()
+        server.thaw()
+
+    timer = threading.Timer(after_s, thaw)
+    timer.daemon = True
+    timer.start()
+    return timer, fired
+
+
+def test_a_frozen_postgres_costs_one_timeout_and_a_warning_not_a_stall_per_request(sim, monkeypatch, caplog):
+    """`flush_interval_ms: 0` with the database frozen (SIGSTOP): the request that finds it waits
+    out `log.timeout_ms` once; the rest are answered at once, their records spooled locally, and
+    all of them reach the database, in order, once it answers again."""
+    with PostgresServer() as server:
+        dsn = server.create_database()
+        monkeypatch.setenv("ROUTE_PG_DSN", dsn)
+        with Router(load_config(_config(sim, flush_interval_ms=0, timeout_ms=1000)), source="api") as router:
+            router.complete("before")
+            server.freeze()
+            timer, fired = _rescue(server)
+            try:
+                with caplog.at_level(logging.WARNING, logger="router.request_log"):
+                    answers = [router.complete(f"frozen {i}").text for i in range(5)]
+                assert not fired.is_set(), "requests waited for the frozen database"
+            finally:
+                timer.cancel()
+                server.thaw()
+            assert all(answers)
+            assert router.request_log.flush(timeout_s=60)
+        assert _prompts(dsn) == ["before", *(f"frozen {i}" for i in range(5))]
+    warned = [r.getMessage() for r in caplog.records if "did not answer within 1.0 s" in r.getMessage()]
+    assert len(warned) == 1 and server.password not in warned[0], [r.getMessage() for r in caplog.records]
+
+
+def test_a_frozen_postgres_is_named_in_a_warning_and_the_records_wait_for_it(sim, monkeypatch, caplog):
+    """At the default interval the writer, not the request, meets the frozen database: it gives
+    up after `log.timeout_ms` with a warning, keeps the records, and writes them once thawed."""
+    with PostgresServer() as server:
+        dsn = server.create_database()
+        monkeypatch.setenv("ROUTE_PG_DSN", dsn)
+        with Router(load_config(_config(sim, timeout_ms=1000)), source="api") as router:
+            router.complete("before")
+            assert router.request_log.flush(timeout_s=60)
+            server.freeze()
+            timer, fired = _rescue(server)
+            try:
+                with caplog.at_level(logging.WARNING, logger="router.request_log"):
+                    for i in range(3):
+                        router.complete(f"frozen {i}")
+                    assert not router.request_log.flush(timeout_s=60)  # tried, timed out: kept
+                assert not fired.is_set(), "the writer waited for the frozen database"
+            finally:
+                timer.cancel()
+                server.thaw()
+            assert router.request_log.flush(timeout_s=60)
+        assert _prompts(dsn) == ["before", "frozen 0", "frozen 1", "frozen 2"]
+    assert sum("did not answer within 1.0 s" in r.getMessage() for r in caplog.records) == 1
+
+
+_ACKNOWLEDGING_CHILD = """
+import sys
+from router.config_loader import load_config
+from router.core import Router
+
+router = Router(load_config(sys.argv[1]), source="api")
+for i in range(int(sys.argv[2])):
+    router.complete(f"during {i}")
+    print(i, flush=True)  # acknowledged
+sys.stdin.read()  # until killed
+"""
+
+
+def test_acknowledged_means_recorded_through_an_outage_and_a_sigkill(sim, tmp_path, route_home):
+    """`flush_interval_ms: 0`, the database stopped: every acknowledged request's record is in the
+    local spool (fsynced) before the answer; the process is then SIGKILLed, and the next process
+    to log replays the spool, in order, before its own records."""
+    count = 30
+    with PostgresServer() as server:
+        dsn = server.create_database()
+        server.stop()
+        config = _write(tmp_path, _config(sim, flush_interval_ms=0))
+        env = {**os.environ, "ROUTE_HOME": str(route_home), "ROUTE_PG_DSN": dsn,
+               "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+        child = subprocess.Popen([sys.executable, "-c", _ACKNOWLEDGING_CHILD, config, str(count)], env=env,
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            acknowledged = [int(child.stdout.readline()) for _ in range(count)]
+        finally:
+            child.send_signal(signal.SIGKILL)
+            child.wait(timeout=60)
+        assert acknowledged == list(range(count)), child.stderr.read()
+        server.start()
+        os.environ["ROUTE_PG_DSN"] = dsn
+        try:
+            with Router(load_config(config), source="api") as router:
+                router.complete("after")
+                assert router.request_log.flush(timeout_s=60)
+        finally:
+            del os.environ["ROUTE_PG_DSN"]
+        assert _prompts(dsn) == [*(f"during {i}" for i in range(count)), "after"]
+
+
+def test_feedback_with_a_postgres_log_is_kept_in_postgres(sim, pg_dsn, route_home):
+    with Router(load_config(_config(sim)), source="api") as router:
+        router.complete("judge me")
+        assert router.request_log.flush(timeout_s=60)
+        [logged] = PgStore(pg_dsn).recent(1)
+        router.feedback(logged["id"], "bad")
+    with psycopg.connect(pg_dsn) as conn:
+        rows = list(conn.execute("SELECT request, verdict FROM feedback"))
+    assert rows == [(str(logged["id"]), "bad")]
+    assert not list(route_home.rglob("*.db"))  # nothing went to a local file
+
+
+def test_route_doctor_checks_the_log_database(sim, pg_dsn, tmp_path, monkeypatch):
+    config_file = _write(tmp_path, _config(sim))
+    ok = CliRunner().invoke(app, ["doctor", "--json", "-c", config_file])
+    [log] = [c for c in json.loads(ok.stdout)["checks"] if c["name"] == "request log"]
+    assert log["ok"] and "postgresql://route@127.0.0.1:" in log["detail"], log
+    password = "hunter2-not-in-any-output"
+    monkeypatch.setenv("ROUTE_PG_DSN", f"postgresql://route:{password}@127.0.0.1:1/route")
+    down = CliRunner().invoke(app, ["doctor", "--json", "-c", config_file])
+    assert down.exit_code == 3
+    [log] = [c for c in json.loads(down.stdout)["checks"] if c["name"] == "request log"]
+    assert not log["ok"] and "cannot be reached" in log["detail"] and password not in down.output
+
+
+def test_a_replay_cut_short_resumes_where_it_stopped_and_writes_nothing_twice(pg_dsn, tmp_path):
+    """A process replayed the first batch of a spool (rows and progress in one transaction) and
+    died; the next process to log replays the rest, once, before its own record."""
+    from router.store.spool import Spool
+    from tests.helpers import ok_outcome
+
+    left = Spool(tmp_path / "spool")
+    left.append([row_for(RequestRecord(source="api", status="ok", prompt=f"spooled {i}")) for i in range(5)])
+    [name] = left.names()
+    _, first = next(iter(left.batches({}, size=2)))
+    store = PgStore(pg_dsn)
+    assert store.log_rows(first.rows, progress=(name, first.upto)) == []
+    store.close()
+    left.close()  # its process is gone
+    log = RequestLog(dsn=pg_dsn, spool_dir=tmp_path / "spool")
+    log.observe(ok_outcome("after"))
+    assert log.flush(timeout_s=60)
+    assert _prompts(pg_dsn) == [*(f"spooled {i}" for i in range(5)), "after"]
+    assert not list((tmp_path / "spool").iterdir())  # replayed to its end: deleted
+    with psycopg.connect(pg_dsn) as conn:
+        assert list(conn.execute("SELECT * FROM spool_replayed")) == []

@@ -5,6 +5,7 @@ handed to Redis, so no bucket refills while a test runs: `exactly N` is exact.""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 
 import httpx
@@ -79,6 +80,32 @@ async def test_with_redis_stopped_mid_run_no_request_fails_and_each_replica_limi
     assert sim.stats("m-a")["requests"] == before + 3
     # (the first replica's decisions passed `a` over without asking Redis; the second found it down)
     assert second.rate_limits.link is not None and second.rate_limits.link.outages == 1
+    for router in (first, second):
+        await router.aclose()
+
+
+async def test_after_redis_restarts_the_fleets_buckets_start_at_the_replicas_levels_not_full(sim, redis_server):
+    cfg = config(sim, redis_server.url, a={"rpm": 3})
+    cfg["state"].update(retry_ms=1, refresh_ms=0)  # ask the new Redis at once; every decision reads the levels
+    first, second = replica(cfg), replica(cfg)
+    for i in range(3):  # the shared limit used up, through both
+        await (first, second)[i % 2].acomplete("hi", model="a")
+    assert sim.stats("m-a")["requests"] == 3
+    for router in (first, second):
+        await router.refresh()  # as a replica serving requests does: its view is the fleet's
+    redis_server.stop()
+    redis_server.start()  # the same port, empty: every bucket is gone
+    refused = 0
+    for i in range(6):
+        with contextlib.suppress(RateLimitExceeded):
+            await (first, second)[i % 2].acomplete("hi", model="a")
+            continue
+        refused += 1
+    assert refused == 6 and sim.stats("m-a")["requests"] == 3  # no replica found a full bucket
+    limiter = first.rate_limits
+    assert isinstance(limiter, RedisRateLimiter) and limiter.link is not None and limiter.link.up
+    [key] = limiter.keys("a")
+    assert float(redis.Redis.from_url(redis_server.url).hget(key, "level") or -1) == 0.0  # seeded, in Redis
     for router in (first, second):
         await router.aclose()
 

@@ -5,6 +5,10 @@ once it is back."""
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -42,3 +46,21 @@ def test_a_redis_url_with_a_literal_password_is_refused():
     with pytest.raises(ValueError, match="needs url"):
         StateConfig(backend="redis")
     assert StateConfig(backend="redis", url="${ROUTE_REDIS_URL}").url == "${ROUTE_REDIS_URL}"
+
+
+def test_a_worker_starting_beside_a_healthy_redis_warns_of_nothing(redis_server, tmp_path):
+    """What every `route serve` worker does at start-up, in a fresh process (so `redis` is not
+    imported yet): importing the client and the first connection are no sign of Redis being down,
+    however busy the machine is, so they are not held to the per-call timeout (here 20 ms)."""
+    config = tmp_path / "redis.yaml"
+    config.write_text("backends:\n  a: {kind: openai, model: m, base_url: 'http://127.0.0.1:9/v1'}\n"
+                      "routing:\n  tiers: [{name: all, backends: [a]}]\n"
+                      f"state: {{backend: redis, url: '{redis_server.url}', timeout_ms: 20}}\n")
+    script = ("import sys\nfrom router.config_loader import load_config\nfrom router.server.worker import serving_router\n"
+              "router = serving_router(load_config(sys.argv[1]), keep_log=False, api_key_env=None)\n"
+              "print('outages', router.shared.status().outages, 'redis' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", script, str(config)], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["outages", "0", "True"]  # it did reach Redis
+    assert "unavailable" not in done.stderr, done.stderr

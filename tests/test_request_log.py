@@ -17,8 +17,8 @@ from backends.types import Completion, Timings, Usage
 from router.config_loader import load_config
 from router.core import Router
 from router.decision import Outcome, RouteResult
-from router.request_log import RequestLog, record_from
 from router.store import Store, default_store_path
+from router.store.request_log import RequestLog, record_from
 from tests.helpers import decision, ok_outcome
 
 
@@ -157,7 +157,7 @@ def test_observe_does_not_write_on_the_callers_thread(tmp_path, monkeypatch):
 
 
 def test_summarize_per_backend_figures():
-    from router.log_stats import percentile, summarize
+    from router.store.stats import percentile, summarize
 
     assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5 and percentile([], 50) is None
     rows = [{"backend": "a", "status": "ok", "total_s": t, "ttft_s": t / 10, "decode_tps": 100.0 * t,

@@ -10,7 +10,7 @@ import openai
 import pytest
 
 from router.server import RouteServer
-from router.server.responses_protocol import ResponsesDialect
+from router.server.protocols.responses import ResponsesDialect
 from tests.helpers import make_router
 
 TOOLS = [{"type": "function", "name": "get_weather", "description": "Weather in a city",

@@ -148,3 +148,45 @@ routing:
 def test_references_are_accepted_wherever_a_secret_may_go(line):
     text = f"backends:\n  x:\n    kind: openai\n    model: m\n    {line}\nrouting:\n  tiers: [{{name: all, backends: [x]}}]\n"
     parse_config(text, "ok.yaml")
+
+
+# Credentials that no key name gives away: a cookie, a key pasted under a header of any name, a key
+# in the URL's fragment or under a query parameter of any name. Each is refused at load with file
+# and line, and the message never repeats it.
+HIDDEN = [
+    ('headers: {Cookie: "session=s3ss10nT0k3nValue9876"}', "headers.Cookie is a credential", "s3ss10nT0k3nValue9876"),
+    ('headers: {X-Custom: "sk-proj-AbCdEf0123456789xyz"}', "headers.X-Custom is a credential", "AbCdEf0123456789xyz"),
+    ('headers: {X-Blob: "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW"}', "headers.X-Blob is a credential", "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW"),
+    ('headers: {X-Forwarded: "Bearer abcdef123456"}', "headers.X-Forwarded is a credential", "abcdef123456"),
+    ('headers: {X-Prefs: "theme=dark; sid=0123abcd4567"}', "headers.X-Prefs is a credential", "0123abcd4567"),
+    ('base_url: "https://example.com/v1#key=AIzaSyLiteral0123456789abcdefghijklmn"', "the fragment parameter 'key'",
+     "AIzaSyLiteral0123456789"),
+    ('base_url: "https://example.com/v1#sk-live-0123456789abcdefghij"', "the URL's fragment", "0123456789abcdefghij"),
+    ('base_url: "https://example.com/v1?x=sk-proj-0123456789abcdefghij"', "the query parameter 'x'",
+     "0123456789abcdefghij"),
+    ('base_url: "https://example.com/sk-proj-0123456789abcdefghij/v1"', "the URL's path", "0123456789abcdefghij"),
+]
+
+
+@pytest.mark.parametrize("line, message, secret", HIDDEN)
+def test_credentials_under_any_name_are_refused_with_file_and_line(line, message, secret):
+    text = f"backends:\n  x:\n    kind: openai\n    model: m\n    {line}\nrouting:\n  tiers: [{{name: all, backends: [x]}}]\n"
+    with pytest.raises(ConfigError) as caught:
+        parse_config(text, "hid.yaml")
+    assert message in str(caught.value) and str(caught.value).startswith("hid.yaml:5: "), str(caught.value)
+    assert secret not in str(caught.value)
+
+
+@pytest.mark.parametrize("line", [
+    'headers: {anthropic-version: "2023-06-01"}',
+    'headers: {anthropic-beta: "prompt-caching-2024-07-31,max-tokens-3-5-sonnet-2024-07-15"}',
+    'headers: {HTTP-Referer: "https://myapp.example.com/route", X-Title: "My Coding Assistant 2"}',
+    'headers: {OpenAI-Organization: "org-AbCdEf123456789", OpenAI-Project: "proj_AbCdEf123456"}',
+    'headers: {Cookie: "session=${ROUTE_SESSION}", X-Client: "Mozilla/5.0 (X11; Linux x86_64) route/0.1"}',
+    'base_url: "https://gateway.ai.cloudflare.com/v1/0123456789abcdef0123456789abcdef/my-gateway/openai"',
+    'base_url: "https://x.openai.azure.com/openai/deployments/gpt-4o?api-version=2024-02-01"',
+    'base_url: "https://example.com/v1#section-2"',
+])
+def test_ordinary_headers_and_urls_still_load(line):
+    text = f"backends:\n  x:\n    kind: openai\n    model: m\n    {line}\nrouting:\n  tiers: [{{name: all, backends: [x]}}]\n"
+    parse_config(text, "ok.yaml")

@@ -4,6 +4,8 @@ parent's death) leaves no process and no metrics directory behind."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
 import signal
@@ -184,14 +186,136 @@ def test_serve_help_documents_workers():
 
 
 @pytest.mark.slow
-def test_a_dead_worker_stops_the_others_and_the_parent_says_so(sim, tmp_path, route_home):
-    server = _Serve("--workers", "2", "--no-log", "--config", str(_config(tmp_path, sim)))
+def test_a_worker_that_fails_to_start_stops_the_others_and_the_parent_says_so(sim, tmp_path, route_home):
+    config = _config(tmp_path, sim)
+    server = _Serve("--workers", "2", "--no-log", "--config", str(config))
     try:
         workers = server.children()
+        config.write_text("backends: [this is no longer a config]\n")  # what a replacement will read
         os.kill(workers[0], signal.SIGKILL)
         assert server.proc.wait(timeout=60) == 1
     finally:
         server.close()
     assert _wait_gone(workers)
     output = "".join(server.output)
-    assert f"worker {workers[0]} was killed by SIGKILL" in output and "Traceback" not in output
+    assert "before it served" in output and "Traceback" not in output
+
+
+def _rpm_config(tmp_path: Path, sim, rpm: int) -> Path:
+    config = tmp_path / "limited.yaml"
+    config.write_text(f"backends:\n  sim: {{kind: openai, model: m-workers, base_url: '{sim.base_url}', rpm: {rpm}}}\n"
+                      "routing:\n  tiers: [{name: only, backends: [sim]}]\n")
+    return config
+
+
+@pytest.mark.slow
+def test_two_workers_hold_one_rate_limit_between_them(sim, tmp_path, route_home):
+    """rpm 3 is a burst of 3, then one more every 20 s, whichever worker is asked: without Redis
+    the workers share their buckets (and breakers) through the supervisor's state file."""
+    rpm = 3
+    server = _Serve("--workers", "2", "--no-log", "--config", str(_rpm_config(tmp_path, sim, rpm)))
+    try:
+        body = {"model": "auto", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+        started = time.monotonic()
+        codes = []
+        for _ in range(REQUESTS):
+            with httpx.Client(timeout=30) as client:  # a new connection each time: both workers are asked
+                codes.append(client.post(f"{server.url}/v1/chat/completions", json=body).status_code)
+        refilled = int((time.monotonic() - started) * rpm / 60)  # what the bucket may have regained meanwhile
+        per_worker = _samples(httpx.get(f"{server.url}/metrics", timeout=10).text, "route_worker_requests")
+    finally:
+        server.close()
+    assert len(per_worker) == 2 and all(count > rpm for count in per_worker.values())  # each alone would admit 3
+    assert set(codes) == {200, 429}
+    assert rpm <= codes.count(200) <= rpm + refilled
+
+
+def _server_pid(client_port: int, server_port: int, pids: list[int]) -> int | None:
+    """Which of `pids` holds the server end of the loopback connection from `client_port`."""
+    inodes = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, remote = (int(fields[i].split(":")[1], 16) for i in (1, 2))
+        if (local, remote) == (server_port, client_port):
+            inodes.add(f"socket:[{fields[9]}]")
+    for pid in pids:
+        fds = Path(f"/proc/{pid}/fd")
+        with contextlib.suppress(OSError):
+            if any(os.readlink(fd) in inodes for fd in fds.iterdir()):
+                return pid
+    return None
+
+
+class _Stream:
+    """One streamed chat completion, its first content read, the rest read on demand."""
+
+    def __init__(self, url: str):
+        self.client = httpx.Client(timeout=60)
+        self.context = self.client.stream("POST", f"{url}/v1/chat/completions", json={
+            "model": "auto", "stream": True, "messages": [{"role": "user", "content": "go"}]})
+        self.response = self.context.__enter__()
+        self.lines = self.response.iter_lines()
+        self.text = ""
+        while not self.text:
+            self.text += _content(next(self.lines))
+        sock = self.response.extensions["network_stream"].get_extra_info("socket")
+        self.port = sock.getsockname()[1]
+
+    def rest(self) -> str:
+        """The whole text, or what came before the connection broke."""
+        with contextlib.suppress(httpx.HTTPError):
+            for line in self.lines:
+                self.text += _content(line)
+        return self.text
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.context.__exit__(None, None, None)
+        self.client.close()
+
+
+def _content(line: str) -> str:
+    if not line.startswith("data: {"):
+        return ""
+    choices = json.loads(line[6:]).get("choices") or [{}]
+    return choices[0].get("delta", {}).get("content") or ""
+
+
+@pytest.mark.slow
+def test_a_killed_worker_is_replaced_while_the_others_streams_go_on(sim, tmp_path, route_home):
+    words = " ".join(f"w{i}" for i in range(30))
+    sim.update_profile("m-workers", ttft_s=0.0, tokens_per_s=10.0, answer_tokens=30)  # ~3 s a stream
+    sim.script("m-workers", [words])
+    server = _Serve("--workers", "2", "--no-log", "--config", str(_config(tmp_path, sim)))
+    streams: list[_Stream] = []
+    try:
+        workers = server.children()
+        port = int(server.url.rsplit(":", 1)[1])
+        held: dict[int, list[_Stream]] = {pid: [] for pid in workers}
+        while not all(held.values()) and len(streams) < REQUESTS:  # a stream on each worker
+            streams.append(_Stream(server.url))
+            held[_server_pid(streams[-1].port, port, workers)].append(streams[-1])
+        killed, kept = workers
+        os.kill(killed, signal.SIGKILL)
+        assert all(stream.rest() == words for stream in held[kept])  # whole, as if nothing happened
+        deadline = time.monotonic() + 60
+        while killed in server.children() or len(server.children()) != 2:
+            assert server.proc.poll() is None and time.monotonic() < deadline, "".join(server.output)
+            time.sleep(0.05)
+        [new] = set(server.children()) - {kept}
+        served: dict[str, float] = {}
+        while f'{{pid="{new}"}}' not in served:  # the replacement answers on the port
+            assert time.monotonic() < deadline, "".join(server.output)
+            with httpx.Client(timeout=30) as client:
+                answer = client.post(f"{server.url}/v1/chat/completions", json={
+                    "model": "auto", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2})
+                assert answer.status_code == 200
+            served = _samples(httpx.get(f"{server.url}/metrics", timeout=10).text, "route_worker_requests")
+        server.proc.send_signal(signal.SIGTERM)
+        assert server.proc.wait(timeout=30) == 0
+    finally:
+        for stream in streams:
+            stream.close()
+        server.close()
+    output = "".join(server.output)
+    assert f"worker {killed} was killed by SIGKILL" in output and "Traceback" not in output

@@ -144,8 +144,13 @@ def test_tools_to_a_backend_that_cannot_take_them_is_a_clear_400(client):
         client.chat.completions.create(model="offline", messages=[{"role": "user", "content": "hi"}], tools=TOOLS)
     body = caught.value.body
     assert body["code"] == "tools_not_supported" and "offline" in body["message"] and "small" in body["message"]
-    with pytest.raises(openai.BadRequestError):
-        client.chat.completions.create(model="pair", messages=[{"role": "user", "content": "hi"}], tools=TOOLS)
+
+
+def test_a_ranked_consortium_takes_tools(client):
+    """Issue 31: a consortium judging by rank answers in agent loops (its winner's tool call is
+    returned as is: tests/test_consortium_tools.py); one judging by synthesis is refused there."""
+    answer = client.chat.completions.create(model="pair", messages=[{"role": "user", "content": "hi"}], tools=TOOLS)
+    assert answer.choices[0].message.content
 
 
 def test_tools_pass_through_to_a_backend_that_takes_them(client, sim):

@@ -136,3 +136,35 @@ def test_connections_beyond_the_limit_get_a_503(limited):
 def test_limits_must_be_positive():
     with pytest.raises(ValueError, match="header_timeout_s"):
         ServerLimits(header_timeout_s=0)
+
+
+@pytest.mark.parametrize("path", ["/v1/messages", "/v1/messages/count_tokens", "/v1/responses", "/v1/feedback",
+                                  "/messages", "/responses"])
+def test_every_post_endpoint_drops_a_stalled_body_after_the_body_timeout(limited, sim, path):
+    """One body reader for every POST: before, only chat completions had a body timeout and the
+    others waited for ever."""
+    srv, _ = limited
+    head = HEAD.replace(b"/v1/chat/completions", path.encode())
+    with connect(srv) as sock:
+        sock.sendall(head + b"Content-Length: 100\r\n\r\n" + b'{"model": "auto"')
+        status, error = status_and_error(read_until_closed(sock))
+    assert status == 408 and "--body-timeout" in error["message"]
+    assert sim.stats("m-small")["requests"] == 0
+
+
+def test_feedback_refuses_a_large_body_before_reading_it(sim):
+    """Feedback is a few bytes: a body announced larger than 64 KiB is refused at once (before,
+    the whole body was read first, ignoring even --max-body)."""
+    with RouteServer(make_router(sim)) as srv, connect(srv) as sock:
+        sock.sendall(b"POST /v1/feedback HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 157286400\r\n\r\n" + b"{" * 1024)
+        status, error = status_and_error(read_until_closed(sock))
+    assert status == 413 and error["code"] == "request_too_large"
+
+
+def test_every_post_endpoint_keeps_the_max_body_limit(sim):
+    with RouteServer(make_router(sim), body_limit_bytes=2048) as srv:
+        for path in ("/v1/chat/completions", "/v1/messages", "/v1/messages/count_tokens", "/v1/responses"):
+            response = httpx.post(f"{srv.base_url.removesuffix('/v1')}{path}", content=b"x" * 4096,
+                                  headers={"content-type": "application/json"}, timeout=GUARD_S)
+            assert response.status_code == 413, (path, response.text)

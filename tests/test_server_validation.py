@@ -43,7 +43,7 @@ MALFORMED = {
     "five stops": {**GOOD, "stop": ["a", "b", "c", "d", "e"]},
     "tool_choice maybe": {**GOOD, "tool_choice": "maybe"},
     "tool with a bad name": {**GOOD, "tools": [{"type": "function", "function": {"name": "two words"}}]},
-    "unknown key in a tool": {**GOOD, "tools": [{"type": "function", "function": {"name": "f"}, "extra": 1}]},
+    "a tool without its function": {**GOOD, "tools": [{"type": "function", "name": "f"}]},
     "model 7": {"model": 7, "messages": GOOD["messages"]},
     "a 100-digit seed": b'{"messages": [{"role": "user", "content": "hi"}], "seed": ' + b"9" * 100 + b"}",
     "an infinite temperature": b'{"messages": [{"role": "user", "content": "hi"}], "temperature": 1e999}',
@@ -92,7 +92,10 @@ def test_the_refusal_names_the_field_and_what_it_wanted(served):
     assert error["param"] == "tools[0].function.name"
 
 
-def test_valid_shapes_pass_and_unknown_top_level_fields_are_not_sent_on(served, sim):
+def test_valid_shapes_pass_and_keys_real_clients_add_are_accepted(served, sim):
+    """Keys a client adds to a valid object are accepted (issue 29: an older Codex wrote each
+    tool's `name` beside its `function`, and was refused every request); what reaches the
+    upstream is test_fidelity.py's business."""
     sim.update_profile("m-small", **FAST)
     srv, _ = served
     body = {"model": "small", "messages": [
@@ -105,6 +108,7 @@ def test_valid_shapes_pass_and_unknown_top_level_fields_are_not_sent_on(served, 
         {"role": "user", "content": "and?"}],
         "temperature": 1, "top_p": 0.5, "stop": "x", "seed": 3, "max_completion_tokens": 20,
         "response_format": {"type": "json_schema", "json_schema": {"name": "out", "schema": {"type": "object"}}},
+        "tools": [{"type": "function", "name": "shell", "function": {"name": "shell", "parameters": {}}}],
         "some_editor_option": {"anything": True}}
     response = post(srv, body)
     assert response.status_code == 200, response.text

@@ -6,6 +6,7 @@ Redis gone nothing fails, and what was learned meanwhile reaches Redis when it i
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 
@@ -13,6 +14,7 @@ import httpx
 import pytest
 from redis import Redis
 
+from policies.latency import LatencyModel
 from router import Router
 from router.config import StateConfig
 from router.config_loader import load_config
@@ -240,3 +242,26 @@ def test_route_doctor_has_a_shared_state_line(sim, redis_server, monkeypatch):
     checks = check_all(load_config(_config(sim)).config, timeout_s=5)
     assert [c.name for c in checks] == ["alpha", "beta", "shared state"]
     assert checks[-1].ok and f"127.0.0.1:{redis_server.port} reachable" in checks[-1].detail
+
+
+async def test_a_replica_that_goes_quiet_after_a_burst_still_publishes_what_it_learned(sim, redis_server, monkeypatch):
+    """The burst ends well within the flush interval (2 s), so no request after it can carry the
+    flush: a timer does, while the replica waits for its next request."""
+    monkeypatch.setenv("ROUTE_REDIS_URL", redis_server.url)
+    config = _config(sim)
+    config["routing"]["latency"]["flush_interval_ms"] = 2_000
+    quiet = Router.from_config(config, persist=True)
+    for _ in range(3):
+        assert (await quiet.acomplete("hi", model="alpha")).completion.backend == "alpha"
+    redis = Redis.from_url(redis_server.url)
+
+    def published() -> int:
+        raw = redis.get("route:latency:alpha")
+        model = LatencyModel()
+        return model.samples if raw is not None and model.load_dict(json.loads(raw)) else 0
+
+    deadline = time.monotonic() + 30  # the limit only ends a failing test
+    while published() < 3:
+        assert time.monotonic() < deadline, f"{published()} of 3 samples reached Redis"
+        await asyncio.sleep(0.02)  # the replica's loop runs meanwhile: nothing else happens on it
+    await quiet.aclose()

@@ -230,8 +230,10 @@ def test_diffusion_stream_sends_whole_canvases(client, sim):
     events = stream_events(client, "diff", max_tokens=20)
     arrivals = content_arrivals(events)
     assert [len(text.split()) for _, text in arrivals] == [8, 8, 4]
-    gaps = [b - a for (a, _), (b, _) in zip(arrivals, arrivals[1:])]
-    assert min(gaps) >= 0.035
+    # Canvas k is due k * canvas_s after the server got the request: never sooner, however busy
+    # the machine (a gap between two arrivals shrinks when the first one is late, so a lower
+    # bound on gaps failed under load; one on arrival times cannot).
+    assert all(t >= (k + 1) * 0.05 for k, (t, _) in enumerate(arrivals)), arrivals
 
 
 def test_default_profiles_are_realistic():

@@ -79,11 +79,11 @@ def test_recent_filters_and_stat_rows_window(tmp_path):
 
 
 def test_a_version_1_log_gains_the_thinking_column_and_keeps_its_rows(tmp_path):
-    from router.store import _MIGRATIONS
+    from router.store.schema import STEPS
 
     path = tmp_path / "route.db"
     conn = sqlite3.connect(path)
-    conn.executescript(_MIGRATIONS[0])  # the file as route wrote it before thinking could be logged
+    conn.executescript(";".join(STEPS[0].sql("sqlite")))  # the file as route wrote it before thinking could be logged
     conn.execute("INSERT INTO requests (ts, source, status, answer) VALUES (1.0, 'cli', 'ok', 'old answer')")
     conn.execute("PRAGMA user_version=1")
     conn.commit()
@@ -93,4 +93,30 @@ def test_a_version_1_log_gains_the_thinking_column_and_keeps_its_rows(tmp_path):
     new, old = store.recent(2)
     assert (old["answer"], old["thinking"]) == ("old answer", None)
     assert (new["answer"], new["thinking"]) == ("new answer", "a thought")
-    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_a_version_2_log_with_feedback_made_outside_the_schema_keeps_it_and_gains_spend(tmp_path):
+    """Before feedback and spend were steps of the schema, the feedback module created its table on
+    its own (no user_version step): the upgrade keeps its verdicts, and fills the spend table
+    from the requests already logged."""
+    from router.store.schema import STEPS
+
+    path = tmp_path / "route.db"
+    conn = sqlite3.connect(path)
+    conn.executescript(";".join(STEPS[0].sql("sqlite") + STEPS[1].sql("sqlite")))
+    conn.executescript("""
+        CREATE TABLE IF NOT EXISTS feedback (id INTEGER PRIMARY KEY AUTOINCREMENT, ts REAL NOT NULL,
+            request TEXT NOT NULL, verdict TEXT, source TEXT NOT NULL, prompt TEXT, local REAL, hosted REAL);
+        INSERT INTO requests (ts, source, status, prompt, cost_usd) VALUES (120.0, 'cli', 'ok', 'p1', 0.25);
+        INSERT INTO requests (ts, source, status, prompt, cost_usd) VALUES (150.0, 'cli', 'ok', 'p2', 0.5);
+        INSERT INTO requests (ts, source, status, prompt, cost_usd) VALUES (600.0, 'cli', 'ok', 'p3', 1.0);
+        INSERT INTO feedback (ts, request, verdict, source) VALUES (1.0, '1', 'bad', 'user');
+        PRAGMA user_version=2;
+    """)
+    conn.close()
+    store = Store(path)
+    assert [(r["request"], r["verdict"], r["giver"]) for r in store.feedback_rows()] == [("1", "bad", None)]
+    assert store.spent_usd(since_ts=0) == 1.75 and store.spent_usd(since_ts=200) == 1.0
+    rows = sqlite3.connect(path).execute("SELECT minute, cost_usd FROM spend ORDER BY minute").fetchall()
+    assert rows == [(2, 0.75), (10, 1.0)]

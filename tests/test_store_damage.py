@@ -6,10 +6,12 @@ Through the real CLI in subprocesses, and the real SQLite."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -18,8 +20,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from router.request_log import RequestLog
 from router.store import RequestRecord, Store, StoreError
+from router.store.request_log import RequestLog
 from tests.helpers import ok_outcome
 
 ROUTE = [sys.executable, "-m", "router.cli"]
@@ -226,3 +228,31 @@ def test_a_full_disk_is_reported_as_full_once_and_serving_goes_on(sim, small_dis
         assert router.request_log.dropped > 0
         written = Store(small_disk / "route.db").count()
         assert 0 < written < 80
+
+
+def test_the_latency_state_follows_a_store_moved_aside_under_a_running_router(sim, tmp_path, caplog):
+    """Damage in the middle of the file, which opening without a check does not see: the latency
+    state opens it first (as `route "..."` does), then the log's writer checks it, finds the
+    damage and moves it aside. The latency state, which has its own connection, must follow to
+    the new file, not keep writing to (or failing on) the old one once per flush."""
+    from router.config_loader import load_config
+    from router.core import Router
+
+    db = tmp_path / "route.db"
+    scribbled(db)
+    config = {"backends": {"small": {"kind": "openai", "model": "m-small", "base_url": sim.base_url}},
+              "routing": {"tiers": [{"name": "only", "backends": ["small"]}]},
+              "log": {"path": str(db), "flush_interval_ms": 0}}
+    with caplog.at_level(logging.WARNING), Router(load_config(config)) as router:
+        assert router.persist() is None
+        for i in range(5):
+            router.complete(f"after the damage {i}")
+            router.latency.flush()
+    assert len([p for p in tmp_path.glob("route.db.corrupt-*") if not p.name.endswith(("-wal", "-shm"))]) == 1
+    fresh = Store(db, check=True)
+    assert [r["prompt"] for r in fresh.recent(10)] == [f"after the damage {i}" for i in reversed(range(5))]
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        assert [row[0] for row in conn.execute("SELECT backend FROM latency_state")] == ["small"]
+    latency = [m for m in (r.getMessage() for r in caplog.records) if "learned latency" in m or "latency history" in m]
+    assert latency == []
+    assert len([r for r in caplog.records if "moved it aside" in r.getMessage()]) == 1

@@ -63,13 +63,26 @@ _NEAR_GREEDY = 0.02  # temperature 0 cannot divide logits; this is as close as t
 
 # Request extras that go to the chat template rather than to generation. `tool_choice` and
 # `parallel_tool_calls` are accepted and left to the model: Gemma 4 has no switch for them.
-_TEMPLATE_KEYS = ("thinking", "tools", "tool_choice", "parallel_tool_calls")
+_TEMPLATE_KEYS = ("thinking", "reasoning_effort", "tools", "tool_choice", "parallel_tool_calls")
+# Client fields that ask nothing of the answer (who asks, how to bill or cache it): an engine in
+# this process has nothing to do with them, so they are accepted and left alone.
+_ADVISORY = frozenset({"user", "metadata", "store", "prompt_cache_key", "prompt_cache_retention", "service_tier",
+                       "safety_identifier", "stream_options", "anthropic_beta", "context_management",
+                       "output_config"})
 
 
 def thinking_flag(request: Request, params: dict[str, Any]) -> bool | None:
-    """`thinking` from the request's extras, else the backend's params: passed to the chat template
-    as `enable_thinking`; None leaves the template's default."""
-    value = request.extra.get("thinking", params.get("thinking"))
+    """Whether to think, passed to the chat template as `enable_thinking` (None leaves the
+    template's default): the request's `thinking` (true/false, or an Anthropic client's
+    `{"type": "enabled"}`), else its `reasoning_effort` ("none" is no), else the backend's params."""
+    value = request.extra.get("thinking")
+    if isinstance(value, dict):  # an Anthropic client's: adaptive lets the model think when it needs to
+        return value.get("type") in ("enabled", "adaptive")
+    effort = request.extra.get("reasoning_effort")
+    if value is None and isinstance(effort, str):
+        return effort != "none"
+    if value is None:
+        value = params.get("thinking")
     if value is None or isinstance(value, bool):
         return value
     raise UsageError(f"thinking must be true or false, got {value!r}")
@@ -77,7 +90,7 @@ def thinking_flag(request: Request, params: dict[str, Any]) -> bool | None:
 
 def generation_overrides(request: Request, params: dict[str, Any]) -> tuple[dict[str, Any], int | None]:
     """(generation settings, seed) from backend params, then the request's fields and extras."""
-    merged = {**params, **request.extra}
+    merged = {k: v for k, v in {**params, **request.extra}.items() if k not in _ADVISORY}
     seed = merged.pop("seed", None)
     for key in _TEMPLATE_KEYS:  # chat-template inputs, not generation settings
         merged.pop(key, None)

@@ -42,6 +42,7 @@ class Answer:
     finish_reason: str  # "stop", "length" or "tool_calls", as OpenAI reports it
     prompt_tokens: int
     tool_calls: tuple[dict, ...] = ()  # OpenAI format, scripted (backends/simulator/tools.py)
+    cached_tokens: int = 0  # the part of prompt_tokens its simulated prompt cache served
 
     @property
     def text(self) -> str:

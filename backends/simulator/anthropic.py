@@ -13,16 +13,13 @@ import json
 import uuid
 from typing import Any
 
+from backends.anthropic_events import MessageEvents
 from backends.anthropic_format import STOP_REASONS, Unsupported, chat_messages, chat_tool_choice, chat_tools, tool_input
 
 __all__ = ["Messages"]
 
 _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error",
                 500: "api_error", 529: "overloaded_error"}
-
-
-def _sse(event: str, data: dict[str, Any]) -> bytes:
-    return f"event: {event}\ndata: ".encode() + json.dumps({"type": event, **data}).encode() + b"\n\n"
 
 
 def _chat_body(body: dict[str, Any]) -> dict[str, Any]:
@@ -47,11 +44,16 @@ def _message(chat: dict[str, Any]) -> dict[str, Any]:
     content: list[dict[str, Any]] = [{"type": "text", "text": message["content"]}] if message.get("content") else []
     content += [{"type": "tool_use", "id": c["id"], "name": c["function"]["name"],
                  "input": tool_input(c["function"]["arguments"])} for c in message.get("tool_calls") or ()]
-    usage = chat.get("usage") or {}
     return {"id": f"msg_sim_{uuid.uuid4().hex[:20]}", "type": "message", "role": "assistant", "model": chat["model"],
             "content": content, "stop_reason": STOP_REASONS.get(choice.get("finish_reason"), "end_turn"),
-            "stop_sequence": None, "usage": {"input_tokens": usage.get("prompt_tokens", 0),
-                                             "output_tokens": usage.get("completion_tokens", 0)}}
+            "stop_sequence": None, "usage": _usage(chat.get("usage") or {})}
+
+
+def _usage(chat: dict[str, Any]) -> dict[str, int]:
+    """Chat usage in Anthropic's shape: the cached part of the prompt apart from the rest."""
+    cached = int((chat.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
+    return {"input_tokens": int(chat.get("prompt_tokens") or 0) - cached, "cache_read_input_tokens": cached,
+            "cache_creation_input_tokens": 0, "output_tokens": int(chat.get("completion_tokens") or 0)}
 
 
 def _error(status: int, body: bytes) -> bytes:
@@ -64,15 +66,11 @@ def _error(status: int, body: bytes) -> bytes:
 
 
 class _StreamRewriter:
-    """Chat stream chunks in, Anthropic events out. Blocks are numbered in order: the text block
-    (if any) first, then one per tool call."""
+    """Chat stream chunks in, Anthropic events out (backends/anthropic_events.py). The chat
+    endpoint is always asked for usage, which ends the message."""
 
     def __init__(self) -> None:
-        self.started = False
-        self.text_block: int | None = None
-        self.tool_blocks: dict[int, int] = {}  # chat tool index -> block index
-        self.open: int | None = None
-        self.blocks = 0
+        self.events: MessageEvents | None = None
         self.reason: str | None = None
 
     def rewrite(self, raw: bytes) -> bytes:
@@ -82,8 +80,7 @@ class _StreamRewriter:
                 continue
             data = line[5:].strip()
             if data == b"[DONE]":
-                out.append(_sse("message_stop", {}))
-                continue
+                continue  # message_stop went out with the usage
             try:
                 chunk = json.loads(data)
             except ValueError:
@@ -92,51 +89,24 @@ class _StreamRewriter:
             out.extend(self._chunk(chunk))
         return b"".join(out)
 
-    def _switch(self, block: int, start: dict[str, Any]) -> list[bytes]:
-        out = [_sse("content_block_stop", {"index": self.open})] if self.open is not None else []
-        self.open = block
-        return [*out, _sse("content_block_start", {"index": block, "content_block": start})]
-
     def _chunk(self, chunk: dict[str, Any]) -> list[bytes]:
         out: list[bytes] = []
-        if not self.started:
-            self.started = True
-            message: dict[str, Any] = {"id": f"msg_sim_{uuid.uuid4().hex[:20]}", "type": "message", "role": "assistant",
-                       "model": chunk.get("model"), "content": [], "stop_reason": None, "stop_sequence": None,
-                       "usage": {"input_tokens": 0, "output_tokens": 0}}
-            out.append(_sse("message_start", {"message": message}))
+        if self.events is None:
+            self.events = MessageEvents(chunk.get("model") or "", f"msg_sim_{uuid.uuid4().hex[:20]}",
+                                        {"input_tokens": 0, "output_tokens": 0})
+            out.append(self.events.start())
         for choice in chunk.get("choices") or ():
-            out.extend(self._delta(choice.get("delta") or {}))
+            delta = choice.get("delta") or {}
+            if delta.get("content"):
+                out.append(self.events.text(delta["content"]))
+            for piece in delta.get("tool_calls") or ():
+                function = piece.get("function") or {}
+                out.append(self.events.tool_call(piece.get("index", 0), call_id=piece.get("id"),
+                                                 name=function.get("name"), arguments=function.get("arguments") or ""))
             self.reason = choice.get("finish_reason") or self.reason
         usage = chunk.get("usage")
         if usage:
-            if self.open is not None:
-                out.append(_sse("content_block_stop", {"index": self.open}))
-                self.open = None
-            out.append(_sse("message_delta", {
-                "delta": {"stop_reason": STOP_REASONS.get(self.reason or "stop", "end_turn"), "stop_sequence": None},
-                "usage": {"input_tokens": usage.get("prompt_tokens", 0),
-                          "output_tokens": usage.get("completion_tokens", 0)}}))
-        return out
-
-    def _delta(self, delta: dict[str, Any]) -> list[bytes]:
-        out: list[bytes] = []
-        if delta.get("content"):
-            if self.text_block is None:
-                self.text_block, self.blocks = self.blocks, self.blocks + 1
-                out += self._switch(self.text_block, {"type": "text", "text": ""})
-            out.append(_sse("content_block_delta", {"index": self.text_block,
-                                                    "delta": {"type": "text_delta", "text": delta["content"]}}))
-        for piece in delta.get("tool_calls") or ():
-            index = piece.get("index", 0)
-            if index not in self.tool_blocks:
-                self.tool_blocks[index], self.blocks = self.blocks, self.blocks + 1
-                start = {"type": "tool_use", "id": piece.get("id"), "name": piece["function"]["name"], "input": {}}
-                out += self._switch(self.tool_blocks[index], start)
-            arguments = (piece.get("function") or {}).get("arguments")
-            if arguments:
-                out.append(_sse("content_block_delta", {"index": self.tool_blocks[index], "delta": {
-                    "type": "input_json_delta", "partial_json": arguments}}))
+            out.append(self.events.finish(STOP_REASONS.get(self.reason or "stop", "end_turn"), _usage(usage)))
         return out
 
 

@@ -27,12 +27,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import logging
 import time
 import uuid
 from collections import Counter, deque
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from starlette.applications import Starlette
@@ -41,10 +43,12 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from backends.errors import ConfigError
+from backends.openai_chunks import DONE, ChunkWriter
 from backends.simulator.answers import Answer, finish, generate, prompt_tokens, with_thought, with_tool_calls
 from backends.simulator.anthropic import Messages
 from backends.simulator.drafts import drafts
 from backends.simulator.profiles import DEFAULT_PROFILES, FALLBACK_PROFILE, FAULT_KINDS, SimProfile
+from backends.simulator.prompt_cache import PromptCache
 from backends.simulator.tools import Reply, argument_pieces, check_reply, split_reply
 
 __all__ = ["SimState", "create_app"]
@@ -69,6 +73,7 @@ class SimState:
         self.scripts: dict[str, list[Reply]] = {}
         self.faults: dict[str, deque[str | None]] = {}
         self.turns: Counter[str] = Counter()  # replies handed out per model, for cycling
+        self.caches: dict[str, PromptCache] = {}  # per model, when its profile caches prompts
         self.stats: dict[str, Counter[str]] = {}
 
     def profile(self, model: str) -> SimProfile:
@@ -221,7 +226,11 @@ class ChatCompletions:
             text = generate(model, messages, profile.answer_tokens,
                             seed=body.get("seed"), temperature=temperature)
             text = with_thought(text, model, messages, profile.thinking_tokens)
-        return with_tool_calls(finish(text, max_tokens, stop, prompt_tokens(messages)), calls)
+        answer = with_tool_calls(finish(text, max_tokens, stop, prompt_tokens(messages)), calls)
+        if profile.prompt_cache_ttl_s > 0:
+            cache = self.state.caches.setdefault(model, PromptCache())
+            answer = replace(answer, cached_tokens=cache.read(messages, profile.prompt_cache_ttl_s, time.monotonic()))
+        return answer
 
 
 async def _complete(client, send, model, answer: Answer, profile: SimProfile, fault) -> str:
@@ -247,7 +256,7 @@ async def _complete(client, send, model, answer: Answer, profile: SimProfile, fa
 
 async def _stream(client, send, body, model, answer: Answer, profile: SimProfile, fault) -> str:
     include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-    chunk = _ChunkWriter(model, include_usage)
+    chunk = _chunk_writer(model, include_usage)
     await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
     # A drop or malformed line comes partway through, after some good chunks.
     cut = max(1, answer.completion_tokens // 2) if fault in ("drop", "malformed") else None
@@ -260,14 +269,12 @@ async def _stream(client, send, body, model, answer: Answer, profile: SimProfile
         bad = b'data: {"id": "chatcmpl-simulated", "choices": [{"delta": {"content": \n\n'
         await send({"type": "http.response.body", "body": bad + b"data: [DONE]\n\n"})
         return "completed"
-    if answer.tool_calls:  # the calls' pieces, each in its own event, as providers stream them
-        pieces = argument_pieces(list(answer.tool_calls))
-        await send({"type": "http.response.body", "body": b"".join(chunk.tool_call(p) for p in pieces),
-                    "more_body": True})
+    if answer.tool_calls and not await _send_tool_calls(client, send, chunk, answer, profile):
+        return "cancelled"
     tail = [chunk.finish(answer.finish_reason)]
     if include_usage:
-        tail.append(chunk.usage(answer))
-    tail.append(b"data: [DONE]\n\n")
+        tail.append(chunk.usage(_usage(answer)))
+    tail.append(DONE)
     await send({"type": "http.response.body", "body": b"".join(tail)})
     return "completed"
 
@@ -275,7 +282,7 @@ async def _stream(client, send, body, model, answer: Answer, profile: SimProfile
 async def _stream_drafts(client, send, body, model, answer: Answer, profile: SimProfile) -> str:
     """Mercury's `diffusing` mode: each event holds the whole draft so far (simulator/drafts.py)."""
     include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-    chunk = _ChunkWriter(model, include_usage)
+    chunk = _chunk_writer(model, include_usage)
     await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
     await send({"type": "http.response.body", "body": chunk.role(), "more_body": True})
     for due_s, draft in drafts(answer.tokens, profile):
@@ -284,8 +291,8 @@ async def _stream_drafts(client, send, body, model, answer: Answer, profile: Sim
         await send({"type": "http.response.body", "body": chunk.content(draft), "more_body": True})
     tail = [chunk.finish(answer.finish_reason)]
     if include_usage:
-        tail.append(chunk.usage(answer))
-    await send({"type": "http.response.body", "body": b"".join([*tail, b"data: [DONE]\n\n"])})
+        tail.append(chunk.usage(_usage(answer)))
+    await send({"type": "http.response.body", "body": b"".join([*tail, DONE])})
     return "completed"
 
 
@@ -303,6 +310,19 @@ async def _send_tokens(client, send, chunk, tokens: list[str], profile: SimProfi
             events.extend(chunk.content(t) for t in group)
         await send({"type": "http.response.body", "body": b"".join(events), "more_body": True})
     return not client.gone
+
+
+async def _send_tool_calls(client, send, chunk, answer: Answer, profile: SimProfile) -> bool:
+    """The calls' pieces, each in its own event and paced like the tokens after the text (a
+    model writes arguments token by token), as providers stream them; False if the client left."""
+    first = len(answer.tokens)
+    pieces = argument_pieces(list(answer.tool_calls))
+    for due_s, group in itertools.groupby(enumerate(pieces), key=lambda item: profile.arrival_s(first + item[0])):
+        if not await client.sleep_until(due_s):
+            return False
+        await send({"type": "http.response.body", "body": b"".join(chunk.delta({"tool_calls": [p]}) for _, p in group),
+                    "more_body": True})
+    return True
 
 
 def _schedule(tokens: list[str], profile: SimProfile, fault):
@@ -329,34 +349,11 @@ def _schedule(tokens: list[str], profile: SimProfile, fault):
     yield due, group
 
 
-class _ChunkWriter:
-    """Builds `chat.completion.chunk` SSE events; OpenAI repeats id/created/model in each."""
-
-    def __init__(self, model: str, include_usage: bool):
-        self.base = _envelope(model, "chat.completion.chunk")
-        if include_usage:
-            self.base["usage"] = None  # OpenAI sends an explicit null until the last chunk
-
-    def _event(self, choices: list[dict[str, Any]], **extra: Any) -> bytes:
-        return b"data: " + _dumps({**self.base, "choices": choices, **extra}) + b"\n\n"
-
-    def _choice(self, delta: dict[str, Any], finish_reason: str | None = None) -> dict:
-        return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
-
-    def role(self) -> bytes:
-        return self._event([self._choice({"role": "assistant", "content": ""})])
-
-    def content(self, text: str) -> bytes:
-        return self._event([self._choice({"content": text})])
-
-    def tool_call(self, piece: dict[str, Any]) -> bytes:
-        return self._event([self._choice({"tool_calls": [piece]})])
-
-    def finish(self, reason: str) -> bytes:
-        return self._event([self._choice({}, reason)])
-
-    def usage(self, answer: Answer) -> bytes:
-        return self._event([], usage=_usage(answer))
+def _chunk_writer(model: str, include_usage: bool) -> ChunkWriter:
+    """OpenAI's chunks, as OpenAI writes them: a fingerprint, and an explicit null usage until
+    the last chunk when usage was asked for."""
+    fields: dict[str, Any] = {"system_fingerprint": _FINGERPRINT, **({"usage": None} if include_usage else {})}
+    return ChunkWriter(model, completion_id=f"chatcmpl-sim-{uuid.uuid4().hex[:24]}", fields=fields)
 
 
 def _envelope(model: str, obj: str) -> dict[str, Any]:
@@ -380,12 +377,15 @@ def _completion_body(model: str, answer: Answer) -> dict[str, Any]:
     return {**_envelope(model, "chat.completion"), "choices": [choice], "usage": _usage(answer)}
 
 
-def _usage(answer: Answer) -> dict[str, int]:
-    return {
+def _usage(answer: Answer) -> dict[str, Any]:
+    usage: dict[str, Any] = {
         "prompt_tokens": answer.prompt_tokens,
         "completion_tokens": answer.completion_tokens,
         "total_tokens": answer.prompt_tokens + answer.completion_tokens,
     }
+    if answer.cached_tokens:
+        usage["prompt_tokens_details"] = {"cached_tokens": answer.cached_tokens}
+    return usage
 
 
 def _error(message: str, kind: str) -> dict[str, Any]:

@@ -44,6 +44,8 @@ class SimProfile:
     Gemma 4's thinking markers (counted in the output tokens and cut by `max_tokens`, as a real
     model's thinking is); scripted replies are sent as scripted.
     `fault_rate` spreads faults evenly: 0.25 fails requests 4, 8, 12...; 1.0 fails every one.
+    `prompt_cache_ttl_s` > 0: a prompt prefix this model saw that recently is reported as cached
+    tokens, as a provider's prompt cache bills it (simulator/prompt_cache.py).
     """
 
     ttft_s: float = 0.0
@@ -60,6 +62,7 @@ class SimProfile:
     # Stream tokens due within this many seconds of each other in one event (a server's decode
     # step; lets time-scaled benchmarks keep a real event rate). 0: each token when due.
     stream_interval_s: float = 0.0
+    prompt_cache_ttl_s: float = 0.0
     replies: tuple[str, ...] | None = None
     # In-process only (not serialisable): wins over `replies`.
     responder: Responder | None = field(default=None, compare=False, repr=False)

@@ -278,19 +278,22 @@ def register(app: typer.Typer) -> None:
         messages = _messages(_read_prompt(prompt), system)
         loaded = load_config(config)
         from router.core import Router
-        from router.store import local_store_usable
+        from router.store.choice import request_log_on
 
         # --no-log opens no file at all; an unusable store is one warning, then log and learning off.
-        keep = not no_log and local_store_usable(loaded.config, out)
+        keep = request_log_on(loaded, out, no_log=no_log)
         router = Router(loaded, source="cli", log=None if keep else False)
         if keep or loaded.config.state.backend == "redis":  # Redis needs no local file
             _attach_latency_store(router, out)
         _read_shared_limits(router)
-        decision = router.decide(messages, model=model, deadline_s=deadline_s, max_tokens=max_tokens, prefer=prefer)
+        from policies.needs import Needs
+
+        # The needs the call itself will check (router.acomplete), so --explain shows what will happen.
+        decision = router.decide(messages, model=model, deadline_s=deadline_s, max_tokens=max_tokens, prefer=prefer,
+                                 needs=Needs.of(messages, {}, max_tokens))
         if explain:
             _show_explain(out, decision)
             return
-        _check_spend(router)
         _show_decision(out, decision)
         options = dict(model=model, max_tokens=max_tokens, temperature=temperature, deadline_s=deadline_s,
                        prefer=prefer)
@@ -313,20 +316,6 @@ def _read_shared_limits(router) -> None:
             await limiter.link.aclose()  # its client belongs to this short-lived loop
 
     asyncio.run(read())
-
-
-def _check_spend(router) -> None:
-    if router.config.spend.cap_usd is None:
-        return
-    from router.request_log import open_log_reader
-    from router.spend import check_spend_cap
-
-    reader = open_log_reader(router.loaded, check=False)
-    try:
-        with reader.guard():
-            check_spend_cap(router.config, reader)
-    finally:
-        reader.close()
 
 
 def _answer(router, out: Output, messages, options: dict[str, Any], chosen: str, *, stream: bool,

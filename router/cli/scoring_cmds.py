@@ -230,7 +230,7 @@ def calibrate(
 
     The weights move towards what the labels show, no further than cross-validation inside them
     supports; the cross-validated APGR before and after is reported with its standard error, and
-    the file is written only when the gain exceeds that error (docs/learning.md)."""
+    the file is written only when the gain exceeds that error (docs/guide/learning.md)."""
     if out is None:
         raise UsageError("route calibrate needs --out FILE: where to write the weights.")
     _check_shares(hosted_share, holdout)
@@ -300,8 +300,8 @@ def _labels_from_log(config: str | None, weights: Path | None) -> tuple[Weights,
     """(the weights deciding the lowest boundary, its labels in the learning store once the
     request log's feedback is imported, where they are)."""
     from router.config_loader import load_config
-    from router.learning import open_store
-    from router.learning.labels import import_feedback, log_path
+    from router.learning import open_store, store_label
+    from router.learning.labels import import_feedback
     from router.learning.status import configured_weights
 
     cfg = load_config(config).config
@@ -314,13 +314,13 @@ def _labels_from_log(config: str | None, weights: Path | None) -> tuple[Weights,
     finally:
         store.close()
     if not records:
-        raise UsageError(f"{log_path(cfg)} holds no labels yet: record verdicts with `route feedback ID good|bad`, "
-                         "or turn on shadow judging (routing.learn.shadow_rate; docs/learning.md).")
+        raise UsageError(f"{store_label(cfg)} holds no labels yet: record verdicts with `route feedback ID good|bad`, "
+                         "or turn on shadow judging (routing.learn.shadow_rate; docs/guide/learning.md).")
     if weights is not None or cfg.routing.tiers[0].scorer is None and cfg.routing.scorer.kind != "learned":
         current = _scorer(weights).weights  # -w, or the shipped weights when the config scores by length
     else:
         current = configured_weights(cfg, 0)
-    return current, records, f"the labels in {log_path(cfg)}"
+    return current, records, f"the labels in {store_label(cfg)}"
 
 
 def _report(summary: dict[str, Any], json_out: bool) -> None:
@@ -351,13 +351,15 @@ def feedback(
 ) -> None:
     """Say whether a routed answer was good or bad; `route calibrate --from-log` learns from it."""
     from router.config_loader import load_config
-    from router.feedback import FeedbackStore
-    from router.store import default_store_path
+    from router.store.choice import open_log
+    from router.store.feedback import judge
 
-    cfg = load_config(config).config
-    path = Path(cfg.log.path).expanduser() if cfg.log.path else default_store_path()
-    FeedbackStore(path).add_verdict(request_id, verdict)
-    _err().print(f"recorded {verdict} for request {request_id}")
+    store = open_log(load_config(config))
+    try:
+        logged = judge(store, request_id, verdict, admin=True)  # the operator's own command: any request
+    finally:
+        store.close()
+    _err().print(f"recorded {verdict} for request {logged}")
 
 
 def _check_shares(hosted_share: float, holdout: float) -> None:

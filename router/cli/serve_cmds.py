@@ -19,9 +19,9 @@ def _store(config: str | None):
     dir), checked, or PostgreSQL (`log.backend: postgres`). A damaged file or an unreachable
     server is a StoreError (exit 2) naming it, never a driver traceback."""
     from router.config_loader import load_config
-    from router.request_log import open_log_reader
+    from router.store.choice import open_log
 
-    return open_log_reader(load_config(config))
+    return open_log(load_config(config))
 
 
 def _since(value: str | None) -> float | None:
@@ -173,9 +173,10 @@ def register(app: typer.Typer) -> None:
         no_log: Annotated[bool, typer.Option("--no-log", help="Do not write the request log.")] = False,
         workers: Annotated[int, typer.Option(
             "--workers", min=1, max=256, help="Processes serving the port, each one event loop (about one core) with "
-            "its own router from the config; connections are spread over them. Learned latency is shared through "
-            "the local store (or Redis: `state:` in the config), /metrics adds up every worker; --max-connections "
-            "is per worker. About one per core.")] = 1,
+            "its own router from the config; connections are spread over them. Rate limits and breakers are shared "
+            "by the workers, learned latency through the local store (or all of it through Redis: `state:` in the "
+            "config); a worker that dies is replaced; /metrics adds up every worker; --max-connections is per "
+            "worker. About one per core.")] = 1,
         max_body: Annotated[int, typer.Option("--max-body", min=1024, help="Largest request body, bytes.")] = 16 * 1024 * 1024,
         drain: Annotated[float, typer.Option("--drain-timeout", min=0.0, help="Seconds to let streams finish on shutdown.")] = 30.0,
         header_timeout: Annotated[float, typer.Option(
@@ -186,24 +187,27 @@ def register(app: typer.Typer) -> None:
             "--max-header-bytes", min=1024, help="Largest request head (request line and headers), bytes.")] = 64 * 1024,
         max_connections: Annotated[int, typer.Option(
             "--max-connections", min=1, help="Open connections at most (idle keep-alive ones count); then 503.")] = 1024,
+        quiet: Annotated[bool, typer.Option("-q", "--quiet", help="No line per request on stderr (method, path, "
+                                                              "status, backend, time, and why it failed).")] = False,
         config: Annotated[str | None, typer.Option("-c", "--config", help="Config file (default: search order).")] = None,
     ) -> None:
         from router.config_loader import load_config
         from router.server.keys import server_keys
         from router.server.limits import ServerLimits
         from router.server.worker import ServeSpec, run_server, serving_router
-        from router.store import local_store_usable
+        from router.store.choice import request_log_on
 
         out = Output()
         loaded = load_config(config)
         keys = server_keys(loaded, host, api_key_env)  # --api-key-env and server.keys, from the environment
         # --no-log opens no file at all (latency is then learned for this run only); an unusable
-        # store is one warning, then the log and latency learning are off.
-        keep = not no_log and local_store_usable(loaded.config, out, check=True)
+        # local store is one warning, then a SQLite log and latency learning are off (a
+        # PostgreSQL log needs no local file).
+        keep = request_log_on(loaded, out, no_log=no_log, check=True)
         limits = ServerLimits(header_timeout_s=header_timeout, body_timeout_s=body_timeout,
                               max_header_bytes=max_header, max_connections=max_connections)
         spec = ServeSpec(config=str(loaded.path), host=host, api_key_env=api_key_env, keep_log=keep,
-                         max_body=max_body, drain_s=drain, limits=dataclasses.asdict(limits))
+                         max_body=max_body, drain_s=drain, limits=dataclasses.asdict(limits), quiet=quiet)
         names = [*loaded.config.backends, *loaded.config.consortia]
         shown = f"[{host}]" if ":" in host else host
         auth = f"on (keys: {', '.join(keys)})" if keys else "off (loopback)"  # names only, never a key
@@ -211,7 +215,8 @@ def register(app: typer.Typer) -> None:
             from router.server.workers import listening_sockets, supervise
 
             sockets = listening_sockets(host, port, workers)
-            out.info(f"route serve: http://{shown}:{sockets[0].getsockname()[1]}/v1 · config {loaded.path} · "
+            url = f"http://{shown}:{sockets[0].getsockname()[1]}"
+            out.info(f"route serve: {url}/v1 · web view {url}/ui · config {loaded.path} · "
                      f"models: auto, {', '.join(names)} · auth {auth} · log {'on' if keep else 'off'} · "
                      f"{workers} workers")
             supervise(spec, sockets, workers)
@@ -220,7 +225,8 @@ def register(app: typer.Typer) -> None:
 
         sock = bind_socket(host, port)
         router = serving_router(loaded, keep_log=keep, api_key_env=api_key_env)
-        out.info(f"route serve: http://{shown}:{sock.getsockname()[1]}/v1 · config {loaded.path} · models: auto, "
+        url = f"http://{shown}:{sock.getsockname()[1]}"
+        out.info(f"route serve: {url}/v1 · web view {url}/ui · config {loaded.path} · models: auto, "
                  f"{', '.join(names)} · auth {auth} · "
                  f"log {'on: ' + router.request_log.where if router.request_log else 'off'}")
         run_server(router, spec, sock)
@@ -290,7 +296,7 @@ def register(app: typer.Typer) -> None:
         config: Annotated[str | None, typer.Option("-c", "--config")] = None,
     ) -> None:
         from router.config_loader import load_config
-        from router.log_stats import summarize, summarize_tiers
+        from router.store.stats import summarize, summarize_tiers
 
         out = Output(json_mode=json_output)
         loaded = load_config(config)

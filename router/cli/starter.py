@@ -38,16 +38,18 @@ CHOICES: tuple[Choice, ...] = (
     base_url: https://api.inceptionlabs.ai/v1
     api_key: ${INCEPTION_API_KEY}
     decoding: diffusion
-    price: {input: 0.25, output: 0.75}
+    price: {input: 0.25, output: 0.75, cache_read: 0.025}
     latency: {ttft_ms: 400, canvas_ms: 200}
 """, True),
-    Choice("frontier", "a frontier model through litellm (Anthropic; needs ANTHROPIC_API_KEY)", "frontier", """\
-  # Any litellm model string works (gemini/..., bedrock/...). `export ANTHROPIC_API_KEY=...`
+    Choice("frontier", "a frontier model over Anthropic's Messages API (needs ANTHROPIC_API_KEY)", "frontier", """\
+  # Called directly (no SDK, no litellm). Other providers: `kind: litellm` with any litellm model
+  # string (gemini/..., bedrock/...), which pays litellm's import on first use.
+  # `export ANTHROPIC_API_KEY=...`
   frontier:
-    kind: litellm
-    model: anthropic/claude-sonnet-4-5
+    kind: anthropic
+    model: claude-sonnet-4-5
     api_key: ${ANTHROPIC_API_KEY}
-    price: {input: 3.0, output: 15.0}
+    price: {input: 3.0, output: 15.0, cache_read: 0.30, cache_write: 3.75}
     latency: {ttft_ms: 900, tokens_per_s: 60}
 """, True),
     Choice("sim", "the SIMULATED server (`route sim`, port 8000; fake answers, for trying things)", "local", """\

@@ -100,7 +100,7 @@ async def watch_answer(router: Any, out: Any, messages: list[dict[str, Any]], op
 
     from rich.live import Live
 
-    route_stream = router.astream(messages, **options, **_draft_options(router, label))
+    route_stream = router.astream(messages, **options, extra=_draft_options(router, label))
     size = out.err.size
     view = CanvasView(label or options.get("model") or "", max_chars=max(200, size.width * max(2, size.height // 2)),
                       show_thinking=show_thinking)

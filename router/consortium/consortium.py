@@ -23,7 +23,7 @@ from backends.base import Backend, BackendSettings
 from backends.capabilities import Capabilities
 from backends.deadline import Deadline
 from backends.errors import AllBackendsFailed, BackendError, UsageError
-from backends.types import Chunk, Completion, FinalChunk, Request, TextChunk, Timings, Usage
+from backends.types import Chunk, Completion, FinalChunk, Request, TextChunk, Timings, ToolCallChunk, Usage
 from policies.judging import code_metrics, over_budget
 from router.calls import CallPath
 from router.consortium.arbiter import Judgement, judge
@@ -42,7 +42,11 @@ from router.consortium.prompts import Candidate, refinement_messages
 from router.consortium.spec import ConsortiumConfig
 from router.consortium.trace import ArbiterRecord, MemberRecord, RoundRecord, add_usage
 
-__all__ = ["Consortium"]
+__all__ = ["MEMBERS_SHARE", "Consortium"]
+
+# The share of a run's time left that its members may use when it has a deadline; the rest is
+# the arbiter's. Without it the arbiter of a run cut by the deadline would get no time at all.
+MEMBERS_SHARE = 0.75
 
 
 class Consortium(Backend):
@@ -58,6 +62,30 @@ class Consortium(Backend):
         self._resolve = resolve
         self.calls = calls
         self.listeners: list[Listener] = list(listeners or [])
+
+    def current_capabilities(self) -> Capabilities:
+        """Tools and a response format only when judging by rank (the winner's answer, tool
+        calls included, is returned as it is) and every member takes them."""
+        members = [self._resolve(m.model).current_capabilities() for m in self.spec.members]
+        ranked = self.spec.judging == "rank"
+        return Capabilities(composite=True, tools=ranked and all(c.tools for c in members),
+                            structured_output=ranked and all(c.structured_output for c in members))
+
+    def refusal(self, need: str) -> str | None:
+        if need in ("tools", "structured") and self.spec.judging == "synthesis":
+            what = "the members' tool calls" if need == "tools" else "an answer held to the response format"
+            return (f"consortium {self.name!r} judges by synthesis: its arbiter writes a new answer in its own "
+                    f"words and cannot return {what}; with `judging: rank` the winning member's answer is "
+                    "returned as it is")
+        if need not in ("tools", "structured"):
+            return None
+        for member in self.spec.members:
+            backend = self._resolve(member.model)
+            able = backend.current_capabilities()
+            if not (able.tools if need == "tools" else able.structured_output):
+                why = backend.refusal(need)
+                return f"its member {member.model!r} cannot" + (f" ({why})" if why else "")
+        return None
 
     def add_listener(self, listener: Listener) -> None:
         """`listener(event)` gets every member/arbiter/round event of runs of this consortium and
@@ -88,6 +116,9 @@ class Consortium(Backend):
             if not sent:
                 self._answer_starts()
             yield TextChunk(rest)
+        for index, call in enumerate(completion.tool_calls or ()):  # a ranked winner's calls, whole
+            function = call.get("function") or {}
+            yield ToolCallChunk(index, function.get("arguments") or "", id=call.get("id"), name=function.get("name"))
         yield FinalChunk(completion)
 
     def _answer_starts(self) -> None:
@@ -118,6 +149,13 @@ class Consortium(Backend):
             var.reset(token)
 
 
+def _judged_text(completion: Completion) -> str:
+    """What the arbiter reads of a member's answer: its text, and each tool call it makes."""
+    calls = [f"[calls tool {(c.get('function') or {}).get('name')} with arguments "
+             f"{(c.get('function') or {}).get('arguments') or '{}'}]" for c in completion.tool_calls or ()]
+    return "\n".join([completion.text, *calls]) if completion.text else "\n".join(calls)
+
+
 def _reject_complex(candidates: list[Candidate], done: list[MemberRecord], record: RoundRecord,
                     budget: float) -> list[Candidate]:
     """Leave out candidates whose code is over `budget` times their siblings' (and say why)."""
@@ -145,6 +183,7 @@ class _Run:
         self.cost = 0.0
         self.simulated = False
         self.stopped: str | None = None
+        self.winner: Completion | None = None  # the judged round's best member answer
 
     async def execute(self) -> Completion:
         messages = self.request.messages
@@ -156,6 +195,9 @@ class _Run:
                 judgement = await self._round(iteration, messages)
             self.stopped = self._stop_reason(iteration, judgement.confidence, judgement.streamed)
             if self.stopped:
+                break
+            if self._calls_tools():
+                self.stopped = "the answer is a tool call, returned as it is; not iterating further"
                 break
             messages = refinement_messages(self.request.messages, judgement.answer, judgement.refine)
         return self._completion(judgement.answer, judgement.confidence)
@@ -174,6 +216,18 @@ class _Run:
         if streamed:  # the confidence came after the answer, which the caller already has
             return "the answer was already streamed; not iterating further"
         return None
+
+    def _calls_tools(self) -> bool:
+        return self.spec.judging == "rank" and self.winner is not None and bool(self.winner.tool_calls)
+
+    def _members_deadline(self) -> Deadline:
+        """Members leave the arbiter time to judge: at most MEMBERS_SHARE of the time left, when
+        there is a deadline and more than one answer to judge. A nested consortium answers
+        within its share too, so a member lost at any depth still reaches the outer answer."""
+        remaining = self.deadline.remaining()
+        if remaining is None or self.spec.size < 2:
+            return self.deadline
+        return self.deadline.within(max(0.0, remaining) * MEMBERS_SHARE)
 
     def _can_iterate(self) -> bool:
         if self.deadline.expired():
@@ -213,7 +267,7 @@ class _Run:
         self.run_event("round", iteration=iteration, status="running")
         reserved = self._reserve_arbiter(arbiter, iteration)
         try:
-            await run_members(slots, records, self.run, self.spec, self.t0, self.deadline, self.c.calls)
+            await run_members(slots, records, self.run, self.spec, self.t0, self._members_deadline(), self.c.calls)
             for r in records:
                 self._account(r.completion)
             candidates = self._candidates(iteration, record)
@@ -225,6 +279,7 @@ class _Run:
             if reserved is not None:
                 reserved.release()  # no-op once the arbiter spent it
         self._account(arbiter_record.completion)
+        self.winner = candidates[judgement.best].completion
         record.answer, record.confidence = judgement.answer, judgement.confidence
         record.wall_s = time.perf_counter() - started
         self.run_event("round", iteration=iteration, status="done", confidence=judgement.confidence)
@@ -247,7 +302,7 @@ class _Run:
         done = [r for r in record.members if r.status == "done"]
         if not done or (self.spec.quorum and len(done) < self.spec.quorum):
             raise self._failure(iteration, record.members, len(done))
-        candidates = [Candidate(r.completion.text, r.label, code_metrics(r.completion.text))
+        candidates = [Candidate(_judged_text(r.completion), r.label, code_metrics(r.completion.text), r.completion)
                       for r in done if r.completion is not None]
         if not self.spec.complexity_budget:
             return candidates
@@ -304,6 +359,9 @@ class _Run:
             metadata["simulated"] = True
         if lost := degraded(trace):  # a weaker answer than configured must say so (degraded.py)
             metadata["degraded"] = lost
-        return Completion(text=answer, backend=self.c.name, model=self.c.model, finish_reason="stop",
+        tool_calls, finish = None, "stop"
+        if self._calls_tools() and self.winner is not None:  # the winning call, as the member made it
+            answer, tool_calls, finish = self.winner.text, self.winner.tool_calls, self.winner.finish_reason or "tool_calls"
+        return Completion(text=answer, backend=self.c.name, model=self.c.model, finish_reason=finish,
                           usage=self.usage, timings=Timings(ttft_s=None, total_s=wall), cost_usd=self.cost,
-                          metadata=metadata)
+                          tool_calls=tool_calls, metadata=metadata)

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from router.consortium.trace import OUT_OF_TIME
+
 __all__ = ["degraded"]
 
 
@@ -36,12 +38,18 @@ def _round_losses(where: str, members: Sequence[dict[str, Any]], arbiter: dict[s
     """This round's own losses: failed member calls, a failed arbiter."""
     failed = [m for m in members if m.get("status") == "failed"]
     if failed:
-        labels = ", ".join(f"{m['member']}#{m['sample']}" for m in failed)
+        labels = ", ".join(f"{m['member']}#{m['sample']}" + (", out of time" if _timed_out(m) else "") for m in failed)
         yield f"{where}: {len(failed)} of {len(members)} member calls failed ({labels})"
     if arbiter.get("status") == "failed":
         errors = arbiter.get("errors") or [{}]
         why = errors[-1].get("message") or errors[-1].get("error") or "no reply"
         yield f"{where}: arbiter {arbiter.get('arbiter')} failed ({_short(why)}); the answer is an unjudged member answer"
+
+
+def _timed_out(member: dict[str, Any]) -> bool:
+    """Lost to a deadline (the run's, the request's or member_timeout_s), not to an error."""
+    attempts = member.get("attempts") or [{}]
+    return member.get("note") == OUT_OF_TIME or attempts[-1].get("error") == "BackendTimeout"
 
 
 def _short(text: str, limit: int = 120) -> str:

@@ -1,6 +1,7 @@
 """One round's fan-out: every member sample concurrently, each through the router's call path
 (its timeout, retries, budget and concurrency limits), until the quorum is met; the rest get a
-grace period, then are cancelled and awaited (no task outlives the round)."""
+grace period, then are cancelled and awaited (no task outlives the round). A member still needed
+when the deadline passes is recorded as failed (out of time): the answer is degraded."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from backends.types import FinalChunk, Message, Request, TextChunk
 from router.calls import CallOptions, CallPath
 from router.consortium.budget import RunContext, emit
 from router.consortium.spec import ConsortiumConfig, MemberSpec
-from router.consortium.trace import MemberRecord
+from router.consortium.trace import OUT_OF_TIME, MemberRecord
 
 __all__ = ["Slot", "run_members"]
 
@@ -126,19 +127,26 @@ async def run_members(slots: Sequence[Slot], records: Sequence[MemberRecord], ru
             await asyncio.wait(pending, timeout=spec.grace_s if left is None else min(spec.grace_s, left))
     finally:
         # Also runs when the caller cancels us: nothing may keep calling models after we return.
-        await _cancel_rest(tasks)
+        # A member still needed when the deadline passed is lost, not merely cancelled.
+        await _cancel_rest(tasks, lost=deadline.expired() and _answered(records) < needed)
 
 
-async def _cancel_rest(tasks: dict[asyncio.Task, MemberRecord]) -> None:
+async def _cancel_rest(tasks: dict[asyncio.Task, MemberRecord], *, lost: bool = False) -> None:
     leftover = [task for task in tasks if not task.done()]
     for task in leftover:
         task.cancel()
     await asyncio.gather(*leftover, return_exceptions=True)
     for task in leftover:
         record = tasks[task]
-        if record.status not in ("done", "failed"):
+        if record.status in ("done", "failed"):
+            continue
+        if lost:  # the answer is weaker than configured: degraded.py reports it
+            record.status, record.note = "failed", OUT_OF_TIME
+            record.attempts.append({"attempt": len(record.attempts) + 1, "error": "BackendTimeout",
+                                    "message": OUT_OF_TIME, "elapsed_s": None})
+        else:
             record.status = "cancelled"  # also those cancelled before they ever ran
-            record.note = "cancelled: enough answers arrived first, or the deadline passed"
+            record.note = "cancelled: enough answers arrived first"
 
 
 def _answered(records: Sequence[MemberRecord]) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from backends.types import Message, content_text
+from backends.types import Completion, Message, content_text
 from policies.judging import CodeMetrics
 from router.consortium.neutralise import neutralise
 
@@ -33,6 +33,7 @@ class Candidate:
     text: str
     source: str
     metrics: CodeMetrics | None = None
+    completion: Completion | None = None  # the member's answer itself (tool calls included)
 
 
 @dataclass(frozen=True, slots=True)

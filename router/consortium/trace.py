@@ -9,11 +9,14 @@ from typing import Any
 
 from backends.types import Completion, Usage
 
-__all__ = ["ArbiterRecord", "MemberRecord", "RoundRecord", "add_usage", "completion_facts"]
+__all__ = ["OUT_OF_TIME", "ArbiterRecord", "MemberRecord", "RoundRecord", "add_usage", "completion_facts"]
+
+# The note of a member still needed when its consortium's deadline passed (status "failed").
+OUT_OF_TIME = "the consortium's deadline passed before this member answered"
 
 
 def add_usage(a: Usage, b: Usage) -> Usage:
-    return Usage(a.input_tokens + b.input_tokens, a.output_tokens + b.output_tokens)
+    return a + b
 
 
 def completion_facts(c: Completion) -> dict[str, Any]:
@@ -30,8 +33,9 @@ def completion_facts(c: Completion) -> dict[str, Any]:
 
 @dataclass
 class MemberRecord:
-    """One member sample in one round. `status`: waiting, running, streaming, done, failed,
-    cancelled (the quorum was met first) or rejected (over the complexity budget)."""
+    """One member sample in one round. `status`: waiting, running, streaming, done, failed (its
+    calls failed, or it was still needed when the deadline passed: OUT_OF_TIME), cancelled (the
+    quorum was met first) or rejected (over the complexity budget)."""
 
     member: str
     sample: int  # 1-based among this member entry's samples
@@ -50,7 +54,7 @@ class MemberRecord:
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "member": self.member, "sample": self.sample, "status": self.status,
-            "latency_s": self.latency_s, "attempts": self.attempts,
+            "started_s": self.started_s, "latency_s": self.latency_s, "attempts": self.attempts,
         }
         if self.note:
             out["note"] = self.note

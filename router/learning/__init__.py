@@ -1,4 +1,4 @@
-"""Routing that learns from its own traffic, and never learns itself worse (docs/learning.md).
+"""Routing that learns from its own traffic, and never learns itself worse (docs/guide/learning.md).
 
     store.py     the labels, versions and spend in the local SQLite store (all its SQL)
     fleet.py     the same in Redis, for a replica fleet (`state: backend: redis`)
@@ -34,10 +34,17 @@ def open_store(config: Config) -> LabelStore:
         from router.learning.fleet import RedisLearningStore
 
         return RedisLearningStore.from_config(config.state)
-    from router.learning.labels import log_path
     from router.learning.store import LearningStore
+    from router.store.choice import local_path
 
-    return LearningStore(log_path(config))
+    return LearningStore(local_path(config))
+
+
+def store_label(config: Config) -> str:
+    """Where open_store's labels are, in words."""
+    from router.store.choice import local_path
+
+    return "Redis (state.url)" if config.state.backend == "redis" else str(local_path(config))
 
 
 def attach_learning(router: Router) -> Learner | None:

@@ -4,7 +4,7 @@ A label says, for one prompt and one boundary, how good the lower tier's answer 
 and the upper tier's (`hosted`), in [0, 1]: the same records `route calibrate` reads.
 
 - shadow: the judge compared both tiers' answers, in both orders (`verdict_label`);
-- feedback: a user's verdict on an answer of the boundary's lower tier (router/feedback.py): good
+- feedback: a user's verdict on an answer of the boundary's lower tier (router/store/feedback.py): good
   means that tier was enough, bad that the upper one was needed. A verdict on the upper tier's
   answer is left out: a good one says nothing about the lower tier, and keeping only the bad
   ones would teach that whatever the router sends up gains nothing (the routing itself would
@@ -16,14 +16,13 @@ and the upper tier's (`hosted`), in [0, 1]: the same records `route calibrate` r
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from router.config import Config
     from router.learning.store import LabelRow, VersionRow
 
-__all__ = ["SOURCES", "LabelStore", "import_feedback", "log_path", "verdict_label"]
+__all__ = ["SOURCES", "LabelStore", "import_feedback", "verdict_label"]
 
 SOURCES = ("shadow", "feedback", "consortium")
 
@@ -59,29 +58,23 @@ def verdict_label(votes: Sequence[int | None]) -> tuple[float, float] | None:
     return (1.0 + lower_better) / 2.0, (1.0 - lower_better) / 2.0
 
 
-def log_path(config: Config) -> Path:
-    """The SQLite file of the request log (and of feedback and the learning tables)."""
-    from router.store import default_store_path
-
-    return Path(config.log.path).expanduser() if config.log.path else default_store_path()
-
-
 def import_feedback(store: LabelStore, config: Config) -> int:
-    """Copy feedback verdicts and consortium preferences from the request log's file into the
-    store, per boundary (each once: they keep their feedback id as `ref`). Returns how many
-    were new; 0 when the log is kept elsewhere (PostgreSQL) or holds no feedback table."""
-    path = log_path(config)
-    if config.log.backend != "sqlite" or not path.is_file():
-        return 0
-    from router.feedback import FeedbackStore
+    """Copy feedback verdicts and consortium preferences from the request log (SQLite or
+    PostgreSQL) into the store, per boundary (each once: they keep their feedback id as `ref`).
+    Returns how many were new."""
+    from router.store.choice import open_log
+    from router.store.feedback import labelled_records
 
-    feedback = FeedbackStore(path)
-    tiers = config.routing.tiers
-    rows: list[tuple[int, str, str, str, float, float]] = []
-    for b in range(len(tiers) - 1):
-        for r in feedback.labelled_records(tiers[b].backends, hosted_backends=()):
-            source = "consortium" if r["source"] == "consortium" else "feedback"
-            if source == "consortium" and b > 0:
-                continue
-            rows.append((b, source, f"{b}:{r['id']}", r["prompt"], r["local"], r["hosted"]))
+    log = open_log(config, check=False)
+    try:
+        tiers = config.routing.tiers
+        rows: list[tuple[int, str, str, str, float, float]] = []
+        for b in range(len(tiers) - 1):
+            for r in labelled_records(log, tiers[b].backends, hosted_backends=()):
+                source = "consortium" if r["source"] == "consortium" else "feedback"
+                if source == "consortium" and b > 0:
+                    continue
+                rows.append((b, source, f"{b}:{r['id']}", r["prompt"], r["local"], r["hosted"]))
+    finally:
+        log.close()
     return store.add_labels(rows) if rows else 0

@@ -41,7 +41,7 @@ from router.learning.versions import Configured, install, weights_of
 
 if TYPE_CHECKING:
     from policies.complexity import Weights
-    from router.config import LearnConfig
+    from router.config import Config, LearnConfig
     from router.core import Router
     from router.decision import Outcome
     from router.learning.labels import LabelStore
@@ -235,14 +235,8 @@ class Learner:
         self.version = version
 
     async def _import_feedback(self) -> None:
-        from router.feedback import FeedbackStore
-        from router.learning.labels import log_path
-
         config = self.router.config
-        path = log_path(config)
-        if config.log.backend != "sqlite" or not path.is_file():
-            return
-        count = await asyncio.to_thread(lambda: FeedbackStore(path).count())
+        count = await asyncio.to_thread(_feedback_count, config)
         if count != self._feedback_seen:
             self._feedback_seen = count
             await asyncio.to_thread(import_feedback, self.store, config)
@@ -333,3 +327,21 @@ class Learner:
             if not pending:
                 return
             await asyncio.gather(*pending, return_exceptions=True)
+
+
+def _feedback_count(config: Config) -> int:
+    """How many verdicts and preferences the request log holds (0 when it cannot be read)."""
+    from backends.errors import ConfigError
+    from router.store import StoreError
+    from router.store.choice import open_log
+
+    try:
+        log = open_log(config, check=False)
+    except (StoreError, ConfigError):
+        return 0
+    try:
+        return log.feedback_count()
+    except StoreError:
+        return 0
+    finally:
+        log.close()

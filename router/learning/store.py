@@ -1,9 +1,11 @@
 """What the router learns from its traffic, in the local SQLite store: labels, weight versions,
-and what shadow judging spent. All the learning package's SQL is here.
+and what shadow judging spent. All the learning package's queries are here (its tables are a
+step of router/store/schema.py).
 
-The tables live in the request log's file (`log.path`, else `route.db` in the user data dir),
-opened as router/feedback.py opens it: one connection per thread, autocommit, a busy timeout,
-so the processes of one machine (`route serve --workers N`, the CLI) share them.
+The tables live in the local SQLite file (`log.path`, else `route.db` in the user data dir),
+opened as every store opens it (router/store/sqlite.py: one connection per thread, WAL, a busy
+timeout, migrations), so the processes of one machine (`route serve --workers N`, the CLI) share
+them; a step of router/store/schema.py creates them.
 
     learn_labels    one routing label per row: a prompt, the boundary it speaks to (0: between
                     the first two tiers) and the quality of the lower (`local`) and upper
@@ -21,47 +23,15 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LabelRow", "LearningStore", "VersionRow", "utc_day"]
+from router.store.sqlite import SqliteDb
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS learn_labels (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    ts REAL NOT NULL,
-    boundary INTEGER NOT NULL,
-    source TEXT NOT NULL,             -- shadow | feedback | consortium
-    ref TEXT NOT NULL UNIQUE,
-    prompt TEXT NOT NULL,
-    local REAL NOT NULL,
-    hosted REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS learn_labels_boundary ON learn_labels (boundary, id);
-CREATE TABLE IF NOT EXISTS learn_versions (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    ts REAL NOT NULL,
-    parent INTEGER NOT NULL,          -- the version in use when this one was adopted
-    boundary INTEGER NOT NULL,        -- the boundary whose weights changed
-    weights TEXT NOT NULL,            -- JSON: a complexity weights file
-    seen INTEGER NOT NULL,            -- fitted on this boundary's labels with id <= seen
-    heads TEXT NOT NULL,              -- JSON: boundary -> version whose weights it uses
-    summary TEXT NOT NULL             -- JSON: the adaptation's figures
-);
-CREATE TABLE IF NOT EXISTS learn_state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS learn_spend (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    ts REAL NOT NULL,
-    day TEXT NOT NULL,                -- UTC, YYYY-MM-DD: the budget is per UTC day
-    usd REAL NOT NULL,
-    calls INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS learn_spend_day ON learn_spend (day);
-"""
+__all__ = ["LabelRow", "LearningStore", "VersionRow", "utc_day"]
 
 
 def utc_day(ts: float | None = None) -> str:
@@ -102,22 +72,11 @@ class VersionRow:
                 "seen": self.seen, "heads": {str(b): v for b, v in self.heads.items()}, **self.summary}  # fmt: skip
 
 
-class LearningStore:
-    """The learning tables of one SQLite file; one connection per thread."""
+class LearningStore(SqliteDb):
+    """The learning tables of one SQLite file."""
 
     def __init__(self, path: str | Path):
-        self.path = Path(path).expanduser()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._local = threading.local()
-        self._conn().executescript(_SCHEMA)
-
-    def _conn(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
-            conn.row_factory = sqlite3.Row
-            self._local.conn = conn
-        return conn
+        super().__init__(Path(path).expanduser())
 
     # -- labels ---------------------------------------------------------------------------
 

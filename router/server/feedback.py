@@ -1,7 +1,9 @@
 """`POST /v1/feedback`: a client's verdict on one logged request, for `route calibrate --from-log`.
 
 Body: `{"id": <the request log's id or a trace id>, "verdict": "good" | "bad"}`; answers
-`{"recorded": true}`, or an OpenAI-shaped 400 naming what was wrong.
+`{"recorded": true}`, or an OpenAI-shaped error naming what was wrong: 400, or as the feedback
+rules say (router/store/feedback.py: 404 no such request, 403 not this key's, 429 too many).
+Read by the one request flow (router/server/endpoint.py), with its body limits.
 """
 
 from __future__ import annotations
@@ -10,37 +12,38 @@ import asyncio
 from typing import TYPE_CHECKING
 
 import orjson
-from starlette.requests import Request
-from starlette.responses import Response
 
 from backends.errors import UsageError
-from router.server.wire import ApiError
+from router.server.endpoint import Plain
+from router.server.errors import ApiError
+from router.server.keys import KEY_SCOPE
+from router.server.protocols.validation import bad_request, decode
+from router.store.feedback import is_admin, record_feedback
 
 if TYPE_CHECKING:
     from router.core import Router
 
-__all__ = ["feedback_endpoint"]
+__all__ = ["feedback_handler"]
 
 _MAX_BODY = 64 * 1024
 
 
-def _bad(message: str) -> Response:
-    return Response(ApiError(400, message, code="invalid_request").body(), status_code=400,
-                    media_type="application/json")  # fmt: skip
+def feedback_handler(router: Router) -> Plain:
+    async def handle(raw: bytes, scope: dict) -> bytes:
+        data = decode(raw, '{"id": "<request id>", "verdict": "good" | "bad"}')
+        request_id = data.get("id")
+        if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
+            raise bad_request('feedback needs "id": the request log id (`route log`) or a trace id', "id")
+        key = scope.get(KEY_SCOPE)  # the name of the client key: bound to the requests it judges
+        try:
+            await asyncio.to_thread(record_feedback, router, request_id, str(data.get("verdict")), key=key,
+                                    admin=is_admin(router.config, key))
+        except UsageError as exc:
+            status = getattr(exc, "status", 400)
+            retry = getattr(exc, "retry_after_s", None)
+            raise ApiError(status, str(exc), code="invalid_request",
+                           headers={"retry-after": str(retry)} if retry else None) from None
+        return orjson.dumps({"recorded": True})
 
-
-async def feedback_endpoint(router: Router, request: Request) -> Response:
-    body = await request.body()
-    if len(body) > _MAX_BODY:
-        return _bad(f"feedback body over {_MAX_BODY} bytes; send only {{\"id\", \"verdict\"}}")
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return _bad('feedback body is not JSON; send {"id": "<request id>", "verdict": "good" | "bad"}')
-    if not isinstance(data, dict) or not isinstance(data.get("id"), (str, int)) or isinstance(data.get("id"), bool):
-        return _bad('feedback needs "id": the request log id (`route log`) or a trace id')
-    try:
-        await asyncio.to_thread(router.feedback, data["id"], str(data.get("verdict")))
-    except UsageError as exc:
-        return _bad(str(exc))
-    return Response(orjson.dumps({"recorded": True}), media_type="application/json")
+    # A verdict is a few bytes: a larger body is refused as it arrives, never read whole.
+    return Plain(handle, lambda err: err.body(), max_body=_MAX_BODY)

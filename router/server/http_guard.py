@@ -11,7 +11,7 @@ malformed request with a plain-text 400. `route serve` runs this subclass instea
 - a request httptools cannot parse gets an OpenAI-shaped JSON 400 instead of plain text;
 - what is written in one turn of the event loop leaves in one send (router/server/coalesced.py).
 
-The body's own timeout is enforced where the body is read (router/server/chat.py), since only
+The body's own timeout is enforced where the body is read (router/server/endpoint.py), since only
 the app knows when it wants the body. Every refusal here is `{"error": {...}}` with
 `connection: close`.
 """
@@ -24,8 +24,8 @@ from typing import Any
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from router.server.coalesced import CoalescedWrites
+from router.server.errors import error_body
 from router.server.limits import ServerLimits
-from router.server.wire import error_body
 
 __all__ = ["guarded_protocol"]
 

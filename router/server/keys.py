@@ -3,11 +3,11 @@ own `rpm` / `tpm` (config `server.keys`), besides the one key `--api-key-env` na
 
     server:
       keys:
-        alice: {key: ${ALICE_ROUTE_KEY}, rpm: 60, tpm: 200000}
-        ci:    {key: ${CI_ROUTE_KEY}, rpm: 10}
+        alice: {key: "${ALICE_ROUTE_KEY}", rpm: 60, tpm: 200000}
+        ci:    {key: "${CI_ROUTE_KEY}", rpm: 10}
 
 A key is known by its name everywhere (buckets, messages, logs); the key itself stays in memory
-only. The auth middleware (app.py) puts the name of the key a request presented in its scope;
+only. The auth middleware (auth.py) puts the name of the key a request presented in its scope;
 `KeyLimits` then takes one request from that key's buckets before the request is read or routed
 (a refusal is a 429 with Retry-After in the path's API shape) and, once the answer is out,
 charges its tpm with the tokens it used. So tpm is paid after the fact: a key is refused while
@@ -21,10 +21,8 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from backends.errors import ConfigError
-from router.server.chat import send_error
-from router.server.routes import shaped_for
+from router.server.errors import ApiError
 from router.server.runner import api_key_from_env
-from router.server.wire import ApiError
 
 if TYPE_CHECKING:
     from router.config_loader import LoadedConfig
@@ -90,11 +88,13 @@ class KeyLimits:
             return
         refused = await self.limiter.take(name, 0, kind="key")
         if refused is not None:
-            await send_error(send, shaped_for(scope["path"], ApiError(
+            from router.server.auth import send_error_for
+
+            await send_error_for(scope, send, ApiError(
                 429, f"API key {name!r} is {refused.describe()}; nothing was routed. Retry after "
                      f"{refused.retry_after_s} s, or ask for higher limits (server.keys.{name}.rpm / tpm).",
                 kind="rate_limit_error", code="rate_limit_exceeded",
-                headers={"retry-after": str(refused.retry_after_s)})))
+                headers={"retry-after": str(refused.retry_after_s)}))
             return
         usage: list[int] = []
         token = _USAGE.set(usage)

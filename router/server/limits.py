@@ -1,7 +1,7 @@
 """How much of the server one client may take: `route serve`'s limits, with production defaults.
 
 Enforced by router/server/http_guard.py (head timeout and size, connection count) and
-router/server/chat.py (body timeout); the body size limit is `--max-body`.
+router/server/endpoint.py (body timeout, for every POST); the body size limit is `--max-body`.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import fnmatch
 import time
 from typing import TYPE_CHECKING, Any
 
-from router.server.wire import ApiError
+from router.server.errors import ApiError
 
 if TYPE_CHECKING:
     from router.core import Router

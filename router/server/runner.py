@@ -88,10 +88,10 @@ def _app(router: Router, api_key: str | None, body_limit_bytes: int | None, limi
 def serve(router: Router, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT, api_key: str | None = None,
           body_limit_bytes: int | None = None, drain_timeout_s: float = DEFAULT_DRAIN_S,
           limits: ServerLimits | None = None, api_keys: Mapping[str, str] | None = None,
-          sock: socket.socket | None = None) -> None:
+          sock: socket.socket | None = None, access_log: bool = True) -> None:
     """Serve until interrupted (blocking). `api_key` is the token itself (see api_key_from_env);
     `api_keys` maps names to tokens (router/server/keys.py). `sock`, bound already, is served
-    instead of binding host:port."""
+    instead of binding host:port. `access_log`: one line per request on stderr."""
     if api_key is None and not api_keys and not is_loopback(host):
         raise UsageError(f"refusing to bind {host} without an API key; see `route serve --help` (--api-key-env)")
     limits = limits or ServerLimits()
@@ -99,8 +99,23 @@ def serve(router: Router, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT, 
     server = ThreadedServer(app, host=host, port=port, name="route-server", **_options(drain_timeout_s, "info", limits))
     if sock is not None:
         server.adopt(sock)
+    if access_log:
+        _log_requests()
     _tune_gc()
     server.run()
+
+
+def _log_requests() -> None:
+    """The endpoint's `route.access` lines to stderr, in uvicorn's own format."""
+    import logging
+
+    access = logging.getLogger("route.access")
+    if not access.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
+        access.addHandler(handler)
+    access.setLevel(logging.INFO)
+    access.propagate = False
 
 
 def _tune_gc() -> None:

@@ -1,5 +1,5 @@
 """`state: backend: local`: learned latency in this machine's SQLite store, merged atomically by
-every process that uses it (router/latency_tracker.py, router/store.py). Breakers stay per
+every process that uses it (router/latency_tracker.py, router/store/latency.py). Breakers stay per
 process: each `route serve` worker and CLI run counts failures and opens its own."""
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ class LocalState(SharedState):
         self._path: str | None = None
 
     def attach(self, latency: LatencyTracker, breakers: BreakerBoard) -> str | None:
-        from router.store import StoreError, store_for
+        from router.store import StoreError, latency_store_for
 
         try:
-            store = store_for(self._config, repair=True)  # a damaged file is moved aside
+            store = latency_store_for(self._config)  # a damaged file is moved aside
             latency.attach_store(store)
         except (OSError, ConfigError, sqlite3.Error, StoreError) as exc:
             return str(exc)

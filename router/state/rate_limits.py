@@ -10,7 +10,9 @@ would have refilled to full, which is the same as no key at all, so idle buckets
 While Redis is unreachable each replica falls back to its own buckets, starting from the level
 it last saw in Redis (full, for one it never took from): the limit then holds per replica, so N
 replicas may send up to N times the limit until Redis answers again. What was taken during the
-outage is not replayed into Redis afterwards.
+outage is not replayed into Redis afterwards. A Redis that comes back empty (restarted, flushed)
+does not start the fleet's buckets full: the first replica to ask seeds each one with its own
+level (router/state/rate_limits.py `_TAKE`).
 
 Every use is by (kind, name): kind `backend` (config `backends.<name>.rpm/tpm`) or `key`
 (config `server.keys.<name>.rpm/tpm`). Three operations:
@@ -49,7 +51,11 @@ Clock = Callable[[], float]
 # Refill, then take from every bucket or from none. Mirrors policies/rate_limit.py exactly.
 # KEYS: one hash {level, at} per limited dimension (rpm, then tpm).
 # ARGV: now in seconds ("" = this Redis server's clock, one clock for every replica); "1" to
-# charge whether it fits or not (a correction, which may leave a debt); then limit, cost per key.
+# charge whether it fits or not (a correction, which may leave a debt); then limit, cost and seed
+# per key. The seed is the level this replica last saw, refilled to now: a key that is missing
+# although the replica's own bucket is not full was lost with Redis (a restart, a flush), and
+# starts again where the replica knew it to be, not full. (An idle key expires only once it
+# would be full, which the seed is by then too.)
 # Returns {1 allowed | 0 refused, seconds to wait, index of the limit that refused, levels...}.
 _TAKE = """
 local now = tonumber(ARGV[1])
@@ -61,9 +67,10 @@ local force = ARGV[2] == '1'
 local levels, ats = {}, {}
 local wait, which = 0, 0
 for i, key in ipairs(KEYS) do
-  local limit, cost = tonumber(ARGV[1 + 2 * i]), tonumber(ARGV[2 + 2 * i])
+  local limit, cost = tonumber(ARGV[3 * i]), tonumber(ARGV[3 * i + 1])
+  local seed = math.min(limit, tonumber(ARGV[3 * i + 2]) or limit)
   local state = redis.call('HMGET', key, 'level', 'at')
-  local level, at = tonumber(state[1]) or limit, tonumber(state[2]) or now
+  local level, at = tonumber(state[1]) or seed, tonumber(state[2]) or now
   if now > at then
     level = math.min(limit, level + (now - at) * limit / 60)
     at = now
@@ -76,7 +83,7 @@ for i, key in ipairs(KEYS) do
 end
 if wait == 0 then
   for i, key in ipairs(KEYS) do
-    local limit, cost = tonumber(ARGV[1 + 2 * i]), tonumber(ARGV[2 + 2 * i])
+    local limit, cost = tonumber(ARGV[3 * i]), tonumber(ARGV[3 * i + 1])
     if not force then cost = math.min(cost, limit) end
     levels[i] = math.min(limit, levels[i] - cost)
     redis.call('HSET', key, 'level', tostring(levels[i]), 'at', tostring(ats[i]))
@@ -140,6 +147,16 @@ class RateLimiter:
             buckets = self._buckets[key] = Buckets(self.limits[key], self._now())
         return buckets
 
+    def levels(self, name: str, kind: Kind = "backend") -> dict[str, tuple[float, float]]:
+        """Each limited dimension's (what is left now, limit), e.g. {"rpm": (41.5, 60)}: for
+        the web view. With Redis, as of its last reply (plus the refill since); {} if unlimited."""
+        buckets = self._bucket(kind, name)
+        if buckets is None:
+            return {}
+        now = self._now()
+        return {dim: (bucket.level_at(now), bucket.limit)
+                for dim, bucket in (("rpm", buckets.rpm), ("tpm", buckets.tpm)) if bucket is not None}
+
     def peek(self, name: str, tokens: int, kind: Kind = "backend") -> Limited | None:
         buckets = self._bucket(kind, name)
         return None if buckets is None else buckets.peek(tokens, self._now())
@@ -191,8 +208,13 @@ class RedisRateLimiter(RateLimiter):
         limits = self.limits[(kind, name)]
         now = "" if self.clock is None else repr(self.clock())
         args: list[Any] = [now, "1" if force else "0"]
-        for dim, limit in limits.dimensions():
-            args += [limit, 1 if dim == "rpm" and not force else (0 if dim == "rpm" else tokens)]
+        buckets = self._bucket(kind, name)
+        assert buckets is not None
+        local_now = self._now()
+        for (dim, limit), bucket in zip(limits.dimensions(), [b for b in (buckets.rpm, buckets.tpm) if b is not None],
+                                        strict=True):
+            cost = 1 if dim == "rpm" and not force else (0 if dim == "rpm" else tokens)
+            args += [limit, cost, repr(bucket.level_at(local_now))]
         keys = self.keys(name, kind)
         return await self.redis.call(lambda client: self._run(client, keys, args), None)
 

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = ["RedisLink", "describe_target"]
 
 _LOG = logging.getLogger(__name__)
+_FIRST_CONTACT_S = 1.0  # seconds: a first connection (TCP, handshake, scripts) on a machine still starting up
 T = TypeVar("T")
 
 
@@ -46,6 +47,7 @@ class RedisLink:
         self.outages = 0  # times Redis went from answering to not (a metric and `route doctor` read it)
         self.last_error: str | None = None
         self._retry_at = 0.0
+        self._answered = False  # whether Redis has answered once: until then calls may take _FIRST_CONTACT_S
 
     @classmethod
     def from_config(cls, state: StateConfig, *, path: str | None = None, line: int | None = None) -> RedisLink:
@@ -71,9 +73,10 @@ class RedisLink:
     async def ping(self) -> str | None:
         """Why Redis cannot be reached now, or None when it answers; leaves `up` and the outage
         count alone (for `route doctor`)."""
+        client = self._clients.get()  # the import is no part of Redis's answer time
         try:
-            async with asyncio.timeout(self.timeout_s):
-                await self._clients.get().ping()
+            async with asyncio.timeout(max(self.timeout_s, _FIRST_CONTACT_S)):
+                await client.ping()
         except Exception as exc:
             if not _is_unreachable(exc):
                 return f"answered with an error ({_describe(exc)})"  # e.g. a wrong password
@@ -85,9 +88,11 @@ class RedisLink:
 
         # A burst of calls waits for a pooled connection (within the call's timeout) rather than
         # failing: the default pool raises past its size, which would read as Redis being down.
+        # Socket limits as long as a first contact's: `call` holds every call to its own limit.
+        socket_s = max(self.timeout_s, _FIRST_CONTACT_S)
         pool = BlockingConnectionPool.from_url(
-            self._url, max_connections=self.max_connections, timeout=self.timeout_s, socket_timeout=self.timeout_s,
-            socket_connect_timeout=self.timeout_s, health_check_interval=0, retry_on_timeout=False)
+            self._url, max_connections=self.max_connections, timeout=self.timeout_s, socket_timeout=socket_s,
+            socket_connect_timeout=socket_s, health_check_interval=0, retry_on_timeout=False)
         return Redis.from_pool(pool)
 
     @property
@@ -98,14 +103,20 @@ class RedisLink:
     async def call(self, op: Callable[[Redis], Awaitable[T]], fallback: T) -> T:
         if not self.usable:
             return fallback
+        # Made before the clock starts: the first one imports redis (0.1-0.4 s on a busy machine,
+        # which both workers of `route serve --workers 2` read as Redis being down at start-up).
+        client = self._clients.get()
+        # The first contact also connects and loads scripts: it gets longer than a call does.
+        limit = self.timeout_s if self._answered else max(self.timeout_s, _FIRST_CONTACT_S)
         try:
-            async with asyncio.timeout(self.timeout_s):
-                result = await op(self._clients.get())
+            async with asyncio.timeout(limit):
+                result = await op(client)
         except Exception as exc:  # any failure to reach Redis means: run on local state
             if not _is_unreachable(exc):
                 raise
             self._went_down(exc)
             return fallback
+        self._answered = True
         if not self.up:
             self.up = True
             _LOG.warning("route: shared state is back: Redis answers again; sharing latency, breakers and limits")

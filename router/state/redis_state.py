@@ -4,8 +4,9 @@ names the same Redis and prefix.
 Before a decision (at most every `state.refresh_ms`) a replica reads, in one pipelined round trip,
 every backend's latency state and breaker keys, and adopts them (plus its own samples not yet
 saved); concurrent decisions share one read. Its fresh samples are merged in by a Lua script on
-each flush (`routing.latency.flush_interval_ms`, router/state/latency_merge.py), its breaker
-verdicts as they happen (router/state/shared_breakers.py).
+each flush (every `routing.latency.flush_interval_ms`, on a timer, so a replica that goes quiet
+publishes too; router/state/latency_merge.py), its breaker verdicts as they happen
+(router/state/shared_breakers.py).
 
 With Redis unreachable nothing fails: every call falls back (router/state/redis_link.py), the
 replica decides on its own learned state and breakers, and keeps the samples it could not save;
@@ -15,6 +16,7 @@ when Redis answers again the next flush merges them and the next refresh adopts 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import time
 from collections.abc import Callable
@@ -46,6 +48,7 @@ class RedisState(SharedState):
         self._backends: list[str] = []
         self._refreshed_at = -math.inf
         self._refreshing: asyncio.Task[None] | None = None
+        self._publisher: asyncio.Task[None] | None = None  # flushes learned latency on a timer
 
     @classmethod
     def from_config(cls, state: StateConfig) -> RedisState:
@@ -73,6 +76,7 @@ class RedisState(SharedState):
         if self._latency is None:
             return
         loop = asyncio.get_running_loop()
+        self._publish_on_a_timer(loop)
         task = self._refreshing
         if task is not None and not task.done() and task.get_loop() is loop:
             await asyncio.shield(task)  # one read serves every decision waiting for it
@@ -102,6 +106,33 @@ class RedisState(SharedState):
         latency.adopt_states(self.latency_sink.changed(names, replies[0]))
         await breakers.reconcile(self._backends, replies[1:], before)
 
+    def _publish_on_a_timer(self, loop: asyncio.AbstractEventLoop) -> None:
+        """A request's end flushes what it taught once the flush interval has passed since the
+        last flush; after a burst nothing comes to do so. This task flushes every interval on the
+        loop that serves (started by the first decision on it), so what a replica learned reaches
+        Redis however quiet it goes. A flush with nothing new makes no Redis call."""
+        assert self._latency is not None
+        interval = self._latency.flush_interval_s
+        task = self._publisher
+        if interval <= 0 or (task is not None and not task.done() and task.get_loop() is loop):
+            return  # 0: every request's end flushes already
+        self._publisher = loop.create_task(self._publish_every(interval), name="route-latency-publisher")
+
+    async def _publish_every(self, interval_s: float) -> None:
+        assert self._latency is not None
+        while True:
+            await asyncio.sleep(interval_s)
+            await self._latency.aflush()  # Redis down: the samples are kept for the next one
+
+    async def _stop_publishing(self) -> None:
+        task, self._publisher = self._publisher, None
+        if task is None or task.done():
+            return
+        task.cancel()
+        if task.get_loop() is asyncio.get_running_loop():
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
     async def flush(self) -> None:
         if self._latency is not None:
             await self._latency.aflush()
@@ -113,6 +144,7 @@ class RedisState(SharedState):
 
     async def aclose(self) -> None:
         try:
+            await self._stop_publishing()
             await self.flush()
         finally:
             await self.link.aclose()

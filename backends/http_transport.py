@@ -1,0 +1,112 @@
+"""The HTTP transport of the kinds that speak a provider's API over HTTP (openai, anthropic): one
+POST, its error statuses and connection failures in our error tree, and an SSE body as the data
+of its events. A backend kind on top of it only translates: its request body, its headers, and
+the events it reads back (as httpx puts a transport behind its client).
+
+Connections come from the per-loop pooled session of backends/http_session.py. A response's
+connection goes back to the pool only when its body was read to the end, so a stream is read
+past its last event (`_drain`); leaving early closes the connection, which is also how a
+cancelled call stops the upstream generation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from backends.errors import BackendError, BackendUnavailable, Where
+from backends.http_errors import error_for_status, is_transport_error, translate_transport_error
+from backends.http_session import Sessions, lines
+
+if TYPE_CHECKING:
+    import aiohttp
+
+__all__ = ["HttpTransport", "Reply"]
+
+_CONNECT_CAP_S = 10.0  # connecting alone never takes longer than this, whatever the deadline
+_DRAIN_S = 0.05  # how long to read past the last event for the connection's sake
+
+
+class Reply:
+    """An upstream answer with a success status: its headers, and its body whole or as SSE data."""
+
+    __slots__ = ("_response",)
+
+    def __init__(self, response: aiohttp.ClientResponse):
+        self._response = response
+
+    @property
+    def simulated(self) -> bool:
+        """The project's simulator labels every answer; shown to users wherever it appears."""
+        return self._response.headers.get("x-simulated") == "true"
+
+    async def body(self) -> bytes:
+        return await self._response.read()
+
+    async def events(self, last: Callable[[str], bool]) -> AsyncIterator[str]:
+        """The `data:` payload of each SSE event, in order, up to the one `last` says ends the
+        stream (not yielded), then the rest of the body is drained. Event names, comments and
+        keep-alives are skipped: every API here repeats the event's type inside its data."""
+        async with contextlib.aclosing(lines(self._response.content.iter_any())) as body:
+            async for line in body:
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if last(data):
+                    break
+                yield data
+            await _drain(body)
+
+
+class HttpTransport:
+    """POSTs JSON to one backend's upstream. `shown` is the URL as configured, for messages (a
+    ${NAME} in it never shows its value); `where` is the error context of the backend."""
+
+    def __init__(self, shown: str, where: Where):
+        self.shown = shown
+        self.where = where
+        self._sessions = Sessions()
+
+    def translate(self, exc: Exception) -> BackendError:
+        """A failure of the connection in our error tree; other errors as unavailable."""
+        if is_transport_error(exc):
+            return translate_transport_error(exc, url=self.shown, **self.where)
+        return BackendUnavailable(f"{type(exc).__name__}: {str(exc)[:300]}", **self.where)
+
+    @contextlib.asynccontextmanager
+    async def post(self, url: str, payload: Mapping[str, Any], headers: Mapping[str, str],
+                   remaining_s: float | None, timeout_s: float) -> AsyncIterator[Reply]:
+        """POST `payload` as JSON; an error status is raised as ours. The caller enforces the
+        deadline (Backend._next); here only connecting is capped, by the time left."""
+        limit = timeout_s if remaining_s is None else max(0.001, remaining_s)
+        body = json.dumps(payload).encode()
+        async with self._sessions.request("POST", url, data=body, headers={**headers, "Content-Type": "application/json"},
+                                          connect_s=min(limit, _CONNECT_CAP_S)) as response:
+            if response.status >= 400:
+                text = (await response.read()).decode("utf-8", "replace")
+                raise error_for_status(response.status, response.headers, text, **self.where)
+            yield Reply(response)
+
+    @contextlib.asynccontextmanager
+    async def get(self, url: str, headers: Mapping[str, str], timeout_s: float) -> AsyncIterator[aiohttp.ClientResponse]:
+        """A GET for health checks: the response as it is, whatever its status."""
+        async with self._sessions.request("GET", url, headers=dict(headers), total_s=timeout_s) as response:
+            yield response
+
+    async def aclose(self) -> None:
+        await self._sessions.aclose()
+
+
+async def _drain(body: AsyncIterator[str]) -> None:
+    """Read to the end of the body: only a fully read response puts its connection back in the
+    pool; otherwise every stream would pay for a new connection."""
+    try:
+        async with asyncio.timeout(_DRAIN_S):
+            async for _ in body:
+                pass
+    except Exception as exc:  # a server that keeps the body open after its end: give up reuse, keep the answer
+        if not (isinstance(exc, TimeoutError) or is_transport_error(exc)):
+            raise

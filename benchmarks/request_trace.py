@@ -1,0 +1,139 @@
+"""Which project modules one `route serve` request passes through, traced by running it.
+
+    python benchmarks/request_trace.py [--path /v1/messages] [--stream]
+
+The server's ASGI app is called in this thread, on this event loop (no uvicorn, no socket on
+the client side), with the simulated model server on a thread of its own as the upstream; a
+profile hook records every project function entered while the request runs (after warm-up
+requests, so first-use imports and caches do not count). Printed: the project modules entered,
+the project frames on the stack when the upstream call reaches aiohttp (in the task that makes
+it), and the deepest stack of project frames seen in any task. A measure of how many layers a request crosses, for
+comparing two versions of the server (issue 25), not a timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import orjson
+
+from backends.simulator import SimServer
+from router import Router
+from router.config_loader import load_config
+from router.server import create_app
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = tuple(str(ROOT / name) + os.sep for name in ("router", "backends", "policies"))
+BODIES: dict[str, dict[str, Any]] = {
+    "/v1/chat/completions": {"model": "auto", "messages": [{"role": "user", "content": "Say hi"}]},
+    "/v1/messages": {"model": "auto", "max_tokens": 64, "messages": [{"role": "user", "content": "Say hi"}]},
+    "/v1/responses": {"model": "auto", "input": "Say hi"},
+}
+
+
+def _module(filename: str) -> str | None:
+    if not filename.startswith(PACKAGES):
+        return None
+    return str(Path(filename).relative_to(ROOT).with_suffix("")).replace(os.sep, ".")
+
+
+class _Trace:
+    def __init__(self) -> None:
+        self.modules: set[str] = set()
+        self.at_aiohttp: list[int] = []  # project frames in the calling task, per aiohttp request
+        self.deepest = 0  # the most project frames on one task's stack at any call
+
+    def __call__(self, frame, event: str, arg: object) -> None:
+        if event != "call":
+            return
+        filename = frame.f_code.co_filename
+        module = _module(filename)
+        if module is not None:
+            self.modules.add(module)
+            depth, caller = 0, frame
+            while caller is not None:
+                depth += _module(caller.f_code.co_filename) is not None
+                caller = caller.f_back
+            self.deepest = max(self.deepest, depth)
+        elif "aiohttp" in filename and frame.f_code.co_name == "_request" and not self.at_aiohttp:
+            depth, caller = 0, frame.f_back
+            while caller is not None:
+                depth += _module(caller.f_code.co_filename) is not None
+                caller = caller.f_back
+            self.at_aiohttp.append(depth)
+
+
+async def _request(app, path: str, body: bytes) -> tuple[int, bytes]:
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "path": path,
+             "raw_path": path.encode(), "root_path": "", "scheme": "http", "query_string": b"",
+             "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+             "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 2)}
+    sent = False
+    finished = asyncio.Event()
+    status, parts = 0, []
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await finished.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = message["status"]
+        elif message["type"] == "http.response.body":
+            parts.append(message.get("body", b""))
+            if not message.get("more_body"):
+                finished.set()
+
+    await app(scope, receive, send)
+    return status, b"".join(parts)
+
+
+async def run(path: str, stream: bool) -> None:
+    os.environ["ROUTE_HOME"] = tempfile.mkdtemp(prefix="route-trace-")  # the request log, as `route serve` keeps one
+    with SimServer(profiles={"sim-fast": {"ttft_s": 0.0, "answer_tokens": 8}}) as sim:
+        config = {"backends": {"sim": {"kind": "openai", "model": "sim-fast", "base_url": sim.base_url}},
+                  "routing": {"tiers": [{"name": "all", "backends": ["sim"]}]}}
+        router = Router(load_config(config), source="server")
+        app = create_app(router)
+        body = orjson.dumps({**BODIES[path], "stream": stream})
+        for _ in range(5):
+            status, answer = await _request(app, path, body)
+            assert status == 200, answer[:300]
+        trace = _Trace()
+        sys.setprofile(trace)
+        try:
+            status, _ = await _request(app, path, body)
+        finally:
+            sys.setprofile(None)
+        assert status == 200
+        await router.aclose()
+    print(f"POST {path}{' (stream)' if stream else ''}: {len(trace.modules)} project modules entered; "
+          f"project frames at the aiohttp call: {trace.at_aiohttp[0] if trace.at_aiohttp else '-'}; "
+          f"deepest project stack: {trace.deepest}")
+    for module in sorted(trace.modules):
+        print(f"  {module}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--path", default="/v1/chat/completions", choices=sorted(BODIES))
+    parser.add_argument("--stream", action="store_true")
+    args = parser.parse_args()
+    asyncio.run(run(args.path, args.stream))
+
+
+if __name__ == "__main__":
+    main()

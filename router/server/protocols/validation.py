@@ -1,0 +1,110 @@
+"""Request bodies in, validated pydantic objects out, or a 400 that names the field: one
+validator style for every protocol.
+
+The body is decoded (orjson), checked for depth before anything recurses into it, and validated
+against the protocol's schema; a refusal names the most specific bad field (`param`) and says
+what was expected, quoting a little of what came.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import orjson
+from pydantic import TypeAdapter, ValidationError
+
+from router.server.errors import ApiError
+
+__all__ = ["MAX_DEPTH", "bad_request", "decode", "depth_exceeds", "validated"]
+
+MAX_DEPTH = 64  # nested objects and arrays in one body: tool schemas are the deepest real thing
+_SHOWN_INPUT = 80  # characters of a refused value quoted back
+T = TypeVar("T")
+
+
+def bad_request(message: str, param: str | None = None, code: str = "invalid_request") -> ApiError:
+    return ApiError(400, message, code=code, param=param)
+
+
+def decode(raw: bytes, what: str) -> dict[str, Any]:
+    """The body as a JSON object no deeper than MAX_DEPTH; `what` names the object expected."""
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise bad_request(f"the request body is not valid JSON ({exc}); send {what}") from None
+    if not isinstance(body, dict):
+        raise bad_request(f"the request body must be a JSON object: {what}")
+    # Each level takes an opening bracket: a body with few cannot be deep, so skip the walk.
+    if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and depth_exceeds(body):
+        raise bad_request(f"the request body nests objects and arrays more than {MAX_DEPTH} levels deep; "
+                          "no field of this API needs that")
+    return body
+
+
+def depth_exceeds(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """True when `value` nests objects/arrays more than `limit` deep. Iterative, level by level:
+    the point is that a hostile body must not reach anything that recurses."""
+    level = [value] if type(value) is dict or type(value) is list else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > limit:
+            return True
+        below: list[Any] = []
+        for item in level:
+            below += [c for c in (item.values() if type(item) is dict else item)
+                      if type(c) is dict or type(c) is list]
+        level = below
+    return False
+
+
+def validated(adapter: TypeAdapter[T], body: dict[str, Any], reference: str) -> T:
+    """`body` as the schema's object, or a 400 naming the field; `reference` says where the
+    API's shape is documented."""
+    try:
+        return adapter.validate_python(body)
+    except ValidationError as exc:
+        raise _refusal(exc, body, reference) from None
+
+
+# -- refusals ---------------------------------------------------------------------------------
+
+def _param(loc: tuple[Any, ...], body: Any, missing: bool) -> str:
+    """The field `loc` points at, as a client writes it (`messages[0].content`). pydantic puts
+    the tags of union members in `loc` too (`user`, `str`, `list[...]`); walking the body along
+    `loc` tells them apart from field names: a field is a key of the object it is in, or the
+    missing one an error of type "missing" names."""
+    out, node = "", body
+    for i, part in enumerate(loc):
+        if isinstance(part, int):
+            out += f"[{part}]"
+            node = node[part] if isinstance(node, list) and 0 <= part < len(node) else None
+        elif (isinstance(node, dict) and part in node) or (missing and i == len(loc) - 1):
+            out += f".{part}" if out else str(part)
+            node = node.get(part) if isinstance(node, dict) else None
+    return out
+
+
+def _refusal(exc: ValidationError, body: Any, reference: str) -> ApiError:
+    """One 400 naming the most specific bad field (a list of parts that fails inside says
+    which part, not just "not a string"), with every reason pydantic gave for it (a union field
+    fails once per alternative)."""
+    errors = exc.errors(include_url=False)
+    params = [_param(e["loc"], body, e["type"] == "missing") for e in errors]
+    deepest = max(range(len(errors)), key=lambda k: len(errors[k]["loc"]))  # max keeps the first of equals
+    first, param = errors[deepest], params[deepest]
+    reasons = dict.fromkeys(e["msg"] for e, p in zip(errors, params) if p == param)
+    got = "" if first["type"] == "missing" else f" (got {_shown(first.get('input'))})"
+    text = "; or ".join(r[0].lower() + r[1:] for r in reasons)
+    # Other alternatives of the same union fail at a prefix of `param`: not other fields.
+    more = len({p for p in params if not param.startswith(p)})
+    others = f"; {more} other field{'s' if more > 1 else ''} also invalid" if more else ""
+    return bad_request(f"`{param or 'body'}`: {text}{got}{others}. See {reference} for its shape.", param or None)
+
+
+def _shown(value: Any) -> str:
+    try:
+        text = orjson.dumps(value).decode()
+    except TypeError:
+        text = repr(value)
+    return text if len(text) <= _SHOWN_INPUT else text[:_SHOWN_INPUT] + "…"

@@ -1,0 +1,170 @@
+"""The web view's HTTP side, all under /ui:
+
+    GET  /ui                  the page (static HTML, no data in it)
+    GET  /ui/static/...       its script, style sheet and icon (package data; nothing from the internet)
+    POST /ui/login            {"key": "..."} -> a session cookie (auth.py); 401 for a wrong key
+    POST /ui/logout           forget the cookie
+    GET  /ui/api/poll?after=N what changed since request N: new requests and consortium runs, and
+                              (when anything changed, or with full=1) every panel
+    GET  /ui/api/request?seq=N[&ts=&total=&backend=]
+                              one request in full (detail.py); ts/total/backend find it in the
+                              request log when another process answered it
+
+The page polls about once a second while it is visible. Short requests rather than a held-open
+stream: nothing for `route serve`'s drain to wait on at shutdown, and under --workers each
+poll is answered whole by one process (`pid` in the answer says which).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import FileResponse, Response
+from starlette.routing import Mount, Route, Router
+from starlette.staticfiles import StaticFiles
+
+from router.server.ui.detail import Lookup, request_detail
+from router.server.ui.fleet import SlowPanels
+from router.server.ui.panels import backends_panel, cost_panel, sources
+from router.server.ui.render import request_row, trace_view
+from router.server.ui.scope import RequestScope
+
+if TYPE_CHECKING:
+    from router.core import Router as RouteRouter
+    from router.server.ui.auth import ViewAuth
+    from router.server.ui.live import LiveView
+
+__all__ = ["STATIC", "ViewMiddleware", "view_app"]
+
+STATIC = Path(__file__).parent / "static"
+_ROWS = 100  # newest requests sent per poll
+_TRACES = 10
+_LOGIN_BYTES = 4096
+_PAGE_HEADERS = {
+    # Everything the page loads is its own; no inline script or style, no framing.
+    "content-security-policy": "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                               "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+    "x-content-type-options": "nosniff", "referrer-policy": "no-referrer", "cache-control": "no-cache",
+}
+
+
+def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(orjson.dumps(data), status_code=status, media_type="application/json",
+                    headers={"cache-control": "no-store", **(headers or {})})
+
+
+def _error(status: int, message: str) -> Response:
+    return _json({"error": {"message": message}}, status)
+
+
+class _View:
+    def __init__(self, router: RouteRouter, live: LiveView, auth: ViewAuth):
+        self.router, self.live, self.auth = router, live, auth
+        self.slow = SlowPanels(router)
+
+    def signed_in(self, request: Request) -> tuple[bool, str | None]:
+        """(allowed, key name): anyone when the server has no keys."""
+        if not self.auth.required:
+            return True, None
+        name = self.auth.signed_in(request.headers, request.cookies)
+        return name is not None, name
+
+    async def index(self, request: Request) -> Response:
+        return FileResponse(STATIC / "index.html", headers=_PAGE_HEADERS)
+
+    async def login(self, request: Request) -> Response:
+        body = b""
+        async for part in request.stream():
+            body += part
+            if len(body) > _LOGIN_BYTES:
+                return _error(413, "a sign-in body is a key, not more than 4 KiB")
+        try:
+            given = orjson.loads(body).get("key")
+        except (orjson.JSONDecodeError, AttributeError):
+            given = None
+        if not isinstance(given, str) or not given.strip():
+            return _error(400, 'send {"key": "..."}: one of the keys this server accepts')
+        if not self.auth.required:
+            return Response(status_code=204)
+        name = self.auth.name_of_key(given.strip())
+        if name is None:
+            return _error(401, "not a key this server accepts (the same keys as the API: --api-key-env, server.keys)")
+        secure = request.url.scheme == "https"
+        return Response(status_code=204, headers={"set-cookie": self.auth.set_cookie(name, secure=secure)})
+
+    async def logout(self, request: Request) -> Response:
+        return Response(status_code=204, headers={"set-cookie": self.auth.clear_cookie(secure=request.url.scheme == "https")})
+
+    async def poll(self, request: Request) -> Response:
+        allowed, name = self.signed_in(request)
+        if not allowed:
+            return _error(401, "sign in with one of this server's keys")
+        try:
+            after = int(request.query_params.get("after", "0"))
+        except ValueError:
+            return _error(400, "after must be a request number (0: from the start)")
+        live = self.live
+        reset = after > live.seq  # another process, or this one restarted: start over
+        after = 0 if reset else after
+        body: dict[str, Any] = {
+            "pid": os.getpid(), "seq": live.seq, "now": time.time(), "reset": reset,
+            "auth": {"required": self.auth.required, "key": name},
+            "requests": [request_row(e, self.router.redactor) for e in live.since(after, _ROWS)],
+            "consortia": [trace_view(e) for e in list(live.traces)[-_TRACES:] if e.seq > after],
+        }
+        if after != live.seq or request.query_params.get("full") == "1":
+            await self.router.refresh()  # the fleet's learned state and breakers, as a decision would see them
+            body.update(backends=backends_panel(self.router, live), cost=cost_panel(self.router, live),
+                        sources=sources(self.router, live), **await self.slow.get())
+        return _json(body)
+
+    async def detail(self, request: Request) -> Response:
+        allowed, _ = self.signed_in(request)
+        if not allowed:
+            return _error(401, "sign in with one of this server's keys")
+        query = request.query_params
+        try:
+            entry = self.live.find(int(query.get("seq", "0")))
+            lookup = Lookup.of(entry) if entry is not None else Lookup(
+                float(query["ts"]), float(query["total"]) if query.get("total") else None, query.get("backend"))
+        except (KeyError, ValueError):
+            return _error(400, "give seq (and ts, total, backend for a request another process answered)")
+        found = await asyncio.to_thread(request_detail, self.router, entry, lookup)
+        if found is None:
+            return _error(404, "this request is neither in this process's memory nor in the request log")
+        return _json(found)
+
+
+def view_app(router: RouteRouter, live: LiveView, auth: ViewAuth) -> Router:
+    view = _View(router, live, auth)
+    return Router(routes=[
+        Route("/ui", view.index, methods=["GET"]),
+        Route("/ui/", view.index, methods=["GET"]),
+        Mount("/ui/static", StaticFiles(directory=STATIC)),
+        Route("/ui/login", view.login, methods=["POST"]),
+        Route("/ui/logout", view.logout, methods=["POST"]),
+        Route("/ui/api/poll", view.poll, methods=["GET"]),
+        Route("/ui/api/request", view.detail, methods=["GET"]),
+    ])
+
+
+class ViewMiddleware:
+    """The app's outermost layer: /ui goes to the view (which checks its own sign-in, so the
+    page itself loads without a key); every other request goes on, its scope noted for who()."""
+
+    def __init__(self, app: Any, view: Any):
+        self.app = RequestScope(app)
+        self.view = view
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        path = scope.get("path", "") if scope["type"] == "http" else ""
+        if path == "/ui" or path.startswith("/ui/"):
+            await self.view(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)

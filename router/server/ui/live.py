@@ -1,0 +1,236 @@
+"""What the web view remembers of recent traffic: bounded, in this process's memory.
+
+A request observer (`LiveView.observe`) keeps one `LiveRequest` per finished request -- who sent
+it and over which protocol (router/server/ui/scope.py), the decision's parts, what came of it,
+a consortium's trace without its texts -- and adds it to spend buckets of 10 s for the hour; an attempt
+observer (`LiveView.attempt`) keeps each backend's recent calls (time to first token, decode
+rate, failures) for the observed side of the backends panel. Observing stores references and a
+few numbers; turning them into JSON (router/server/ui/render.py) waits until a page asks, so a
+closed page costs a deque append per request.
+
+Nothing here is written anywhere: prompts and answers are not kept (the request detail reads
+them from the request log, which decides whether content is stored at all).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from backends.types import Price, Usage
+from router.server.ui.scope import who
+
+if TYPE_CHECKING:
+    from policies.ladder import Crossing
+    from policies.selection import Plan
+    from router.core import Router
+    from router.decision import Attempt, Decision, Outcome
+
+__all__ = ["BUCKET_S", "HOUR_S", "LiveRequest", "LiveView", "Sample", "slim_trace"]
+
+HOUR_S = 3600
+BUCKET_S = 10  # spend is kept per 10 s, so a chart of the last few minutes has bars to show too
+_REQUESTS = 500  # requests kept for the live list (the page shows the newest 200)
+_TRACES = 40  # consortium runs kept for the timelines
+_SAMPLES = 200  # calls kept per backend for the observed latency
+_MESSAGE_CHARS = 300
+_TEXT_FIELDS = frozenset({"text", "reply", "answer"})  # a trace's texts: not needed to draw it
+
+
+@dataclass(frozen=True, slots=True)
+class LiveRequest:
+    """One finished request as the view shows it. Seconds, dollars; `ts` when it began (unix)."""
+
+    seq: int
+    ts: float
+    protocol: str
+    key: str | None
+    status: str  # ok | error | cancelled
+    backend: str | None
+    elapsed_s: float
+    decision: Decision
+    model: str | None = None
+    ttft_s: float | None = None
+    total_s: float | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    hosted_cost_usd: float | None = None  # the same tokens at the top tier's price
+    failures: tuple[tuple[str, str, str], ...] = ()  # (backend, error type, message), in order
+    error: str | None = None
+    downgrade: dict[str, Any] | None = None
+    degraded: tuple[str, ...] = ()
+    trace: dict[str, Any] | None = None  # a consortium's, texts left out
+    trace_id: str | None = None
+    simulated: bool = False
+
+    @property
+    def plan(self) -> Plan:
+        return self.decision.plan
+
+    @property
+    def crossings(self) -> tuple[Crossing, ...]:
+        return self.decision.crossings
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One call to one backend (routed, consortium member or arbiter)."""
+
+    ts: float
+    ok: bool
+    ttft_s: float | None
+    total_s: float
+    decode_tps: float | None
+
+
+@dataclass(slots=True)
+class _Bucket:
+    requests: int = 0
+    cost: float = 0.0
+    hosted: float = 0.0
+    backends: dict[str, list[float]] = field(default_factory=dict)  # name -> [requests, dollars]
+    keys: dict[str, list[float]] = field(default_factory=dict)
+
+
+def slim_trace(trace: dict[str, Any]) -> dict[str, Any]:
+    """A consortium trace without the texts (answers, arbiter replies): what a timeline needs."""
+    out: dict[str, Any] = {}
+    for name, value in trace.items():
+        if name in _TEXT_FIELDS:
+            continue
+        if isinstance(value, dict):
+            out[name] = slim_trace(value)
+        elif isinstance(value, list):
+            out[name] = [slim_trace(v) if isinstance(v, dict) else v for v in value]
+        else:
+            out[name] = value
+    return out
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= _MESSAGE_CHARS else text[:_MESSAGE_CHARS - 1] + "…"
+
+
+def _failures(errors: Any) -> tuple[tuple[str, str, str], ...]:
+    return tuple((str(getattr(e, "backend", "") or "-"), type(e).__name__, _cut(str(e))) for e in errors or ())
+
+
+class LiveView:
+    """The bounded memory behind the page. `clock`: unix seconds (tests may pass their own)."""
+
+    def __init__(self, router: Router, *, clock: Callable[[], float] = time.time):
+        self.clock = clock
+        self.started = clock()
+        self.seq = 0  # requests observed so far; each LiveRequest carries its number
+        self.requests: deque[LiveRequest] = deque(maxlen=_REQUESTS)
+        self.traces: deque[LiveRequest] = deque(maxlen=_TRACES)
+        self.samples: dict[str, deque[Sample]] = {}
+        self.buckets: dict[int, _Bucket] = {}  # start (unix seconds // BUCKET_S) -> figures
+        self.hosted = _hosted(router)
+
+    # -- observers ------------------------------------------------------------------------
+
+    def observe(self, outcome: Outcome) -> None:
+        """The request observer: one LiveRequest per finished request."""
+        protocol, key = who()
+        self.seq += 1
+        entry = self._entry(outcome, protocol, key)
+        self.requests.append(entry)
+        if entry.trace is not None:
+            self.traces.append(entry)
+        self._count(entry)
+
+    def attempt(self, attempt: Attempt, decision: Decision | None) -> None:
+        """The attempt observer: every call to every backend, for the observed latency."""
+        if attempt.cancelled:
+            return  # a hedge that lost the race says nothing about the backend
+        c = attempt.completion
+        timings = c.timings if c is not None else None
+        sample = Sample(self.clock(), attempt.error is None, timings.ttft_s if timings else attempt.first_s,
+                        timings.total_s if timings else attempt.elapsed_s, timings.decode_tps if timings else None)
+        samples = self.samples.get(attempt.backend)
+        if samples is None:
+            samples = self.samples[attempt.backend] = deque(maxlen=_SAMPLES)
+        samples.append(sample)
+
+    # -- reading --------------------------------------------------------------------------
+
+    def since(self, seq: int, limit: int) -> list[LiveRequest]:
+        """Requests numbered above `seq`, newest first, at most `limit`."""
+        out: list[LiveRequest] = []
+        for entry in reversed(self.requests):
+            if entry.seq <= seq or len(out) >= limit:
+                break
+            out.append(entry)
+        return out
+
+    def find(self, seq: int) -> LiveRequest | None:
+        return next((e for e in reversed(self.requests) if e.seq == seq), None)
+
+    def last_hour(self) -> list[tuple[float, _Bucket]]:
+        """(start in unix seconds, figures) of each bucket of the last hour that saw a request, oldest first."""
+        now = int(self.clock() // BUCKET_S)
+        return sorted((b * BUCKET_S, f) for b, f in self.buckets.items() if (now - b) * BUCKET_S < HOUR_S)
+
+    # -- building -------------------------------------------------------------------------
+
+    def _entry(self, outcome: Outcome, protocol: str, key: str | None) -> LiveRequest:
+        decision = outcome.decision
+        ts = self.clock() - outcome.elapsed_s
+        common: dict[str, Any] = {"seq": self.seq, "ts": ts, "protocol": protocol, "key": key,
+                                  "elapsed_s": outcome.elapsed_s, "decision": decision}
+        result = outcome.result
+        if result is None:
+            error = outcome.error
+            failures = _failures(getattr(error, "exceptions", None))
+            status = "cancelled" if isinstance(error, asyncio.CancelledError) else "error"
+            backend = failures[-1][0] if failures else decision.chosen
+            message = str(error) or ("the client went away" if status == "cancelled" else type(error).__name__)
+            return LiveRequest(**common, status=status, backend=backend, total_s=outcome.elapsed_s,
+                               failures=failures, error=f"{type(error).__name__}: {_cut(message)}")
+        c = result.completion
+        trace = c.metadata.get("trace")
+        downgrade = result.downgrade
+        return LiveRequest(
+            **common, status="ok", backend=c.backend, model=c.model, ttft_s=c.timings.ttft_s,
+            total_s=c.timings.total_s, input_tokens=c.usage.input_tokens, output_tokens=c.usage.output_tokens,
+            cost_usd=c.cost_usd, hosted_cost_usd=self._hosted_cost(c.usage), failures=_failures(result.failures),
+            downgrade=downgrade.as_dict() if downgrade is not None else None,
+            degraded=tuple(c.metadata.get("degraded") or ()),
+            trace=slim_trace(trace) if isinstance(trace, dict) else None,
+            trace_id=c.metadata.get("trace_id"), simulated=bool(c.metadata.get("simulated")))
+
+    def _hosted_cost(self, usage: Usage) -> float | None:
+        return None if self.hosted is None else self.hosted[1].cost(usage)
+
+    def _count(self, entry: LiveRequest) -> None:
+        index = int((entry.ts + entry.elapsed_s) // BUCKET_S)
+        bucket = self.buckets.get(index)
+        if bucket is None:
+            bucket = self.buckets[index] = _Bucket()
+            for old in [b for b in self.buckets if (index - b) * BUCKET_S >= HOUR_S]:
+                del self.buckets[old]
+        bucket.requests += 1
+        bucket.cost += entry.cost_usd
+        bucket.hosted += entry.hosted_cost_usd or 0.0
+        for table, name in ((bucket.backends, entry.backend or "-"), (bucket.keys, entry.key or "-")):
+            figures = table.get(name)
+            if figures is None:
+                figures = table[name] = [0, 0.0]
+            figures[0] += 1
+            figures[1] += entry.cost_usd
+
+
+def _hosted(router: Router) -> tuple[str, Price] | None:
+    """The backend "always hosted" means: the first backend of the strongest tier, with its price."""
+    tiers = router.config.routing.tiers
+    for name in tiers[-1].backends if tiers else ():
+        spec = router.config.backends.get(name)
+        if spec is not None:
+            return name, spec.settings(name).price
+    return None

@@ -1,0 +1,426 @@
+"""Record what real LLM clients send, to refresh the corpus in this folder (run by hand, never
+in tests or CI: it needs the clients installed, see README.md here).
+
+    python tests/data/clients/record.py serve --port 8765 --out /tmp/rec/claude-code
+    ... point a client at http://127.0.0.1:8765 (or .../v1) and run a session ...
+    python tests/data/clients/record.py keep /tmp/rec/claude-code/0007-v1-messages.json \\
+        --client "claude-code 2.0.0" --name claude-code-tool-round-trip
+
+`serve` answers as the real APIs do -- OpenAI chat completions, Anthropic Messages and OpenAI
+Responses, each plain or as its event stream -- and saves every request (path, headers, body)
+as one JSON file under --out. It answers a request that offers tools and holds no tool result
+yet with a call of one of them (a shell tool with `echo corpus-ok` where there is one), so an
+agent runs a real tool round trip; and with reasoning (a thinking block, `reasoning_content`, a
+reasoning item) where the request asks for it, so a client that sends reasoning back shows how.
+
+`keep` writes one saved request as a fixture, `<client>-<scenario>.json` beside this file, with
+secrets, home directories and user ids replaced by placeholders and only the headers that
+matter kept.
+
+Standard library only: this stands in for the providers, so it shares no code with the router.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import itertools
+import json
+import re
+import sys
+import threading
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REASONING = "The user wants a shell command run; I will call the tool, then report."
+ANSWER = "Done: the command printed corpus-ok."
+SHELL_TOOLS = ("Bash", "bash", "shell", "exec_command", "shell_command", "run_shell", "local_shell")
+# headers a provider reads that are neither secret nor transport
+KEPT_HEADERS = ("anthropic-beta", "anthropic-version", "openai-beta", "content-type", "user-agent", "originator",
+                "x-stainless-lang", "x-stainless-package-version", "x-app", "anthropic-dangerous-direct-browser-access",
+                "x-stainless-helper-method", "x-stainless-helper")
+
+
+# -- what to answer -------------------------------------------------------------------------------
+
+
+def _value(name: str, schema: dict[str, Any]) -> Any:
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "string")
+    if "enum" in schema and schema["enum"]:
+        return schema["enum"][0]
+    if kind == "array":
+        item = schema.get("items") or {}
+        if name in ("command", "cmd", "argv"):
+            return ["bash", "-lc", "echo corpus-ok"]
+        return [_value(name, item)] if item else []
+    if kind in ("integer", "number"):
+        return 1
+    if kind == "boolean":
+        return False
+    if kind == "object":
+        return _arguments(schema)
+    if name in ("command", "cmd", "script"):
+        return "echo corpus-ok"
+    if name == "description":
+        return "Print a marker"
+    return "Paris"
+
+
+def _arguments(schema: dict[str, Any]) -> dict[str, Any]:
+    props = schema.get("properties") or {}
+    return {name: _value(name, props.get(name) or {}) for name in schema.get("required") or []}
+
+
+def _pick(tools: list[tuple[str, dict[str, Any]]]) -> tuple[str, dict[str, Any]] | None:
+    if not tools:
+        return None
+    by_name = dict(tools)
+    for name in SHELL_TOOLS:
+        if name in by_name:
+            return name, _arguments(by_name[name])
+    name, schema = tools[0]
+    return name, _arguments(schema)
+
+
+def _chat_tools(body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for tool in body.get("tools") or ():
+        fn = tool.get("function") or tool
+        if tool.get("type", "function") == "function" and fn.get("name"):
+            out.append((fn["name"], fn.get("parameters") or {}))
+    return out
+
+
+def _anthropic_tools(body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    return [(t["name"], t.get("input_schema") or {}) for t in body.get("tools") or ()
+            if t.get("type") in (None, "custom") and t.get("name")]
+
+
+def _responses_tools(body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    return [(t["name"], t.get("parameters") or {}) for t in body.get("tools") or ()
+            if t.get("type") == "function" and t.get("name")]
+
+
+def _chat_has_result(body: dict[str, Any]) -> bool:
+    return any(m.get("role") in ("tool", "function") for m in body.get("messages") or ())
+
+
+def _anthropic_has_result(body: dict[str, Any]) -> bool:
+    return any(isinstance(m.get("content"), list) and any(b.get("type") == "tool_result" for b in m["content"])
+               for m in body.get("messages") or ())
+
+
+def _responses_has_result(body: dict[str, Any]) -> bool:
+    items = body.get("input")
+    return isinstance(items, list) and any(str(i.get("type", "")).endswith("_output") for i in items)
+
+
+def _sse(events: list[tuple[str | None, dict[str, Any] | str]]) -> bytes:
+    out = []
+    for name, data in events:
+        text = data if isinstance(data, str) else json.dumps(data)
+        out.append((f"event: {name}\n" if name else "") + f"data: {text}\n\n")
+    return "".join(out).encode()
+
+
+def _ident(prefix: str) -> str:
+    return f"{prefix}{uuid.uuid4().hex[:24]}"
+
+
+# -- OpenAI chat completions ----------------------------------------------------------------------
+
+
+def chat(body: dict[str, Any]) -> tuple[bytes, str]:
+    wants_tool = body.get("tool_choice") != "none" and not _chat_has_result(body)
+    picked = _pick(_chat_tools(body)) if wants_tool else None
+    thinks = bool(body.get("reasoning_effort") or body.get("reasoning"))
+    model, ident = body.get("model", "model"), _ident("chatcmpl-")
+    call = None
+    if picked:
+        call = {"id": _ident("call_"), "type": "function",
+                "function": {"name": picked[0], "arguments": json.dumps(picked[1])}}
+    usage = {"prompt_tokens": 120, "completion_tokens": 12, "total_tokens": 132,
+             "prompt_tokens_details": {"cached_tokens": 0}, "completion_tokens_details": {"reasoning_tokens": 0}}
+    finish = "tool_calls" if call else "stop"
+    if not body.get("stream"):
+        message: dict[str, Any] = {"role": "assistant", "content": None if call else ANSWER}
+        if call:
+            message["tool_calls"] = [call]
+        if thinks:
+            message["reasoning_content"] = REASONING
+        return json.dumps({"id": ident, "object": "chat.completion", "created": 0, "model": model,
+                           "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                           "usage": usage}).encode(), "application/json"
+    head = {"id": ident, "object": "chat.completion.chunk", "created": 0, "model": model}
+
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> tuple[None, dict[str, Any]]:
+        return None, {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
+
+    events = [chunk({"role": "assistant", "content": ""})]
+    if thinks:
+        events.append(chunk({"reasoning_content": REASONING}))
+    if call:
+        events.append(chunk({"tool_calls": [{"index": 0, "id": call["id"], "type": "function",
+                                             "function": {"name": call["function"]["name"], "arguments": ""}}]}))
+        events.append(chunk({"tool_calls": [{"index": 0, "function": {"arguments": call["function"]["arguments"]}}]}))
+    else:
+        events += [chunk({"content": word}) for word in re.findall(r"\S+\s*", ANSWER)]
+    events.append(chunk({}, finish))
+    if (body.get("stream_options") or {}).get("include_usage"):
+        events.append((None, {**head, "choices": [], "usage": usage}))
+    events.append((None, "[DONE]"))
+    return _sse(events), "text/event-stream"
+
+
+# -- Anthropic Messages ---------------------------------------------------------------------------
+
+
+def messages(body: dict[str, Any]) -> tuple[bytes, str]:
+    wants_tool = (body.get("tool_choice") or {}).get("type") != "none" and not _anthropic_has_result(body)
+    picked = _pick(_anthropic_tools(body)) if wants_tool else None
+    thinks = (body.get("thinking") or {}).get("type") in ("enabled", "adaptive")
+    blocks: list[dict[str, Any]] = []
+    if thinks:
+        blocks.append({"type": "thinking", "thinking": REASONING, "signature": "c2lnbmF0dXJlLXBsYWNlaG9sZGVy"})
+    if picked:
+        blocks.append({"type": "text", "text": "I'll run it."})
+        blocks.append({"type": "tool_use", "id": _ident("toolu_"), "name": picked[0], "input": picked[1]})
+    else:
+        blocks.append({"type": "text", "text": ANSWER})
+    usage = {"input_tokens": 120, "output_tokens": 12, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+    stop = "tool_use" if picked else "end_turn"
+    message = {"id": _ident("msg_"), "type": "message", "role": "assistant", "model": body.get("model", "model"),
+               "content": blocks, "stop_reason": stop, "stop_sequence": None, "usage": usage}
+    if not body.get("stream"):
+        return json.dumps(message).encode(), "application/json"
+    events: list[tuple[str | None, dict[str, Any] | str]] = [
+        ("message_start", {"type": "message_start", "message": {**message, "content": [], "stop_reason": None,
+                                                                 "usage": {**usage, "output_tokens": 1}}})]
+    for index, block in enumerate(blocks):
+        kind = block["type"]
+        empty = {"thinking": {"type": "thinking", "thinking": "", "signature": ""},
+                 "text": {"type": "text", "text": ""},
+                 "tool_use": {**block, "input": {}}}[kind]
+        events.append(("content_block_start", {"type": "content_block_start", "index": index, "content_block": empty}))
+        if kind == "thinking":
+            deltas = [{"type": "thinking_delta", "thinking": block["thinking"]},
+                      {"type": "signature_delta", "signature": block["signature"]}]
+        elif kind == "text":
+            deltas = [{"type": "text_delta", "text": w} for w in re.findall(r"\S+\s*", block["text"])]
+        else:
+            deltas = [{"type": "input_json_delta", "partial_json": json.dumps(block["input"])}]
+        events += [("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d}) for d in deltas]
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+    events.append(("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
+                                     "usage": {"output_tokens": 12}}))
+    events.append(("message_stop", {"type": "message_stop"}))
+    return _sse(events), "text/event-stream"
+
+
+# -- OpenAI Responses -----------------------------------------------------------------------------
+
+
+def _reasoning_item(body: dict[str, Any]) -> dict[str, Any]:
+    item: dict[str, Any] = {"type": "reasoning", "id": _ident("rs_"),
+                            "summary": [{"type": "summary_text", "text": REASONING}]}
+    if "reasoning.encrypted_content" in (body.get("include") or ()):
+        item["encrypted_content"] = "ZW5jcnlwdGVkLXJlYXNvbmluZy1wbGFjZWhvbGRlcg=="
+    return item
+
+
+def _item_events(index: int, item: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    def event(name: str, **fields: Any) -> tuple[str, dict[str, Any]]:
+        return name, {"type": name, "output_index": index, **fields}
+
+    kind = item["type"]
+    started = {"reasoning": {**item, "summary": []}, "function_call": {**item, "arguments": "", "status": "in_progress"},
+               "message": {**item, "content": [], "status": "in_progress"}}[kind]
+    out = [event("response.output_item.added", item=started)]
+    if kind == "reasoning":
+        text = item["summary"][0]["text"]
+        part = {"type": "summary_text", "text": ""}
+        out += [event("response.reasoning_summary_part.added", item_id=item["id"], summary_index=0, part=part),
+                event("response.reasoning_summary_text.delta", item_id=item["id"], summary_index=0, delta=text),
+                event("response.reasoning_summary_text.done", item_id=item["id"], summary_index=0, text=text),
+                event("response.reasoning_summary_part.done", item_id=item["id"], summary_index=0,
+                      part={**part, "text": text})]
+    elif kind == "function_call":
+        out += [event("response.function_call_arguments.delta", item_id=item["id"], delta=item["arguments"]),
+                event("response.function_call_arguments.done", item_id=item["id"], arguments=item["arguments"])]
+    else:
+        text = item["content"][0]["text"]
+        part = {"type": "output_text", "text": "", "annotations": []}
+        out.append(event("response.content_part.added", item_id=item["id"], content_index=0, part=part))
+        out += [event("response.output_text.delta", item_id=item["id"], content_index=0, delta=w)
+                for w in re.findall(r"\S+\s*", text)]
+        out += [event("response.output_text.done", item_id=item["id"], content_index=0, text=text),
+                event("response.content_part.done", item_id=item["id"], content_index=0, part={**part, "text": text})]
+    out.append(event("response.output_item.done", item=item))
+    return out
+
+
+def responses(body: dict[str, Any]) -> tuple[bytes, str]:
+    wants_tool = body.get("tool_choice") != "none" and not _responses_has_result(body)
+    picked = _pick(_responses_tools(body)) if wants_tool else None
+    output: list[dict[str, Any]] = [_reasoning_item(body)] if body.get("reasoning") else []
+    if picked:
+        output.append({"type": "function_call", "id": _ident("fc_"), "call_id": _ident("call_"), "name": picked[0],
+                       "arguments": json.dumps(picked[1]), "status": "completed"})
+    else:
+        output.append({"type": "message", "id": _ident("msg_"), "role": "assistant", "status": "completed",
+                       "content": [{"type": "output_text", "text": ANSWER, "annotations": []}]})
+    usage = {"input_tokens": 120, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 12,
+             "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 132}
+    response = {"id": _ident("resp_"), "object": "response", "created_at": 0, "status": "completed",
+                "model": body.get("model", "model"), "output": output, "usage": usage, "error": None,
+                "incomplete_details": None, "parallel_tool_calls": True, "tool_choice": body.get("tool_choice", "auto"),
+                "tools": body.get("tools") or []}
+    if not body.get("stream"):
+        return json.dumps(response).encode(), "application/json"
+    pending = {**response, "status": "in_progress", "output": [], "usage": None}
+    events: list[tuple[str | None, dict[str, Any] | str]] = [
+        ("response.created", {"type": "response.created", "response": pending}),
+        ("response.in_progress", {"type": "response.in_progress", "response": pending})]
+    for index, item in enumerate(output):
+        events += _item_events(index, item)
+    events.append(("response.completed", {"type": "response.completed", "response": response}))
+    counter = itertools.count()
+    for _, data in events:
+        if isinstance(data, dict):
+            data["sequence_number"] = next(counter)
+    return _sse(events), "text/event-stream"
+
+
+def models() -> bytes:
+    names = ["gpt-5", "gpt-4.1", "gpt-4o", "o4-mini", "claude-sonnet-4-5", "claude-haiku-4-5", "corpus-model"]
+    return json.dumps({"object": "list", "data": [{"id": n, "object": "model", "type": "model", "created": 0,
+                                                  "owned_by": "corpus", "display_name": n} for n in names],
+                       "has_more": False, "first_id": names[0], "last_id": names[-1]}).encode()
+
+
+def answer(path: str, body: dict[str, Any]) -> tuple[int, bytes, str]:
+    path = path.split("?")[0].rstrip("/")
+    if path.endswith("/messages/count_tokens"):
+        return 200, json.dumps({"input_tokens": 120}).encode(), "application/json"
+    for suffix, handler in (("/chat/completions", chat), ("/messages", messages), ("/responses", responses)):
+        if path.endswith(suffix):
+            return (200, *handler(body))
+    return 404, json.dumps({"error": {"message": f"no route for {path}", "type": "not_found"}}).encode(), \
+        "application/json"
+
+
+# -- the server -----------------------------------------------------------------------------------
+
+
+def _handler(out: Path) -> type[BaseHTTPRequestHandler]:
+    counter = itertools.count(1)
+    lock = threading.Lock()
+
+    class Recorder(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _save(self, raw: bytes) -> dict[str, Any]:
+            try:
+                body = json.loads(raw) if raw else None
+            except ValueError:
+                body = {"_undecodable": raw.decode("utf-8", "replace")}
+            with lock:
+                n = next(counter)
+            slug = re.sub(r"[^a-z0-9]+", "-", self.path.split("?")[0].lower()).strip("-") or "root"
+            record = {"method": self.command, "path": self.path, "headers": dict(self.headers.items()), "body": body,
+                      "recorded": datetime.date.today().isoformat()}
+            (out / f"{n:04d}-{slug}.json").write_text(json.dumps(record, indent=2, ensure_ascii=False))
+            print(f"{n:04d} {self.command} {self.path}", file=sys.stderr, flush=True)
+            return record
+
+        def _reply(self, status: int, data: bytes, content_type: str) -> None:
+            self.send_response(status)
+            self.send_header("content-type", content_type)
+            self.send_header("content-length", str(len(data)))
+            self.send_header("request-id", _ident("req_"))
+            self.send_header("x-request-id", _ident("req_"))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            self._save(b"")
+            if self.path.split("?")[0].rstrip("/").endswith("/models"):
+                self._reply(200, models(), "application/json")
+            else:
+                self._reply(404, b'{"error": {"message": "not found"}}', "application/json")
+
+        def do_POST(self) -> None:
+            raw = self.rfile.read(int(self.headers.get("content-length") or 0))
+            record = self._save(raw)
+            body = record["body"] if isinstance(record["body"], dict) else {}
+            self._reply(*answer(self.path, body))
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    return Recorder
+
+
+def serve(port: int, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    server = ThreadingHTTPServer(("127.0.0.1", port), _handler(out))
+    print(f"recording to {out} on http://127.0.0.1:{server.server_address[1]}", file=sys.stderr, flush=True)
+    server.serve_forever()
+
+
+# -- keeping a recording as a fixture -------------------------------------------------------------
+
+_SECRET = re.compile(r"\b(sk-(ant-)?[A-Za-z0-9_-]{16,})")
+
+
+def scrub(text: str, replacements: dict[str, str]) -> str:
+    for old, new in sorted(replacements.items(), key=lambda kv: -len(kv[0])):
+        text = text.replace(old, new)
+    # Claude Code's metadata.user_id holds a device hash: not secret, but personal
+    text = re.sub(r"\b[0-9a-f]{64}\b", "0" * 64, text)
+    return _SECRET.sub("sk-REDACTED", text)
+
+
+def keep(recording: Path, client: str, name: str, replace: list[str], note: str | None) -> Path:
+    record = json.loads(recording.read_text())
+    replacements = dict(r.split("=", 1) for r in replace)
+    headers = {k.lower(): v for k, v in record["headers"].items() if k.lower() in KEPT_HEADERS}
+    fixture: dict[str, Any] = {"client": client, "recorded": record["recorded"], "path": record["path"].split("?")[0],
+                               "headers": headers, "body": record["body"]}
+    if "?" in record["path"]:  # Claude Code asks for /v1/messages?beta=true
+        fixture["query"] = record["path"].split("?", 1)[1]
+    if note:
+        fixture["note"] = note
+    text = scrub(json.dumps(fixture, indent=1, ensure_ascii=False), replacements)
+    target = HERE / f"{name}.json"
+    target.write_text(text + "\n")
+    return target
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("serve", help="answer as the providers do and save every request")
+    run.add_argument("--port", type=int, default=8765)
+    run.add_argument("--out", type=Path, required=True)
+    save = commands.add_parser("keep", help="write one saved request as a fixture beside this file")
+    save.add_argument("recording", type=Path)
+    save.add_argument("--client", required=True, help='name and version, e.g. "claude-code 2.0.0"')
+    save.add_argument("--name", required=True, help="the fixture's file name without .json: CLIENT-SCENARIO")
+    save.add_argument("--replace", action="append", default=[], metavar="OLD=NEW",
+                      help="a string to replace (a home directory, a user name); repeatable")
+    save.add_argument("--note", help="what the fixture shows, or what was shortened")
+    args = parser.parse_args(argv)
+    if args.command == "serve":
+        serve(args.port, args.out)
+    else:
+        print(keep(args.recording, args.client, args.name, args.replace, args.note))
+
+
+if __name__ == "__main__":
+    main()

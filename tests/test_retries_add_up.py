@@ -1,0 +1,143 @@
+"""Retries that add up (issue 29): a client retrying against a dead upstream costs a bounded
+number of upstream calls; an open breaker answers at once with Retry-After; a refused
+connection fails over without retries; clients see the backend's name, never its address; and
+`route serve` says what happened to each request on its console (`--quiet` turns that off)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from policies.retry_budget import RetryBudget, RetryBudgetSettings
+from router import Router
+from router.config_loader import load_config
+from router.server import RouteServer
+
+ROOT = Path(__file__).parent.parent
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # nothing listens once the socket is closed
+
+
+def _config(sim, **backends) -> dict:
+    specs = {name: {"kind": "openai", "model": model, "base_url": url or sim.base_url, "max_retries": 2}
+             for name, (model, url) in backends.items()}
+    return {"backends": specs, "routing": {"tiers": [{"name": "only", "backends": list(backends)}],
+                                           "breaker": {"failures": 3, "cooldown_ms": 60_000}}}
+
+
+def test_a_client_retrying_30_times_against_a_dead_upstream_costs_three_upstream_calls(sim):
+    """Before: every client retry cost three upstream calls (90 for Codex's 30). Now the first
+    request's attempts open the breaker; the other 29 are answered 503 at once, with Retry-After
+    from the cooldown, and reach nothing until the probe."""
+    sim.update_profile("dead-m", fault="500")
+    router = Router(load_config(_config(sim, dead=("dead-m", None))), source="server")
+    with RouteServer(router) as srv:
+        client = openai.OpenAI(base_url=srv.base_url, api_key="-", max_retries=0)
+        statuses, waits = [], []
+        for _ in range(30):
+            with pytest.raises(openai.APIStatusError) as failed:
+                client.chat.completions.create(model="auto", messages=[{"role": "user", "content": "hi"}])
+            statuses.append(failed.value.status_code)
+            waits.append(failed.value.response.headers.get("retry-after"))
+    assert sim.stats("dead-m")["requests"] == 3
+    assert set(statuses) == {503}
+    assert waits[0] is None and all(wait is not None and 55 <= int(wait) <= 60 for wait in waits[1:])
+
+
+def test_the_retry_budget_stops_retries_across_requests_before_any_breaker():
+    budget = RetryBudget(RetryBudgetSettings(max_tokens=10, token_ratio=0.1))
+    allowed = []
+    for _ in range(20):  # a dead upstream: every attempt fails
+        allowed.append(budget.allows_retry("x"))
+        budget.record("x", ok=False)
+    assert allowed == [True] * 5 + [False] * 15  # retries stop after half the bucket
+    for _ in range(60):  # successes refill it, a tenth of a token each
+        budget.record("x", ok=True)
+    assert budget.allows_retry("x") and budget.allows_retry("another backend")
+
+
+async def test_a_refused_connection_is_not_retried_and_fails_over_at_once(sim):
+    attempts: list[str] = []
+    config = _config(sim, gone=("m", f"http://127.0.0.1:{_closed_port()}/v1"), ok=("m-small", None))
+    config["routing"]["tiers"] = [{"name": "first", "below": 0.99, "backends": ["gone"]},
+                                  {"name": "then", "backends": ["ok"]}]
+    router = Router(load_config(config))
+    router.add_observer(lambda attempt, decision: attempts.append(attempt.backend))
+    result = await router.acomplete("hi")
+    assert result.backend == "ok" and attempts == ["gone", "ok"]  # one attempt, no retries
+    assert type(result.failures[0]).__name__ == "Unreachable"
+    await router.aclose()
+
+
+def test_clients_are_told_the_backend_never_its_address(sim):
+    port = _closed_port()
+    router = Router(load_config(_config(sim, gone=("m", f"http://127.0.0.1:{port}/v1"))), source="server")
+    with RouteServer(router) as srv:
+        response = httpx.post(f"{srv.base_url}/chat/completions", timeout=30,
+                              json={"model": "gone", "messages": [{"role": "user", "content": "hi"}]})
+    message = response.json()["error"]["message"]
+    assert response.status_code == 503 and "gone" in message
+    assert f"127.0.0.1:{port}" not in message and str(port) not in message, message
+
+
+def _serve(config_file: Path, port: int, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "router.cli", "serve", "--port", str(port), "--config",
+                             str(config_file), "--no-log", *extra], env=dict(os.environ),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT)
+
+
+def _until_up(proc: subprocess.Popen, port: int) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=0.5).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        assert proc.poll() is None and time.monotonic() < deadline, "route serve did not start"
+        time.sleep(0.1)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("quiet", [False, True])
+def test_route_serve_logs_one_line_per_request_unless_quiet(sim, tmp_path, quiet):
+    sim.update_profile("m-small", ttft_s=0.0, tokens_per_s=None)
+    config_file = tmp_path / "serve.yaml"
+    import json
+
+    config_file.write_text(json.dumps(_config(sim, small=("m-small", None),
+                                              gone=("m", f"http://127.0.0.1:{_closed_port()}/v1"))))
+    port = _closed_port()
+    proc = _serve(config_file, port, *(["--quiet"] if quiet else []))
+    try:
+        _until_up(proc, port)
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="-", max_retries=0, timeout=30)
+        client.chat.completions.create(model="small", messages=[{"role": "user", "content": "hi"}])
+        with pytest.raises(openai.APIStatusError):
+            client.chat.completions.create(model="gone", messages=[{"role": "user", "content": "hi"}])
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    output = proc.stdout.read().decode()
+    ok = re.search(r"POST /v1/chat/completions 200 small \d+ ms", output)
+    failed = re.search(r"POST /v1/chat/completions 503 - \d+ ms: .*gone.*cannot connect", output)
+    if quiet:
+        assert ok is None and failed is None, output
+    else:
+        assert ok is not None and failed is not None, output

@@ -1,0 +1,152 @@
+"""The web view in a real headless Chromium, against a real `route serve` process and the
+simulated model server: after routed, forced, failing and consortium requests, the rendered page
+shows every backend, the newest request with its reasons, the breaker the failures opened, and
+the consortium's timeline with its members; new requests appear without a reload; a click opens
+the request as `route log show` does. The browser signs in with the server's key, which never
+appears in a URL, the page or a cookie."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from backends.simulator import SimProfile, SimServer
+from router.consortium.simulated import arbiter_responder
+from tests.browser import chromium_context
+
+pytestmark = pytest.mark.integration
+
+KEY = "ui-browser-key-" + "k" * 24
+WAIT_MS = 20_000  # how long the page may take to show what the server already knows (polling: ~1 s)
+PROFILES = {
+    "m-small": SimProfile(answer_tokens=12), "m-big": SimProfile(answer_tokens=12),
+    "m-flaky": SimProfile(answer_tokens=12), "glm-5.2": SimProfile(ttft_s=0.01, answer_tokens=12),
+    "judge": SimProfile(responder=arbiter_responder(confidence=0.9)),
+}
+
+
+def _config(sim_url: str) -> str:
+    backend = "{{kind: openai, model: {model}, base_url: '" + sim_url + "', max_retries: 0}}"
+    return f"""
+backends:
+  small: {backend.format(model="m-small")}
+  big: {backend.format(model="m-big")}
+  flaky: {backend.format(model="m-flaky")}
+  glm: {backend.format(model="glm-5.2")}
+  judge: {backend.format(model="judge")}
+routing:
+  scorer: {{kind: length, threshold_chars: 200}}
+  tiers: [{{name: low, below: 0.5, backends: [small]}}, {{name: high, backends: [big]}}]
+  breaker: {{failures: 2, cooldown_ms: 600000}}
+consortia:
+  panel: {{members: ["glm*2"], arbiter: judge, judging: rank}}
+server:
+  keys:
+    tester: {{key: "${{UI_TEST_KEY}}"}}
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def served(tmp_path, route_home):
+    """(server URL, simulator, first line route serve printed)."""
+    with SimServer(PROFILES) as sim:
+        config = tmp_path / "route.yaml"
+        config.write_text(_config(sim.base_url))
+        port = _free_port()
+        env = {**os.environ, "UI_TEST_KEY": KEY, "ROUTE_HOME": str(route_home)}
+        proc = subprocess.Popen([sys.executable, "-m", "router.cli", "serve", "--port", str(port), "--config", str(config)],
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                cwd=Path(__file__).parent.parent)
+        try:
+            assert proc.stdout is not None
+            banner = proc.stdout.readline()  # printed once the port is bound, before serving
+            url = f"http://127.0.0.1:{port}"
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                assert proc.poll() is None and time.monotonic() < deadline, f"route serve did not start: {banner}"
+                time.sleep(0.05)
+            yield url, sim, banner
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+def _ask(url: str, model: str, prompt: str) -> int:
+    return httpx.post(f"{url}/v1/chat/completions", headers={"authorization": f"Bearer {KEY}"}, timeout=30,
+                      json={"model": model, "messages": [{"role": "user", "content": prompt}]}).status_code
+
+
+def test_the_rendered_page_shows_backends_reasons_a_breaker_and_a_consortium_and_keeps_updating(served):
+    from playwright.sync_api import expect
+
+    url, sim, banner = served
+    assert f"{url}/ui" in banner  # route serve says where the view is
+    assert _ask(url, "auto", "hello from the browser test") == 200  # routed: small, by score
+    assert _ask(url, "big", "forced by name") == 200
+    sim.set_faults("m-flaky", ["500", "500"])
+    assert [_ask(url, "flaky", "this one fails") for _ in range(2)] == [503, 503]  # two failures open its breaker
+    assert _ask(url, "panel", "a question for two samples and a judge") == 200
+
+    for context in chromium_context(viewport={"width": 1440, "height": 900}):
+        page = context.new_page()
+        page.goto(f"{url}/ui")
+        page.fill("#key", KEY)  # signing in: the key goes in a form, never in a URL
+        page.click("#login-form button")
+        rows = page.locator("#request-rows tr[data-seq]")
+        expect(rows).to_have_count(5, timeout=WAIT_MS)
+
+        for name in ("small", "big", "flaky", "glm", "judge"):
+            expect(page.locator(f'#backend-cards [data-backend="{name}"]')).to_be_visible()
+        expect(page.locator('[data-backend="flaky"] .pill')).to_have_text("breaker open")
+        expect(page.locator('[data-backend="small"] .pill')).to_have_text("breaker closed")
+
+        newest = rows.first  # the consortium run, with why it went there
+        expect(newest).to_contain_text("panel")
+        expect(newest).to_contain_text("asked for panel by name")
+        routed = rows.filter(has_text="low|high")  # found by its text: new rows push it down
+        expect(rows.nth(4)).to_contain_text("stays low")
+        expect(routed).to_contain_text("low|high: score")
+        expect(routed).to_contain_text("< 0.500 → stays low")
+        expect(routed).to_contain_text("tester")  # the key's name, never its value
+        expect(rows.nth(2)).to_contain_text("tried flaky: failed (BackendUnavailable)")
+
+        run = page.locator('.run[data-consortium="panel"]')
+        for label in ("glm#1", "glm#2", "arbiter judge"):
+            expect(run.locator(".tl .label", has_text=label)).to_be_visible()
+        expect(run).to_contain_text("budget 3 of 64 calls")
+        expect(run.locator(".verdict")).to_contain_text(re.compile(r"ranking glm#\d > glm#\d · confidence 0.90"))
+
+        page.evaluate("window.notReloaded = true")
+        assert _ask(url, "big", "one more, while the page is open") == 200
+        expect(rows).to_have_count(6, timeout=WAIT_MS)
+        expect(rows.first).to_contain_text("asked for big by name")
+        assert page.evaluate("window.notReloaded") is True
+
+        routed.click()  # the request in full, as `route log show` prints it
+        detail = page.locator("#detail")
+        expect(detail).to_contain_text("hello from the browser test", timeout=WAIT_MS)
+        expect(detail.locator(".detail-grid")).to_contain_text("asked for")
+
+        assert KEY not in page.content() and all(KEY not in u for u in [page.url])
+        [cookie] = context.cookies()
+        assert (cookie["name"], cookie["httpOnly"], cookie["sameSite"], cookie["path"]) == ("route_ui", True, "Strict", "/ui")
+        assert KEY not in cookie["value"]
