@@ -39,11 +39,17 @@ def failure_hints(errors: Iterable[BaseException], backends: Mapping[str, Any],
         if hint:
             hints.append(hint)
     if timed_out:
-        deadline = f"the {deadline_s:g} s deadline" if deadline_s is not None else "the deadline"
-        hints.append(f"{_names(timed_out)} did not answer within {deadline}: allow more time "
-                     "(--deadline, or routing.deadline_ms in the config); `route --explain` shows each "
-                     "backend's predicted time.")
+        hints.append(_timeout_hint(timed_out, deadline_s))
     return hints
+
+
+def _timeout_hint(names: list[str], deadline_s: float | None) -> str:
+    if deadline_s is not None:
+        return (f"{_names(names)} did not answer within the {deadline_s:g} s deadline: allow more time "
+                "(--deadline); `route --explain --deadline ...` shows each backend's predicted time.")
+    # a deadline from the config, or a backend's own timeout_s
+    return (f"{_names(names)} did not answer in time: allow more (routing.deadline_ms, a tier's deadline_ms or "
+            "the backend's timeout_s in the config); `route --explain` shows each backend's predicted time.")
 
 
 def _hint(error: BackendError, spec: Any) -> str | None:
