@@ -147,7 +147,7 @@ class Executor:
                 yield chunk
                 if isinstance(chunk, FinalChunk):
                     return
-        raise _all_failed(decision, failures)
+        raise _all_failed(decision, failures, untried=plan.queue)
 
     def _next(self, plan: _Plan, failures: list[BackendError]) -> str | None:
         """The next candidate to start, breaker permitting, or None when there is none; one
@@ -168,7 +168,7 @@ class Executor:
         """Plain calls in turn, no streams: the cheapest path when nothing is hedged."""
         while (name := self._next(plan, failures)) is not None:
             if plan.deadline.expired():
-                failures.append(_too_late(name))
+                plan.queue.insert(0, name)  # never tried: the failure says so, apart from the attempts
                 return
             completion = await self._call(name, request, plan, failures)
             if completion is not None:
@@ -222,7 +222,7 @@ class Executor:
         if name is None:
             return False
         if plan.deadline.expired():
-            race.failures.append(_too_late(name))
+            plan.queue.insert(0, name)  # never tried: the failure says so, apart from the attempts
             return False
         options = self._options(plan, plan.decision, name)
         race.lanes.append(_Lane(name, self._calls, race.request, options, race.queue))
@@ -371,10 +371,6 @@ class _Plan:
         return self.queue.pop(self._index()) if self.queue else None
 
 
-def _too_late(name: str) -> BackendTimeout:
-    return BackendTimeout("the request's deadline passed before this backend could be tried", backend=name)
-
-
 def _predicted(candidates: Sequence[Candidate]) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
     """p50 and p95 per candidate (those with neither a prior nor a sample are placeholders: left
     out), and the optimistic p95 that says whether a candidate can still make it, judged as the
@@ -398,17 +394,22 @@ def _refusal(decision: Decision) -> str:
             "`downgrade` (answer from a faster, weaker tier, marked as a downgrade).")
 
 
-def _all_failed(decision: Decision, failures: list[BackendError]) -> AllBackendsFailed:
+def _all_failed(decision: Decision, failures: list[BackendError], untried: Sequence[str] = ()) -> AllBackendsFailed:
     """RateLimitExceeded when every attempt met a rate limit (ours or the provider's), with the
-    soonest known time to try again; else AllBackendsFailed."""
-    if failures and all(isinstance(e, RateLimited) for e in failures):
+    soonest known time to try again; else AllBackendsFailed. `untried`: candidates never started
+    because the deadline had passed."""
+    if failures and not untried and all(isinstance(e, RateLimited) for e in failures):
         waits = [e.retry_after for e in failures if isinstance(e, RateLimited) and e.retry_after is not None]
         return RateLimitExceeded("every backend this request may go to is at a rate limit", failures,
                                  retry_after_s=min(waits) if waits else None)
-    return AllBackendsFailed(_failure_summary(decision), failures)
+    return AllBackendsFailed(_failure_summary(decision, untried), failures)
 
 
-def _failure_summary(decision: Decision) -> str:
-    tried = ", ".join(decision.candidates)
-    return f"no backend could answer (tried {tried})"
+def _failure_summary(decision: Decision, untried: Sequence[str] = ()) -> str:
+    """Names the backends tried -- one reason each follows -- apart from those never started."""
+    tried = [name for name in decision.candidates if name not in untried]
+    if not untried:
+        return f"no backend could answer (tried {', '.join(tried)})"
+    late = f"the deadline passed before {', '.join(untried)} could be tried"
+    return f"no backend could answer (tried {', '.join(tried)}; {late})" if tried else f"no backend could answer ({late})"
 

@@ -295,7 +295,7 @@ def test_a_failed_arbiter_is_visible_in_quiet_json_and_doctor(sim, tmp_path):
     doc = json.loads(route("-c", str(cfg), "--json", "-m", "cns", "hello").stdout)
     assert doc["degraded"] and "judge" in doc["degraded"][0]
     doctor = route("doctor", "-c", str(cfg))
-    assert doctor.returncode == 3 and "cns" in doctor.stderr
+    assert doctor.returncode == 3 and "cns" in doctor.stdout
 
 
 def test_doctor_flags_a_consortium_whose_arbiter_has_no_key(tmp_path):
