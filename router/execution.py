@@ -138,7 +138,9 @@ class Executor:
         if decision.plan.refused is not None:
             raise DeadlineAtRisk(_refusal(decision), tier=decision.tier, deadline_s=decision.deadline_s)
         plan = _Plan(decision, self._hedge)
-        if streaming or plan.hedges:
+        if streaming and (not plan.hedges or len(plan.queue) < 2):  # nothing to hedge with
+            body = self._streams_in_turn(plan, request, failures)
+        elif streaming or plan.hedges:
             body = self._race(plan, request, failures, streaming)
         else:
             body = self._one_by_one(plan, request, failures)
@@ -174,6 +176,37 @@ class Executor:
             if completion is not None:
                 yield FinalChunk(completion)
                 return
+
+    async def _streams_in_turn(self, plan: _Plan, request: Request,
+                               failures: list[BackendError]) -> AsyncGenerator[Chunk, None]:
+        """Streams one candidate at a time, when nothing is hedged: the next starts when one
+        failed before its first text or tool call (chunks before that, drafts, are held until
+        then, as a race holds them). No lane task and no queue: the chunks come up in the
+        caller's task, a task switch less per chunk; the call path keeps the deadline."""
+        while (name := self._next(plan, failures)) is not None:
+            if plan.deadline.expired():
+                failures.append(_too_late(name))
+                return
+            held: list[Chunk] | None = []  # None once committed
+            try:
+                async with contextlib.aclosing(self._calls.stream(name, request,
+                                                                  self._options(plan, plan.decision, name))) as chunks:
+                    async for chunk in chunks:
+                        if held is not None:
+                            if not isinstance(chunk, _COMMITS):
+                                held.append(chunk)
+                                continue
+                            for early in held:
+                                yield early
+                            held = None
+                        yield chunk
+                        if isinstance(chunk, FinalChunk):
+                            return
+                raise MalformedResponse("stream ended without a final completion", backend=name)
+            except BackendError as exc:
+                if held is None:
+                    raise  # text already reached the caller: no fallback now
+                failures.append(exc)
 
     async def _call(self, name: str, request: Request, plan: _Plan, failures: list[BackendError]) -> Completion | None:
         """One plain (non-streamed) call with the time that is left."""
