@@ -151,10 +151,15 @@ class Executor:
                     return
         raise _all_failed(decision, failures)
 
-    def _next(self, plan: _Plan, failures: list[BackendError]) -> str | None:
+    def _next(self, plan: _Plan, failures: list[BackendError], *, weaker: bool = True) -> str | None:
         """The next candidate to start, breaker permitting, or None when there is none; one
-        behind an open breaker fails without a call."""
+        behind an open breaker fails without a call. `weaker` False (a hedge, beside a running
+        call): a held-back weaker tier's candidate is not started, even once the at-quality
+        ones left were all behind open breakers."""
         while (name := plan.pop()) is not None:
+            if not weaker and name in plan.held_back:
+                plan.queue.insert(0, name)
+                return None
             if self._allow(name):
                 return name
             failures.append(self._breaker_open(name))
@@ -251,7 +256,7 @@ class Executor:
     def _start(self, race: _Race) -> bool:
         """Start the next candidate's lane with the time that is left; False when none can start."""
         plan = race.plan
-        name = self._next(plan, race.failures)
+        name = self._next(plan, race.failures, weaker=not race.lanes)  # lanes running: this is a hedge
         if name is None:
             return False
         if plan.deadline.expired():
@@ -387,15 +392,18 @@ class _Plan:
         self.held_back = _held_back(decision)
 
     def _index(self) -> int:
-        """The first queued candidate that may still fit in the time left, else the first; held-back
-        candidates are not moved ahead of at-quality ones."""
+        """The first queued candidate that may still fit in the time left, else the first; while
+        an at-quality candidate is queued, a held-back one is never picked. (Held-back candidates
+        are not always at the end: one behind an open breaker is queued after them. Counting
+        them from the end let a hedge start a weaker tier's backend once the at-quality one ahead
+        no longer fitted: heavy prompts answered by light models, with nothing failed.)"""
+        allowed = [i for i, name in enumerate(self.queue) if name not in self.held_back] or range(len(self.queue))
         remaining = self.deadline.remaining()
         if remaining is not None:
-            at_quality = sum(1 for name in self.queue if name not in self.held_back)
-            for i, name in enumerate(self.queue[:at_quality or len(self.queue)]):
-                if self.optimistic.get(name, 0.0) <= remaining:
+            for i in allowed:
+                if self.optimistic.get(self.queue[i], 0.0) <= remaining:
                     return i
-        return 0
+        return allowed[0]
 
     def peek(self) -> str | None:
         return self.queue[self._index()] if self.queue else None
