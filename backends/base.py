@@ -240,16 +240,17 @@ class Backend:
         wire = self._wire(request, deadline, stream=stream)
         watchdog = Watchdog(deadline)
         try:
-            while (delta := await self._step(wire, watchdog, answer.ttft is not None)) is not None:
+            while (delta := await self._wire_next(wire, watchdog, answer.ttft is not None)) is not None:
                 for chunk in merged(answer.apply(delta)):
                     yield chunk
         finally:
             watchdog.stop()
-            await wire.aclose()  # the HTTP kinds release (close) their connection without waiting
+            if isinstance(wire, AsyncGenerator):
+                await wire.aclose()  # the HTTP kinds release (close) their connection without waiting
         for chunk in answer.finish():
             yield chunk
 
-    async def _step(self, wire: AsyncGenerator[Delta, None], watchdog: Watchdog, answering: bool) -> Delta | None:
+    async def _wire_next(self, wire: AsyncIterator[Delta], watchdog: Watchdog, answering: bool) -> Delta | None:
         try:
             return await watchdog.next(wire)
         except TimeoutError as exc:

@@ -255,7 +255,7 @@ class Ours:
             _CURRENT_JOB.reset(token)
         self.bill.answer(result.backend, result.completion.usage)
         # What failed before the answer (the fallback that explains a weaker tier answering).
-        why = (", ".join(f"{e.backend}: {type(e).__name__}" for e in result.failures)
+        why = (", ".join(f"{e.backend}: {type(e).__name__}" for e in result.failures) + (f" of {result.decision.candidates}" if result.failures else "")
                or f"nothing failed; planned: {result.decision.reason} candidates {result.decision.candidates} risk {result.decision.plan.on_deadline_risk}")
         return Outcome(time.perf_counter() - start, True, result.backend, why)
 
