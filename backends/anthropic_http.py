@@ -90,7 +90,7 @@ class AnthropicBackend(Backend):
         payload = self._payload(request, stream=stream)
         async with self._http.post(self.settings.url("/messages", _DEFAULT_BASE_URL), payload, self._headers(request),
                                    deadline.remaining(), self.settings.timeout_s) as reply:
-            if not stream:
+            if not stream or reply.whole:
                 yield self._answer(await reply.body(), reply.simulated)
                 return
             async for delta in self._stream_events(reply):

@@ -34,12 +34,15 @@ _DRAIN_S = 0.05  # how long to read past the last event for the connection's sak
 class Reply:
     """An upstream answer with a success status: its headers, and its body whole or as SSE data."""
 
-    __slots__ = ("_response", "simulated")
+    __slots__ = ("_response", "simulated", "whole")
 
     def __init__(self, response: aiohttp.ClientResponse):
         self._response = response
         # The project's simulator labels every answer; shown to users wherever it appears.
         self.simulated = response.headers.get("x-simulated") == "true"
+        # A JSON body to a streamed request: a server that ignores `stream: true` answered with
+        # the whole message, which is read as one (read as SSE it would be an empty answer).
+        self.whole = response.content_type == "application/json"
 
     async def body(self) -> bytes:
         return await self._response.read()

@@ -108,7 +108,7 @@ class OpenAIBackend(Backend):
         payload = self._payload(request, stream=stream)
         async with self._http.post(self.settings.url("/chat/completions", _DEFAULT_BASE_URL), payload,
                                    self._headers(), deadline.remaining(), self.settings.timeout_s) as reply:
-            if not stream:
+            if not stream or reply.whole:
                 yield self._message(await reply.body(), reply.simulated)
                 return
             # Mercury's `diffusing: true` (in params or extra) streams the whole draft in every event.

@@ -190,7 +190,7 @@ class Executor:
         caller's task, a task switch less per chunk; the call path keeps the deadline."""
         while (name := self._next(plan, failures)) is not None:
             if plan.deadline.expired():
-                failures.append(_too_late(name))
+                plan.queue.insert(0, name)  # never tried: the failure says so, apart from the attempts
                 return
             held: list[Chunk] | None = []  # None once committed
             try:
