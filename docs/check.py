@@ -10,7 +10,8 @@
    - shell (`sh`, `bash`): each `route ...` command parses against the CLI (options, commands,
      arguments; nothing is run), and each file of this repository a command names exists;
    - `yaml`: it loads, and a block shaped like a config (or a part of one: `routing:`, `log:`,
-     ...) is valid as one (merged into the shipped config where it is a part);
+     ...) is valid as one (merged into the shipped config where it is a part), and a
+     `profiles:` block is valid as `route sim --profiles` reads it;
    - `python`: it type-checks, every block at once, with mypy (a block using `await` at the top
      level is checked as the body of an async function); a block that opens with
      `# from PATH` quotes that file, and each of its lines must be found there.
@@ -139,6 +140,8 @@ def check_yaml(block: Block) -> list[str]:
         data = yaml.safe_load(block.text)
     except yaml.YAMLError as exc:
         return [f"{block.where}: not YAML: {exc}"]
+    if isinstance(data, dict) and set(data) == {"profiles"}:
+        return _check_profiles(block, data)
     if not isinstance(data, dict) or not set(data) <= set(_CONFIG_PARTS):
         return []
     config = data if {"backends", "routing"} <= set(data) else _merged(_shipped(), data)
@@ -148,6 +151,17 @@ def check_yaml(block: Block) -> list[str]:
         load_config(config)
     except Exception as exc:
         return [f"{block.where}: not a valid config (part): {exc}"]
+    return []
+
+
+def _check_profiles(block: Block, data: dict) -> list[str]:
+    """A `route sim --profiles` file."""
+    from backends.simulator import load_profiles
+
+    try:
+        load_profiles(data)
+    except Exception as exc:
+        return [f"{block.where}: not valid simulator profiles: {exc}"]
     return []
 
 

@@ -99,7 +99,10 @@ class SimState:
         profile = self.profile(model)
         scripted = self.scripts.get(model)
         if scripted is None and profile.responder is not None:
-            return profile.responder(messages)
+            # A responder may decline (None): `route sim`'s judge answers arbiter prompts only.
+            reply = profile.responder(messages)
+            if reply is not None:
+                return reply
         replies: Sequence[Reply] | None = scripted or profile.replies
         if not replies:
             return None

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from backends.errors import ConfigError
+from backends.simulator.tools import Reply, check_reply
 from backends.types import Message
 
 __all__ = [
@@ -63,7 +64,7 @@ class SimProfile:
     # step; lets time-scaled benchmarks keep a real event rate). 0: each token when due.
     stream_interval_s: float = 0.0
     prompt_cache_ttl_s: float = 0.0
-    replies: tuple[str, ...] | None = None
+    replies: tuple[Reply, ...] | None = None  # a string, or {content, tool_calls: [{name, arguments}]}
     # In-process only (not serialisable): wins over `replies`.
     responder: Responder | None = field(default=None, compare=False, repr=False)
 
@@ -77,6 +78,11 @@ class SimProfile:
         if self.fault is not None:
             object.__setattr__(self, "fault", str(self.fault))  # YAML may hand us 500 as an int
         if self.replies is not None:
+            if isinstance(self.replies, (str, Mapping)):
+                raise ConfigError("replies must be a list (of strings or {content, tool_calls} objects)")
+            problem = next((p for p in map(check_reply, self.replies) if p), None)
+            if problem:
+                raise ConfigError(f"replies: {problem}")
             object.__setattr__(self, "replies", tuple(self.replies))
 
     def updated(self, **changes: Any) -> SimProfile:
