@@ -501,3 +501,20 @@ def test_engine_serve_takes_the_canvas_length_from_the_checkpoint(tmp_path):
     text = "".join(seen)
     assert "serving" in text and "canvas 16" in text, text
     assert "set canvas_length" not in text
+
+
+def test_init_names_each_model_as_the_shipped_config_does():
+    """`route init` once wrote DiffusionGemma's id in lower case, which a strict server (vLLM)
+    does not serve: each starter block names its model as config.yaml does."""
+    import yaml
+
+    from router.cli.starter import CHOICES
+
+    shipped = yaml.safe_load((ROOT / "config.yaml").read_text())["backends"]
+    compared = 0
+    for choice in CHOICES:
+        for name, spec in yaml.safe_load(textwrap.dedent(choice.block)).items():
+            if name in shipped:
+                assert spec["model"] == shipped[name]["model"], name
+                compared += 1
+    assert compared >= 2

@@ -25,7 +25,7 @@ CHOICES: tuple[Choice, ...] = (
   # DiffusionGemma behind an OpenAI-compatible server: `vllm serve ...` or `route engine serve`.
   diffusiongemma:
     kind: openai
-    model: google/diffusiongemma-26b-a4b-it
+    model: google/diffusiongemma-26B-A4B-it
     base_url: http://127.0.0.1:8000/v1
     decoding: diffusion        # time and cost are per 256-token canvas, not per token
     latency: {canvas_ms: 250}  # a prior until real requests have been measured
