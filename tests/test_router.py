@@ -38,7 +38,7 @@ SHORT, LONG = "hi", "x" * 500
 
 
 def _router(local_steps=(), hosted_steps=(), config=CONFIG) -> tuple[Router, FakeBackend, FakeBackend]:
-    # No retries: these tests are about fallback; retries have their own tests (test_calls.py).
+    # No retries: these tests are about fallback; retries have their own tests (test_call_path.py, test_retry_policy.py).
     local = FakeBackend(BackendSettings(name="local", model="local-model", max_retries=0), steps=list(local_steps))
     hosted = FakeBackend(BackendSettings(name="hosted", model="hosted-model", max_retries=0), steps=list(hosted_steps))
     return Router.from_config(config, backends={"local": local, "hosted": hosted}), local, hosted

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,16 +15,12 @@ import openai
 import pytest
 
 from router.store import Store
+from tests.ports import free_port
 
 pytestmark = pytest.mark.integration  # subprocesses and servers
 
 TOKEN = "serve-cli-token-" + "z" * 24
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.slow
@@ -35,7 +30,7 @@ def test_route_serve_process_drains_on_sigterm_and_logs(sim, tmp_path, route_hom
     config = tmp_path / "serve.yaml"
     config.write_text(f"backends:\n  slow: {{kind: openai, model: m-slow, base_url: '{sim.base_url}'}}\n"
                       "routing:\n  tiers: [{name: only, backends: [slow]}]\n")
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "ROUTE_TEST_TOKEN": TOKEN, "ROUTE_HOME": str(route_home)}
     proc = subprocess.Popen([sys.executable, "-m", "router.cli", "serve", "--port", str(port), "--config",
                              str(config), "--api-key-env", "ROUTE_TEST_TOKEN"],

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ import pytest
 from backends.simulator import SimProfile, SimServer
 from router.consortium.simulated import arbiter_responder
 from tests.browser import chromium_context
+from tests.ports import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -54,11 +54,6 @@ server:
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 @pytest.fixture
 def served(tmp_path, route_home):
@@ -66,7 +61,7 @@ def served(tmp_path, route_home):
     with SimServer(PROFILES) as sim:
         config = tmp_path / "route.yaml"
         config.write_text(_config(sim.base_url))
-        port = _free_port()
+        port = free_port()
         env = {**os.environ, "UI_TEST_KEY": KEY, "ROUTE_HOME": str(route_home)}
         proc = subprocess.Popen([sys.executable, "-m", "router.cli", "serve", "--port", str(port), "--config", str(config)],
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
