@@ -16,6 +16,8 @@ import pytest
 
 from tests.ports import refusing_port
 
+pytestmark = pytest.mark.integration
+
 ROUTE = str(Path(sys.executable).parent / "route")
 
 

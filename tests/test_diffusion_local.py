@@ -26,7 +26,7 @@ from backends.base import BackendSettings
 from backends.errors import BackendTimeout, UsageError
 from backends.types import DraftChunk, FinalChunk, Request, TextChunk
 
-pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
+pytestmark = [pytest.mark.unit, pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")]
 
 ROOT = Path(__file__).resolve().parent.parent
 CANVAS = 16  # backends.diffusion.tiny.TINY_CANVAS_LENGTH, without importing torch here
@@ -53,6 +53,7 @@ def _child(code: str, *args: str) -> subprocess.CompletedProcess:
 # ------------------------------------------------------------------ without the extra (always run)
 
 
+@pytest.mark.integration
 def test_missing_torch_is_explained_by_the_backend(tmp_path):
     result = _child("""
         import asyncio
@@ -70,6 +71,7 @@ def test_missing_torch_is_explained_by_the_backend(tmp_path):
         assert needed in result.stdout
 
 
+@pytest.mark.integration
 def test_missing_torch_is_a_clean_cli_error(tmp_path):
     result = _child("""
         sys.argv = ["route", "engine", "info", sys.argv[1]]
@@ -81,6 +83,7 @@ def test_missing_torch_is_a_clean_cli_error(tmp_path):
     assert "pip install torch==2.13.0" in result.stderr and "EngineSetupError" in result.stderr
 
 
+@pytest.mark.integration
 def test_route_help_does_not_import_torch():
     result = subprocess.run([sys.executable, "-c", "import sys; sys.argv=['route', '--help']\n"
                              "from router.cli.app import app\n"
@@ -91,6 +94,7 @@ def test_route_help_does_not_import_torch():
     assert result.stdout.strip().endswith("False False"), result.stdout + result.stderr
 
 
+@pytest.mark.integration
 async def test_mercury_diffusing_stream_becomes_drafts_then_one_committed_text(answering):
     from backends.openai_http import OpenAIBackend
 
@@ -497,6 +501,7 @@ def engine_server(backend):
         yield server
 
 
+@pytest.mark.integration
 @torch_only
 def test_engine_server_health_and_models(engine_server):
     root = engine_server.base_url.removesuffix("/v1")
@@ -506,6 +511,7 @@ def test_engine_server_health_and_models(engine_server):
     assert [m["id"] for m in httpx.get(f"{engine_server.base_url}/models").json()["data"]] == ["tiny-dg"]
 
 
+@pytest.mark.integration
 @torch_only
 def test_engine_server_plain_and_streamed_completions_agree(engine_server):
     url = f"{engine_server.base_url}/chat/completions"
@@ -526,6 +532,7 @@ def test_engine_server_plain_and_streamed_completions_agree(engine_server):
     assert events[-1]["usage"]["completion_tokens"] == plain["usage"]["completion_tokens"]
 
 
+@pytest.mark.integration
 @torch_only
 def test_engine_server_client_hanging_up_stops_generation(engine_server, backend):
     engine = backend.load()
@@ -541,6 +548,7 @@ def test_engine_server_client_hanging_up_stops_generation(engine_server, backend
     assert engine.stats["denoising_steps"] - before["denoising_steps"] < 400  # of the 3,200 it would have run
 
 
+@pytest.mark.integration
 @torch_only
 def test_engine_server_rejects_bad_settings(engine_server):
     url = f"{engine_server.base_url}/chat/completions"
@@ -549,6 +557,7 @@ def test_engine_server_rejects_bad_settings(engine_server):
     assert httpx.post(url, json={"messages": []}, timeout=30).status_code == 400
 
 
+@pytest.mark.integration
 @torch_only
 async def test_another_router_uses_the_engine_server_as_an_openai_backend(engine_server):
     from backends.openai_http import OpenAIBackend
@@ -566,6 +575,7 @@ async def test_another_router_uses_the_engine_server_as_an_openai_backend(engine
     assert not any(isinstance(c, DraftChunk) for c in streamed)
 
 
+@pytest.mark.integration
 @torch_only
 async def test_the_engine_server_streams_drafts_to_a_client_that_asks_for_diffusing(engine_server):
     from backends.openai_http import OpenAIBackend
@@ -595,6 +605,7 @@ def test_doctor_checks_the_checkpoint_without_loading_it(tiny_path, tmp_path):
     assert not bad.ok and "no DiffusionGemma weights" in bad.detail
 
 
+@pytest.mark.integration
 @torch_only
 def test_route_engine_serve_answers_over_http(tiny_path):
     import re

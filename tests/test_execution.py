@@ -19,6 +19,8 @@ from router.core import Router
 from router.store import LatencyStore
 from tests.waiting import eventually
 
+pytestmark = pytest.mark.integration
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -9,6 +9,7 @@ import json
 import logging
 
 import httpx
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -17,6 +18,8 @@ from backends.http_session import lines
 from backends.openai_http import OpenAIBackend
 from backends.types import Request
 from tests.ports import refusing_port
+
+pytestmark = pytest.mark.integration
 
 PROMPT = Request(messages=[{"role": "user", "content": "Hi"}])
 

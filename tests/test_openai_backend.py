@@ -26,6 +26,8 @@ from backends.types import FinalChunk, Price, Request, TextChunk
 from tests.helpers import call
 from tests.ports import refusing_port
 
+pytestmark = pytest.mark.integration
+
 PROMPT = Request(messages=[{"role": "user", "content": "What is the capital of France?"}])
 
 

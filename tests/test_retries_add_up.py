@@ -23,6 +23,8 @@ from router.config_loader import load_config
 from router.server import RouteServer
 from tests.ports import free_port, refusing_port
 
+pytestmark = pytest.mark.integration
+
 ROOT = Path(__file__).parent.parent
 
 

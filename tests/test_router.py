@@ -21,6 +21,8 @@ from backends.fake import FakeBackend, FakeStep
 from backends.types import FinalChunk, TextChunk
 from router import Router
 
+pytestmark = pytest.mark.unit
+
 CONFIG = {
     "backends": {
         "local": {"kind": "fake", "model": "local-model"},
@@ -153,6 +155,7 @@ async def test_sync_wrapper_refuses_inside_a_running_loop():
         router.complete(SHORT)
 
 
+@pytest.mark.integration
 async def test_end_to_end_over_http_with_the_simulator(sim):
     config = {
         "backends": {"local": {"kind": "openai", "model": "google/diffusiongemma-26B-A4B-it", "base_url": sim.base_url,

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-import time
 
 import httpx
 import openai
@@ -17,6 +16,8 @@ from router.server import RouteServer
 from router.store import Store
 from tests.helpers import make_router
 from tests.waiting import eventually
+
+pytestmark = pytest.mark.integration
 
 FAST = {"ttft_s": 0.0, "tokens_per_s": None}
 

@@ -15,6 +15,8 @@ from router.core import Router
 from router.server import RouteServer
 from router.store import RequestRecord, Store
 
+pytestmark = pytest.mark.integration
+
 
 def _config(tmp_path, sim, cap_usd: float = 0.000001, **spend) -> dict:
     return {"backends": {"paid": {"kind": "openai", "model": "m-paid", "base_url": sim.base_url, "max_retries": 0,

@@ -24,6 +24,8 @@ from router.store.request_log import RequestLog
 from tests.helpers import ok_outcome
 from tests.ports import free_port
 
+pytestmark = pytest.mark.integration
+
 ROUTE = [sys.executable, "-m", "router.cli"]
 ROOT = Path(__file__).resolve().parent.parent
 
