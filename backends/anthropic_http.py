@@ -6,13 +6,14 @@ shared HTTP transport's (backends/http_transport.py), as for the openai kind, it
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
+import orjson
+
 from backends.anthropic_answers import StreamReader, message_delta
 from backends.anthropic_format import request_options, request_parts
-from backends.assembly import Delta
+from backends.assembly import Delta, Fold
 from backends.base import Backend, BackendSettings, Health
 from backends.capabilities import Capabilities
 from backends.deadline import Deadline
@@ -37,6 +38,7 @@ class AnthropicBackend(Backend):
     # No seed: N samples of one Claude model differ by temperature alone.
     capabilities: ClassVar[Capabilities] = Capabilities(tools=True, vision=True)
     params_model = AnthropicParams
+    wire_task = False  # aiohttp releases a connection without awaiting (Backend.wire_task)
 
     def __init__(self, settings: BackendSettings):
         super().__init__(settings)
@@ -88,7 +90,7 @@ class AnthropicBackend(Backend):
         payload = self._payload(request, stream=stream)
         async with self._http.post(self.settings.url("/messages", _DEFAULT_BASE_URL), payload, self._headers(request),
                                    deadline.remaining(), self.settings.timeout_s) as reply:
-            if not stream:
+            if not stream or reply.whole:
                 yield self._answer(await reply.body(), reply.simulated)
                 return
             async for delta in self._stream_events(reply):
@@ -96,7 +98,7 @@ class AnthropicBackend(Backend):
 
     def _answer(self, body: bytes, simulated: bool) -> Delta:
         try:
-            delta = message_delta(json.loads(body))
+            delta = message_delta(orjson.loads(body))
         except (ValueError, AttributeError, TypeError) as exc:
             raise MalformedResponse(f"not an Anthropic message: {body[:200]!r}", **self.where()) from exc
         delta.simulated = simulated
@@ -104,15 +106,18 @@ class AnthropicBackend(Backend):
 
     async def _stream_events(self, reply: Reply) -> AsyncIterator[Delta]:
         reader = StreamReader()
-        async for data in reply.events(_is_stop):
-            delta = reader.read(self._parse_event(data))
-            if delta is not None:
-                delta.simulated = reply.simulated
+        async for batch in reply.events(_is_stop):
+            fold = Fold(reply.simulated)  # a read of many events goes up as few Deltas (assembly.py)
+            for data in batch:
+                delta = reader.read(self._parse_event(data))
+                if delta is not None:
+                    fold.delta(delta)
+            for delta in fold.done():
                 yield delta
 
-    def _parse_event(self, data: str) -> dict[str, Any]:
+    def _parse_event(self, data: bytes) -> dict[str, Any]:
         try:
-            event = json.loads(data)
+            event = orjson.loads(data)
         except ValueError as exc:
             raise MalformedResponse(f"unparseable stream event: {data[:200]!r}", **self.where()) from exc
         if not isinstance(event, dict):
@@ -137,11 +142,11 @@ def _betas(request: Request | None) -> list[str]:
     return betas
 
 
-def _is_stop(data: str) -> bool:
+def _is_stop(data: bytes) -> bool:
     # Parsed only when it could be the one: every other event is parsed once, by _parse_event.
-    if '"message_stop"' not in data:
+    if b'"message_stop"' not in data:
         return False
     try:
-        return json.loads(data).get("type") == "message_stop"
+        return orjson.loads(data).get("type") == "message_stop"
     except (ValueError, AttributeError):
         return False  # _parse_event says what is wrong with it

@@ -31,7 +31,7 @@ from backends.types import (
 if TYPE_CHECKING:
     from backends.base import Backend
 
-__all__ = ["Assembly", "Delta"]
+__all__ = ["Assembly", "Delta", "Fold"]
 
 
 @dataclass(slots=True)
@@ -49,6 +49,76 @@ class Delta:
     usage: Usage | None = None
     finish_reason: str | None = None
     simulated: bool = False
+
+
+class Fold:
+    """The Deltas of a run of events (one read of a stream), as few as keep their order: a
+    Delta is read as thinking, then text, then tool calls, so consecutive pieces fold into one
+    until a piece of an earlier kind follows a later one. Every layer above then handles one
+    chunk per read instead of one per token. Usage and the finish reason are whole values (the
+    last one wins), so they go on the last Delta."""
+
+    __slots__ = ("_calls", "_out", "_reasoning", "_simulated", "_stage", "_text", "finish", "usage")
+
+    def __init__(self, simulated: bool):
+        self._simulated = simulated
+        self._out: list[Delta] = []
+        self._reasoning: list[str] = []
+        self._text: list[str] = []
+        self._calls: list[Mapping[str, Any]] = []
+        self._stage = 0  # the latest kind held: 1 thinking, 2 text, 3 tool calls, 4 a Delta kept whole
+        self.usage: Usage | None = None
+        self.finish: str | None = None
+
+    def thinking(self, text: str) -> None:
+        if self._stage > 1:
+            self._flush()
+        self._reasoning.append(text)
+        self._stage = 1
+
+    def text(self, text: str) -> None:
+        if self._stage > 2:
+            self._flush()
+        self._text.append(text)
+        self._stage = 2
+
+    def calls(self, calls: Sequence[Mapping[str, Any]]) -> None:
+        if self._stage > 3:
+            self._flush()
+        self._calls.extend(calls)
+        self._stage = 3
+
+    def delta(self, delta: Delta) -> None:
+        """A Delta read some other way: folded in when it is plain pieces, else kept whole
+        (drafts replace the answer; a signature seals exactly the thinking before it)."""
+        self.usage = delta.usage or self.usage
+        self.finish = delta.finish_reason or self.finish
+        if delta.draft is not None or delta.signature or delta.redacted:
+            self._flush()
+            self._out.append(delta)
+            self._stage = 4
+            return
+        if delta.reasoning:
+            self.thinking(delta.reasoning)
+        if delta.text:
+            self.text(delta.text)
+        if delta.tool_calls:
+            self.calls(delta.tool_calls)
+
+    def _flush(self) -> None:
+        if self._stage in (1, 2, 3):
+            self._out.append(Delta(text="".join(self._text), reasoning="".join(self._reasoning),
+                                   tool_calls=self._calls, simulated=self._simulated))
+            self._reasoning, self._text, self._calls = [], [], []
+        self._stage = 0
+
+    def done(self) -> list[Delta]:
+        """The Deltas, at least one (an event with nothing in it still says the answer is simulated)."""
+        self._flush()
+        out = self._out or [Delta(simulated=self._simulated)]
+        out[-1].usage = self.usage or out[-1].usage
+        out[-1].finish_reason = self.finish or out[-1].finish_reason
+        return out
 
 
 @dataclass
@@ -77,7 +147,7 @@ class Assembly:
         self.usage = delta.usage or self.usage
         self.finish_reason = delta.finish_reason or self.finish_reason
         self.simulated = self.simulated or delta.simulated
-        calls = [_merge_tool_call(self.tool_calls, call) for call in delta.tool_calls]
+        calls = [_merge_tool_call(self.tool_calls, call) for call in delta.tool_calls] if delta.tool_calls else None
         if delta.draft:
             self._first_content()
             self.drafts += 1

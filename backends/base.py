@@ -25,7 +25,7 @@ from pydantic import BaseModel
 
 from backends.assembly import Assembly, Delta
 from backends.capabilities import Capabilities
-from backends.deadline import Deadline
+from backends.deadline import Deadline, Watchdog
 from backends.errors import AuthError, BackendError, BackendTimeout, BackendUnavailable, MalformedResponse, Where
 from backends.params import NoOptions
 from backends.secrets import MissingVariable, expand_all
@@ -116,6 +116,11 @@ class Backend:
     # Schemas of the config's `params:` and `options:` for this kind (checked at load).
     params_model: ClassVar[type[BaseModel]] = NoOptions
     options_model: ClassVar[type[BaseModel]] = NoOptions
+    # Whether `_wire` runs in a task of its own (_WireTask), for client libraries that close a
+    # connection in an await a second cancellation can interrupt (httpx's httpcore, under
+    # litellm). The aiohttp kinds release a connection without awaiting, so they run in the
+    # caller's task (`_run_inline`): a task switch and a queue less per chunk.
+    wire_task: ClassVar[bool] = True
 
     def __init__(self, settings: BackendSettings):
         self.settings = settings
@@ -212,7 +217,10 @@ class Backend:
                     return chunk.completion
         raise MalformedResponse("stream ended without a final completion", **self.where())
 
-    async def _run(self, request: Request, *, stream: bool) -> AsyncGenerator[Chunk, None]:
+    def _run(self, request: Request, *, stream: bool) -> AsyncGenerator[Chunk, None]:
+        return self._run_in_task(request, stream=stream) if self.wire_task else self._run_inline(request, stream=stream)
+
+    async def _run_in_task(self, request: Request, *, stream: bool) -> AsyncGenerator[Chunk, None]:
         deadline = self.deadline(request)
         answer = Assembly(self)
         wire = _WireTask(self._wire(request, deadline, stream=stream), self.name)
@@ -242,6 +250,40 @@ class Backend:
         for chunk in answer.finish():
             yield chunk
 
+    async def _run_inline(self, request: Request, *, stream: bool) -> AsyncGenerator[Chunk, None]:
+        """`_run` with the wire call in the caller's task: one task switch and no timer per
+        chunk. The deadline is one timer for the whole attempt (Watchdog); a wire call that
+        reads several events at once already hands them up folded (assembly.Fold)."""
+        deadline = self.deadline(request)
+        answer = Assembly(self)
+        wire = self._wire(request, deadline, stream=stream)
+        watchdog = Watchdog(deadline)
+        try:
+            while (delta := await self._wire_next(wire, watchdog, answer.ttft is not None)) is not None:
+                for chunk in merged(answer.apply(delta)):
+                    yield chunk
+        finally:
+            watchdog.stop()
+            if isinstance(wire, AsyncGenerator):
+                await wire.aclose()  # the HTTP kinds release (close) their connection without waiting
+        for chunk in answer.finish():
+            yield chunk
+
+    async def _wire_next(self, wire: AsyncIterator[Delta], watchdog: Watchdog, answering: bool) -> Delta | None:
+        try:
+            return await watchdog.next(wire)
+        except TimeoutError as exc:
+            raise self._timeout(answering) from exc
+        except BackendError:
+            raise
+        except Exception as exc:  # third-party errors: translated in one place per kind
+            raise self._translate(exc) from exc
+
+    def _timeout(self, answering: bool) -> BackendTimeout:
+        where = f" from {self.endpoint}" if self.endpoint else ""
+        what = f"the stream{where} stalled past the deadline" if answering else f"no answer{where} within the deadline"
+        return BackendTimeout(what, **self.where())
+
     async def _next(self, wire: _WireTask, deadline: Deadline, answering: bool) -> Delta | None:
         try:
             if wire.ready():  # no wait, so no timer: the deadline cannot pass in between
@@ -249,9 +291,7 @@ class Backend:
             async with asyncio.timeout(deadline.remaining()):
                 return await wire.next()
         except TimeoutError as exc:
-            where = f" from {self.endpoint}" if self.endpoint else ""
-            what = f"the stream{where} stalled past the deadline" if answering else f"no answer{where} within the deadline"
-            raise BackendTimeout(what, **self.where()) from exc
+            raise self._timeout(answering) from exc
         except BackendError:
             raise
         except Exception as exc:  # third-party errors: translated in one place per kind

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import aiohttp
 
-__all__ = ["MAX_CONNECTIONS", "Sessions", "lines", "new_session", "tls_context"]
+__all__ = ["MAX_CONNECTIONS", "Sessions", "new_session", "sse_data", "tls_context"]
 
 MAX_CONNECTIONS = 256
 KEEPALIVE_S = 4.0
@@ -136,16 +136,22 @@ def _abandon(sessions: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession]) -
     sessions.clear()
 
 
-async def lines(chunks: AsyncIterator[bytes]) -> AsyncGenerator[str, None]:
-    """The lines of a byte stream (an SSE body), without their line ends, however the bytes were
-    cut: a line may span reads, and one read may hold many lines. Lines are decoded whole, so
-    a character split between reads is never cut in two."""
+async def sse_data(chunks: AsyncIterator[bytes]) -> AsyncGenerator[list[bytes], None]:
+    """The `data:` payloads of an SSE body (bytes, line ends and the blanks after `data:`
+    removed), a list per read, however the bytes were cut: a line may span reads, and one read
+    may hold many events. A list per read, not an event at a time, because a provider that
+    writes faster than we read (or a busy machine) packs hundreds of events into one read, and
+    every layer above then handles one batch instead of one event per token. Event names,
+    comments and keep-alives are skipped: every API here repeats the event's type inside its
+    data. Payloads are left undecoded: the JSON parser reads UTF-8 bytes itself."""
     rest = b""
     async for chunk in chunks:
-        if rest:
-            chunk, rest = rest + chunk, b""
-        *whole, rest = chunk.split(b"\n")
-        for line in whole:
-            yield line.rstrip(b"\r").decode("utf-8", "replace")
-    if rest:
-        yield rest.rstrip(b"\r").decode("utf-8", "replace")
+        lines = (rest + chunk if rest else chunk).split(b"\n")
+        rest = lines.pop()  # a line still arriving (or b""): kept for the next read
+        # A comprehension over split lines: half a microsecond an event, where an anchored
+        # multi-line regex took ten.
+        found = [line[5:].strip() for line in lines if line[:5] == b"data:"]
+        if found:
+            yield found
+    if rest[:5] == b"data:":
+        yield [rest[5:].strip()]

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from backends.errors import BackendError, BackendUnavailable, Where
 from backends.http_errors import error_for_status, is_transport_error, translate_transport_error
-from backends.http_session import Sessions, lines
+from backends.http_session import Sessions, sse_data
 
 if TYPE_CHECKING:
     import aiohttp
@@ -33,32 +34,32 @@ _DRAIN_S = 0.05  # how long to read past the last event for the connection's sak
 class Reply:
     """An upstream answer with a success status: its headers, and its body whole or as SSE data."""
 
-    __slots__ = ("_response",)
+    __slots__ = ("_response", "simulated", "whole")
 
     def __init__(self, response: aiohttp.ClientResponse):
         self._response = response
-
-    @property
-    def simulated(self) -> bool:
-        """The project's simulator labels every answer; shown to users wherever it appears."""
-        return self._response.headers.get("x-simulated") == "true"
+        # The project's simulator labels every answer; shown to users wherever it appears.
+        self.simulated = response.headers.get("x-simulated") == "true"
+        # A JSON body to a streamed request: a server that ignores `stream: true` answered with
+        # the whole message, which is read as one (read as SSE it would be an empty answer).
+        self.whole = response.content_type == "application/json"
 
     async def body(self) -> bytes:
         return await self._response.read()
 
-    async def events(self, last: Callable[[str], bool]) -> AsyncIterator[str]:
-        """The `data:` payload of each SSE event, in order, up to the one `last` says ends the
-        stream (not yielded), then the rest of the body is drained. Event names, comments and
-        keep-alives are skipped: every API here repeats the event's type inside its data."""
-        async with contextlib.aclosing(lines(self._response.content.iter_any())) as body:
-            async for line in body:
-                if not line.startswith("data:"):
-                    continue
-                data = line[5:].strip()
-                if last(data):
-                    break
-                yield data
-            await _drain(body)
+    async def events(self, last: Callable[[bytes], bool]) -> AsyncIterator[list[bytes]]:
+        """The `data:` payloads of the SSE events (backends/http_session.py `sse_data`), in
+        order, a list per read of the body, up to the one `last` says ends the stream (not
+        yielded); then the rest of the body is drained."""
+        async with contextlib.aclosing(sse_data(self._response.content.iter_any())) as body:
+            async for batch in body:
+                for i, data in enumerate(batch):
+                    if last(data):
+                        if i:
+                            yield batch[:i]
+                        await _drain(body)
+                        return
+                yield batch
 
 
 class HttpTransport:
@@ -82,7 +83,7 @@ class HttpTransport:
         """POST `payload` as JSON; an error status is raised as ours. The caller enforces the
         deadline (Backend._next); here only connecting is capped, by the time left."""
         limit = timeout_s if remaining_s is None else max(0.001, remaining_s)
-        body = json.dumps(payload).encode()
+        body = orjson.dumps(payload, option=orjson.OPT_NON_STR_KEYS)  # YAML params may have int keys (logit_bias)
         async with self._sessions.request("POST", url, data=body, headers={**headers, "Content-Type": "application/json"},
                                           connect_s=min(limit, _CONNECT_CAP_S)) as response:
             if response.status >= 400:
@@ -100,7 +101,7 @@ class HttpTransport:
         await self._sessions.aclose()
 
 
-async def _drain(body: AsyncIterator[str]) -> None:
+async def _drain(body: AsyncIterator[list[bytes]]) -> None:
     """Read to the end of the body: only a fully read response puts its connection back in the
     pool; otherwise every stream would pay for a new connection."""
     try:

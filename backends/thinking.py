@@ -21,7 +21,6 @@ __all__ = [
     "OPEN",
     "ThinkingSplitter",
     "partial_suffix",
-    "reasoning_delta",
     "reasoning_of",
     "split_chunks",
     "split_thinking",
@@ -49,6 +48,9 @@ class ThinkingSplitter:
     _channel_pending: bool = False  # just opened: the channel name ("thought\n") is not text
 
     def feed(self, piece: str) -> list[tuple[str, str]]:
+        if not self._held and not self._channel_pending and "<" not in piece:
+            # Both markers begin with "<": without one, nothing can open, close or be held.
+            return [("thinking" if self._inside else "answer", piece)] if piece else []
         self._held += piece
         out: list[tuple[str, str]] = []
         while True:
@@ -114,13 +116,6 @@ def reasoning_of(message: dict[str, Any]) -> str:
         if isinstance(value, str) and value:
             return value
     return ""
-
-
-def reasoning_delta(event: dict[str, Any]) -> str:
-    """The reasoning text in one streamed chat-completion event ("" if none)."""
-    parts = [reasoning_of(choice.get("delta") or {}) for choice in event.get("choices") or ()
-             if isinstance(choice, dict)]
-    return "".join(parts)
 
 
 def with_thinking(completion: Completion, reasoning: str = "", *, thinking_tokens: int | None = None) -> Completion:

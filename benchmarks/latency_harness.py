@@ -84,6 +84,7 @@ class Outcome:
     elapsed_s: float
     ok: bool
     backend: str = ""
+    why: str = ""  # a failure's kind: the exception's type, and for ours each attempt's error
 
 
 @dataclass
@@ -248,12 +249,15 @@ class Ours:
         token = _CURRENT_JOB.set(job)
         try:
             result = await self.router.acomplete(job.prompt, max_tokens=job.max_tokens, deadline_s=job.deadline_s)
-        except Exception:
-            return Outcome(time.perf_counter() - start, False)
+        except Exception as exc:
+            return Outcome(time.perf_counter() - start, False, why=_why(exc))
         finally:
             _CURRENT_JOB.reset(token)
         self.bill.answer(result.backend, result.completion.usage)
-        return Outcome(time.perf_counter() - start, True, result.backend)
+        # What failed before the answer (the fallback that explains a weaker tier answering).
+        why = (", ".join(f"{e.backend}: {type(e).__name__}" for e in result.failures) + (f" of {result.decision.candidates}" if result.failures else "")
+               or f"nothing failed; planned: {result.decision.reason} candidates {result.decision.candidates} risk {result.decision.plan.on_deadline_risk}")
+        return Outcome(time.perf_counter() - start, True, result.backend, why)
 
     async def add_backend(self, name: str) -> None:
         """A backend added to the config: a restart that keeps what was learned (the store)."""
@@ -315,8 +319,8 @@ class Theirs:
             response = await self.router.acompletion(
                 model=job.tier, messages=[{"role": "user", "content": job.prompt}], timeout=job.deadline_s,
                 metadata={"bench_job": job.index}, **kwargs)
-        except Exception:
-            return Outcome(time.perf_counter() - start, False)
+        except Exception as exc:
+            return Outcome(time.perf_counter() - start, False, why=_why(exc))
         elapsed = time.perf_counter() - start
         name = (getattr(response, "_hidden_params", {}) or {}).get("model_id") or ""
         usage = Usage(response.usage.prompt_tokens, response.usage.completion_tokens)
@@ -334,6 +338,14 @@ class Theirs:
             current = getattr(self.litellm, name, None)
             if isinstance(current, list):
                 current[:] = saved
+
+
+def _why(exc: BaseException) -> str:
+    """A failure in a few words: its type, and the types of the attempts an exception group holds."""
+    inner = getattr(exc, "exceptions", None)
+    if not inner:
+        return type(exc).__name__
+    return f"{type(exc).__name__}({', '.join(sorted(type(e).__name__ for e in inner))})"
 
 
 def _model_list(setup: Setup, base_url: str, names: list[str]) -> list[dict]:

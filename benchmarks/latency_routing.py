@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/latency_routing.py                  # ~3 minutes on 2 busy cores
     .venv/bin/python benchmarks/latency_routing.py --runs 5 --requests 600 --scenario-requests 200
+    .venv/bin/python benchmarks/latency_routing.py --hog 2 --scenarios   # loaded: two CPU hogs beside both routers
 
 A SIMULATED OpenAI-compatible server (`python -m backends.simulator`, its own process) serves
 five models in two tiers: `light` (a free local diffusion model, a cheap hosted diffusion model)
@@ -37,10 +38,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import random
 import statistics
+import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -140,6 +144,22 @@ async def mixed_run(client_type: Client, setup: Setup, base_url: str, control, j
     return Run(client.name, jobs, outcomes, bill.total)
 
 
+def _hogs(n: int) -> list[subprocess.Popen]:
+    """`n` processes that spin on a core each: the loaded box the routers must not lose requests on."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+
+
+def reasons(run: Run, tier_rank: Mapping[str, int], tier_of: Mapping[str, str]) -> Counter[str]:
+    """Why requests failed, and what failed before each quality miss (a weaker tier answering)."""
+    found: Counter[str] = Counter()
+    for o, j in zip(run.outcomes, run.jobs):
+        if not o.ok:
+            found[f"failed: {o.why}"] += 1
+        elif tier_rank[tier_of.get(o.backend, j.tier)] < tier_rank[j.tier]:
+            found[f"quality miss after: {o.why or '?'}"] += 1
+    return found
+
+
 ROWS = [("deadline hits", "deadline_hits", "{:.1%}"), ("quality misses (heavy->light)", "quality_misses", "{:.1%}"),
         ("in time and at quality", "good", "{:.1%}"), ("failed", "failed", "{:.1%}"),
         ("p50 latency, capped (s)", "p50_s", "{:.3f}"), ("p95 latency, capped (s)", "p95_s", "{:.3f}"),
@@ -153,15 +173,20 @@ def _cell(values: list[float], fmt: str) -> str:
     return f"{fmt.format(med)} [{fmt.format(min(values))}-{fmt.format(max(values))}]"
 
 
-def report_mixed(results: Mapping[str, list[dict[str, float]]], args) -> None:
+def report_mixed(results: Mapping[str, list[dict[str, float]]], args, why: Mapping[str, Counter[str]],
+                 load: tuple[float, float]) -> None:
     names = list(results)
     print(f"\nMixed workload: {args.requests} requests, ~{args.rate:g}/s open loop, {args.runs} runs (median "
           f"[min-max]). SIMULATED backends, timings x{args.scale:g}; 'degrader' slows at request "
-          f"{args.requests // 2}; 'flaky' fails {FLAKY_FAULT_RATE:.0%} of calls (500 or hang). No priors for either.")
+          f"{args.requests // 2}; 'flaky' fails {FLAKY_FAULT_RATE:.0%} of calls (500 or hang). No priors for either. "
+          f"{args.hog} CPU hog(s) beside both routers; load average {load[0]:.1f} at start, {load[1]:.1f} at end.")
     width = 30
     print(f"{'':32}" + "".join(f"{n:>{width}}" for n in names))
     for label, key, fmt in ROWS:
         print(f"{label:32}" + "".join(f"{_cell([r[key] for r in results[n]], fmt):>{width}}" for n in names))
+    for name in names:
+        if why.get(name):
+            print(f"  {name}, over all runs: " + "; ".join(f"{count} {what}" for what, count in why[name].most_common()))
 
 
 # -- drift scenarios --------------------------------------------------------------------------------
@@ -256,14 +281,27 @@ async def main(args) -> None:
     mixed: dict[str, list[dict[str, float]]] = {}
     tier_rank = {"light": 0, "heavy": 1}
     tier_of = {name: spec.tier for name, spec in SPECS.items()}
-    with simulator(SPECS, args.scale) as (base_url, control):
-        for run in range(args.runs):
-            jobs = mixed_workload(args.requests, args.rate, args.scale, args.seed + run, setup.threshold_chars)
-            for client_type in clients:
-                result = await mixed_run(client_type, setup, base_url, control, jobs)
-                label = f"{result.name} ({args.mode})" if client_type is Ours else result.name
-                mixed.setdefault(label, []).append(score(result, tier_rank, tier_of))
-    report_mixed(mixed, args)
+    why: dict[str, Counter[str]] = {}
+    hogs = _hogs(args.hog)
+    load = os.getloadavg()[0]
+    try:
+        with simulator(SPECS, args.scale) as (base_url, control):
+            for run in range(args.runs):
+                jobs = mixed_workload(args.requests, args.rate, args.scale, args.seed + run, setup.threshold_chars)
+                for client_type in clients:
+                    result = await mixed_run(client_type, setup, base_url, control, jobs)
+                    label = f"{result.name} ({args.mode})" if client_type is Ours else result.name
+                    mixed.setdefault(label, []).append(score(result, tier_rank, tier_of))
+                    why.setdefault(label, Counter()).update(reasons(result, tier_rank, tier_of))
+        load_end = os.getloadavg()[0]
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    report_mixed(mixed, args, why, (load, load_end))
+    if not args.scenarios:
+        print(f"\n(total {time.perf_counter() - started:.0f} s)")
+        return
     pool = _pool_setup(args)
     n = args.scenario_requests
     marks = {"slow": (n * 3 // 10, n), "outage": (n // 5, n // 2), "cold": (n * 3 // 10, n)}
@@ -286,6 +324,8 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, default=3, help="mixed-workload runs; the table shows the median")
     parser.add_argument("--scale", type=float, default=0.25, help="multiply every simulated timing by this")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--hog", type=int, default=0,
+                        help="the loaded variant: this many processes spinning beside both routers (2: a busy 2-core box)")
     parser.add_argument("--mode", choices=("best-effort", "downgrade", "fail"), default="best-effort",
                         help="our routing.on_deadline_risk")
     parser.add_argument("--hedge", action=argparse.BooleanOptionalAction, default=True,

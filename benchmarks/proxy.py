@@ -2,6 +2,7 @@
 
     LITELLM_LOCAL_MODEL_COST_MAP=True python benchmarks/proxy.py [--duration 5] [--workers 1,2]
         [--log both|on|off] [--api chat|messages] [--no-litellm] [--page closed|open|both]
+    python benchmarks/proxy.py --peers portkey,litellm [--repeat 3] [--connections 16]   (benchmarks/proxy_peers.py)
 
 One SIMULATED OpenAI-compatible server in its own process answers at once (16 tokens, no
 delay), so what is measured is the proxy. For each proxy -- `route serve --workers N` with the
@@ -373,8 +374,14 @@ def main() -> int:
                         help="chat completions (default) or the Anthropic Messages API, upstream and down")
     parser.add_argument("--page", choices=("closed", "open", "both"), default="closed",
                         help="route serve's web view (/ui) open in a headless Chromium while measuring")
+    parser.add_argument("--peers", default="",
+                        help="compare with other gateways, case by case: portkey,litellm (benchmarks/proxy_peers.py; "
+                             "Portkey is installed with npm into the user's cache on first use)")
+    parser.add_argument("--repeat", type=int, default=3, help="with --peers: repetitions, interleaved")
+    parser.add_argument("--connections", type=int, default=16, help="with --peers: wrk's connections")
     args = parser.parse_args()
     args.workers = [int(w) for w in args.workers.split(",")]
+    args.peers = [p.strip() for p in args.peers.split(",") if p.strip()]
     if shutil.which("wrk") is None:
         print("skipped: this benchmark drives the servers with wrk, which is not installed "
               "(Debian/Ubuntu: `apt-get install wrk`; macOS: `brew install wrk`)")
@@ -389,6 +396,13 @@ def main() -> int:
     key = "sk-" + secrets.token_hex(24)
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "ROUTE_HOME": str(tmp / "home"),
            "BENCH_KEY": key, "LITELLM_MASTER_KEY": key, "PYTHONUNBUFFERED": "1"}
+    if args.peers:
+        from benchmarks import proxy_peers
+
+        try:
+            return proxy_peers.run(args, env, tmp, key, lambda: _litellm_command(args, env))
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     (tmp / "post.lua").write_text(LUA)
     servers, loaders = _cores()
     sim_port = _free_port()

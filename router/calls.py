@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from backends.base import Backend
-from backends.deadline import Deadline
+from backends.deadline import Deadline, Watchdog
 from backends.errors import AtRateLimit, BackendError, BackendTimeout, BadRequest, BreakerOpen, MalformedResponse
 from backends.per_loop import PerLoop
 from backends.retry import RetryPolicy, call_with_retries
@@ -315,28 +315,29 @@ class _StreamAttempt:
         self.charged: int | None = None  # tokens the rate limit charged at admission
         self._stack = contextlib.AsyncExitStack()
         self._chunks: AsyncGenerator[Chunk, None] | None = None
+        self._watchdog: Watchdog | None = None
 
     async def start(self) -> None:
         if not self.composite:
             await self._stack.enter_async_context(self.path._slot())
         self._chunks = self.backend.stream(self.request)
-        self.first = await self._next(self.deadline)
+        self._watchdog = Watchdog(self.deadline)  # one timer for the attempt, not one per chunk
+        self.first = await self._next()
         self.first_s = time.perf_counter() - self.started
 
-    async def _next(self, deadline: Deadline) -> Chunk:
-        assert self._chunks is not None
+    async def _next(self) -> Chunk:
+        assert self._chunks is not None and self._watchdog is not None
         try:
-            async with asyncio.timeout(deadline.remaining()):
-                chunk = await anext(self._chunks)  # text is redacted across chunks, in CallPath.stream
-        except StopAsyncIteration:
-            error = MalformedResponse("stream ended without a final completion", **self.backend.where())
-            self._fail(error)
-            raise error from None
+            chunk = await self._watchdog.next(self._chunks)  # text is redacted across chunks, in CallPath.stream
         except BaseException as exc:
             self._fail(exc)
             if isinstance(exc, TimeoutError):
                 raise BackendTimeout("no answer within the request's deadline", **self.backend.where()) from exc
             raise
+        if chunk is None:
+            error = MalformedResponse("stream ended without a final completion", **self.backend.where())
+            self._fail(error)
+            raise error
         if isinstance(chunk, FinalChunk):
             chunk = self.path.redactor.final(chunk)  # before any observer sees it
             self.done = True
@@ -356,10 +357,12 @@ class _StreamAttempt:
             yield chunk
             if isinstance(chunk, FinalChunk):
                 return
-            chunk = await self._next(self.deadline)
+            chunk = await self._next()
 
     async def close(self) -> None:
         """Close the backend's stream and give the slot back; an unfinished attempt was cancelled."""
+        if self._watchdog is not None:
+            self._watchdog.stop()
         if not self.done:
             self._fail(asyncio.CancelledError())
         try:

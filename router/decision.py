@@ -138,6 +138,19 @@ class RouteResult:
         """Set when a weaker tier than the prompt's answered (planned, or after failures)."""
         return self.decision.downgrade_to(self.completion.backend)
 
+    @property
+    def downgrade_note(self) -> str | None:
+        """One sentence saying that a weaker tier answered, what failed first and who answered
+        instead (the CLI prints it on stderr, even with -q); None when there was no downgrade."""
+        downgrade = self.downgrade
+        if downgrade is None:
+            return None
+        answered = f"{downgrade.backend} (tier {downgrade.to_tier!r}) answered instead of tier {downgrade.from_tier!r}"
+        failed = _failed_backends(self.failures)
+        if downgrade.planned or not failed:
+            return f"downgraded: {answered}: {downgrade.reason}"
+        return f"downgraded: {failed} failed, so {answered}"
+
     def as_dict(self) -> dict[str, Any]:
         c = self.completion
         downgrade = self.downgrade
@@ -151,7 +164,7 @@ class RouteResult:
             "cost_usd": c.cost_usd,
             "simulated": bool(c.metadata.get("simulated")),
             "decision": self.decision.as_dict(),
-            "downgraded": downgrade.as_dict() if downgrade is not None else None,
+            "downgraded": {**downgrade.as_dict(), "note": self.downgrade_note} if downgrade is not None else None,
             "failures": [{"backend": e.backend, "error": type(e).__name__, "message": str(e)} for e in self.failures],
         }
         if c.diffusion is not None:
@@ -169,6 +182,17 @@ class RouteResult:
         if extra:
             out["metadata"] = extra
         return out
+
+
+def _failed_backends(failures: tuple[BackendError, ...]) -> str:
+    """"a (AuthError) and b (BackendTimeout)": each backend once, with its first error's type."""
+    first: dict[str, str] = {}
+    for error in failures:
+        first.setdefault(error.backend or "?", type(error).__name__)
+    named = [f"{name} ({kind})" for name, kind in first.items()]
+    if len(named) < 2:
+        return "".join(named)
+    return ", ".join(named[:-1]) + f" and {named[-1]}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -138,7 +138,9 @@ class Executor:
         if decision.plan.refused is not None:
             raise DeadlineAtRisk(_refusal(decision), tier=decision.tier, deadline_s=decision.deadline_s)
         plan = _Plan(decision, self._hedge)
-        if streaming or plan.hedges:
+        if streaming and (not plan.hedges or len(plan.queue) < 2):  # nothing to hedge with
+            body = self._streams_in_turn(plan, request, failures)
+        elif streaming or plan.hedges:
             body = self._race(plan, request, failures, streaming)
         else:
             body = self._one_by_one(plan, request, failures)
@@ -147,12 +149,17 @@ class Executor:
                 yield chunk
                 if isinstance(chunk, FinalChunk):
                     return
-        raise _all_failed(decision, failures)
+        raise _all_failed(decision, failures, untried=plan.queue)
 
-    def _next(self, plan: _Plan, failures: list[BackendError]) -> str | None:
+    def _next(self, plan: _Plan, failures: list[BackendError], *, weaker: bool = True) -> str | None:
         """The next candidate to start, breaker permitting, or None when there is none; one
-        behind an open breaker fails without a call."""
+        behind an open breaker fails without a call. `weaker` False (a hedge, beside a running
+        call): a held-back weaker tier's candidate is not started, even once the at-quality
+        ones left were all behind open breakers."""
         while (name := plan.pop()) is not None:
+            if not weaker and name in plan.held_back:
+                plan.queue.insert(0, name)
+                return None
             if self._allow(name):
                 return name
             failures.append(self._breaker_open(name))
@@ -168,12 +175,43 @@ class Executor:
         """Plain calls in turn, no streams: the cheapest path when nothing is hedged."""
         while (name := self._next(plan, failures)) is not None:
             if plan.deadline.expired():
-                failures.append(_too_late(name))
+                plan.queue.insert(0, name)  # never tried: the failure says so, apart from the attempts
                 return
             completion = await self._call(name, request, plan, failures)
             if completion is not None:
                 yield FinalChunk(completion)
                 return
+
+    async def _streams_in_turn(self, plan: _Plan, request: Request,
+                               failures: list[BackendError]) -> AsyncGenerator[Chunk, None]:
+        """Streams one candidate at a time, when nothing is hedged: the next starts when one
+        failed before its first text or tool call (chunks before that, drafts, are held until
+        then, as a race holds them). No lane task and no queue: the chunks come up in the
+        caller's task, a task switch less per chunk; the call path keeps the deadline."""
+        while (name := self._next(plan, failures)) is not None:
+            if plan.deadline.expired():
+                plan.queue.insert(0, name)  # never tried: the failure says so, apart from the attempts
+                return
+            held: list[Chunk] | None = []  # None once committed
+            try:
+                async with contextlib.aclosing(self._calls.stream(name, request,
+                                                                  self._options(plan, plan.decision, name))) as chunks:
+                    async for chunk in chunks:
+                        if held is not None:
+                            if not isinstance(chunk, _COMMITS):
+                                held.append(chunk)
+                                continue
+                            for early in held:
+                                yield early
+                            held = None
+                        yield chunk
+                        if isinstance(chunk, FinalChunk):
+                            return
+                raise MalformedResponse("stream ended without a final completion", backend=name)
+            except BackendError as exc:
+                if held is None:
+                    raise  # text already reached the caller: no fallback now
+                failures.append(exc)
 
     async def _call(self, name: str, request: Request, plan: _Plan, failures: list[BackendError]) -> Completion | None:
         """One plain (non-streamed) call with the time that is left."""
@@ -218,11 +256,11 @@ class Executor:
     def _start(self, race: _Race) -> bool:
         """Start the next candidate's lane with the time that is left; False when none can start."""
         plan = race.plan
-        name = self._next(plan, race.failures)
+        name = self._next(plan, race.failures, weaker=not race.lanes)  # lanes running: this is a hedge
         if name is None:
             return False
         if plan.deadline.expired():
-            race.failures.append(_too_late(name))
+            plan.queue.insert(0, name)  # never tried: the failure says so, apart from the attempts
             return False
         options = self._options(plan, plan.decision, name)
         race.lanes.append(_Lane(name, self._calls, race.request, options, race.queue))
@@ -354,25 +392,24 @@ class _Plan:
         self.held_back = _held_back(decision)
 
     def _index(self) -> int:
-        """The first queued candidate that may still fit in the time left, else the first; held-back
-        candidates are not moved ahead of at-quality ones."""
+        """The first queued candidate that may still fit in the time left, else the first; while
+        an at-quality candidate is queued, a held-back one is never picked. (Held-back candidates
+        are not always at the end: one behind an open breaker is queued after them. Counting
+        them from the end let a hedge start a weaker tier's backend once the at-quality one ahead
+        no longer fitted: heavy prompts answered by light models, with nothing failed.)"""
+        allowed = [i for i, name in enumerate(self.queue) if name not in self.held_back] or range(len(self.queue))
         remaining = self.deadline.remaining()
         if remaining is not None:
-            at_quality = sum(1 for name in self.queue if name not in self.held_back)
-            for i, name in enumerate(self.queue[:at_quality or len(self.queue)]):
-                if self.optimistic.get(name, 0.0) <= remaining:
+            for i in allowed:
+                if self.optimistic.get(self.queue[i], 0.0) <= remaining:
                     return i
-        return 0
+        return allowed[0]
 
     def peek(self) -> str | None:
         return self.queue[self._index()] if self.queue else None
 
     def pop(self) -> str | None:
         return self.queue.pop(self._index()) if self.queue else None
-
-
-def _too_late(name: str) -> BackendTimeout:
-    return BackendTimeout("the request's deadline passed before this backend could be tried", backend=name)
 
 
 def _predicted(candidates: Sequence[Candidate]) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
@@ -398,17 +435,22 @@ def _refusal(decision: Decision) -> str:
             "`downgrade` (answer from a faster, weaker tier, marked as a downgrade).")
 
 
-def _all_failed(decision: Decision, failures: list[BackendError]) -> AllBackendsFailed:
+def _all_failed(decision: Decision, failures: list[BackendError], untried: Sequence[str] = ()) -> AllBackendsFailed:
     """RateLimitExceeded when every attempt met a rate limit (ours or the provider's), with the
-    soonest known time to try again; else AllBackendsFailed."""
-    if failures and all(isinstance(e, RateLimited) for e in failures):
+    soonest known time to try again; else AllBackendsFailed. `untried`: candidates never started
+    because the deadline had passed."""
+    if failures and not untried and all(isinstance(e, RateLimited) for e in failures):
         waits = [e.retry_after for e in failures if isinstance(e, RateLimited) and e.retry_after is not None]
         return RateLimitExceeded("every backend this request may go to is at a rate limit", failures,
                                  retry_after_s=min(waits) if waits else None)
-    return AllBackendsFailed(_failure_summary(decision), failures)
+    return AllBackendsFailed(_failure_summary(decision, untried), failures)
 
 
-def _failure_summary(decision: Decision) -> str:
-    tried = ", ".join(decision.candidates)
-    return f"no backend could answer (tried {tried})"
+def _failure_summary(decision: Decision, untried: Sequence[str] = ()) -> str:
+    """Names the backends tried -- one reason each follows -- apart from those never started."""
+    tried = [name for name in decision.candidates if name not in untried]
+    if not untried:
+        return f"no backend could answer (tried {', '.join(tried)})"
+    late = f"the deadline passed before {', '.join(untried)} could be tried"
+    return f"no backend could answer (tried {', '.join(tried)}; {late})" if tried else f"no backend could answer ({late})"
 

@@ -165,6 +165,25 @@ def tool_upstream() -> Iterator[ToolUpstream]:
         thread.join(timeout=5)
 
 
+class PaidUpstream:
+    """A real, not simulated, OpenAI-compatible upstream for `answering`: every chat completion
+    is "paid answer" with usage 5+7 tokens; the bodies are recorded. For what must tell a real
+    answer from a simulated one (the spend cap counts only real ones)."""
+
+    def __init__(self):
+        self.bodies: list[dict] = []
+
+    def __call__(self, request):
+        import httpx
+
+        body = json.loads(request.content)
+        self.bodies.append(body)
+        return httpx.Response(200, json={
+            "id": "paid", "object": "chat.completion", "created": 0, "model": body["model"],
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "paid answer"}}],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 7}})
+
+
 def decision() -> Decision:
     """A two-candidate decision, for records that need one."""
     prediction = LatencyModel().predict()

@@ -164,9 +164,9 @@ def test_models_reports_key_presence_not_value(tmp_path):
 def test_doctor_ok_against_the_simulator_and_failing_otherwise(sim, tmp_path):
     good = route("doctor", "-c", str(_config(tmp_path, sim.base_url)))
     assert good.returncode == 0, good.stderr
-    assert "SIMULATED" in good.stderr
+    assert "SIMULATED" in good.stdout
     bad = route("doctor", "-c", str(_config(tmp_path, "http://127.0.0.1:9/v1")))
-    assert bad.returncode == 3 and "cannot reach" in bad.stderr
+    assert bad.returncode == 3 and "cannot reach" in bad.stdout
 
 
 @pytest.mark.parametrize("args", [["--help"], ["--explain", "hello world"]])

@@ -29,6 +29,7 @@ backends:
   stuck: {{kind: openai, model: hang-m, base_url: "{sim.base_url}", max_retries: 0}}
 routing:
   tiers: [{{name: all, backends: [stuck]}}]
+  breaker: {{failures: 100000}}  # every run must reach the upstream: its breaker would skip it after 3 timeouts
 {routing}"""
     return Router(parse_config(text, "hang.yaml"), log=False)
 

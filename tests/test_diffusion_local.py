@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import math
 import os
 import subprocess
 import sys
@@ -73,14 +74,79 @@ def test_missing_torch_is_explained_by_the_backend(tmp_path):
 
 @pytest.mark.integration
 def test_missing_torch_is_a_clean_cli_error(tmp_path):
+    # `engine serve` runs the model, so it needs torch (`engine info` does not: the test below).
     result = _child("""
-        sys.argv = ["route", "engine", "info", sys.argv[1]]
+        sys.argv = ["route", "engine", "serve", "--model", sys.argv[1], "--port", "0"]
         from router.cli.app import run
         run()
         """, str(tmp_path))
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert "pip install torch==2.13.0" in result.stderr and "EngineSetupError" in result.stderr
+
+
+def _safetensors(path: Path, shapes: dict[str, list[int]]) -> int:
+    """A safetensors file of zeros with these float32 tensors, written by hand (no torch); returns
+    how many values it holds."""
+    header, offset = {"__metadata__": {"format": "pt"}}, 0
+    for name, shape in shapes.items():
+        size = 4 * math.prod(shape)
+        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [offset, offset + size]}
+        offset += size
+    raw = json.dumps(header).encode()
+    path.write_bytes(len(raw).to_bytes(8, "little") + raw + bytes(offset))
+    return offset // 4
+
+
+def test_engine_info_needs_neither_torch_nor_transformers(tmp_path):
+    """A vLLM user without the `local` extra gets the facts and the serve command; config.json
+    leaves out what equals transformers' defaults (as `save_pretrained` writes it), and the layer
+    scalars stored beside the weights are buffers, not parameters."""
+    text = {"hidden_size": 64, "num_hidden_layers": 6, "num_attention_heads": 4, "num_key_value_heads": 2,
+            "head_dim": 16, "global_head_dim": 32, "num_global_key_value_heads": 1, "vocab_size": 1000,
+            "num_experts": 8, "top_k_experts": 2, "model_type": "diffusion_gemma_text"}
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "diffusion_gemma", "canvas_length": 32,
+                                                      "text_config": text}))
+    values = _safetensors(tmp_path / "model-00001-of-00002.safetensors",
+                          {"model.embed_tokens.weight": [1000, 64], "model.layers.0.mlp.up_proj.weight": [128, 64]})
+    values += _safetensors(tmp_path / "model-00002-of-00002.safetensors",
+                           {"model.layers.5.self_attn.q_proj.weight": [128, 64], "model.layers.5.layer_scalar": [1]})
+    result = _child("""
+        sys.argv = ["route", "engine", "info", sys.argv[1], "--json"]
+        from router.cli.app import run
+        try:
+            run()
+        finally:
+            print("imported:", sorted(m for m in ("torch", "transformers") if m in sys.modules), file=sys.stderr)
+        """, str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert "imported: []" in result.stderr
+    info = json.loads(result.stdout)
+    assert info["parameters"] == values - 1 and info["weights_bytes"]["bfloat16"] == 2 * (values - 1)
+    assert (info["canvas_length"], info["layers"], info["experts"], info["vocab_size"]) == (32, 6, 8, 1000)
+    # Five sliding layers (2 KV heads x 16) and the last, full one (1 KV head x 32): keys and values, bf16.
+    assert info["kv_cache_bytes_per_1k_tokens"] == 1000 * 2 * 2 * (5 * 2 * 16 + 1 * 32)
+    assert info["max_position_embeddings"] == 131_072  # transformers' default, not in the file
+    assert info["serve_with_vllm"][0].startswith(f"vllm serve {tmp_path} --served-model-name google/diffusiongemma")
+    human = _child("""
+        sys.argv = ["route", "engine", "info", sys.argv[1]]
+        from router.cli.app import run
+        run()
+        """, str(tmp_path))
+    assert human.returncode == 0, human.stderr
+    assert f"{values - 1:,}" in human.stdout and "vllm serve" in human.stderr
+
+
+def test_engine_info_refuses_what_is_not_a_diffusiongemma_checkpoint(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    for target, message in ((tmp_path, "is a 'llama' checkpoint"), (tmp_path / "nope", "does not exist")):
+        result = _child("""
+            sys.argv = ["route", "engine", "info", sys.argv[1]]
+            from router.cli.app import run
+            run()
+            """, str(target))
+        assert result.returncode == 2 and message in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr
 
 
 @pytest.mark.integration
@@ -474,6 +540,29 @@ def test_cli_engine_info_reports_config_and_memory(tiny_path):
     assert info["weights_on_disk_bytes"] > 0 and torch is not None
     command = info["serve_with_vllm"][0]
     assert command.startswith(f"vllm serve {tiny_path} --served-model-name google/diffusiongemma-26B-A4B-it")
+
+
+@torch_only
+def test_engine_info_reads_the_kv_cache_shape_as_transformers_does(tiny_path):
+    """Read from JSON alone, per-layer KV shapes match transformers' own config objects: the tiny
+    checkpoint's file (per_layer_config written out) and the published shapes without it."""
+    from transformers import AutoConfig
+
+    from backends.diffusion.info import _text, kv_bytes_per_token
+    from backends.diffusion.shapes import published_config
+
+    def expected(config) -> int:
+        text = config.text_config
+        return sum(2 * text.per_layer_config[i].num_key_value_heads * text.per_layer_config[i].head_dim * 2
+                   for i in range(len(text.layer_types)))
+
+    tiny = json.loads((tiny_path / "config.json").read_text())
+    assert kv_bytes_per_token(_text(tiny)) == expected(AutoConfig.from_pretrained(tiny_path))
+    published = published_config()
+    bare = published.to_dict()
+    bare["text_config"].pop("per_layer_config")
+    bare["text_config"].update(global_head_dim=512, num_global_key_value_heads=2)  # as the checkpoint states them
+    assert kv_bytes_per_token(_text(bare)) == kv_bytes_per_token(_text(published.to_dict())) == expected(published)
 
 
 @torch_only

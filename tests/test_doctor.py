@@ -74,4 +74,4 @@ def test_route_doctor_exits_3_and_names_the_served_model(strict_sim, tmp_path: P
     result = subprocess.run([sys.executable, "-m", "router.cli", "doctor", "-c", str(config)],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 3, result.stderr
-    assert SHOUTED in result.stderr and "did you mean" in result.stderr
+    assert SHOUTED in result.stdout and "did you mean" in result.stdout

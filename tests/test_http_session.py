@@ -1,4 +1,4 @@
-"""backends/http_session.py: SSE lines however the bytes were cut, proxies from the environment,
+"""backends/http_session.py: SSE data however the bytes were cut, proxies from the environment,
 and no session reported as leaked when its owner never closed it."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from backends.base import BackendSettings
-from backends.http_session import lines
+from backends.http_session import sse_data
 from backends.openai_http import OpenAIBackend
 from backends.types import Request
 from tests.ports import refusing_port
@@ -39,13 +39,19 @@ async def _chunks(data: bytes, cuts: list[int]):
 
 @given(st.lists(st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\n\r"), max_size=12), min_size=1, max_size=8),
        st.booleans(), st.lists(st.integers(min_value=0, max_value=400), max_size=12))
-def test_lines_are_the_same_however_the_bytes_are_cut(texts, crlf, cuts):
-    data = (("\r\n" if crlf else "\n").join(texts) + "\n").encode()  # multi-byte characters may be cut
+def test_sse_data_is_the_same_however_the_bytes_are_cut(texts, crlf, cuts):
+    end = "\r\n" if crlf else "\n"
+    # Each text an event's data, between an event name and a comment that are not data.
+    data = "".join(f"event: e{i}{end}data: {text}{end}: keep-alive{end}{end}" for i, text in enumerate(texts)).encode()
 
-    async def read() -> list[str]:
-        return [line async for line in lines(_chunks(data, [c for c in cuts if c <= len(data)]))]
+    async def read() -> list[bytes]:
+        batches = [batch async for batch in sse_data(_chunks(data, [c for c in cuts if c <= len(data)]))]
+        assert all(batches)  # a read with no whole event in it yields nothing
+        return [payload for batch in batches for payload in batch]
 
-    assert asyncio.run(read()) == texts
+    # Multi-byte characters may be cut between reads: payloads come whole, as bytes, with ASCII
+    # whitespace around them dropped (a Unicode space such as U+0085 is data: bytes.strip, not str.strip).
+    assert asyncio.run(read()) == [text.encode().strip() for text in texts]
 
 
 async def test_a_proxy_from_the_environment_is_used_and_no_proxy_is_honoured(answering, monkeypatch):

@@ -1,6 +1,7 @@
 """The spend cap (`spend: {cap_usd, window_days}`) holds wherever a request enters: the Python
 API, `route serve` and the CLI (tests/test_cli_newcomer.py) all refuse with the same clear error
-once the logged spend of the window reaches the cap. Through the real Router, server and log."""
+once the logged spend of the window reaches the cap. Through the real Router, server and log,
+against a real (not simulated) upstream: a simulated answer's cost is shown, never spent."""
 
 from __future__ import annotations
 
@@ -14,19 +15,27 @@ from router.config_loader import load_config
 from router.core import Router
 from router.server import RouteServer
 from router.store import RequestRecord, Store
+from tests.helpers import PaidUpstream
 
 pytestmark = pytest.mark.integration
 
 
-def _config(tmp_path, sim, cap_usd: float = 0.000001, **spend) -> dict:
-    return {"backends": {"paid": {"kind": "openai", "model": "m-paid", "base_url": sim.base_url, "max_retries": 0,
+@pytest.fixture
+def paid(answering):
+    upstream = PaidUpstream()
+    upstream.base_url = answering(upstream)
+    return upstream
+
+
+def _config(tmp_path, upstream, cap_usd: float = 0.000001, **spend) -> dict:
+    return {"backends": {"paid": {"kind": "openai", "model": "m-paid", "base_url": upstream.base_url, "max_retries": 0,
                                   "price": {"input": 5.0, "output": 15.0}}},
             "routing": {"tiers": [{"name": "only", "backends": ["paid"]}]},
             "log": {"path": str(tmp_path / "route.db")}, "spend": {"cap_usd": cap_usd, **spend}}
 
 
-def test_the_python_api_refuses_once_the_spend_reaches_the_cap(sim, tmp_path):
-    with Router(load_config(_config(tmp_path, sim))) as router:
+def test_the_python_api_refuses_once_the_spend_reaches_the_cap(paid, tmp_path):
+    with Router(load_config(_config(tmp_path, paid))) as router:
         first = router.complete("hi")
         assert first.completion.cost_usd > 0.000001
         with pytest.raises(UsageError, match="spend cap reached") as caught:
@@ -34,29 +43,29 @@ def test_the_python_api_refuses_once_the_spend_reaches_the_cap(sim, tmp_path):
         with pytest.raises(UsageError, match="spend cap reached"):
             list(router.stream("and a stream"))
     assert "spend.cap_usd" in str(caught.value) and "\n" not in str(caught.value)
-    assert sim.stats("m-paid")["requests"] == 1
+    assert len(paid.bodies) == 1
 
 
-def test_a_new_process_counts_what_earlier_ones_spent(sim, tmp_path):
-    with Router(load_config(_config(tmp_path, sim))) as router:
+def test_a_new_process_counts_what_earlier_ones_spent(paid, tmp_path):
+    with Router(load_config(_config(tmp_path, paid))) as router:
         router.complete("hi")
-    with Router(load_config(_config(tmp_path, sim))) as later, pytest.raises(UsageError, match="spend cap reached"):
+    with Router(load_config(_config(tmp_path, paid))) as later, pytest.raises(UsageError, match="spend cap reached"):
         later.complete("hi again")
-    assert sim.stats("m-paid")["requests"] == 1
+    assert len(paid.bodies) == 1
 
 
-def test_spend_outside_the_window_does_not_count(sim, tmp_path):
+def test_spend_outside_the_window_does_not_count(paid, tmp_path):
     Store(tmp_path / "route.db").log(RequestRecord(source="api", status="ok", cost_usd=100.0,
                                                    ts=time.time() - 3 * 86400))
-    with Router(load_config(_config(tmp_path, sim, cap_usd=50.0, window_days=2))) as router:
-        assert router.complete("hi").text
-    with Router(load_config(_config(tmp_path, sim, cap_usd=50.0, window_days=4))) as router:
+    with Router(load_config(_config(tmp_path, paid, cap_usd=50.0, window_days=2))) as router:
+        assert router.complete("hi").text == "paid answer"
+    with Router(load_config(_config(tmp_path, paid, cap_usd=50.0, window_days=4))) as router:
         with pytest.raises(UsageError, match=r"\$100\.\d+ spent in the last 4 days"):
             router.complete("hi")
 
 
-def test_route_serve_refuses_once_the_spend_reaches_the_cap(sim, tmp_path):
-    router = Router(load_config(_config(tmp_path, sim)), source="server")
+def test_route_serve_refuses_once_the_spend_reaches_the_cap(paid, tmp_path):
+    router = Router(load_config(_config(tmp_path, paid)), source="server")
     chat = {"model": "auto", "messages": [{"role": "user", "content": "hi"}]}
     with RouteServer(router) as srv, httpx.Client(base_url=srv.url, timeout=30) as client:
         assert client.post("/v1/chat/completions", json=chat).status_code == 200
@@ -67,4 +76,12 @@ def test_route_serve_refuses_once_the_spend_reaches_the_cap(sim, tmp_path):
     for response in refused:
         assert response.status_code == 400, response.text
         assert "spend cap reached" in response.text
-    assert sim.stats("m-paid")["requests"] == 1
+    assert len(paid.bodies) == 1
+
+
+def test_simulated_answers_are_never_spent(sim, tmp_path):
+    with Router(load_config(_config(tmp_path, sim))) as router:
+        answers = [router.complete(f"hi {i}") for i in range(3)]
+    assert all(a.completion.cost_usd > 0.000001 and a.completion.metadata.get("simulated") for a in answers)
+    assert Store(tmp_path / "route.db").spent_usd(0.0) == 0.0
+    assert sim.stats("m-paid")["requests"] == 3

@@ -26,6 +26,7 @@ __all__ = [
     "missing_dependency_message",
     "oom_message",
     "read_config",
+    "read_config_json",
 ]
 
 log = logging.getLogger(__name__)
@@ -135,12 +136,39 @@ def read_config(model_ref: str) -> Any:
                                f"{ALTERNATIVES}") from None
     model_type = getattr(config, "model_type", None)
     if model_type != "diffusion_gemma":
-        raise EngineSetupError(
-            f"{model_ref} is a {model_type!r} checkpoint, not DiffusionGemma (model_type 'diffusion_gemma'); the "
-            "diffusion-local backend runs only DiffusionGemmaForBlockDiffusion. Serve other models with an "
-            f"`openai` or `litellm` backend. {ALTERNATIVES}"
-        )
+        raise EngineSetupError(_not_diffusion_gemma(model_ref, model_type))
     return config
+
+
+def read_config_json(model_ref: str) -> tuple[Path, dict[str, Any]]:
+    """The checkpoint's directory and its config.json as JSON, checked to be DiffusionGemma, with
+    the same errors as `read_config` but without torch or transformers (`route engine info`)."""
+    import json
+
+    from backends.diffusion.vision import checkpoint_file
+
+    where = _where(model_ref)
+    found = checkpoint_file(model_ref, "config.json")
+    if found is None:
+        if isinstance(where, str):
+            raise EngineSetupError(f"{model_ref} is not in the local Hugging Face cache and nothing is downloaded "
+                                   f"at run time. {_GET_WEIGHTS}. {ALTERNATIVES}")
+        raise EngineSetupError(f"no DiffusionGemma checkpoint at {model_ref}: it has no config.json. {_GET_WEIGHTS}. "
+                               f"{ALTERNATIVES}")
+    try:
+        config = json.loads(found.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise EngineSetupError(f"{found} is not a readable JSON config ({exc}). {_GET_WEIGHTS}.") from None
+    model_type = config.get("model_type") if isinstance(config, dict) else None
+    if model_type != "diffusion_gemma":
+        raise EngineSetupError(_not_diffusion_gemma(model_ref, model_type))
+    return found.parent, config
+
+
+def _not_diffusion_gemma(model_ref: str, model_type: Any) -> str:
+    return (f"{model_ref} is a {model_type!r} checkpoint, not DiffusionGemma (model_type 'diffusion_gemma'); the "
+            "diffusion-local backend runs only DiffusionGemmaForBlockDiffusion. Serve other models with an "
+            f"`openai` or `litellm` backend. {ALTERNATIVES}")
 
 
 @dataclass

@@ -29,7 +29,7 @@ from typing import Any
 from backends.errors import UsageError
 from backends.types import content_text
 
-__all__ = ["ImageInputs", "checkpoint_has_vision", "decode_image", "expand", "load_image_processor",
+__all__ = ["ImageInputs", "checkpoint_file", "checkpoint_has_vision", "decode_image", "expand", "load_image_processor",
            "request_images", "template_content"]
 
 log = logging.getLogger(__name__)
@@ -104,7 +104,7 @@ def decode_image(url: str) -> Any:
         raise UsageError(f"the image is too large to decode safely: {exc}") from None
 
 
-def _checkpoint_file(model_ref: str, name: str) -> Path | None:
+def checkpoint_file(model_ref: str, name: str) -> Path | None:
     """`name` inside the checkpoint directory, or in the local hub cache for a hub id; None if absent."""
     path = Path(model_ref).expanduser()
     if path.is_dir():
@@ -138,11 +138,11 @@ def checkpoint_has_vision(model_ref: str) -> bool:
     Pillow is installed. Reads JSON only: cheap enough to answer before the weights load."""
     if find_spec("PIL") is None:
         return False
-    if not _read_json(_checkpoint_file(model_ref, "config.json")).get("vision_config"):
+    if not _read_json(checkpoint_file(model_ref, "config.json")).get("vision_config"):
         return False
-    if "image_processor" in _read_json(_checkpoint_file(model_ref, "processor_config.json")):
+    if "image_processor" in _read_json(checkpoint_file(model_ref, "processor_config.json")):
         return True
-    return _checkpoint_file(model_ref, "preprocessor_config.json") is not None
+    return checkpoint_file(model_ref, "preprocessor_config.json") is not None
 
 
 def load_image_processor(transformers: Any, where: Path | str, config: Any) -> Any | None:

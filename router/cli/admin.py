@@ -42,6 +42,48 @@ def _sim_profiles(path: str | None):
     return {name: replace(p, responder=p.responder or respond) for name, p in profiles.items()}
 
 
+_MODEL_COLUMNS = ("name", "kind", "model", "key", "$/Mtok", "n", "ttft s", "breaker")
+
+
+def _model_cells(r: dict) -> list[str]:
+    lat = r["latency"]
+    key = "missing" if r["key"].startswith("missing") else r["key"]
+    return [r["name"], r["kind"], r["model"], key, f"{r['price_in']:g}/{r['price_out']:g}", str(lat["samples"]),
+            f"{lat['ttft_p50_s']:.2f}/{lat['ttft_p95_s']:.2f}", r["breaker"]]
+
+
+def _models_table(path, rows: list[dict], width: int):
+    """Fits the terminal (80 columns too) without cutting a word: only the model id breaks, after a
+    `/` or `-`; when it would have to, columns close up to one space to leave it more room."""
+    from rich import box
+    from rich.table import Table
+
+    from router.cli.tables import break_at
+
+    cells = [_model_cells(r) for r in rows]
+    model = _MODEL_COLUMNS.index("model")
+    gap, at = _model_layout(cells, model, width)
+    table = Table(title=f"backends ({path})", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
+                  pad_edge=False, collapse_padding=True, padding=(0, 1) if gap == 2 else (0, 0))
+    for column in _MODEL_COLUMNS:
+        table.add_column(column, justify="right" if column in ("$/Mtok", "n", "ttft s") else "left", no_wrap=True)
+    for c in cells:
+        table.add_row(*c[:model], break_at(c[model], at), *c[model + 1:])
+    return table
+
+
+def _model_layout(cells: list[list[str]], model: int, width: int) -> tuple[int, int]:
+    """(spaces between columns, width to break model ids at): two spaces while the ids fit whole."""
+    from router.cli.tables import fitted_width
+
+    columns = [list(_MODEL_COLUMNS), *cells]
+    others = sum(max(len(c[i]) for c in columns) for i in range(len(_MODEL_COLUMNS)) if i != model)
+    gaps = len(_MODEL_COLUMNS) - 1
+    ids = [c[model] for c in cells]
+    gap = 2 if others + 2 * gaps + max(map(len, ids), default=0) <= width else 1
+    return gap, fitted_width(ids, width - others - gap * gaps)
+
+
 def register(app: typer.Typer) -> None:
     from router.cli.app import handle_errors
 
@@ -66,23 +108,7 @@ def register(app: typer.Typer) -> None:
         if json_output:
             out.data({"config": loaded.path, "backends": rows, "consortia": consortia})
             return
-        from rich import box
-        from rich.table import Table
-
-        # Fits 80 columns: only the model string may wrap; missing keys are named below the table.
-        table = Table(title=f"backends ({loaded.path})", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
-                  collapse_padding=True)
-        table.add_column("name", no_wrap=True)
-        table.add_column("kind", no_wrap=True)
-        table.add_column("model", overflow="fold")
-        for column in ("key", "$/Mtok", "n", "ttft s", "breaker"):
-            table.add_column(column, justify="left" if column in ("key", "breaker") else "right", no_wrap=True)
-        for r in rows:
-            lat = r["latency"]
-            key = "missing" if r["key"].startswith("missing") else r["key"]
-            table.add_row(r["name"], r["kind"], r["model"], key, f"{r['price_in']:g}/{r['price_out']:g}",
-                          str(lat["samples"]), f"{lat['ttft_p50_s']:.2f}/{lat['ttft_p95_s']:.2f}", r["breaker"])
-        out.out.print(table)
+        out.out.print(_models_table(loaded.path, rows, out.out.size.width))
         missing = [f"{r['name']} needs {r['key'].removeprefix('missing ')}" for r in rows if r["key"].startswith("missing")]
         for line in missing:
             out.out.print(f"missing key: {line}")
@@ -109,9 +135,11 @@ def register(app: typer.Typer) -> None:
                       "checks": [r.__dict__ for r in results], "ok": ok})
         else:
             out.info(f"config: {loaded.path}   (user config: {user_config_file()})")
-            for r in results:
+            from rich.markup import escape
+
+            for r in results:  # the report is data: stdout, so `route doctor | grep FAIL` finds it
                 mark = "[green]ok[/]  " if r.ok else "[red]FAIL[/]"
-                out.err.print(f"{mark} {r.name:<18} {r.detail}")
+                out.out.print(f"{mark} {escape(r.name):<18} {escape(r.detail)}")
         raise typer.Exit(0 if ok else 3)
 
     @app.command("sim", help="Run the SIMULATED OpenAI-compatible model server (for demos and tests).")

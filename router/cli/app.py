@@ -38,6 +38,16 @@ class _DefaultToAsk(TyperGroup):
     def format_usage(self, ctx, formatter) -> None:
         formatter.write_usage("route", '[OPTIONS] "PROMPT"  |  route COMMAND [ARGS]...')
 
+    def format_commands(self, ctx, formatter) -> None:
+        """The default command's options first: `route -m NAME "..."` is how most people ask."""
+        ask = self.commands.get("ask")
+        options = [p for p in (ask.params if ask else ()) if getattr(p, "param_type_name", None) == "option"]
+        rows = [record for p in options if (record := p.get_help_record(ctx))]
+        if rows:
+            with formatter.section('Ask options (route [OPTIONS] "PROMPT", the same as route ask)'):
+                formatter.write_dl(rows)
+        super().format_commands(ctx, formatter)
+
 
 app = typer.Typer(
     cls=_DefaultToAsk,

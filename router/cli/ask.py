@@ -12,14 +12,6 @@ from router.cli.output import Output
 
 __all__ = ["register"]
 
-_CONNECT_HINT = (
-    "To connect a model: start an OpenAI-compatible server for DiffusionGemma (e.g. vLLM on "
-    "127.0.0.1:8000), export the API key a hosted backend names (route models shows which), or "
-    "run `route sim` in another terminal for a SIMULATED server on port 8000. Then retry; "
-    "`route doctor` checks every backend."
-)
-
-
 def _piped() -> str | None:
     """What was piped into stdin, or None for a terminal, a closed stdin or no data (/dev/null)."""
     if _piped_nothing():
@@ -83,7 +75,7 @@ def _show_explain(out: Output, decision) -> None:
     out.out.print(table)
     rows = (decision.details or {}).get("candidates")
     if rows:
-        out.out.print(_candidate_table(rows, decision.details.get("hedge_after_s") or {}))
+        out.out.print(_candidate_table(rows, decision.details.get("hedge_after_s") or {}, decision.deadline_s))
 
 
 def _decision_rows(decision) -> list[tuple[str, str]]:
@@ -111,29 +103,58 @@ def _number(value) -> str:
     return f"{value:g}" if isinstance(value, (int, float)) else "-"
 
 
-def _candidate_table(rows: list[dict[str, Any]], hedges: dict[str, float]):
-    """Predicted time and cost per candidate, in the order they would be tried."""
+def _candidate_table(rows: list[dict[str, Any]], hedges: dict[str, float], deadline_s: float | None):
+    """Predicted time and cost per candidate, in the order they would be tried. Fits 80 columns
+    without cutting a word: columns with nothing to say (no deadline, no hedging) are left out,
+    and a downgrade goes on a line of its own under the tier; every value is in --json."""
+    from rich import box
     from rich.table import Table
 
+    deadline = deadline_s is not None or any(r.get("rate_limit") for r in rows)
+    columns = ["backend", "tier", "p50/p95 s", "cost $", *(["deadline"] if deadline else []), "breaker", "n",
+               *(["hedge s"] if hedges else [])]
     table = Table(title="candidates, in order (predicted from measured latency, or config priors)",
-                  title_justify="left", pad_edge=False)
-    # Fits 80 columns: backend names are never cut; short headers, full values in --json.
-    table.add_column("backend", no_wrap=True, min_width=max([len(r["backend"]) for r in rows] + [7]))
-    for column in ("tier", "p50 s", "p95 s", "cost $", "deadline", "breaker", "n", "hedge s"):
-        table.add_column(column, justify="left" if column in ("tier", "breaker") else "right", overflow="fold")
+                  title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("backend", "tier", "deadline", "breaker") else "right",
+                         no_wrap=column != "tier")
     for row in rows:
-        meets = row.get("meets_deadline")
-        tier = row.get("tier") or "-"
-        table.add_row(
-            row["backend"], f"{tier} (downgrade)" if row.get("downgrade") else tier,
-            *((f"{row['p50_s']:.3f}", f"{row['p95_s']:.3f}") if row.get("known", True) else ("?", "unknown")),
-            f"{row['cost_usd']:.6f}" if "cost_usd" in row else "-",
-            "rate limit" if row.get("rate_limit") else "-" if meets is None else (
-                "meets" if meets else "may meet" if row.get("could_meet_deadline") else "misses"),
-            row.get("breaker", "-"), str(row.get("samples", 0)),
-            f"{hedges[row['backend']]:.3f}" if row["backend"] in hedges else "-",
-        )
+        table.add_row(*_candidate_cells(row, deadline, hedges))
     return table
+
+
+def _candidate_cells(row: dict[str, Any], deadline: bool, hedges: dict[str, float]) -> list[str]:
+    cells = [row["backend"], _tier_cell(row), _times_cell(row), f"{row['cost_usd']:.6f}" if "cost_usd" in row else "-"]
+    if deadline:
+        cells.append(_deadline_cell(row))
+    cells += [row.get("breaker", "-"), str(row.get("samples", 0))]
+    if hedges:
+        cells.append(f"{hedges[row['backend']]:.3f}" if row["backend"] in hedges else "-")
+    return cells
+
+
+def _tier_cell(row: dict[str, Any]) -> str:
+    tier = row.get("tier") or "-"
+    return f"{tier}\n(downgrade)" if row.get("downgrade") else tier
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.2f}" if value < 10 else f"{value:.1f}" if value < 100 else f"{value:.0f}"
+
+
+def _times_cell(row: dict[str, Any]) -> str:
+    if not row.get("known", True):
+        return "unknown"
+    return f"{_seconds(row['p50_s'])}/{_seconds(row['p95_s'])}"
+
+
+def _deadline_cell(row: dict[str, Any]) -> str:
+    meets = row.get("meets_deadline")
+    if row.get("rate_limit"):
+        return "rate limit"
+    if meets is None:
+        return "-"
+    return "meets" if meets else "may meet" if row.get("could_meet_deadline") else "misses"
 
 
 def _attach_latency_store(router, out: Output) -> None:
@@ -154,6 +175,13 @@ def _show_stats(out: Output, c) -> None:
     if c.metadata.get("simulated"):
         parts.append("SIMULATED")
     out.info("[dim]" + " · ".join(parts) + "[/]")
+    if isinstance(c.metadata.get("trace"), dict):  # a consortium answered: what its arbiter decided
+        from rich.markup import escape
+
+        from router.cli.verdicts import verdict_lines
+
+        for line in verdict_lines(c.metadata["trace"]):
+            out.info(escape(line))
 
 
 async def _ask(router, out: Output, messages, *, stream: bool, options: dict[str, Any],
@@ -169,12 +197,12 @@ async def _ask(router, out: Output, messages, *, stream: bool, options: dict[str
                 out.thinking(result.completion.thinking + "\n")
             out.text(result.text, end="\n")
             _show_stats(out, result.completion)
-            if result.downgrade is not None:
-                out.info(f"[yellow]DOWNGRADED[/] tier {result.downgrade.header()}: {result.downgrade.reason}")
         _warn_degraded(out, result.completion)
+        _warn_downgraded(out, result)
         return
     thinking = False  # a thought is being printed: end its line before the answer starts
-    async with contextlib.aclosing(router.astream(messages, **options).__aiter__()) as chunks:
+    route_stream = router.astream(messages, **options)
+    async with contextlib.aclosing(route_stream.__aiter__()) as chunks:
         async for chunk in chunks:
             if isinstance(chunk, ThinkingChunk):
                 if show_thinking and chunk.text:
@@ -190,6 +218,7 @@ async def _ask(router, out: Output, messages, *, stream: bool, options: dict[str
                 out.text("\n")
                 _show_stats(out, chunk.completion)
                 _warn_degraded(out, chunk.completion)
+                _warn_downgraded(out, route_stream.result)  # set before the FinalChunk
             # DraftChunks are for the --watch view only
 
 
@@ -205,21 +234,19 @@ def _warn_degraded(out: Output, completion) -> None:
         out.warn(f"degraded answer: {lost[0]}{more}")
 
 
-def _report_failure(out: Output, exc) -> None:
+def _warn_downgraded(out: Output, result) -> None:
+    """One line on stderr, even with -q: a weaker tier than the prompt's answered, and why."""
+    note = result.downgrade_note if result is not None else None
+    if note:
+        out.warn(note)
+
+
+def _report_failure(out: Output, exc, backends, deadline_s: float | None) -> None:
+    from router.cli.hints import failure_hints
+
     out.error(str(exc), kind=type(exc).__name__)  # RateLimitExceeded says when to retry
-    hint = failure_hint(exc)
-    if hint:
-        out.info(hint)
-
-
-def failure_hint(exc) -> str | None:
-    """The connect-a-model hint, only when something could not be reached (not for a deadline
-    that passed, a bad request or a server error: connecting another model fixes none of those)."""
-    from backends.errors import AuthError, BackendUnavailable
-
-    if any(isinstance(e, (BackendUnavailable, AuthError)) for e in getattr(exc, "exceptions", ())):
-        return _CONNECT_HINT
-    return None
+    for hint in failure_hints(exc.exceptions, backends, deadline_s):
+        out.info(f"hint: {hint}")
 
 
 async def _run(router, out: Output, messages, options: dict[str, Any], *, stream: bool, watch: bool,
@@ -229,7 +256,11 @@ async def _run(router, out: Output, messages, options: dict[str, Any], *, stream
         if watch:
             from router.cli.watch import watch_answer
 
-            await watch_answer(router, out, messages, options, _show_stats, label=label, show_thinking=show_thinking)
+            result = await watch_answer(router, out, messages, options, _show_stats, label=label,
+                                        show_thinking=show_thinking)
+            if result is not None:
+                _warn_degraded(out, result.completion)
+                _warn_downgraded(out, result)
         else:
             await _ask(router, out, messages, stream=stream, options=options, show_thinking=show_thinking)
     finally:
@@ -257,8 +288,9 @@ def register(app: typer.Typer) -> None:
         json_output: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
         stream: Annotated[bool, typer.Option("--stream/--no-stream", help="Stream the answer as it arrives.")] = True,
         system: Annotated[str | None, typer.Option("-s", "--system", help="A system prompt.")] = None,
-        max_tokens: Annotated[int | None, typer.Option("--max-tokens", min=1)] = None,
-        temperature: Annotated[float | None, typer.Option("--temperature", min=0.0, max=2.0)] = None,
+        max_tokens: Annotated[int | None, typer.Option("--max-tokens", min=1, help="Most tokens in the answer.")] = None,
+        temperature: Annotated[float | None, typer.Option("--temperature", min=0.0, max=2.0,
+                                                          help="Sampling temperature.")] = None,
         deadline: Annotated[str | None, typer.Option("--deadline", help="Whole-request deadline: 500ms, 2s, 1m.")] = None,
         prefer: Annotated[str | None, typer.Option(
             "--prefer", help="fast | cheap | best: what to optimise among backends that meet the deadline.")] = None,
@@ -334,5 +366,5 @@ def _answer(router, out: Output, messages, options: dict[str, Any], chosen: str,
             _run_request(_run(router, out, messages, options, stream=stream, watch=watch, label=chosen,
                               show_thinking=show_thinking))
     except AllBackendsFailed as exc:
-        _report_failure(out, exc)
+        _report_failure(out, exc, router.config.backends, options.get("deadline_s"))
         raise typer.Exit(EXIT_NO_BACKEND) from None

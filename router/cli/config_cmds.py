@@ -15,13 +15,33 @@ from router.cli.output import Output
 __all__ = ["register"]
 
 
+def _no_answers() -> str:
+    from router.cli.starter import CHOICES
+
+    defaults = ", ".join(c.name for c in CHOICES if c.default)
+    known = ", ".join(c.name for c in CHOICES)
+    return ("route init asks one question per backend and reads the answers from stdin, but stdin is not a "
+            "terminal and ran out of answers. Run it with --yes to write the default backends "
+            f"({defaults}), or name each backend you want with --backend ({known}; repeat it), "
+            "e.g. `route init --backend sim` for the simulator alone.")
+
+
 def _ask_backends(out: Output) -> list[str]:
     """One yes/no question per starter backend, on stderr; answers come from stdin."""
+    import sys
+
+    from backends.errors import UsageError
     from router.cli.starter import CHOICES
 
     out.info("Which backends should the config have? (Enter keeps the default in capitals.)")
-    return [c.name for c in CHOICES
-            if typer.confirm(f"  {c.name}: {c.question}?", default=c.default, err=True)]
+    try:
+        return [c.name for c in CHOICES
+                if typer.confirm(f"  {c.name}: {c.question}?", default=c.default, err=True)]
+    except typer.Abort:
+        if sys.stdin.isatty():
+            raise  # Ctrl-C or Ctrl-D at a terminal: the user stopped on purpose
+        out.err.line()  # the unanswered question has no newline of its own
+        raise UsageError(_no_answers()) from None
 
 
 def _check_known(backends: list[str]) -> None:
@@ -45,7 +65,7 @@ def _chosen(backends: list[str], yes: bool, out: Output) -> list[str]:
     if backends or yes:
         return backends or [c.name for c in CHOICES if c.default]
     if sys.stdin is None or sys.stdin.closed:
-        raise UsageError("route init needs answers on stdin, or --backend NAME (repeat) / --yes for the defaults.")
+        raise UsageError(_no_answers())
     return _ask_backends(out)
 
 

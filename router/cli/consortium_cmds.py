@@ -32,10 +32,15 @@ class LiveMembers:
         self.rows: dict[tuple[str, str], dict[str, Any]] = {}
         self.started = time.perf_counter()
         self.on_answer: Callable[[], None] = lambda: None  # the answer starts streaming to stdout
+        self.on_finish: Callable[[], None] = lambda: None  # the run has its answer: every state is final
 
     def handle(self, event: dict[str, Any]) -> None:
         if event.get("type") == "answer":
             self.on_answer()
+            return
+        if event.get("type") == "finished":
+            if event.get("path") == self.name:  # the consortium asked for, not one nested in it
+                self.on_finish()
             return
         if event.get("type") not in ("member", "arbiter"):
             return
@@ -63,11 +68,16 @@ class LiveMembers:
 
 @contextmanager
 def live_view(router, name: str, out: Output):
-    """Show the members of consortium `name` live on stderr while the body runs."""
-    from rich.live import Live
-
+    """Show the members of consortium `name` live on stderr while the body runs; where stderr is
+    no terminal (nothing can be redrawn), once, when the run is over."""
     view = LiveMembers(name)
     router.backend(name).add_listener(view.handle)
+    if not out.err.is_terminal:
+        with _final_table(view, out):
+            yield view
+        return
+    from rich.live import Live
+
     # stdout stays the answer's alone (no redirect); the table freezes when the answer starts,
     # so a terminal showing both is not redrawn over the streaming text.
     live = Live(view, console=out.err, refresh_per_second=8, transient=False,
@@ -76,8 +86,6 @@ def live_view(router, name: str, out: Output):
     def stop() -> None:
         if live.is_started:
             live.stop()
-            if not out.err.is_terminal:
-                out.err.line()  # rich ends the last frame with a newline only on terminals
 
     view.on_answer = stop
     live.start(refresh=True)
@@ -85,6 +93,25 @@ def live_view(router, name: str, out: Output):
         yield view
     finally:
         stop()
+
+
+@contextmanager
+def _final_table(view: LiveMembers, out: Output):
+    """The table once, with every member's and arbiter's final state: when the run has its answer
+    (before the stats line), else (a failure, Ctrl-C) when the body ends."""
+    printed = False
+
+    def show() -> None:
+        nonlocal printed
+        if not printed:
+            printed = True
+            out.err.print(view)
+
+    view.on_finish = show
+    try:
+        yield
+    finally:
+        show()
 
 
 # -- commands -----------------------------------------------------------------------------

@@ -34,8 +34,9 @@ def _show_info(out: Output, info: dict[str, Any]) -> None:
     table = Table(title=f"DiffusionGemma checkpoint: {info['model']}", show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column()
-    table.add_row("parameters", f"{info['parameters'] / 1e9:.2f} B" if info["parameters"] >= 1e8
-                  else f"{info['parameters']:,}")
+    params = info["parameters"]
+    table.add_row("parameters", "- (no complete *.safetensors weights here)" if params is None
+                  else f"{params / 1e9:.2f} B" if params >= 1e8 else f"{params:,}")
     for key in ("canvas_length", "vocab_size", "hidden_size", "layers", "attention_heads", "experts",
                 "experts_per_token", "sliding_window", "max_position_embeddings"):
         table.add_row(key.replace("_", " "), str(info[key]))
@@ -57,11 +58,13 @@ def _show_info(out: Output, info: dict[str, Any]) -> None:
 def register(app: typer.Typer) -> None:
     from router.cli.app import handle_errors
 
-    engine = typer.Typer(help="The local DiffusionGemma engine (needs the `local` extra): serve it, inspect a checkpoint.",
+    engine = typer.Typer(help="The local DiffusionGemma engine: serve it (needs the `local` extra), inspect a "
+                              "checkpoint (needs nothing).",
                          no_args_is_help=True)
     app.add_typer(engine, name="engine")
 
-    @engine.command("info", help="A checkpoint's config and memory estimate, without loading its weights.")
+    @engine.command("info", help="A checkpoint's config, memory estimate and vLLM serve command, from its files "
+                                 "alone (no weights loaded; works without torch).")
     @handle_errors
     def info(
         path: Annotated[str, typer.Argument(help="Checkpoint directory, or a hub id already in the local cache.")],

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
+import orjson
 import typer
 
 from backends.errors import UsageError
@@ -54,8 +55,8 @@ def _read_jsonl(lines: Iterator[str], source: str, required: Sequence[str]) -> I
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
             raise UsageError(
                 f"{source} line {n} is not JSON ({exc.msg}). Each line must be one JSON object "
                 'such as {"id": "1", "prompt": "..."}.'
@@ -130,13 +131,13 @@ def score(
     if path is not None and not path.is_file():
         raise UsageError(f"no such file: {path}. Pass a JSONL file of {{id, prompt}} lines, or pipe them in.")
     stream = path.open(encoding="utf-8") if path is not None else sys.stdin
-    out, dumps, score_text = sys.stdout, json.dumps, scorer.score_text
+    out, dumps, score_text = sys.stdout, orjson.dumps, scorer.score_text
     try:
         for record in _read_jsonl(stream, str(path or "stdin"), ("id", "prompt")):
             prompt = record["prompt"]
             if not isinstance(prompt, str):
                 raise UsageError(f"record {record['id']!r}: prompt must be a string.")
-            out.write(dumps({"id": record["id"], "score": round(score_text(prompt), 6)}) + "\n")
+            out.write(dumps({"id": record["id"], "score": round(score_text(prompt), 6)}).decode() + "\n")
     finally:
         if path is not None:
             stream.close()

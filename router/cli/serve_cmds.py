@@ -64,7 +64,14 @@ def _show_request(out: Output, row: dict[str, Any]) -> None:
         sections.insert(1, ("thinking", row["thinking"]))
     for title, text in sections:
         out.out.print(f"\n[bold]── {title} ──[/]")
-        out.text(text if text is not None else "(not stored: log.store_content is false)", end="\n")
+        out.text(text if text is not None else _missing(title, row), end="\n")
+
+
+def _missing(title: str, row: dict[str, Any]) -> str:
+    """Why a section is empty: a request that failed has no answer, whatever the log keeps."""
+    if title == "answer" and row["status"] != "ok":
+        return f"(none: the request {'was cancelled' if row['status'] == 'cancelled' else 'failed'}; see status above)"
+    return "(not stored: log.store_content is false)"
 
 
 def _log_table(rows: list[dict[str, Any]]):

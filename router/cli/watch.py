@@ -89,8 +89,9 @@ def _draft_options(router: Any, name: str) -> dict[str, Any]:
 
 
 async def watch_answer(router: Any, out: Any, messages: list[dict[str, Any]], options: dict[str, Any],
-                       show_stats, label: str = "", show_thinking: bool = False) -> None:
+                       show_stats, label: str = "", show_thinking: bool = False) -> Any:
     """Stream through the router, drawing the canvas in place; then print the final text and stats.
+    Returns the stream's RouteResult (None if it ended without one), for the caller's warnings.
 
     The live area is transient: it is erased when the answer is complete (or the request is
     cancelled), so nothing like "waiting for the first canvas" is left above the answer. Other
@@ -111,6 +112,7 @@ async def watch_answer(router: Any, out: Any, messages: list[dict[str, Any]], op
                 view.update(chunk)
                 live.update(view.render(), refresh=True)
     _show_result(out, view, show_stats)
+    return route_stream.result
 
 
 def _show_result(out: Any, view: CanvasView, show_stats) -> None:

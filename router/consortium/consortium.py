@@ -89,7 +89,8 @@ class Consortium(Backend):
 
     def add_listener(self, listener: Listener) -> None:
         """`listener(event)` gets every member/arbiter/round event of runs of this consortium and
-        of the consortia nested in it (for live views). It must be quick and must not raise."""
+        of the consortia nested in it (for live views), `answer` when the answer starts streaming,
+        and `finished` when a run has its answer. It must be quick and must not raise."""
         self.listeners.append(listener)
 
     async def stream(self, request: Request) -> AsyncGenerator[Chunk, None]:
@@ -200,7 +201,9 @@ class _Run:
                 self.stopped = "the answer is a tool call, returned as it is; not iterating further"
                 break
             messages = refinement_messages(self.request.messages, judgement.answer, judgement.refine)
-        return self._completion(judgement.answer, judgement.confidence)
+        completion = self._completion(judgement.answer, judgement.confidence)
+        self.run_event("finished", status="done")  # every member and arbiter is settled: views show the end
+        return completion
 
     def _stop_reason(self, iteration: int, confidence: float | None, streamed: bool = False) -> str | None:
         """Why this round is the last, or None to refine the answer in another round."""

@@ -157,13 +157,21 @@ def decision_headers(decision: Decision, downgrade: Downgrade | None) -> list[tu
     return headers
 
 
+# Header values are plain ASCII: what our messages use beyond it, written the ASCII way.
+_ASCII = str.maketrans({"…": "...", "→": "->", "←": "<-", "—": "-", "–": "-", "‘": "'", "’": "'", "“": '"',
+                        "”": '"', "×": "x", "·": "-", "≥": ">=", "≤": "<="})
+
+
 def _degraded_header(completion: Completion) -> list[tuple[bytes, bytes]]:
     """`x-route-degraded: N; first loss` when a consortium answered with less than configured."""
+    import unicodedata
+
     lost = completion.metadata.get("degraded")
     if not lost:
         return []
-    value = f"{len(lost)}; {lost[0]}"[:300].encode("ascii", "replace")  # header values: plain ASCII
-    return [(b"x-route-degraded", value)]
+    text = unicodedata.normalize("NFKD", f"{len(lost)}; {lost[0]}".translate(_ASCII))
+    value = text.encode("ascii", "ignore")  # what is left beyond ASCII: accents, dropped from their letters
+    return [(b"x-route-degraded", value[:297] + b"..." if len(value) > 300 else value)]
 
 
 def _facts(completion: Completion, downgrade: Downgrade | None = None) -> Facts | None:

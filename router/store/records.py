@@ -61,7 +61,8 @@ _INT64 = 2**63
 # row_for fills every column but the decision (JSON text, not a cell) in order, then inserts it.
 _PLAIN = tuple(c for c in COLUMNS if c != "decision")
 _TS, _DECISION = _PLAIN.index("ts"), COLUMNS.index("decision")
-TS, COST = COLUMNS.index("ts"), COLUMNS.index("cost_usd")  # positions in a row, for the spend table
+# positions in a row, for the spend table
+TS, COST, SIMULATED = COLUMNS.index("ts"), COLUMNS.index("cost_usd"), COLUMNS.index("simulated")
 
 
 def _cell(value: Any) -> Any:
@@ -104,11 +105,12 @@ def _json(value: dict[str, Any]) -> str:
 
 def spend_by_minute(rows: list[tuple], skip: Collection[int] = ()) -> list[tuple[int, float]]:
     """(minute, dollars) for the rows written (all but the indexes in `skip`): what the `spend`
-    table adds, so the spend cap reads a few thousand sums rather than every request."""
+    table adds, so the spend cap reads a few thousand sums rather than every request. A
+    simulated answer's cost is what it would have cost: shown, never spent."""
     minutes: dict[int, float] = {}
     for i, row in enumerate(rows):
         cost = row[COST]
-        if i not in skip and cost:
+        if i not in skip and cost and not row[SIMULATED]:
             minute = int(row[TS] // 60)
             minutes[minute] = minutes.get(minute, 0.0) + cost
     return sorted(minutes.items())

@@ -57,8 +57,9 @@ class SpendCap:
 
     def observe(self, outcome: Outcome) -> None:
         """A request observer: what this process's requests cost counts at once."""
-        if outcome.result is not None:
-            self._own += outcome.result.completion.cost_usd or 0.0
+        completion = outcome.result.completion if outcome.result is not None else None
+        if completion is not None and not completion.metadata.get("simulated"):  # simulated: never spent
+            self._own += completion.cost_usd or 0.0
 
     @property
     def spent(self) -> float:
