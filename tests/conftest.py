@@ -37,22 +37,27 @@ pytest_plugins = ["tests.redis_server", "tests.postgres_server"]
 _SERVER_FIXTURES = {"sim", "answering", "redis_server", "postgres_server"}
 
 
+_PROBLEM = pytest.StashKey[str]()
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test says what it is: `unit` (in-process only: no socket, no subprocess) or
     `integration` (real sockets, servers or processes), by its file's `pytestmark` or its own
-    mark; `pytest -m unit` runs the fast part. The declaration is checked: a unit test using a
-    server fixture fails collection, and one that connects or starts a process fails when it
-    does (`_unit_stays_in_process`)."""
-    problems = []
+    mark; `pytest -m unit` runs the fast part. The declaration is checked: an undeclared test, or
+    a unit test using a server fixture, fails; one that connects or starts a process fails when
+    it does (`_unit_stays_in_process`)."""
     for item in items:
         kind = _kind(item)
         if kind is None:
-            problems.append(f"{item.nodeid}: declare it `pytest.mark.unit` (in-process only) or "
-                            "`pytest.mark.integration` (sockets, servers, processes), e.g. in its file's `pytestmark`")
+            item.stash[_PROBLEM] = ("declare it `pytest.mark.unit` (in-process only) or `pytest.mark.integration` "
+                                    "(sockets, servers, processes), e.g. in its file's `pytestmark`")
         elif kind == "unit" and (servers := _SERVER_FIXTURES & set(getattr(item, "fixturenames", ()))):
-            problems.append(f"{item.nodeid}: marked unit but uses {', '.join(sorted(servers))}: mark it integration")
-    if problems:
-        raise pytest.UsageError("\n".join(problems))
+            item.stash[_PROBLEM] = f"marked unit but uses {', '.join(sorted(servers))}: mark it integration"
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if (problem := item.stash.get(_PROBLEM, None)) is not None:
+        pytest.fail(f"{item.nodeid}: {problem}", pytrace=False)
 
 
 def _kind(item: pytest.Item) -> str | None:

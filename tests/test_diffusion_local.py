@@ -98,6 +98,7 @@ def _safetensors(path: Path, shapes: dict[str, list[int]]) -> int:
     return offset // 4
 
 
+@pytest.mark.integration
 def test_engine_info_needs_neither_torch_nor_transformers(tmp_path):
     """A vLLM user without the `local` extra gets the facts and the serve command; config.json
     leaves out what equals transformers' defaults (as `save_pretrained` writes it), and the layer
@@ -137,6 +138,7 @@ def test_engine_info_needs_neither_torch_nor_transformers(tmp_path):
     assert f"{values - 1:,}" in human.stdout and "vllm serve" in human.stderr
 
 
+@pytest.mark.integration
 def test_engine_info_refuses_what_is_not_a_diffusiongemma_checkpoint(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
     for target, message in ((tmp_path, "is a 'llama' checkpoint"), (tmp_path / "nope", "does not exist")):

@@ -86,6 +86,7 @@ def test_a_hard_questions_follow_ups_stay_on_its_tier(router):
         assert "stays up" in result.decision.reason
 
 
+@pytest.mark.integration
 def test_without_a_session_the_follow_up_moves_down(router):
     """The measurement sessions fix: per-call routing sends "ok, continue" to a weaker tier."""
     messages = [{"role": "user", "content": HARD_TASK}, {"role": "assistant", "content": "..."},

@@ -382,6 +382,7 @@ def test_reset_clears_faults_scripts_and_profiles(client, sim):
                                           "peak_in_flight": 1, "cancelled": 0, "faults": 0}}
 
 
+@pytest.mark.integration
 def test_bad_control_requests_raise(sim):
     with pytest.raises(ValueError, match="unknown profile fields"):
         sim.update_profile("m", tokens_per_second=5)
