@@ -1,13 +1,18 @@
-"""Loopback ports for tests: a free one for a server about to start, and one that refuses
-connections. Tests never use a fixed port; the suite runs in parallel (pytest-xdist)."""
+"""Loopback ports for tests: a free one for a server about to start, one that refuses
+connections, and waiting for a `route serve` process to answer on its port. Tests never use a
+fixed port; the suite runs in parallel (pytest-xdist)."""
 
 from __future__ import annotations
 
 import contextlib
 import socket
+import subprocess
+import time
 from collections.abc import Iterator
 
-__all__ = ["free_port", "refusing_port"]
+import httpx
+
+__all__ = ["free_port", "refusing_port", "wait_until_serving"]
 
 
 def free_port() -> int:
@@ -25,3 +30,18 @@ def refusing_port() -> Iterator[int]:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         yield sock.getsockname()[1]
+
+
+def wait_until_serving(proc: subprocess.Popen, url: str, limit_s: float = 60.0) -> None:
+    """Until `url`/healthz answers 200, polling; fails the test when the process exits first or
+    the limit passes (the limit only ends a failing test)."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        assert proc.poll() is None, f"route serve exited ({proc.returncode}) before serving"
+        assert time.monotonic() < deadline, f"route serve did not answer at {url} within {limit_s:.0f} s"
+        time.sleep(0.05)

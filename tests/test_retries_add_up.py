@@ -10,7 +10,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -21,7 +20,7 @@ from policies.retry_budget import RetryBudget, RetryBudgetSettings
 from router import Router
 from router.config_loader import load_config
 from router.server import RouteServer
-from tests.ports import free_port, refusing_port
+from tests.ports import free_port, refusing_port, wait_until_serving
 
 pytestmark = pytest.mark.integration
 
@@ -97,24 +96,12 @@ def _serve(config_file: Path, port: int, *extra: str) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT)
 
 
-def _until_up(proc: subprocess.Popen, port: int) -> None:
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=0.5).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        assert proc.poll() is None and time.monotonic() < deadline, "route serve did not start"
-        time.sleep(0.1)
-
-
 def _serve_one_answer_and_one_failure(config_file: Path, quiet: bool) -> str:
     """What `route serve` printed for a request `small` answers and one `gone` cannot."""
     port = free_port()
     proc = _serve(config_file, port, *(["--quiet"] if quiet else []))
     try:
-        _until_up(proc, port)
+        wait_until_serving(proc, f"http://127.0.0.1:{port}")
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="-", max_retries=0, timeout=30)
         client.chat.completions.create(model="small", messages=[{"role": "user", "content": "hi"}])
         with pytest.raises(openai.APIStatusError):

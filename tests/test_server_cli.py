@@ -7,15 +7,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
 import openai
 import pytest
 
 from router.store import Store
-from tests.ports import free_port
+from tests.ports import free_port, wait_until_serving
 
 pytestmark = pytest.mark.integration  # subprocesses and servers
 
@@ -36,15 +34,7 @@ def test_route_serve_process_drains_on_sigterm_and_logs(sim, tmp_path, route_hom
                              str(config), "--api-key-env", "ROUTE_TEST_TOKEN"],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=Path(__file__).parent.parent)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=0.5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, "route serve did not start"
-            time.sleep(0.1)
+        wait_until_serving(proc, f"http://127.0.0.1:{port}")
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=TOKEN, max_retries=0, timeout=20)
         stream = client.chat.completions.create(model="auto", messages=[{"role": "user", "content": "go"}],
                                                 stream=True)

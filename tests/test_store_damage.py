@@ -13,7 +13,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -22,7 +21,7 @@ import pytest
 from router.store import RequestRecord, Store, StoreError
 from router.store.request_log import RequestLog
 from tests.helpers import ok_outcome
-from tests.ports import free_port
+from tests.ports import free_port, wait_until_serving
 
 pytestmark = pytest.mark.integration
 
@@ -168,15 +167,7 @@ def test_route_serve_with_an_unusable_data_dir_serves(sim, tmp_path, route_home,
     args = [*ROUTE, "serve", "--port", str(port), "-c", str(config(tmp_path, sim)), *(["--no-log"] if no_log else [])]
     proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=tmp_path)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=0.5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, "route serve did not start"
-            time.sleep(0.1)
+        wait_until_serving(proc, f"http://127.0.0.1:{port}")
         answer = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", timeout=20,
                             json={"model": "auto", "messages": [{"role": "user", "content": "hi"}]})
         assert answer.status_code == 200

@@ -11,7 +11,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -20,7 +19,7 @@ import pytest
 from backends.simulator import SimProfile, SimServer
 from router.consortium.simulated import arbiter_responder
 from tests.browser import chromium_context
-from tests.ports import free_port
+from tests.ports import free_port, wait_until_serving
 
 pytestmark = pytest.mark.integration
 
@@ -70,15 +69,7 @@ def served(tmp_path, route_home):
             assert proc.stdout is not None
             banner = proc.stdout.readline()  # printed once the port is bound, before serving
             url = f"http://127.0.0.1:{port}"
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                assert proc.poll() is None and time.monotonic() < deadline, f"route serve did not start: {banner}"
-                time.sleep(0.05)
+            wait_until_serving(proc, url)
             yield url, sim, banner
         finally:
             proc.terminate()
