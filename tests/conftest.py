@@ -1,13 +1,16 @@
-"""Shared fixtures: one simulated model server per session, a private user dir per test, and a
-guard that fails any test reaching beyond loopback."""
+"""Shared fixtures: one simulated model server per session, a private user dir per test, a guard
+that fails any test reaching beyond loopback, and one that keeps `unit` tests in-process."""
 
 from __future__ import annotations
 
 import contextlib
 import ipaddress
+import multiprocessing.process
 import os
 import socket
+import subprocess
 import tempfile
+import threading
 
 import pytest
 
@@ -30,13 +33,71 @@ from tests.answering import answering as serve_handler  # noqa: E402
 pytest_plugins = ["tests.redis_server", "tests.postgres_server"]
 
 
+# Fixtures that are real servers: a test using one goes through sockets.
+_SERVER_FIXTURES = {"sim", "answering", "redis_server", "postgres_server"}
+
+
+_PROBLEM = pytest.StashKey[str]()
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests that use real sockets or processes are `integration`; the rest are `unit`, so
-    `pytest -m unit` runs the fast, in-process part alone."""
+    """Every test says what it is: `unit` (in-process only: no socket, no subprocess) or
+    `integration` (real sockets, servers or processes), by its file's `pytestmark` or its own
+    mark; `pytest -m unit` runs the fast part. The declaration is checked: an undeclared test, or
+    a unit test using a server fixture, fails; one that connects or starts a process fails when
+    it does (`_unit_stays_in_process`)."""
     for item in items:
-        fixtures = getattr(item, "fixturenames", ())
-        uses_sockets = "sim" in fixtures or "answering" in fixtures or item.get_closest_marker("integration")
-        item.add_marker(pytest.mark.integration if uses_sockets else pytest.mark.unit)
+        kind = _kind(item)
+        if kind is None:
+            item.stash[_PROBLEM] = ("declare it `pytest.mark.unit` (in-process only) or `pytest.mark.integration` "
+                                    "(sockets, servers, processes), e.g. in its file's `pytestmark`")
+        elif kind == "unit" and (servers := _SERVER_FIXTURES & set(getattr(item, "fixturenames", ()))):
+            item.stash[_PROBLEM] = f"marked unit but uses {', '.join(sorted(servers))}: mark it integration"
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if (problem := item.stash.get(_PROBLEM, None)) is not None:
+        pytest.fail(f"{item.nodeid}: {problem}", pytrace=False)
+
+
+def _kind(item: pytest.Item) -> str | None:
+    if item.get_closest_marker("integration"):
+        return "integration"
+    return "unit" if item.get_closest_marker("unit") else None
+
+
+class InProcessOnly(RuntimeError):
+    """A unit test connected somewhere or started a process."""
+
+
+@pytest.fixture(autouse=True)
+def _unit_stays_in_process(request, monkeypatch):
+    """In a unit test, on the test's own thread, connecting a network socket, listening, or
+    starting a process raises InProcessOnly naming the fix (mark the test integration)."""
+    if _kind(request.node) != "unit":
+        yield
+        return
+    me = threading.get_ident()
+
+    def refuse(what: str) -> None:
+        if threading.get_ident() == me:
+            raise InProcessOnly(f"{request.node.nodeid} is marked unit but {what}: mark it "
+                                "`@pytest.mark.integration` (or move it to an integration file)")
+
+    def guarded(name: str, real, what: str, network_only: bool = False):
+        def call(self, *args, **kwargs):
+            if not (network_only and getattr(self, "family", None) == getattr(socket, "AF_UNIX", None)):
+                refuse(what)
+            return real(self, *args, **kwargs)
+        return call
+
+    for name, what in (("connect", "connects a socket"), ("connect_ex", "connects a socket"),
+                       ("listen", "listens on a socket")):
+        monkeypatch.setattr(socket.socket, name, guarded(name, getattr(socket.socket, name), what, network_only=True))
+    monkeypatch.setattr(subprocess.Popen, "__init__", guarded("__init__", subprocess.Popen.__init__, "starts a process"))
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start",
+                        guarded("start", multiprocessing.process.BaseProcess.start, "starts a process"))
+    yield
 
 
 @pytest.fixture(scope="session")

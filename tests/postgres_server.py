@@ -23,7 +23,6 @@ import pwd
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import uuid
@@ -31,6 +30,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.ports import free_port
 
 __all__ = ["PostgresServer", "pg_dsn", "postgres"]
 
@@ -51,11 +52,6 @@ def _unavailable(reason: str) -> None:
     pytest.skip(f"{reason}: {INSTALL}")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 class PostgresServer:
     """One PostgreSQL cluster in a temp dir, on a free port of 127.0.0.1. `start()` and `stop()`
@@ -70,7 +66,7 @@ class PostgresServer:
         assert bindir is not None
         self.bindir = bindir
         self.password = secrets.token_hex(12)
-        self.port = _free_port()
+        self.port = free_port()
         self.root = Path(tempfile.mkdtemp(prefix="route-pg-"))
         self.data = self.root / "data"
         self._as: list[str] = []

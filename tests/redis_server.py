@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.ports import free_port
+
 __all__ = ["RedisServer", "redis_server", "require_binary"]
 
 _START_TIMEOUT_S = 20.0
@@ -33,16 +35,11 @@ def require_binary(name: str, package: str) -> str:
     pytest.skip(message)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
 
 class RedisServer:
     def __init__(self, binary: str, workdir: Path):
         self.binary, self.workdir = binary, workdir
-        self.port = _free_port()
+        self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -58,7 +55,7 @@ class RedisServer:
             if self._wait_ready():
                 return
             self.stop()
-            self.port = _free_port()
+            self.port = free_port()
         raise RuntimeError("redis-server did not start")
 
     def _wait_ready(self) -> bool:

@@ -21,6 +21,8 @@ from policies.complexity.training.adapt import AdaptOptions, adapt, estimate
 from policies.complexity.training.leave_one_out import set_apgr
 from policies.complexity.training.terms import Stats, prepare
 
+pytestmark = pytest.mark.unit
+
 SAMPLE = Path(__file__).parent / "data" / "learning_sample.jsonl"
 
 

@@ -15,6 +15,8 @@ from router.core import Router  # noqa: E402
 from router.integrations.openai_agents import RoutedModelResponse, RouterModel, RouterProvider  # noqa: E402
 from tests.helpers import WEATHER_CALL, adapter_config, sim_count, use_arbiter  # noqa: E402
 
+pytestmark = pytest.mark.integration
+
 set_tracing_disabled(True)
 
 

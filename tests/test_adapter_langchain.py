@@ -21,6 +21,8 @@ from router.core import Router  # noqa: E402
 from router.integrations.langchain import ChatRouter  # noqa: E402
 from tests.helpers import WEATHER_CALL, adapter_config, sim_count, use_arbiter  # noqa: E402
 
+pytestmark = pytest.mark.integration
+
 
 class Forecast(BaseModel):
     city: str

@@ -11,6 +11,8 @@ import pytest
 from router.server import RouteServer
 from tests.helpers import make_router
 
+pytestmark = pytest.mark.integration
+
 TOKEN = "t" * 32
 WEATHER = {"name": "get_weather", "description": "Weather in a city",
            "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}

@@ -16,6 +16,8 @@ from backends.errors import AuthError, BackendUnavailable, RateLimited
 from backends.types import FinalChunk, Request, TextChunk
 from tests.helpers import call
 
+pytestmark = pytest.mark.integration
+
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
 
 

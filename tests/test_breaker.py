@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from policies.breaker import BreakerBoard, BreakerSettings, CircuitBreaker
+
+pytestmark = pytest.mark.unit
 
 
 class Clock:

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+
+from tests.ports import refusing_port
 
 pytestmark = pytest.mark.integration  # subprocesses and servers
 
@@ -106,9 +107,7 @@ def test_shipped_default_without_keys_exits_3_and_names_the_missing_keys(tmp_pat
 
     # The shipped default, with its local server moved from port 8000 (where a real vLLM or a
     # `route sim` may listen) to a port held bound but not listening: connections are refused.
-    with socket.socket() as closed:
-        closed.bind(("127.0.0.1", 0))
-        port = closed.getsockname()[1]
+    with refusing_port() as port:
         shipped = tmp_path / "shipped.yaml"
         shipped.write_text(_embedded_text().replace("127.0.0.1:8000", f"127.0.0.1:{port}"))
         assert f"127.0.0.1:{port}" in shipped.read_text()

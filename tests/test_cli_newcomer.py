@@ -15,6 +15,9 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import PaidUpstream
+from tests.ports import refusing_port
+
+pytestmark = pytest.mark.integration
 
 ROUTE = str(Path(sys.executable).parent / "route")
 
@@ -463,13 +466,10 @@ def test_license_file_matches_pyproject():
 
 
 def test_a_litellm_backend_that_cannot_connect_says_so(tmp_path):
-    import socket
-
-    with socket.socket() as closed:  # bound, never listening: connections are refused
-        closed.bind(("127.0.0.1", 0))
+    with refusing_port() as port:
         path = tmp_path / "lite.yaml"
         path.write_text(f"backends:\n  f: {{kind: litellm, model: anthropic/claude-sonnet-4-5, max_retries: 0, "
-                        f"base_url: 'http://127.0.0.1:{closed.getsockname()[1]}', api_key: '${{DUMMY_KEY}}'}}\n"
+                        f"base_url: 'http://127.0.0.1:{port}', api_key: '${{DUMMY_KEY}}'}}\n"
                         "routing:\n  tiers: [{name: t, backends: [f]}]\n")
         result = route("-c", str(path), "--no-log", "hello", env={"DUMMY_KEY": "x", "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
     assert result.returncode == 3

@@ -31,6 +31,8 @@ from router.core import Router
 from router.server import RouteServer
 from tests.answering import answering
 
+pytestmark = pytest.mark.unit
+
 CORPUS = Path(__file__).parent / "data" / "clients"
 FIXTURES = sorted(CORPUS.glob("*.json"))
 MESSAGES, CHAT, RESPONSES = "/v1/messages", "/v1/chat/completions", "/v1/responses"
@@ -505,6 +507,7 @@ def test_the_corpus_has_every_client_and_protocol():
     assert all(set(r) >= {"client", "recorded", "path", "headers", "body"} for r in records)
 
 
+@pytest.mark.integration
 @pytest.mark.integration
 @pytest.mark.parametrize(("fixture", "kind"), CASES)
 def test_a_recorded_body_is_accepted_and_forwarded_whole(fixture: Path, kind: str, upstream: Upstream,

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from router.server.coalesced import CoalescedWrites
+
+pytestmark = pytest.mark.unit
 
 
 class _Recording(asyncio.Transport):

@@ -10,6 +10,8 @@ import pytest
 from backends.errors import ConfigError
 from router.config_loader import EMBEDDED, find_config, load_config, parse_config
 
+pytestmark = pytest.mark.unit
+
 VALID = """\
 backends:
   local:

@@ -22,6 +22,8 @@ from router.consortium.budget import MAX_DEPTH
 from router.consortium.graph import calls_per_run, find_cycle, nesting_depths
 from router.yaml_safe import MAX_NESTING
 
+pytestmark = pytest.mark.unit
+
 ROUTE = [sys.executable, "-m", "router.cli"]
 
 HEAD = """\
@@ -74,6 +76,7 @@ def diamond(levels: int) -> str:
     return HEAD + "\n".join(lines) + "\n"
 
 
+@pytest.mark.integration
 def test_a_duplicate_key_is_refused_naming_both_lines(tmp_path):
     text = HEAD.replace("  b: {kind: openai", "  a: {kind: litellm, model: x}\n  b: {kind: openai")
     err = refused(tmp_path, text)
@@ -93,6 +96,7 @@ def test_merge_keys_still_override_as_yaml_intends():
     assert loaded.config.backends["c"].model == "m-c" and loaded.config.backends["c"].kind == "openai"
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("levels", [7, 8, 9])
 def test_alias_bombs_are_refused(tmp_path, levels):
     lines = ['x0: &x0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
@@ -108,11 +112,13 @@ def test_modest_aliases_still_load():
         parse_config(text, "c.yaml")
 
 
+@pytest.mark.integration
 def test_a_5000_deep_list_is_refused_with_its_line(tmp_path):
     err = refused(tmp_path, HEAD + "deep: " + "[" * 5000 + "]" * 5000 + "\n")
     assert f"nested more than {MAX_NESTING} levels" in err and "hostile.yaml:8" in err
 
 
+@pytest.mark.integration
 def test_a_1500_long_consortium_chain_is_refused_by_the_depth_limit(tmp_path):
     err = refused(tmp_path, chain(1500))
     assert f"at most {MAX_DEPTH} levels deep" in err and "c0 -> c1 -> c2 -> ..." in err
@@ -137,6 +143,7 @@ def test_graph_helpers_are_linear_on_a_wide_diamond():
     assert calls_per_run("l0x", consortia) == 2 ** 61 - 1  # every path counted, in linear time
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("levels", [16, 20, 40])
 def test_consortium_show_on_a_diamond_shows_each_consortium_once(tmp_path, levels):
     path = tmp_path / "diamond.yaml"
@@ -152,6 +159,7 @@ def test_consortium_show_on_a_diamond_shows_each_consortium_once(tmp_path, level
     assert human.returncode == 0 and "(as above)" in human.stdout
 
 
+@pytest.mark.integration
 def test_a_40_long_chain_loads_and_runs(sim, tmp_path):
     text = chain(40).replace("http://127.0.0.1:9/v1", sim.base_url).replace("m-a", "m-small")
     text = text.replace("m-b", "m-small")

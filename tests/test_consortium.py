@@ -19,6 +19,8 @@ from router.consortium.simulated import arbiter_responder, read_candidates
 from router.consortium.spec import ConsortiumConfig
 from tests.helpers import arbiter, ask, build, calls, fake
 
+pytestmark = pytest.mark.unit
+
 
 async def test_quorum_met_cancels_the_rest_and_leaks_no_task():
     slow = [fake(f"m{i}", [FakeStep(f"answer {i}", delay_s=d)]) for i, d in enumerate([0.01, 0.02, 0.03, 30, 30])]

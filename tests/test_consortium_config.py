@@ -12,6 +12,8 @@ from router.consortium.graph import calls_per_run, find_cycle, resolve_tree
 from router.consortium.prompts import Candidate, arbiter_prompt
 from router.consortium.spec import ConsortiumConfig, parse_member
 
+pytestmark = pytest.mark.unit
+
 HEAD = """\
 backends:
   glm-5.2: {kind: openai, model: glm-5.2}

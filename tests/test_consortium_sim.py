@@ -13,6 +13,8 @@ from router.config_loader import parse_config
 from router.core import Router
 from tests.helpers import router_for, use_arbiter
 
+pytestmark = pytest.mark.integration
+
 FAST = dict(ttft_s=0.02, tokens_per_s=None)
 
 

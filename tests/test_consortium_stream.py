@@ -14,6 +14,8 @@ from router.consortium.answer_stream import AnswerStream
 from router.consortium.simulated import arbiter_responder, read_candidates
 from tests.helpers import ask, build, fake, router_for
 
+pytestmark = pytest.mark.unit
+
 
 async def collect(stream):
     chunks, final = [], None
@@ -82,6 +84,7 @@ async def test_rank_answer_arrives_whole_and_listeners_hear_it_start():
     assert [e["type"] for e in events].count("answer") == 1
 
 
+@pytest.mark.integration
 async def test_synthesis_streams_over_http_before_the_arbiter_finishes(sim):
     sim.update_profile("glm-5.2", ttft_s=0.02, tokens_per_s=None, answer_tokens=120)
     state = sim.app.state.sim
@@ -104,6 +107,7 @@ async def test_synthesis_streams_over_http_before_the_arbiter_finishes(sim):
     assert arrivals[0] < done - 0.2  # the first words came well before the arbiter's last
 
 
+@pytest.mark.integration
 async def test_arbiter_failing_after_text_went_out_is_raised_not_retried(sim):
     sim.update_profile("glm-5.2", ttft_s=0.02, tokens_per_s=None)
     state = sim.app.state.sim

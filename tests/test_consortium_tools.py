@@ -12,6 +12,8 @@ from router.config_loader import load_config
 from router.core import Router
 from tests.helpers import use_arbiter
 
+pytestmark = pytest.mark.integration
+
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}}}}}]
 CALL = {"tool_calls": [{"id": "call_7", "name": "get_weather", "arguments": {"city": "Paris"}}]}

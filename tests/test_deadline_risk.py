@@ -21,6 +21,8 @@ from router.core import Router
 from router.server import RouteServer
 from router.store import Store
 
+pytestmark = pytest.mark.integration
+
 HEAVY = "Explain, step by step, how a B-tree stays balanced on insertion and deletion. " * 6  # > 300 chars
 LIGHT = "hi"
 

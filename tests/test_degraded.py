@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import httpx
 import openai
+import pytest
 
 from router.config_loader import load_config
 from router.consortium.degraded import degraded
 from router.core import Router
 from router.server import RouteServer
+
+pytestmark = pytest.mark.integration
 
 
 def _router(sim) -> Router:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,8 @@ import httpx
 import psycopg
 import pytest
 import yaml
+
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "examples" / "deploy"
@@ -44,11 +45,6 @@ def _image_env() -> dict[str, str]:
                 env[name] = value
     return env
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _prompts(dsn: str) -> list[str]:
@@ -127,7 +123,7 @@ def test_route_serve_started_as_the_image_starts_it_logs_to_postgres(sim, pg_dsn
            "ROUTE_API_KEY": "deploy-key-0123456789abcdef", "ROUTE_REDIS_URL": redis_server.url,
            "ROUTE_PG_DSN": pg_dsn, "ANTHROPIC_API_KEY": "", "INCEPTION_API_KEY": ""}
     args = list(replica["command"])
-    port = _free_port()
+    port = free_port()
     args[args.index("--port") + 1] = str(port)
     args[args.index("--config") + 1] = str(route_yaml)
     proc = _serve(args, env, tmp_path)
@@ -157,7 +153,7 @@ def test_a_postgres_log_needs_no_writable_local_directory(sim, pg_dsn, tmp_path,
         assert done.returncode == 0 and done.stdout.strip(), done.stderr
         output = done.stderr
     else:
-        port = _free_port()
+        port = free_port()
         proc = _serve(["serve", "--port", str(port), "-c", str(config)], env, tmp_path)
         try:
             answer = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", timeout=30,

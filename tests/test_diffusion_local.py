@@ -27,7 +27,7 @@ from backends.base import BackendSettings
 from backends.errors import BackendTimeout, UsageError
 from backends.types import DraftChunk, FinalChunk, Request, TextChunk
 
-pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
+pytestmark = [pytest.mark.unit, pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")]
 
 ROOT = Path(__file__).resolve().parent.parent
 CANVAS = 16  # backends.diffusion.tiny.TINY_CANVAS_LENGTH, without importing torch here
@@ -54,6 +54,7 @@ def _child(code: str, *args: str) -> subprocess.CompletedProcess:
 # ------------------------------------------------------------------ without the extra (always run)
 
 
+@pytest.mark.integration
 def test_missing_torch_is_explained_by_the_backend(tmp_path):
     result = _child("""
         import asyncio
@@ -71,6 +72,7 @@ def test_missing_torch_is_explained_by_the_backend(tmp_path):
         assert needed in result.stdout
 
 
+@pytest.mark.integration
 def test_missing_torch_is_a_clean_cli_error(tmp_path):
     # `engine serve` runs the model, so it needs torch (`engine info` does not: the test below).
     result = _child("""
@@ -96,6 +98,7 @@ def _safetensors(path: Path, shapes: dict[str, list[int]]) -> int:
     return offset // 4
 
 
+@pytest.mark.integration
 def test_engine_info_needs_neither_torch_nor_transformers(tmp_path):
     """A vLLM user without the `local` extra gets the facts and the serve command; config.json
     leaves out what equals transformers' defaults (as `save_pretrained` writes it), and the layer
@@ -135,6 +138,7 @@ def test_engine_info_needs_neither_torch_nor_transformers(tmp_path):
     assert f"{values - 1:,}" in human.stdout and "vllm serve" in human.stderr
 
 
+@pytest.mark.integration
 def test_engine_info_refuses_what_is_not_a_diffusiongemma_checkpoint(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
     for target, message in ((tmp_path, "is a 'llama' checkpoint"), (tmp_path / "nope", "does not exist")):
@@ -147,6 +151,7 @@ def test_engine_info_refuses_what_is_not_a_diffusiongemma_checkpoint(tmp_path):
         assert "Traceback" not in result.stderr
 
 
+@pytest.mark.integration
 def test_route_help_does_not_import_torch():
     result = subprocess.run([sys.executable, "-c", "import sys; sys.argv=['route', '--help']\n"
                              "from router.cli.app import app\n"
@@ -157,6 +162,7 @@ def test_route_help_does_not_import_torch():
     assert result.stdout.strip().endswith("False False"), result.stdout + result.stderr
 
 
+@pytest.mark.integration
 async def test_mercury_diffusing_stream_becomes_drafts_then_one_committed_text(answering):
     from backends.openai_http import OpenAIBackend
 
@@ -586,6 +592,7 @@ def engine_server(backend):
         yield server
 
 
+@pytest.mark.integration
 @torch_only
 def test_engine_server_health_and_models(engine_server):
     root = engine_server.base_url.removesuffix("/v1")
@@ -595,6 +602,7 @@ def test_engine_server_health_and_models(engine_server):
     assert [m["id"] for m in httpx.get(f"{engine_server.base_url}/models").json()["data"]] == ["tiny-dg"]
 
 
+@pytest.mark.integration
 @torch_only
 def test_engine_server_plain_and_streamed_completions_agree(engine_server):
     url = f"{engine_server.base_url}/chat/completions"
@@ -615,6 +623,7 @@ def test_engine_server_plain_and_streamed_completions_agree(engine_server):
     assert events[-1]["usage"]["completion_tokens"] == plain["usage"]["completion_tokens"]
 
 
+@pytest.mark.integration
 @torch_only
 def test_engine_server_client_hanging_up_stops_generation(engine_server, backend):
     engine = backend.load()
@@ -630,6 +639,7 @@ def test_engine_server_client_hanging_up_stops_generation(engine_server, backend
     assert engine.stats["denoising_steps"] - before["denoising_steps"] < 400  # of the 3,200 it would have run
 
 
+@pytest.mark.integration
 @torch_only
 def test_engine_server_rejects_bad_settings(engine_server):
     url = f"{engine_server.base_url}/chat/completions"
@@ -638,6 +648,7 @@ def test_engine_server_rejects_bad_settings(engine_server):
     assert httpx.post(url, json={"messages": []}, timeout=30).status_code == 400
 
 
+@pytest.mark.integration
 @torch_only
 async def test_another_router_uses_the_engine_server_as_an_openai_backend(engine_server):
     from backends.openai_http import OpenAIBackend
@@ -655,6 +666,7 @@ async def test_another_router_uses_the_engine_server_as_an_openai_backend(engine
     assert not any(isinstance(c, DraftChunk) for c in streamed)
 
 
+@pytest.mark.integration
 @torch_only
 async def test_the_engine_server_streams_drafts_to_a_client_that_asks_for_diffusing(engine_server):
     from backends.openai_http import OpenAIBackend
@@ -684,6 +696,7 @@ def test_doctor_checks_the_checkpoint_without_loading_it(tiny_path, tmp_path):
     assert not bad.ok and "no DiffusionGemma weights" in bad.detail
 
 
+@pytest.mark.integration
 @torch_only
 def test_route_engine_serve_answers_over_http(tiny_path):
     import re

@@ -14,7 +14,7 @@ import pytest
 from backends.base import BackendSettings
 from backends.types import Request
 
-pytestmark = [pytest.mark.torch,
+pytestmark = [pytest.mark.unit, pytest.mark.torch,
               pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")]
 
 torch = pytest.importorskip("torch")

@@ -27,7 +27,7 @@ from backends.types import DraftChunk, FinalChunk, Request
 PIL = pytest.importorskip("PIL")
 from PIL import Image  # noqa: E402  (after the skip: Pillow comes with the `local` extra)
 
-pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
+pytestmark = [pytest.mark.unit, pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")]
 
 CANVAS = 16  # backends.diffusion.tiny.TINY_CANVAS_LENGTH, without importing torch here
 PATCHES = 70 * 9  # the tiny processor's patch budget: 70 soft tokens, each 3 x 3 patches
@@ -298,6 +298,7 @@ def engine_server(backend):
         yield server
 
 
+@pytest.mark.integration
 @pytest.mark.torch
 @pytest.mark.integration
 def test_the_engine_server_takes_inline_images_and_refuses_links(engine_server, network_guard):
@@ -315,6 +316,7 @@ def test_the_engine_server_takes_inline_images_and_refuses_links(engine_server, 
     assert not network_guard
 
 
+@pytest.mark.integration
 @pytest.mark.torch
 @pytest.mark.integration
 def test_route_serve_routes_an_image_to_the_engine_and_refuses_links_with_a_400(tiny_path, text_only_path, backend,

@@ -17,6 +17,8 @@ from backends.simulator import SimServer
 from router.config import BackendConfig
 from router.doctor import check_backend, not_served_hint
 
+pytestmark = pytest.mark.integration
+
 PUBLISHED = "google/diffusiongemma-26B-A4B-it"
 SHOUTED = "GOOGLE/DIFFUSIONGEMMA-26B-A4B-IT"
 

@@ -21,6 +21,8 @@ if __name__ == "__main__":  # run as a script from anywhere
 
 from policies.complexity.features import FEATURES, extract
 
+pytestmark = pytest.mark.unit
+
 DATA = Path(__file__).parent / "data"
 EXPECTED = DATA / "features_expected.json"
 

@@ -24,6 +24,8 @@ from router.server import RouteServer
 from router.store import RequestRecord, Store
 from router.store.feedback import consortium_preferences, labelled_records
 
+pytestmark = pytest.mark.unit
+
 SAMPLE = Path(__file__).parent / "data" / "feedback_sample.jsonl"
 runner = CliRunner()
 
@@ -49,6 +51,7 @@ def config_file(tmp_path: Path, base_url: str = "http://127.0.0.1:9/v1") -> Path
     return path
 
 
+@pytest.mark.integration
 def test_server_feedback_is_recorded_against_the_request_log(sim, tmp_path: Path) -> None:
     router = Router(load_config(str(config_file(tmp_path, sim.base_url))), source="server")
     with RouteServer(router) as srv:

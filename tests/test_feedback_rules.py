@@ -22,6 +22,8 @@ from router.server import RouteServer
 from router.server.keys import server_keys
 from router.store import Store
 
+pytestmark = pytest.mark.integration
+
 ALICE, BOB, OPS = "alice-key-0123456789abcdef", "bob-key-0123456789abcdef", "ops-key-0123456789abcdef"
 NOW = 1_000.0
 

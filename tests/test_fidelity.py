@@ -29,6 +29,8 @@ from router.server import RouteServer
 from router.store import Store
 from tests.answering import answering
 
+pytestmark = pytest.mark.integration
+
 SYSTEM_BLOCKS = [{"type": "text", "text": "You are a coding agent." * 20},
                  {"type": "text", "text": "Repository map: ...", "cache_control": {"type": "ephemeral"}}]
 TOOLS_MARKED = [{"name": "read_file", "description": "Read a file",

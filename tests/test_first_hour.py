@@ -23,6 +23,8 @@ from router.config_loader import _embedded_text, load_config
 from router.consortium.simulated import arbiter_responder
 from router.core import Router
 
+pytestmark = pytest.mark.integration
+
 ROUTE = str(Path(sys.executable).parent / "route")
 KEYS = ("ANTHROPIC_API_KEY", "INCEPTION_API_KEY")
 # Scored for the frontier tier by the shipped scorer (`route --explain` says 0.82).

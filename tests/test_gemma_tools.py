@@ -18,6 +18,8 @@ from backends.gemma_tools import (
 )
 from backends.types import Completion, FinalChunk, TextChunk
 
+pytestmark = pytest.mark.unit
+
 Q = '<|"|>'
 
 

@@ -23,6 +23,8 @@ from router.state.group_table import GroupTable, GroupUnavailable
 from router.state.rate_limits import Kind
 from tests.group_hammer import hammer
 
+pytestmark = pytest.mark.unit
+
 NOW = 1_000.0
 LIMITS: dict[tuple[Kind, str], RateLimits] = {("backend", "a"): RateLimits(rpm=3, tpm=1_000),
                                               ("key", "alice"): RateLimits(rpm=2)}
@@ -153,6 +155,7 @@ def test_an_unused_probe_claim_runs_out_and_another_worker_takes_it(tmp_path):
 RPM = 1_000
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 @pytest.mark.integration
 def test_processes_taking_at_once_lose_no_update(tmp_path):

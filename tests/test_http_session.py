@@ -7,9 +7,9 @@ import asyncio
 import gc
 import json
 import logging
-import socket
 
 import httpx
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -17,6 +17,9 @@ from backends.base import BackendSettings
 from backends.http_session import sse_data
 from backends.openai_http import OpenAIBackend
 from backends.types import Request
+from tests.ports import refusing_port
+
+pytestmark = pytest.mark.integration
 
 PROMPT = Request(messages=[{"role": "user", "content": "Hi"}])
 
@@ -60,14 +63,13 @@ async def test_a_proxy_from_the_environment_is_used_and_no_proxy_is_honoured(ans
     assert (await through.complete(PROMPT)).text == "via http://models.example/v1/chat/completions"
     await through.aclose()
 
-    with socket.socket() as s:  # a proxy nobody listens on, which the exempt host must not need
-        s.bind(("127.0.0.1", 0))
-        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{s.getsockname()[1]}")
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
-    direct_url = answering(_ok)
-    direct = OpenAIBackend(BackendSettings(name="d", model="m", base_url=direct_url))
-    assert (await direct.complete(PROMPT)).text == f"via {direct_url}/chat/completions"
-    await direct.aclose()
+    with refusing_port() as port:  # a proxy nobody listens on, which the exempt host must not need
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{port}")
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        direct_url = answering(_ok)
+        direct = OpenAIBackend(BackendSettings(name="d", model="m", base_url=direct_url))
+        assert (await direct.complete(PROMPT)).text == f"via {direct_url}/chat/completions"
+        await direct.aclose()
 
 
 def test_a_backend_never_closed_is_not_reported_as_a_leak(answering, caplog):

@@ -7,7 +7,11 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
+
 from tests.helpers import make_router
+
+pytestmark = pytest.mark.integration
 
 ASK = [{"role": "user", "content": "hi"}]
 

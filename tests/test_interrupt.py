@@ -17,6 +17,8 @@ import pytest
 
 from router.store import Store
 
+pytestmark = pytest.mark.integration
+
 ROOT = Path(__file__).resolve().parent.parent
 
 _SCRIPT = """

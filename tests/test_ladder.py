@@ -19,6 +19,8 @@ from policies.length import LengthScorer
 from policies.tiers import Tier, pick_tier
 from router import Router
 
+pytestmark = pytest.mark.unit
+
 TIERS = (Tier("local", 0.3, ("l",)), Tier("fast", 0.6, ("f",)), Tier("frontier", None, ("x",)))
 PROOF = "Prove rigorously that the derivation is valid and justify why each step holds."
 CHATTY = "Tell me about your favourite places to visit in spring, " * 12  # long, asks nothing hard
@@ -164,6 +166,7 @@ def test_head_thresholds_need_not_ascend_with_the_bands(tmp_path: Path) -> None:
         Router.from_config(str(_write(tmp_path, _config(None, 0.2))))
 
 
+@pytest.mark.integration
 def test_cli_explain_lists_each_boundary(tmp_path: Path) -> None:
     import subprocess
 

@@ -9,6 +9,8 @@ import pytest
 
 from policies.latency import DecayedHistogram, LatencyModel, Prior, answer_tokens
 
+pytestmark = pytest.mark.unit
+
 
 def test_histogram_quantiles_within_bin_resolution():
     hist = DecayedHistogram(half_life=10_000)  # effectively no decay

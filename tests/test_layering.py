@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parent.parent
 # The interface's data types: modules with no project imports of their own (checked below).
 ALLOWED_FROM_BACKENDS_IN_POLICIES = {"backends.types", "backends.errors", "backends.capabilities"}

@@ -31,6 +31,8 @@ from router.learning.status import history, resume, rollback
 from router.learning.store import LearningStore
 from router.store import RequestRecord, Store
 
+pytestmark = pytest.mark.unit
+
 runner = CliRunner()
 
 
@@ -72,6 +74,7 @@ def store(request, tmp_path):
     found.close()
 
 
+@pytest.mark.integration
 def test_a_store_keeps_each_label_once_by_its_ref(store) -> None:
     assert store.add_labels([(0, "shadow", "s1", "p1", 0.0, 1.0), (0, "feedback", "f1", "p2", 1.0, 1.0)]) == 2
     assert store.add_labels([(0, "shadow", "s1", "p1", 0.0, 1.0), (1, "shadow", "s2", "p3", 0.5, 0.5)]) == 1
@@ -81,6 +84,7 @@ def test_a_store_keeps_each_label_once_by_its_ref(store) -> None:
     assert ids == sorted(ids) and len(set(ids)) == 3
 
 
+@pytest.mark.integration
 def test_a_store_counts_spend_per_utc_day(store) -> None:
     store.add_spend(0.25, 3, ts=86400 * 10 + 5)  # 1970-01-11
     store.add_spend(0.5, 3)
@@ -90,6 +94,7 @@ def test_a_store_counts_spend_per_utc_day(store) -> None:
     assert store.spend("*") == (pytest.approx(1.0), 8)
 
 
+@pytest.mark.integration
 def test_a_version_is_adopted_only_over_the_one_expected_and_not_while_pinned(store) -> None:
     assert store.current() == (0, False)
     first = store.adopt(0, 0, {"w": 1}, seen=5, heads={}, summary={"labels": 5})
@@ -103,6 +108,7 @@ def test_a_version_is_adopted_only_over_the_one_expected_and_not_while_pinned(st
     assert store.version(first).weights == {"w": 1} and store.version(first).seen == 5  # type: ignore[union-attr]
 
 
+@pytest.mark.integration
 def test_a_refit_is_claimed_once_per_batch_of_labels(store) -> None:
     assert store.claim_refit(0, 49, 50) == 0
     assert store.claim_refit(0, 50, 50) == 1
@@ -280,6 +286,7 @@ async def test_boundary_zero_learned_replaces_the_routing_scorer_and_its_calibra
     await again.aclose()
 
 
+@pytest.mark.integration
 async def test_a_fleet_uses_one_version(tmp_path: Path, redis_server, monkeypatch) -> None:
     monkeypatch.setenv("ROUTE_REDIS_URL", redis_server.url)
     config = _config(tmp_path) | {"state": {"backend": "redis", "url": "${ROUTE_REDIS_URL}"}}

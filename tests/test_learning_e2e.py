@@ -35,6 +35,8 @@ from router.core import Router
 from router.learning import learn_status
 from router.server.metrics import Metrics
 
+pytestmark = pytest.mark.integration
+
 SAMPLE = Path(__file__).parent / "data" / "learning_sample.jsonl"
 REQUESTS = 1000
 MARGIN = 0.5  # APGR on prompts never routed: at least this much above the configured weights'

@@ -14,6 +14,8 @@ from backends.errors import AuthError, BackendTimeout, BackendUnavailable, RateL
 from backends.types import FinalChunk, Price, Request, TextChunk
 from tests.helpers import call
 
+pytestmark = pytest.mark.integration
+
 PROMPT = Request(messages=[{"role": "user", "content": "Name three prime numbers."}])
 
 

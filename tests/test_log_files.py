@@ -14,6 +14,8 @@ from router.config_loader import load_config
 from router.core import Router
 from router.store import RequestRecord, Store
 
+pytestmark = pytest.mark.integration
+
 
 def _mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)

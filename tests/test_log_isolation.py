@@ -17,6 +17,8 @@ from router.store import RequestRecord, Store
 from router.store.request_log import RequestLog
 from tests.helpers import TOOLS, ok_outcome, tool_upstream
 
+pytestmark = pytest.mark.unit
+
 
 def test_a_bad_record_among_concurrent_good_ones_costs_no_good_one(tmp_path):
     """The issue's case: one `content: 42` among ~1,500 requests dropped a whole batch (196
@@ -65,6 +67,7 @@ def test_stored_content_is_bounded_with_a_marker_and_the_original_size(tmp_path)
     assert "truncated by route: 1,000,000 characters in all, the first 1,000 kept" in prompt
 
 
+@pytest.mark.integration
 def test_the_content_bound_and_the_interval_come_from_the_config(sim, tmp_path):
     config = {"backends": {"fast": {"kind": "openai", "model": "m-fast", "base_url": sim.base_url}},
               "routing": {"tiers": [{"name": "only", "backends": ["fast"]}]},
@@ -90,6 +93,7 @@ def upstream():
         yield app
 
 
+@pytest.mark.integration
 def test_a_complete_tool_call_only_stream_is_logged_ok(upstream, tmp_path):
     """OpenCode's first turn whenever it uses a tool: the stream is one tool call and [DONE].
     On main it was logged `cancelled` ("the client went away") though the client got it all."""
@@ -109,6 +113,7 @@ def test_a_complete_tool_call_only_stream_is_logged_ok(upstream, tmp_path):
     assert row["error"] is None
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("path, body", [
     ("/messages", {"model": "auto", "max_tokens": 64, "stream": True, "messages": [{"role": "user", "content": "time?"}],
                    "tools": [{"name": "get_time", "input_schema": {"type": "object", "properties": {}}}]}),

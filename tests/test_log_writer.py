@@ -3,8 +3,12 @@ what it keeps, in what order, and how many it drops for room."""
 
 from __future__ import annotations
 
+import pytest
+
 from router.store.health import StoreError
 from router.store.writer import Writer
+
+pytestmark = pytest.mark.unit
 
 
 class _Row:

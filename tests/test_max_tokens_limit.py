@@ -18,6 +18,8 @@ from router.server import RouteServer
 from tests.helpers import tool_upstream
 from tests.test_cli import route
 
+pytestmark = pytest.mark.integration
+
 HUGE = 2**62
 
 

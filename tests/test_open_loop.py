@@ -8,6 +8,8 @@ import pytest
 
 from benchmarks.open_loop import OpenLoop, percentile
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.mark.parametrize("stream", [False, True])
 async def test_every_request_is_answered_and_read_to_its_end(sim, stream):

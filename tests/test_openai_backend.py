@@ -24,6 +24,9 @@ from backends.http_errors import parse_retry_after
 from backends.openai_http import OpenAIBackend
 from backends.types import FinalChunk, Price, Request, TextChunk
 from tests.helpers import call
+from tests.ports import refusing_port
+
+pytestmark = pytest.mark.integration
 
 PROMPT = Request(messages=[{"role": "user", "content": "What is the capital of France?"}])
 
@@ -255,15 +258,11 @@ async def test_sim_malformed_answer_is_reported(sim, stream):
 
 
 async def test_connection_refused_is_unavailable():
-    import socket
-
-    with socket.socket() as s:  # a port nobody listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    backend = build_backend("openai", BackendSettings(name="gone", model="m", base_url=f"http://127.0.0.1:{port}/v1",
-                                                      max_retries=1, backoff_initial_s=0.01))
-    with pytest.raises(BackendUnavailable, match="cannot connect"):
-        await backend.complete(PROMPT)
+    with refusing_port() as port:
+        backend = build_backend("openai", BackendSettings(name="gone", model="m", base_url=f"http://127.0.0.1:{port}/v1",
+                                                          max_retries=1, backoff_initial_s=0.01))
+        with pytest.raises(BackendUnavailable, match="cannot connect"):
+            await backend.complete(PROMPT)
 
 
 async def test_streams_reuse_one_pooled_connection(_mock_backend):

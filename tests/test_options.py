@@ -11,6 +11,8 @@ from backends.fake import FakeBackend
 from backends.types import Price
 from router import Router
 
+pytestmark = pytest.mark.unit
+
 CONFIG = {
     "backends": {
         "local": {"kind": "fake", "model": "local-model", "price": {"input": 1, "output": 1}},

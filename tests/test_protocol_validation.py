@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 from router.server import RouteServer
 from tests.helpers import make_router
 
+pytestmark = pytest.mark.integration
+
 GOOD_MESSAGES = {"model": "auto", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}
 GOOD_RESPONSES = {"model": "auto", "input": "hi"}
 

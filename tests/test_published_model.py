@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from backends.diffusion.info import PUBLISHED_ID, VLLM_FLAGS, vllm_advice, vllm_command
+
+pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -34,6 +38,7 @@ def test_a_local_directory_is_served_under_the_published_id():
     assert len(vllm_advice()) == 1 + len(VLLM_FLAGS)
 
 
+@pytest.mark.integration
 def test_the_simulator_accepts_image_parts(sim):
     import httpx
 
@@ -45,6 +50,7 @@ def test_the_simulator_accepts_image_parts(sim):
     assert response.json()["choices"][0]["message"]["content"]
 
 
+@pytest.mark.integration
 def test_engine_serve_refuses_a_batch_of_zero():
     import subprocess
     import sys

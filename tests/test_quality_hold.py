@@ -13,10 +13,14 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+
 from backends.deadline import Deadline
 from policies.latency import Prediction
 from policies.selection import Candidate, Plan
 from router.execution import _Plan
+
+pytestmark = pytest.mark.unit
 
 
 def _candidate(name: str, optimistic_s: float, *, weaker: bool = False, breaker: str = "closed") -> Candidate:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from policies.latency import LatencyModel, Prior, QueueState
+
+pytestmark = pytest.mark.unit
 
 
 def test_batches_ahead_counts_the_running_batch_and_full_waiting_batches():

@@ -10,6 +10,8 @@ from policies.rate_limit import Buckets, Limited, RateLimits, TokenBucket, reque
 from policies.selection import RouteInputs, plan_route
 from policies.tiers import Tier
 
+pytestmark = pytest.mark.unit
+
 
 def test_a_bucket_allows_a_burst_of_the_limit_then_one_every_60_over_limit_seconds():
     bucket = TokenBucket(60, now=0.0)

@@ -13,6 +13,8 @@ from router.core import Router
 from router.server import RouteServer
 from router.server.keys import server_keys
 
+pytestmark = pytest.mark.integration
+
 NOW = 1_000.0
 ALICE, BOB = "alice-key-0123456789abcdef", "bob-key-0123456789abcdef"
 

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from backends.types import Completion, FinalChunk, TextChunk, ThinkingChunk, ToolCallChunk
 from router.redaction import MARK, Redactor, Secrets, StreamRedactor
+
+pytestmark = pytest.mark.unit
 
 SECRETS = ["sk-abc123456789", "sk-abc123456789-longer-key", "tok_zzzzzz", "9f8e7d6c5b4a"]
 FIELDS = ["text", "thinking", ("tool", 0, "arguments")]

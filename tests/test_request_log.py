@@ -21,6 +21,8 @@ from router.store import Store, default_store_path
 from router.store.request_log import RequestLog, record_from
 from tests.helpers import decision, ok_outcome
 
+pytestmark = pytest.mark.unit
+
 
 def _config(sim, **top):
     return {
@@ -34,6 +36,7 @@ def _config(sim, **top):
 SECRET = "sk-test-do-not-store-0123456789abcdef"
 
 
+@pytest.mark.integration
 def test_api_requests_are_logged_with_decision_usage_and_content_but_never_the_key(sim, monkeypatch):
     monkeypatch.setenv("ROUTE_TEST_KEY", SECRET)
     sim.script("m-fast", ["the answer is 4"])
@@ -57,6 +60,7 @@ def test_api_requests_are_logged_with_decision_usage_and_content_but_never_the_k
         assert SECRET.encode() not in file.read_bytes()
 
 
+@pytest.mark.integration
 def test_failures_are_logged_with_the_failing_backend(sim):
     sim.set_faults("m-fast", ["500"])
     config = _config(sim)
@@ -71,6 +75,7 @@ def test_failures_are_logged_with_the_failing_backend(sim):
     assert row["decision"]["failures"] == [{"backend": "fast", "error": "BackendUnavailable"}]
 
 
+@pytest.mark.integration
 def test_logging_can_be_switched_off_by_config_or_argument_and_content_dropped(sim):
     config = _config(sim, log={"enabled": False})
     del config["backends"]["fast"]["api_key"]
@@ -86,6 +91,7 @@ def test_logging_can_be_switched_off_by_config_or_argument_and_content_dropped(s
     assert "private" not in default_store_path().read_bytes().decode("latin-1")
 
 
+@pytest.mark.integration
 def test_log_path_comes_from_config(sim, tmp_path):
     target = tmp_path / "elsewhere" / "log.db"
     config = _config(sim, log={"path": str(target)})
@@ -124,6 +130,7 @@ def _observe_many(path: str, writer: int, count: int, start_at: float) -> None:
     assert log.dropped == 0
 
 
+@pytest.mark.integration
 def test_eight_processes_through_the_request_log_lose_none(tmp_path):
     path = str(tmp_path / "route.db")
     Store(path).close()
@@ -171,6 +178,7 @@ def test_summarize_per_backend_figures():
     assert (b.requests, b.errors, b.cancelled, b.error_rate, b.p50_s) == (3, 1, 1, 0.5, 0.5)
 
 
+@pytest.mark.integration
 def test_route_log_and_stats_commands_read_the_log(sim, tmp_path):
     import json
 
@@ -215,6 +223,7 @@ def test_route_log_and_stats_commands_read_the_log(sim, tmp_path):
         assert drawn.exit_code == 0 and plot.read_bytes().startswith(b"\x89PNG")
 
 
+@pytest.mark.integration
 def test_route_ask_logs_unless_no_log(sim, tmp_path):
     import yaml
     from typer.testing import CliRunner
@@ -246,6 +255,7 @@ def _thinking_config(sim, tmp_path, **log):
     return config, config_file
 
 
+@pytest.mark.integration
 def test_thinking_is_not_logged_by_default(sim, tmp_path):
     config, _ = _thinking_config(sim, tmp_path)
     with Router(load_config(config)) as router:
@@ -258,6 +268,7 @@ def test_thinking_is_not_logged_by_default(sim, tmp_path):
         assert b"first add two" not in file.read_bytes()
 
 
+@pytest.mark.integration
 def test_store_thinking_keeps_it_in_its_own_column_cut_like_answers_and_log_show_prints_it(sim, tmp_path):
     from typer.testing import CliRunner
 
@@ -280,6 +291,7 @@ def test_store_thinking_keeps_it_in_its_own_column_cut_like_answers_and_log_show
     assert as_json.exit_code == 0 and json.loads(as_json.stdout)["thinking"] == plain["thinking"]
 
 
+@pytest.mark.integration
 def test_store_thinking_needs_store_content(sim, tmp_path):
     config, _ = _thinking_config(sim, tmp_path, store_thinking=True, store_content=False)
     with Router(load_config(config)) as router:

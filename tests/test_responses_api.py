@@ -13,6 +13,8 @@ from router.server import RouteServer
 from router.server.protocols.responses import ResponsesDialect
 from tests.helpers import make_router
 
+pytestmark = pytest.mark.integration
+
 TOOLS = [{"type": "function", "name": "get_weather", "description": "Weather in a city",
           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}]
 

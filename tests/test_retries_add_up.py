@@ -8,10 +8,8 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -22,14 +20,11 @@ from policies.retry_budget import RetryBudget, RetryBudgetSettings
 from router import Router
 from router.config_loader import load_config
 from router.server import RouteServer
+from tests.ports import free_port, refusing_port, wait_until_serving
+
+pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).parent.parent
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]  # nothing listens once the socket is closed
 
 
 def _config(sim, **backends) -> dict:
@@ -72,23 +67,24 @@ def test_the_retry_budget_stops_retries_across_requests_before_any_breaker():
 
 async def test_a_refused_connection_is_not_retried_and_fails_over_at_once(sim):
     attempts: list[str] = []
-    config = _config(sim, gone=("m", f"http://127.0.0.1:{_closed_port()}/v1"), ok=("m-small", None))
-    config["routing"]["tiers"] = [{"name": "first", "below": 0.99, "backends": ["gone"]},
-                                  {"name": "then", "backends": ["ok"]}]
-    router = Router(load_config(config))
-    router.add_observer(lambda attempt, decision: attempts.append(attempt.backend))
-    result = await router.acomplete("hi")
+    with refusing_port() as port:
+        config = _config(sim, gone=("m", f"http://127.0.0.1:{port}/v1"), ok=("m-small", None))
+        config["routing"]["tiers"] = [{"name": "first", "below": 0.99, "backends": ["gone"]},
+                                      {"name": "then", "backends": ["ok"]}]
+        router = Router(load_config(config))
+        router.add_observer(lambda attempt, decision: attempts.append(attempt.backend))
+        result = await router.acomplete("hi")
     assert result.backend == "ok" and attempts == ["gone", "ok"]  # one attempt, no retries
     assert type(result.failures[0]).__name__ == "Unreachable"
     await router.aclose()
 
 
 def test_clients_are_told_the_backend_never_its_address(sim):
-    port = _closed_port()
-    router = Router(load_config(_config(sim, gone=("m", f"http://127.0.0.1:{port}/v1"))), source="server")
-    with RouteServer(router) as srv:
-        response = httpx.post(f"{srv.base_url}/chat/completions", timeout=30,
-                              json={"model": "gone", "messages": [{"role": "user", "content": "hi"}]})
+    with refusing_port() as port:
+        router = Router(load_config(_config(sim, gone=("m", f"http://127.0.0.1:{port}/v1"))), source="server")
+        with RouteServer(router) as srv:
+            response = httpx.post(f"{srv.base_url}/chat/completions", timeout=30,
+                                  json={"model": "gone", "messages": [{"role": "user", "content": "hi"}]})
     message = response.json()["error"]["message"]
     assert response.status_code == 503 and "gone" in message
     assert f"127.0.0.1:{port}" not in message and str(port) not in message, message
@@ -100,31 +96,12 @@ def _serve(config_file: Path, port: int, *extra: str) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT)
 
 
-def _until_up(proc: subprocess.Popen, port: int) -> None:
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=0.5).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        assert proc.poll() is None and time.monotonic() < deadline, "route serve did not start"
-        time.sleep(0.1)
-
-
-@pytest.mark.integration
-@pytest.mark.parametrize("quiet", [False, True])
-def test_route_serve_logs_one_line_per_request_unless_quiet(sim, tmp_path, quiet):
-    sim.update_profile("m-small", ttft_s=0.0, tokens_per_s=None)
-    config_file = tmp_path / "serve.yaml"
-    import json
-
-    config_file.write_text(json.dumps(_config(sim, small=("m-small", None),
-                                              gone=("m", f"http://127.0.0.1:{_closed_port()}/v1"))))
-    port = _closed_port()
+def _serve_one_answer_and_one_failure(config_file: Path, quiet: bool) -> str:
+    """What `route serve` printed for a request `small` answers and one `gone` cannot."""
+    port = free_port()
     proc = _serve(config_file, port, *(["--quiet"] if quiet else []))
     try:
-        _until_up(proc, port)
+        wait_until_serving(proc, f"http://127.0.0.1:{port}")
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="-", max_retries=0, timeout=30)
         client.chat.completions.create(model="small", messages=[{"role": "user", "content": "hi"}])
         with pytest.raises(openai.APIStatusError):
@@ -134,7 +111,21 @@ def test_route_serve_logs_one_line_per_request_unless_quiet(sim, tmp_path, quiet
     finally:
         if proc.poll() is None:
             proc.kill()
-    output = proc.stdout.read().decode()
+    assert proc.stdout is not None
+    return proc.stdout.read().decode()
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("quiet", [False, True])
+def test_route_serve_logs_one_line_per_request_unless_quiet(sim, tmp_path, quiet):
+    sim.update_profile("m-small", ttft_s=0.0, tokens_per_s=None)
+    config_file = tmp_path / "serve.yaml"
+    import json
+
+    with refusing_port() as gone:
+        config_file.write_text(json.dumps(_config(sim, small=("m-small", None),
+                                                  gone=("m", f"http://127.0.0.1:{gone}/v1"))))
+        output = _serve_one_answer_and_one_failure(config_file, quiet)
     ok = re.search(r"POST /v1/chat/completions 200 small \d+ ms", output)
     failed = re.search(r"POST /v1/chat/completions 503 - \d+ ms: .*gone.*cannot connect", output)
     if quiet:

@@ -16,6 +16,8 @@ from backends.retry import RetryPolicy, call_with_retries
 from router.config_loader import load_config
 from router.core import Router
 
+pytestmark = pytest.mark.unit
+
 
 def _failing(errors: list[BaseException]):
     """An attempt that raises `errors` in turn, then answers "ok"; `calls` counts attempts."""
@@ -93,6 +95,7 @@ def _router(sim, retries: dict[str, int], max_retries: int) -> Router:
     return Router(load_config(config), log=False)
 
 
+@pytest.mark.integration
 async def test_routing_retries_from_config_set_each_classs_limit(sim):
     sim.update_profile("m-retry", retry_after_s=0.0)
     sim.set_faults("m-retry", ["429", "429", "429"])
@@ -102,6 +105,7 @@ async def test_routing_retries_from_config_set_each_classs_limit(sim):
     await router.aclose()
 
 
+@pytest.mark.integration
 async def test_a_class_set_to_zero_in_config_is_not_retried_though_max_retries_allows_it(sim):
     sim.set_faults("m-retry", ["500", None])
     router = _router(sim, {"BackendUnavailable": 0}, max_retries=5)
@@ -111,6 +115,7 @@ async def test_a_class_set_to_zero_in_config_is_not_retried_though_max_retries_a
     await router.aclose()
 
 
+@pytest.mark.integration
 async def test_a_class_not_named_in_config_follows_max_retries(sim):
     sim.update_profile("m-retry", retry_after_s=0.0)
     sim.set_faults("m-retry", ["429", "429", "429"])

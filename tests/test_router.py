@@ -21,6 +21,8 @@ from backends.fake import FakeBackend, FakeStep
 from backends.types import FinalChunk, TextChunk
 from router import Router
 
+pytestmark = pytest.mark.unit
+
 CONFIG = {
     "backends": {
         "local": {"kind": "fake", "model": "local-model"},
@@ -38,7 +40,7 @@ SHORT, LONG = "hi", "x" * 500
 
 
 def _router(local_steps=(), hosted_steps=(), config=CONFIG) -> tuple[Router, FakeBackend, FakeBackend]:
-    # No retries: these tests are about fallback; retries have their own tests (test_calls.py).
+    # No retries: these tests are about fallback; retries have their own tests (test_call_path.py, test_retry_policy.py).
     local = FakeBackend(BackendSettings(name="local", model="local-model", max_retries=0), steps=list(local_steps))
     hosted = FakeBackend(BackendSettings(name="hosted", model="hosted-model", max_retries=0), steps=list(hosted_steps))
     return Router.from_config(config, backends={"local": local, "hosted": hosted}), local, hosted
@@ -153,6 +155,7 @@ async def test_sync_wrapper_refuses_inside_a_running_loop():
         router.complete(SHORT)
 
 
+@pytest.mark.integration
 async def test_end_to_end_over_http_with_the_simulator(sim):
     config = {
         "backends": {"local": {"kind": "openai", "model": "google/diffusiongemma-26B-A4B-it", "base_url": sim.base_url,

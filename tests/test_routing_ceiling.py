@@ -12,6 +12,8 @@ pytest.importorskip("sklearn")
 
 from benchmarks.routing_ceiling import TARGET_MARGIN, ceiling, format_table, set_apgr
 
+pytestmark = pytest.mark.integration
+
 FILLER = "alpha beta gamma delta epsilon zeta eta theta iota kappa".split()
 
 

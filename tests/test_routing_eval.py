@@ -14,6 +14,8 @@ from policies.routing_eval import (
     quality_curve,
 )
 
+pytestmark = pytest.mark.unit
+
 # four prompts: only the first two gain from the hosted model
 LOCAL = [0.0, 0.0, 1.0, 1.0]
 HOSTED = [1.0, 1.0, 1.0, 1.0]

@@ -28,6 +28,8 @@ from policies.routing_eval import apgr, quality_curve
 from policies.scoring import build_scorer
 from router.cli.scoring_cmds import register
 
+pytestmark = pytest.mark.unit
+
 SAMPLE = Path(__file__).parent / "data" / "routing_sample.jsonl"
 SHARED_DIR = Path(os.environ.get("ROUTING_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data" / "routing")
 DEFAULT_DATA = (SHARED_DIR / "gsm8k.jsonl", SHARED_DIR / "mmlu.jsonl")
@@ -94,6 +96,7 @@ def test_conversation_scores_last_user_turn_with_history(scorer: ComplexityScore
     assert 0.0 <= scorer.score([{"role": "system", "content": "no user turn"}]).value <= 1.0
 
 
+@pytest.mark.integration
 def test_deterministic_within_and_across_processes(scorer: ComplexityScorer) -> None:
     first = [scorer.score(user(p)).value for p in PROMPTS[1:-1]]
     assert first == [ComplexityScorer.load().score(user(p)).value for p in PROMPTS[1:-1]]
@@ -361,6 +364,7 @@ def test_cli_calibrate_rejects_bad_share(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "--hosted-share" in result.output
 
 
+@pytest.mark.integration
 def test_scoring_never_imports_the_training_code() -> None:
     code = (
         "import sys; from policies.complexity import ComplexityScorer as C; "

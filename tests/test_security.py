@@ -143,11 +143,19 @@ routing:
         assert secret not in str(caught.value)
 
 
-@pytest.mark.parametrize("line", ["params: {user: alice}", "headers: {Authorization: 'Bearer ${ROUTE_T}'}",
-                                  "passthrough: {api_key: '${ROUTE_T}'}", 'base_url: "https://example.com/v1?key=${ROUTE_T}"'])
-def test_references_are_accepted_wherever_a_secret_may_go(line):
+@pytest.mark.parametrize(("line", "kept"), [
+    ("params: {user: alice}", ("params", {"user": "alice"})),
+    ("headers: {Authorization: 'Bearer ${ROUTE_T}'}", ("headers", {"Authorization": "Bearer ${ROUTE_T}"})),
+    ("passthrough: {api_key: '${ROUTE_T}'}", ("passthrough", {"api_key": "${ROUTE_T}"})),
+    ('base_url: "https://example.com/v1?key=${ROUTE_T}"', ("base_url", "https://example.com/v1?key=${ROUTE_T}")),
+])
+def test_references_are_accepted_wherever_a_secret_may_go_and_kept_unresolved(line, kept, monkeypatch):
+    monkeypatch.setenv("ROUTE_T", "resolved-secret-value")
     text = f"backends:\n  x:\n    kind: openai\n    model: m\n    {line}\nrouting:\n  tiers: [{{name: all, backends: [x]}}]\n"
-    parse_config(text, "ok.yaml")
+    spec = parse_config(text, "ok.yaml").config.backends["x"]
+    field, value = kept
+    assert getattr(spec, field) == value  # the reference as written: resolved per request, never stored
+    assert "resolved-secret-value" not in json.dumps(spec.model_dump())
 
 
 # Credentials that no key name gives away: a cookie, a key pasted under a header of any name, a key

@@ -13,6 +13,8 @@ from policies.selection import RouteInputs, plan_route
 from policies.tiers import Tier
 from router.core import Router
 
+pytestmark = pytest.mark.unit
+
 TIERS = (
     Tier("local", 0.4, ("local-diffusion", "hosted-diffusion")),
     Tier("strong", None, ("frontier", "mid")),

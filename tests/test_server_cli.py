@@ -5,27 +5,20 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
 import openai
 import pytest
 
 from router.store import Store
+from tests.ports import free_port, wait_until_serving
 
 pytestmark = pytest.mark.integration  # subprocesses and servers
 
 TOKEN = "serve-cli-token-" + "z" * 24
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.slow
@@ -35,21 +28,13 @@ def test_route_serve_process_drains_on_sigterm_and_logs(sim, tmp_path, route_hom
     config = tmp_path / "serve.yaml"
     config.write_text(f"backends:\n  slow: {{kind: openai, model: m-slow, base_url: '{sim.base_url}'}}\n"
                       "routing:\n  tiers: [{name: only, backends: [slow]}]\n")
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "ROUTE_TEST_TOKEN": TOKEN, "ROUTE_HOME": str(route_home)}
     proc = subprocess.Popen([sys.executable, "-m", "router.cli", "serve", "--port", str(port), "--config",
                              str(config), "--api-key-env", "ROUTE_TEST_TOKEN"],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=Path(__file__).parent.parent)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=0.5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, "route serve did not start"
-            time.sleep(0.1)
+        wait_until_serving(proc, f"http://127.0.0.1:{port}")
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=TOKEN, max_retries=0, timeout=20)
         stream = client.chat.completions.create(model="auto", messages=[{"role": "user", "content": "go"}],
                                                 stream=True)

@@ -13,6 +13,8 @@ from router.cli.app import app
 from router.server import RouteServer, api_key_from_env, is_loopback
 from tests.helpers import make_router
 
+pytestmark = pytest.mark.integration
+
 TOKEN = "t0ken-" + "x" * 32
 
 

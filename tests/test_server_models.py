@@ -11,6 +11,8 @@ from router.config_loader import parse_config
 from router.server import RouteServer
 from tests.helpers import make_router
 
+pytestmark = pytest.mark.integration
+
 
 def test_models_carry_capabilities(sim):
     router = make_router(sim, aliases={"claude-sonnet-4-6": "auto", "claude-*": "small"})

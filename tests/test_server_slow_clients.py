@@ -17,6 +17,8 @@ import pytest
 from router.server import RouteServer, ServerLimits
 from tests.helpers import make_router
 
+pytestmark = pytest.mark.integration
+
 GUARD_S = 20.0  # a server that never hangs up fails the test after this long
 HEAD = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
 

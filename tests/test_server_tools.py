@@ -16,6 +16,8 @@ from router.core import Router
 from router.server import RouteServer
 from tests.helpers import TOOLS, make_router, tool_upstream
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture
 def upstream():

@@ -19,6 +19,8 @@ from router.server import RouteServer
 from router.store import Store
 from tests.helpers import make_router
 
+pytestmark = pytest.mark.integration
+
 FAST = {"ttft_s": 0.0, "tokens_per_s": None}  # answers at once: these tests are about refusals
 
 GOOD = {"model": "auto", "messages": [{"role": "user", "content": "hi"}]}

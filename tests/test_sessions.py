@@ -20,6 +20,8 @@ from router.server import RouteServer
 from router.sessions import SessionState, SessionTable
 from router.store import Store
 
+pytestmark = pytest.mark.unit
+
 FAST = {"ttft_s": 0.0, "tokens_per_s": None, "answer_tokens": 6}
 SIMPLE_TASK = "Rename the variable `cnt` to `count` in utils.py."
 HARD_TASK = ("Prove that for every prime p > 3, p^2 - 1 is divisible by 24, then generalise: for which k is "
@@ -54,6 +56,7 @@ def _tool_turn(i: int, reminder: bool) -> list[dict]:
     return out
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("reminder", [False, True])
 def test_a_hundred_tool_turns_of_a_simple_task_stay_on_its_tier_and_backend(router, reminder):
     session = router.session()
@@ -70,6 +73,7 @@ def test_a_hundred_tool_turns_of_a_simple_task_stay_on_its_tier_and_backend(rout
     assert "kept for the session" in result.decision.reason
 
 
+@pytest.mark.integration
 def test_a_hard_questions_follow_ups_stay_on_its_tier(router):
     session = router.session()
     messages = [{"role": "user", "content": HARD_TASK}]
@@ -82,6 +86,7 @@ def test_a_hard_questions_follow_ups_stay_on_its_tier(router):
         assert "stays up" in result.decision.reason
 
 
+@pytest.mark.integration
 def test_without_a_session_the_follow_up_moves_down(router):
     """The measurement sessions fix: per-call routing sends "ok, continue" to a weaker tier."""
     messages = [{"role": "user", "content": HARD_TASK}, {"role": "assistant", "content": "..."},
@@ -89,6 +94,7 @@ def test_without_a_session_the_follow_up_moves_down(router):
     assert router.explain(messages).tier != "frontier"
 
 
+@pytest.mark.integration
 def test_a_harder_turn_escalates_and_the_session_stays_up(router):
     session = router.session()
     messages = [{"role": "user", "content": SIMPLE_TASK}]
@@ -99,6 +105,7 @@ def test_a_harder_turn_escalates_and_the_session_stays_up(router):
     assert session.complete(messages).decision.tier == "frontier"
 
 
+@pytest.mark.integration
 def test_failing_tool_calls_and_a_repeated_turn_escalate_one_tier(router):
     session = router.session()
     messages = [{"role": "user", "content": SIMPLE_TASK}]
@@ -115,6 +122,7 @@ def test_failing_tool_calls_and_a_repeated_turn_escalate_one_tier(router):
     assert again.complete(ask).decision.tier != tier  # the same turn sent again after its answer
 
 
+@pytest.mark.integration
 def test_a_session_whose_backend_fails_moves_once_and_stays(router, sim):
     session = router.session()
     messages = [{"role": "user", "content": HARD_TASK}]
@@ -163,6 +171,7 @@ def _post(srv, body: dict, **headers: str) -> httpx.Response:
     return httpx.post(f"{srv.base_url}/chat/completions", json=body, headers=headers, timeout=30)
 
 
+@pytest.mark.integration
 def test_route_serve_keeps_a_derived_session_and_says_so(served):
     messages = [{"role": "system", "content": "agent"}, {"role": "user", "content": HARD_TASK}]
     first = _post(served, {"model": "auto", "messages": messages})
@@ -175,6 +184,7 @@ def test_route_serve_keeps_a_derived_session_and_says_so(served):
     assert second.headers["x-route-answered-by"] == first.headers["x-route-answered-by"]
 
 
+@pytest.mark.integration
 def test_route_serve_takes_the_session_from_the_header_or_prompt_cache_key(served, router):
     body = {"model": "auto", "messages": [{"role": "user", "content": "hi"}]}
     assert _post(served, body, **{"x-session-id": "task-42"}).headers["x-route-session"] == "task-42"
@@ -183,6 +193,7 @@ def test_route_serve_takes_the_session_from_the_header_or_prompt_cache_key(serve
     assert [row["session"] for row in Store(router.request_log.path).recent(2)] == ["codex-7", "task-42"]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("bad", ["x" * 300, "tab\there", "naïve"])
 def test_a_session_id_too_long_or_not_printable_is_a_clear_400(served, bad):
     response = _post(served, {"model": "auto", "messages": [{"role": "user", "content": "hi"}],
@@ -195,6 +206,7 @@ def test_a_session_id_too_long_or_not_printable_is_a_clear_400(served, bad):
 # -- a fleet: two replicas sharing Redis ------------------------------------------------------
 
 
+@pytest.mark.integration
 async def test_two_replicas_sharing_redis_keep_one_session_on_one_backend(sim, redis_server, monkeypatch):
     """Calls of one session alternate between replicas; each replica would pick the other
     frontier backend on its own (its latency prior says so), yet every call lands on the backend

@@ -22,6 +22,7 @@ from router.doctor import check_all, check_state
 from router.server import RouteServer
 from router.state.redis_link import RedisLink
 from router.state.redis_state import RedisState
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -147,7 +148,7 @@ def test_redis_stopped_mid_run_fails_no_request_and_sharing_resumes_when_it_retu
     redis = Redis.from_url(redis_server.url)
     with RouteServer(a) as server, caplog.at_level(logging.WARNING, logger="router.state.redis_link"):
         assert _ask(server, model="beta") == 200
-        assert _eventually(lambda: redis.get("route:latency:beta") is not None)  # A's flush landed
+        assert eventually(lambda: redis.get("route:latency:beta") is not None)  # A's flush landed
         assert _metric(server, up) == 1.0 and _metric(server, outages) == 0.0
 
         redis_server.stop()
@@ -164,7 +165,7 @@ def test_redis_stopped_mid_run_fails_no_request_and_sharing_resumes_when_it_retu
         assert _ask(server) == 200
         assert _metric(server, up) == 1.0 and _metric(server, outages) == 1.0
         # The breaker verdict reached while Redis was down is written once it answers again.
-        assert _eventually(lambda: redis.pttl("route:breaker:alpha:open") > 0)
+        assert eventually(lambda: redis.pttl("route:breaker:alpha:open") > 0)
     # Shutdown flushed: what was learned since Redis went away is there (10 answers from beta
     # while it was down, 1 since), and alpha's failure. The answer from before went with the old
     # Redis (it saved nothing), and A, having merged into the new one, holds the same view.
@@ -174,16 +175,6 @@ def test_redis_stopped_mid_run_fails_no_request_and_sharing_resumes_when_it_retu
     assert b.latency.model("alpha").failures.count == a.latency.model("alpha").failures.count == 1
     assert b.breakers["alpha"].state == "open"
     redis.close()
-
-
-def _eventually(predicate, timeout_s: float = 30.0) -> bool:
-    """Polls for something another thread (the server's loop) does; the limit only ends a failing test."""
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 async def test_redis_down_at_start_routes_on_local_state_then_joins_when_it_comes(sim, redis_server, caplog,

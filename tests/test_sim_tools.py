@@ -13,6 +13,8 @@ import pytest
 from router.server import RouteServer
 from tests.helpers import make_router
 
+pytestmark = pytest.mark.integration
+
 CALL = {"name": "lookup", "arguments": {"query": "route serve tool calls", "limit": 3}}
 TOOLS = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]
 

@@ -20,6 +20,8 @@ from backends.simulator import (
 )
 from backends.simulator.answers import split_tokens
 
+pytestmark = pytest.mark.unit
+
 USER = [{"role": "user", "content": "Explain block diffusion in one short paragraph please"}]
 
 
@@ -73,6 +75,7 @@ def wait_for_stats(sim, model, **expected):
 # Wire format
 
 
+@pytest.mark.integration
 def test_non_stream_body_is_openai_format(client):
     response = chat(client, max_tokens=12)
     assert response.status_code == 200
@@ -88,12 +91,14 @@ def test_non_stream_body_is_openai_format(client):
     assert choice["finish_reason"] == "length"
 
 
+@pytest.mark.integration
 def test_non_stream_usage_counts_words(client):
     body = chat(client, max_tokens=12).json()
     assert body["usage"] == {"prompt_tokens": 8, "completion_tokens": 12, "total_tokens": 20}
     assert len(body["choices"][0]["message"]["content"].split()) == 12
 
 
+@pytest.mark.integration
 def test_stream_chunks_and_done(client):
     events = stream_events(client, max_tokens=10)
     assert events[-1][1] == "[DONE]"
@@ -108,6 +113,7 @@ def test_stream_chunks_and_done(client):
     ]
 
 
+@pytest.mark.integration
 def test_stream_usage_chunk_when_asked(client):
     events = stream_events(client, max_tokens=7, stream_options={"include_usage": True})
     chunks = [json.loads(data) for _, data in events[:-1]]
@@ -117,6 +123,7 @@ def test_stream_usage_chunk_when_asked(client):
     assert all(c["usage"] is None for c in body)
 
 
+@pytest.mark.integration
 def test_max_completion_tokens_and_short_answers(client, sim):
     assert chat(client, max_completion_tokens=5).json()["usage"]["completion_tokens"] == 5
     sim.update_profile("test-model", answer_tokens=9)
@@ -125,6 +132,7 @@ def test_max_completion_tokens_and_short_answers(client, sim):
     assert body["choices"][0]["finish_reason"] == "stop"
 
 
+@pytest.mark.integration
 def test_stop_sequence_cuts_the_answer(client, sim):
     sim.script("test-model", ["alpha beta STOP gamma"])
     body = chat(client, stop=["STOP", "zzz"]).json()
@@ -133,6 +141,7 @@ def test_stop_sequence_cuts_the_answer(client, sim):
     assert body["usage"]["completion_tokens"] == 2
 
 
+@pytest.mark.integration
 def test_unknown_fields_are_ignored(client):
     tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
     response = chat(client, tools=tools, n=1, user="u", logit_bias={}, max_tokens=3)
@@ -140,6 +149,7 @@ def test_unknown_fields_are_ignored(client):
     assert response.json()["usage"]["completion_tokens"] == 3
 
 
+@pytest.mark.integration
 def test_bad_requests_get_400(client):
     assert client.post("/chat/completions", json={"model": "m"}).status_code == 400
     assert client.post("/chat/completions", content=b"{not json").status_code == 400
@@ -150,6 +160,7 @@ def test_bad_requests_get_400(client):
 # Answers
 
 
+@pytest.mark.integration
 def test_answers_are_deterministic_and_seeded(client):
     def text(**fields):
         return chat(client, max_tokens=30, **fields).json()["choices"][0]["message"]["content"]
@@ -164,6 +175,7 @@ def test_answers_are_deterministic_and_seeded(client):
     ]
 
 
+@pytest.mark.integration
 def test_prompt_tokens_count_every_message(client):
     messages = [
         {"role": "system", "content": "be brief"},
@@ -174,6 +186,7 @@ def test_prompt_tokens_count_every_message(client):
     assert chat(client, messages=messages).json()["usage"]["prompt_tokens"] == 8
 
 
+@pytest.mark.integration
 def test_script_endpoint_cycles_replies(client, sim):
     sim.script("arbiter", ["1", "2"])
     got = [chat(client, "arbiter").json()["choices"][0]["message"]["content"] for _ in range(3)]
@@ -182,6 +195,7 @@ def test_script_endpoint_cycles_replies(client, sim):
     assert content_of(events) == "2"
 
 
+@pytest.mark.integration
 def test_profile_replies_and_in_process_responder():
     profiles = {
         "canned": {"replies": ["first answer", "second answer"]},
@@ -203,6 +217,7 @@ def test_split_tokens_round_trips():
 # Timing
 
 
+@pytest.mark.integration
 def test_autoregressive_timing(client, sim):
     sim.update_profile("ar", ttft_s=0.15, tokens_per_s=50.0)
     events = stream_events(client, "ar", max_tokens=11)
@@ -212,6 +227,7 @@ def test_autoregressive_timing(client, sim):
     assert 0.15 <= content_times[-1] - content_times[0] < 0.6
 
 
+@pytest.mark.integration
 def test_diffusion_short_answer_costs_one_canvas(client, sim):
     sim.update_profile("diff", decoding="diffusion", canvas_s=0.2, ttft_s=0.0, answer_tokens=600)
     start = time.perf_counter()
@@ -225,6 +241,7 @@ def test_diffusion_short_answer_costs_one_canvas(client, sim):
     assert two > 1.5 * one
 
 
+@pytest.mark.integration
 def test_diffusion_stream_sends_whole_canvases(client, sim):
     sim.update_profile("diff", decoding="diffusion", canvas_s=0.05, canvas_length=8)
     events = stream_events(client, "diff", max_tokens=20)
@@ -250,12 +267,14 @@ def test_default_profiles_are_realistic():
 # Faults
 
 
+@pytest.mark.integration
 def test_fault_500(client):
     response = chat(client, headers={"x-sim-fault": "500"})
     assert response.status_code == 500
     assert response.json()["error"]["type"] == "server_error"
 
 
+@pytest.mark.integration
 def test_fault_429_has_retry_after(client, sim):
     response = chat(client, headers={"x-sim-fault": "429"})
     assert response.status_code == 429
@@ -266,6 +285,7 @@ def test_fault_429_has_retry_after(client, sim):
     assert response.headers["retry-after-ms"] == "2500"
 
 
+@pytest.mark.integration
 async def test_fault_hang_times_out_and_counts_cancelled(sim):
     async with httpx.AsyncClient(base_url=sim.base_url, trust_env=False) as c:
         hung = asyncio.create_task(c.post(
@@ -287,6 +307,7 @@ async def test_fault_hang_times_out_and_counts_cancelled(sim):
                              json={"model": "test-model", "messages": USER})).status_code == 200
 
 
+@pytest.mark.integration
 def test_fault_drop_mid_stream(client):
     received = []
     body = {"model": "test-model", "messages": USER, "stream": True, "max_tokens": 20}
@@ -300,11 +321,13 @@ def test_fault_drop_mid_stream(client):
     assert "data: [DONE]" not in received
 
 
+@pytest.mark.integration
 def test_fault_drop_without_stream(client):
     with pytest.raises(httpx.RemoteProtocolError):
         chat(client, headers={"x-sim-fault": "drop"})
 
 
+@pytest.mark.integration
 def test_fault_malformed(client):
     response = chat(client, headers={"x-sim-fault": "malformed"})
     assert response.status_code == 200
@@ -318,6 +341,7 @@ def test_fault_malformed(client):
             json.loads(data)
 
 
+@pytest.mark.integration
 def test_fault_drip_is_slow(client, sim):
     sim.update_profile("test-model", drip_interval_s=0.05)
     events = stream_events(client, headers={"x-sim-fault": "drip"}, max_tokens=6)
@@ -332,17 +356,20 @@ def test_fault_drip_is_slow(client, sim):
     assert time.perf_counter() - start >= 0.22
 
 
+@pytest.mark.integration
 def test_fault_sequence_is_consumed_in_order(client, sim):
     sim.set_faults("test-model", ["500", None, "429"])
     assert [chat(client).status_code for _ in range(4)] == [500, 200, 429, 200]
     assert sim.stats("test-model")["faults"] == 2
 
 
+@pytest.mark.integration
 def test_profile_fault_rate_is_deterministic(client, sim):
     sim.update_profile("flaky", fault="500", fault_rate=0.5)
     assert [chat(client, "flaky").status_code for _ in range(4)] == [200, 500, 200, 500]
 
 
+@pytest.mark.integration
 def test_reset_clears_faults_scripts_and_profiles(client, sim):
     sim.set_faults("test-model", ["500"])
     sim.script("test-model", ["scripted"])
@@ -355,6 +382,7 @@ def test_reset_clears_faults_scripts_and_profiles(client, sim):
                                           "peak_in_flight": 1, "cancelled": 0, "faults": 0}}
 
 
+@pytest.mark.integration
 def test_bad_control_requests_raise(sim):
     with pytest.raises(ValueError, match="unknown profile fields"):
         sim.update_profile("m", tokens_per_second=5)
@@ -365,6 +393,7 @@ def test_bad_control_requests_raise(sim):
 # Stats and cancellation
 
 
+@pytest.mark.integration
 async def test_client_disconnect_counts_cancelled(sim):
     sim.update_profile("slow", tokens_per_s=20.0, answer_tokens=100)
     body = {"model": "slow", "messages": USER, "stream": True}
@@ -378,6 +407,7 @@ async def test_client_disconnect_counts_cancelled(sim):
     assert stats == {"requests": 1, "completed": 0, "in_flight": 0, "peak_in_flight": 1, "cancelled": 1, "faults": 0}
 
 
+@pytest.mark.integration
 async def test_64_concurrent_streams(sim):
     body = {"model": "fast", "messages": USER, "stream": True, "max_tokens": 30}
     limits = httpx.Limits(max_connections=64)
@@ -425,6 +455,7 @@ async def test_zero_delay_overhead_under_a_millisecond():
 # Labelling and discovery
 
 
+@pytest.mark.integration
 def test_labelling(client, sim):
     response = chat(client)
     assert response.headers["x-simulated"] == "true"
@@ -437,6 +468,7 @@ def test_labelling(client, sim):
     assert health.json() == {"status": "ok", "simulated": True}
 
 
+@pytest.mark.integration
 def test_any_model_name_gets_a_fast_answer(client):
     start = time.perf_counter()
     body = chat(client, "some/unknown-model").json()
@@ -470,6 +502,7 @@ def test_load_profiles_from_yaml_and_dict(tmp_path):
 # Runner
 
 
+@pytest.mark.integration
 async def test_async_context_manager_and_own_profiles():
     async with SimServer({"only": {"answer_tokens": 4}}) as server:
         assert server.base_url == f"http://127.0.0.1:{server.port}/v1"
@@ -486,6 +519,7 @@ async def test_async_context_manager_and_own_profiles():
 # Real clients
 
 
+@pytest.mark.integration
 async def test_openai_sdk_reads_stream_and_usage(sim):
     openai = pytest.importorskip("openai")
     client = openai.AsyncOpenAI(base_url=sim.base_url, api_key="sim", max_retries=0)
@@ -503,6 +537,7 @@ async def test_openai_sdk_reads_stream_and_usage(sim):
     await client.close()
 
 
+@pytest.mark.integration
 async def test_litellm_openai_route(sim):
     litellm = pytest.importorskip("litellm")
     response = await litellm.acompletion(
@@ -519,6 +554,7 @@ async def test_litellm_openai_route(sim):
     assert text == response.choices[0].message.content
 
 
+@pytest.mark.integration
 def test_network_guard_blocks_non_loopback(network_guard):
     with socket.socket() as sock, pytest.raises(OSError, match="beyond loopback"):
         sock.connect(("192.0.2.1", 443))  # TEST-NET-1: never routable
@@ -531,6 +567,7 @@ def test_network_guard_blocks_non_loopback(network_guard):
     assert network_guard == []
 
 
+@pytest.mark.integration
 def test_stream_interval_batches_tokens_into_fewer_events(sim):
     import httpx
 

@@ -17,6 +17,8 @@ from router.server import RouteServer
 from router.store import RequestRecord, Store
 from tests.helpers import PaidUpstream
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture
 def paid(answering):

@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import stat
 
+import pytest
+
 from router.store.records import COLUMNS, RequestRecord, row_for
 from router.store.spool import Spool
+
+pytestmark = pytest.mark.unit
 
 
 def _rows(*prompts: str) -> list[tuple]:

@@ -12,6 +12,8 @@ import pytest
 from backends.errors import ConfigError
 from router.store import SCHEMA_VERSION, RequestRecord, Store
 
+pytestmark = pytest.mark.unit
+
 WRITERS, PER_WRITER = 8, 1000
 
 
@@ -25,6 +27,7 @@ def _write_many(path: str, writer: int, count: int, start_at: float) -> None:
     store.close()
 
 
+@pytest.mark.integration
 def test_eight_processes_writing_a_thousand_records_each_lose_none(tmp_path):
     path = str(tmp_path / "route.db")
     Store(path).close()  # created and migrated once, so the children race on writes, not on setup

@@ -10,11 +10,9 @@ import contextlib
 import logging
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -23,6 +21,9 @@ import pytest
 from router.store import RequestRecord, Store, StoreError
 from router.store.request_log import RequestLog
 from tests.helpers import ok_outcome
+from tests.ports import free_port, wait_until_serving
+
+pytestmark = pytest.mark.integration
 
 ROUTE = [sys.executable, "-m", "router.cli"]
 ROOT = Path(__file__).resolve().parent.parent
@@ -156,30 +157,17 @@ def test_no_log_opens_no_file_and_warns_about_nothing(sim, tmp_path, route_home,
     assert (sorted(p.name for p in data.iterdir()) if data.is_dir() else None) == before
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 @pytest.mark.slow
 @pytest.mark.parametrize("no_log", [False, True])
 def test_route_serve_with_an_unusable_data_dir_serves(sim, tmp_path, route_home, no_log):
     _unusable(route_home, "data dir is a file")
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "ROUTE_HOME": str(route_home), "PYTHONPATH": str(ROOT)}
     args = [*ROUTE, "serve", "--port", str(port), "-c", str(config(tmp_path, sim)), *(["--no-log"] if no_log else [])]
     proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=tmp_path)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=0.5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, "route serve did not start"
-            time.sleep(0.1)
+        wait_until_serving(proc, f"http://127.0.0.1:{port}")
         answer = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", timeout=20,
                             json={"model": "auto", "messages": [{"role": "user", "content": "hi"}]})
         assert answer.status_code == 200

@@ -7,6 +7,7 @@ import json
 import re
 
 import httpx
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -14,6 +15,8 @@ from backends.base import BackendSettings
 from backends.openai_http import OpenAIBackend
 from backends.thinking import CLOSE, OPEN, ThinkingSplitter, split_thinking, with_thinking
 from backends.types import Completion, FinalChunk, Request, TextChunk, ThinkingChunk, Usage
+
+pytestmark = pytest.mark.unit
 
 THOUGHT = "the user asks about colour; Rayleigh scattering"
 ANSWER = "The sky is blue because air scatters blue light most."
@@ -52,6 +55,7 @@ def _backend(base_url: str, model: str = "thinker") -> OpenAIBackend:
     return OpenAIBackend(BackendSettings(name="dg", model=model, base_url=base_url, timeout_s=10))
 
 
+@pytest.mark.integration
 async def test_simulator_reply_with_markers_is_split_in_complete_and_stream(sim):
     sim.script("thinker", [RAW])
     backend = _backend(sim.base_url)
@@ -81,6 +85,7 @@ def _reasoning_server(request: httpx.Request) -> httpx.Response:
     return httpx.Response(200, text=text, headers={"content-type": "text/event-stream"})
 
 
+@pytest.mark.integration
 async def test_reasoning_content_becomes_thinking_never_answer(answering):
     backend = _backend(answering(_reasoning_server))
     try:
@@ -97,6 +102,7 @@ async def test_reasoning_content_becomes_thinking_never_answer(answering):
     assert chunks[-1].completion.text == ANSWER and chunks[-1].completion.thinking == THOUGHT
 
 
+@pytest.mark.integration
 async def test_engine_server_sends_thinking_apart_as_reasoning_content(sim):
     """simulator -> OpenAI backend (splits the markers) -> `route engine serve`'s wire format
     (`reasoning_content`) -> an OpenAI backend reading it: the thought never becomes answer text."""
@@ -124,6 +130,7 @@ async def test_engine_server_sends_thinking_apart_as_reasoning_content(sim):
     assert "".join(c.text for c in chunks if isinstance(c, TextChunk)) == ANSWER
 
 
+@pytest.mark.integration
 async def test_an_arbiter_sees_answers_never_thoughts(sim):
     import dataclasses
 
@@ -173,6 +180,7 @@ def _thinker_config(tmp_path, sim) -> str:
 SIM_THOUGHT = "[simulated thinking sim-thinker]"
 
 
+@pytest.mark.integration
 def test_the_simulator_thinks_when_its_profile_says_so_and_stays_labelled(sim, tmp_path):
     config = _thinker_config(tmp_path, sim)
     raw = httpx.post(f"{sim.base_url}/chat/completions", json={"model": "sim-thinker", "messages": PROMPT}).json()
@@ -181,6 +189,7 @@ def test_the_simulator_thinks_when_its_profile_says_so_and_stays_labelled(sim, t
     assert raw["usage"]["completion_tokens"] == 12 + 20 and config
 
 
+@pytest.mark.integration
 def test_cli_hides_thinking_by_default_streamed_or_not(sim, tmp_path):
     config = _thinker_config(tmp_path, sim)
     for mode in ("--stream", "--no-stream"):
@@ -190,6 +199,7 @@ def test_cli_hides_thinking_by_default_streamed_or_not(sim, tmp_path):
         assert SIM_THOUGHT not in result.stderr and OPEN not in result.stdout + result.stderr
 
 
+@pytest.mark.integration
 def test_cli_show_thinking_prints_the_thought_on_stderr_and_only_the_answer_on_stdout(sim, tmp_path):
     config = _thinker_config(tmp_path, sim)
     hidden = _route("-c", config, "why is the sky blue")
@@ -202,6 +212,7 @@ def test_cli_show_thinking_prints_the_thought_on_stderr_and_only_the_answer_on_s
         assert "SIMULATED" in shown.stderr and OPEN not in shown.stderr
 
 
+@pytest.mark.integration
 def test_cli_show_thinking_is_dimmed_on_a_colour_terminal_and_kept_with_quiet(sim, tmp_path):
     config = _thinker_config(tmp_path, sim)
     coloured = _route("-c", config, "--show-thinking", "why is the sky blue", env={"FORCE_COLOR": "1"})
@@ -211,6 +222,7 @@ def test_cli_show_thinking_is_dimmed_on_a_colour_terminal_and_kept_with_quiet(si
     assert quiet.stderr.startswith(SIM_THOUGHT) and "→" not in quiet.stderr
 
 
+@pytest.mark.integration
 def test_cli_watch_shows_thinking_only_when_asked(sim, tmp_path):
     config = _thinker_config(tmp_path, sim)
     plain = _route("-c", config, "--watch", "why is the sky blue")
@@ -220,6 +232,7 @@ def test_cli_watch_shows_thinking_only_when_asked(sim, tmp_path):
     assert SIM_THOUGHT not in plain.stderr + plain.stdout and SIM_THOUGHT in shown.stderr
 
 
+@pytest.mark.integration
 def test_cli_json_has_thinking_under_its_own_key(sim, tmp_path):
     config = _thinker_config(tmp_path, sim)
     doc = json.loads(_route("-c", config, "--json", "why is the sky blue").stdout)

@@ -3,8 +3,12 @@ in pieces), and the FinalChunk's Completion.tool_calls holds each call whole, as
 
 from __future__ import annotations
 
+import pytest
+
 from backends.types import FinalChunk, ToolCallChunk
 from tests.helpers import WEATHER_CALL, adapter_config
+
+pytestmark = pytest.mark.integration
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
 

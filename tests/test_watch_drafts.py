@@ -15,6 +15,8 @@ from backends.simulator.drafts import MASK, STEPS
 from backends.types import DraftChunk, FinalChunk, Request, TextChunk
 from router.cli.app import app
 
+pytestmark = pytest.mark.integration
+
 MODEL = "google/diffusiongemma-26B-A4B-it"
 # rich renders Live updates only to a terminal: these make the captured stream count as one.
 TERMINAL = {"TTY_COMPATIBLE": "1", "TTY_INTERACTIVE": "1", "COLUMNS": "2000", "LINES": "50"}

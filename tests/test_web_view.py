@@ -24,6 +24,8 @@ from router.server.ui.reasons import reasons
 from router.server.ui.timeline import timeline
 from tests.helpers import make_router, ok_outcome
 
+pytestmark = pytest.mark.unit
+
 ALICE = "alice-view-key-" + "a" * 24
 CI = "ci-view-key-" + "c" * 24
 SECRET = "upstream-secret-" + "s" * 20
@@ -173,6 +175,7 @@ def _signed_in(server) -> httpx.Client:
     return client
 
 
+@pytest.mark.integration
 def test_the_page_loads_without_a_key_but_its_data_needs_one(server):
     page = httpx.get(f"{server.url}/ui")
     assert page.status_code == 200 and "route" in page.text and "default-src 'self'" in page.headers["content-security-policy"]
@@ -191,6 +194,7 @@ def test_the_page_loads_without_a_key_but_its_data_needs_one(server):
     assert httpx.get(f"{server.url}/ui/api/poll", headers={"x-api-key": CI}).status_code == 200
 
 
+@pytest.mark.integration
 def test_poll_shows_who_asked_over_which_protocol_why_and_what_came_of_it(server, sim):
     assert _chat(server, ALICE, "auto", "hi").status_code == 200
     assert _post(server, CI, "/v1/messages", {"model": "big", "max_tokens": 20,
@@ -229,6 +233,7 @@ def test_poll_shows_who_asked_over_which_protocol_why_and_what_came_of_it(server
     assert ALICE not in str(data) and CI not in str(data)
 
 
+@pytest.mark.integration
 def test_a_request_in_full_comes_from_the_log_with_its_prompt_and_answer(server, sim):
     sim.script("m-small", ["four"])
     assert _chat(server, ALICE, "auto", "what is 2+2?").status_code == 200
@@ -247,6 +252,7 @@ def test_a_request_in_full_comes_from_the_log_with_its_prompt_and_answer(server,
     assert client.get("/ui/api/request", params={"seq": "x"}).status_code == 400
 
 
+@pytest.mark.integration
 def test_upstream_errors_echoing_a_secret_are_redacted_in_the_view(server, sim):
     sim.set_faults("m-small", ["echo-key"])
     assert _chat(server, ALICE, "small", "leak?").status_code >= 400
@@ -257,6 +263,7 @@ def test_upstream_errors_echoing_a_secret_are_redacted_in_the_view(server, sim):
     assert "[REDACTED]" in data["requests"][0]["error"]
 
 
+@pytest.mark.integration
 def test_without_keys_the_view_is_open_and_content_follows_the_log(sim, tmp_path):
     router = make_router(sim, log={"store_content": False, "path": str(tmp_path / "log.db")})
     with RouteServer(router) as server:
@@ -269,6 +276,7 @@ def test_without_keys_the_view_is_open_and_content_follows_the_log(sim, tmp_path
     router.request_log.flush()
 
 
+@pytest.mark.integration
 def test_labels_by_source_count_the_feedback_recorded(server):
     for _ in range(3):
         assert _chat(server, ALICE, "auto", "hi").status_code == 200
@@ -285,6 +293,7 @@ def test_labels_by_source_count_the_feedback_recorded(server):
     assert "routing.learn" in learning["note"]
 
 
+@pytest.mark.integration
 def test_the_learning_section_shows_what_routing_learn_learned(sim, tmp_path):
     from router.learning.store import LearningStore
 
@@ -317,6 +326,7 @@ def test_the_static_files_ship_in_the_wheel():
         assert f"router/server/ui/static/{name}" in shipped
 
 
+@pytest.mark.integration
 def test_a_replica_shows_the_fleets_breakers_and_says_the_state_is_shared(sim, redis_server, monkeypatch):
     """Two replicas sharing Redis: one opens a breaker, the other's view shows it open."""
     monkeypatch.setenv("ROUTE_REDIS_URL", redis_server.url)

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -21,6 +19,7 @@ import pytest
 from backends.simulator import SimProfile, SimServer
 from router.consortium.simulated import arbiter_responder
 from tests.browser import chromium_context
+from tests.ports import free_port, wait_until_serving
 
 pytestmark = pytest.mark.integration
 
@@ -54,11 +53,6 @@ server:
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 @pytest.fixture
 def served(tmp_path, route_home):
@@ -66,7 +60,7 @@ def served(tmp_path, route_home):
     with SimServer(PROFILES) as sim:
         config = tmp_path / "route.yaml"
         config.write_text(_config(sim.base_url))
-        port = _free_port()
+        port = free_port()
         env = {**os.environ, "UI_TEST_KEY": KEY, "ROUTE_HOME": str(route_home)}
         proc = subprocess.Popen([sys.executable, "-m", "router.cli", "serve", "--port", str(port), "--config", str(config)],
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -75,15 +69,7 @@ def served(tmp_path, route_home):
             assert proc.stdout is not None
             banner = proc.stdout.readline()  # printed once the port is bound, before serving
             url = f"http://127.0.0.1:{port}"
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                assert proc.poll() is None and time.monotonic() < deadline, f"route serve did not start: {banner}"
-                time.sleep(0.05)
+            wait_until_serving(proc, url)
             yield url, sim, banner
         finally:
             proc.terminate()
