@@ -51,15 +51,11 @@ class Needs:
         `output_limit` is the longest answer the backend gives (None: not looked up)."""
         if output_limit is not None and self.output > output_limit:
             return "output"
-        if self.tools and not capabilities.tools:
-            return "tools"
-        if self.vision and not capabilities.vision:
-            return "vision"
-        if context_window is not None and self.tokens > context_window:
-            return "context"
-        if self.structured and not capabilities.structured_output:
-            return "structured"
-        return None
+        lacks = {"tools": self.tools and not capabilities.tools,
+                 "vision": self.vision and not capabilities.vision,
+                 "context": context_window is not None and self.tokens > context_window,
+                 "structured": self.structured and not capabilities.structured_output}
+        return next((need for need, lacking in lacks.items() if lacking), None)
 
     def __bool__(self) -> bool:
         return self.tools or self.vision or self.structured or self.tokens > 0 or self.output > 0

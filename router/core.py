@@ -277,11 +277,7 @@ class Router:
         (router/sessions.py): its tier only moves up, and it keeps its backend."""
         prefer = self._check_prefer(prefer)
         unable = self._unable(needs)
-        if unable and all(unable.get(name) == "output" for name in self.names()):
-            longest = max(self.backend(name).output_limit for name in self.config.backends)
-            raise Unsupported(f"max_tokens {needs.output if needs else 0:,} is more than any configured backend "
-                              f"answers (the longest gives {longest:,} tokens); lower max_tokens, or set "
-                              "`max_output_tokens` on a backend whose provider allows more", need="output")
+        self._check_output(unable, needs)
         if model and model != "auto":
             decision = self._decide_forced(model, deadline_s, max_tokens, unable, messages)
         else:
@@ -333,6 +329,16 @@ class Router:
             if missing:
                 unable[name] = missing
         return unable
+
+    def _check_output(self, unable: Mapping[str, str], needs: Needs | None) -> None:
+        """Unsupported, before anything else, when the answer asked for is longer than any
+        backend gives (`max_tokens: 2**62`), whatever the model named."""
+        if needs is None or not unable or any(unable.get(name) != "output" for name in self.names()):
+            return
+        longest = max(self.backend(name).output_limit for name in self.config.backends)
+        raise Unsupported(f"max_tokens {needs.output:,} is more than any configured backend answers (the longest "
+                          f"gives {longest:,} tokens); lower max_tokens, or set `max_output_tokens` on a backend "
+                          "whose provider allows more", need="output")
 
     def _cannot(self, name: str, need: str) -> str:
         """Why backend `name` cannot take this request, in words ("cannot take `tools`: ...")."""

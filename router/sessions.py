@@ -177,7 +177,29 @@ class Sessions:
     def plan(self, key: str, messages: list[Message]) -> SessionPlan:
         state = self.table.get(key)
         turn = read_turn(messages)
-        top = len(self.ladder.tiers) - 1
+        index, why, score, crossings = self._tier_for(state, turn)
+        # Tool errors in a row: this turn's, added to the session's until a turn has none.
+        errors = (state.tool_errors if state else 0) + turn.tool_errors if turn.tool_errors else 0
+        step = escalation(index, len(self.ladder.tiers) - 1,
+                          dataclasses.replace(turn, refusal=turn.refusal or (state is not None and state.refused)),
+                          errors_in_a_row=errors, repeated=_repeated(key, state, turn, messages))
+        if step is not None:
+            index, why = step.tier, f"escalated: {step.why}"
+        backend = state.backend if state is not None else None
+        return SessionPlan(key, index, why, turn, score, crossings, state, errors, backend, self._cached(state),
+                           len(messages))
+
+    def _cached(self, state: SessionState | None) -> dict[str, int]:
+        """backend -> prompt tokens it likely still holds in its cache (its last answer's input,
+        within cache_ttl_s of it)."""
+        if state is None or state.backend is None or self._clock() - state.cached_at >= self.cache_ttl_s:
+            return {}
+        return {state.backend: state.cached_tokens}
+
+    def _tier_for(self, state: SessionState | None, turn: Turn) -> tuple[int, str, Score | None, tuple[Crossing, ...]]:
+        """(tier, why, score, crossings) of this call before any escalation: a task's first
+        call climbs to what its first or latest turn needs; tool results keep the session's
+        tier; a new turn may only move it up."""
         if state is None:  # a task the router has not seen: its first turn, and this one
             index, score, crossings = self._tier_of(turn.first)
             why = f"new session, task scored {_value(score)}"
@@ -186,28 +208,14 @@ class Sessions:
                 if latest[0] > index:
                     index, score, crossings = latest
                     why = f"new session, latest turn scored {_value(score)}"
-        elif turn.continuation:
-            index, why = state.tier, f"tool results of the session's task (tier since: {state.since})"
-            score, crossings = None, ()
-        else:
-            index, score, crossings = self._tier_of(turn.text)
-            why = f"new turn scored {_value(score)}"
-            if index <= state.tier:
-                index, why = state.tier, f"{why}; the session stays up (since: {state.since})"
-        errors = (state.tool_errors if state else 0) + turn.tool_errors if turn.tool_errors else 0
-        # The same request sent again (the conversation no longer, its last turn the same): a
-        # user asking for another answer. "go on" after an answer is a longer conversation.
-        repeated = (state is not None and not turn.continuation and not key.startswith("auto-")
-                    and state.turn == turn_digest(f"{len(messages)}\0{turn.text}"))
-        refused = turn.refusal or (state is not None and state.refused)
-        step = escalation(index, top, dataclasses.replace(turn, refusal=refused), errors_in_a_row=errors,
-                          repeated=repeated)
-        if step is not None:
-            index, why = step.tier, f"escalated: {step.why}"
-        fresh = state is not None and state.backend is not None and self._clock() - state.cached_at < self.cache_ttl_s
-        cached = {state.backend: state.cached_tokens} if fresh and state is not None and state.backend else {}
-        return SessionPlan(key, index, why, turn, score, crossings, state, errors,
-                           state.backend if state is not None else None, cached, len(messages))
+            return index, why, score, crossings
+        if turn.continuation:
+            return state.tier, f"tool results of the session's task (tier since: {state.since})", None, ()
+        index, score, crossings = self._tier_of(turn.text)
+        why = f"new turn scored {_value(score)}"
+        if index <= state.tier:
+            index, why = state.tier, f"{why}; the session stays up (since: {state.since})"
+        return index, why, score, crossings
 
     def remember(self, plan: SessionPlan, completion: Completion | None) -> None:
         """After the call: who answered (a fallback becomes the session's backend), what it has
@@ -224,6 +232,13 @@ class Sessions:
             cached_tokens=completion.usage.input_tokens, cached_at=self._clock(),
             turn=turn_digest(f"{plan.length}\0{answered}") if answered is not None else state.turn,
             tool_errors=plan.tool_errors, refused=completion.finish_reason == "content_filter", since=since))
+
+
+def _repeated(key: str, state: SessionState | None, turn: Turn, messages: list[Message]) -> bool:
+    """The same request sent again (the conversation no longer, its last turn the same): a user
+    asking for another answer. "go on" after an answer is a longer conversation, not this."""
+    return (state is not None and not turn.continuation and not key.startswith("auto-")
+            and state.turn == turn_digest(f"{len(messages)}\0{turn.text}"))
 
 
 def _value(score: Score | None) -> str:

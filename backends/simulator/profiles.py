@@ -78,12 +78,7 @@ class SimProfile:
         if self.fault is not None:
             object.__setattr__(self, "fault", str(self.fault))  # YAML may hand us 500 as an int
         if self.replies is not None:
-            if isinstance(self.replies, (str, Mapping)):
-                raise ConfigError("replies must be a list (of strings or {content, tool_calls} objects)")
-            problem = next((p for p in map(check_reply, self.replies) if p), None)
-            if problem:
-                raise ConfigError(f"replies: {problem}")
-            object.__setattr__(self, "replies", tuple(self.replies))
+            object.__setattr__(self, "replies", _checked_replies(self.replies))
 
     def updated(self, **changes: Any) -> SimProfile:
         """A copy with `changes`; unknown field names are a ConfigError."""
@@ -139,6 +134,15 @@ DEFAULT_PROFILES: Mapping[str, SimProfile] = {
     # A small local autoregressive model of the diffusion model's class, for comparisons.
     "gemma-3-27b-it": SimProfile(ttft_s=0.1, tokens_per_s=45.0, answer_tokens=120),
 }
+
+
+def _checked_replies(replies: Any) -> tuple[Reply, ...]:
+    if isinstance(replies, (str, Mapping)):
+        raise ConfigError("replies must be a list (of strings or {content, tool_calls} objects)")
+    problem = next((p for p in map(check_reply, replies) if p), None)
+    if problem:
+        raise ConfigError(f"replies: {problem}")
+    return tuple(replies)
 
 
 def load_profiles(source: str | Path | Mapping[str, Any]) -> dict[str, SimProfile]:
