@@ -18,7 +18,7 @@ from backends.base import Backend, BackendSettings, Health
 from backends.capabilities import Capabilities
 from backends.deadline import Deadline
 from backends.errors import BackendError, BackendUnavailable, BadRequest, MalformedResponse, RateLimited
-from backends.http_transport import HttpTransport, Reply
+from backends.http_transport import HttpTransport, Reply, json_event
 from backends.params import AnthropicParams
 from backends.types import Request
 
@@ -116,12 +116,7 @@ class AnthropicBackend(Backend):
                 yield delta
 
     def _parse_event(self, data: bytes) -> dict[str, Any]:
-        try:
-            event = orjson.loads(data)
-        except ValueError as exc:
-            raise MalformedResponse(f"unparseable stream event: {data[:200]!r}", **self.where()) from exc
-        if not isinstance(event, dict):
-            raise MalformedResponse(f"unexpected stream event: {data[:200]!r}", **self.where())
+        event = json_event(data, self.where())
         if event.get("type") == "error":  # a failure after the 200: overloaded, mostly
             error = event.get("error") or {}
             kind = {"rate_limit_error": RateLimited, "invalid_request_error": BadRequest}.get(

@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from backends.errors import BackendError, BackendUnavailable, Where
+from backends.errors import BackendError, BackendUnavailable, MalformedResponse, Where
 from backends.http_errors import error_for_status, is_transport_error, translate_transport_error
 from backends.http_session import Sessions, sse_data
 
 if TYPE_CHECKING:
     import aiohttp
 
-__all__ = ["HttpTransport", "Reply"]
+__all__ = ["HttpTransport", "Reply", "json_event"]
 
 _CONNECT_CAP_S = 10.0  # connecting alone never takes longer than this, whatever the deadline
 _DRAIN_S = 0.05  # how long to read past the last event for the connection's sake
@@ -99,6 +99,17 @@ class HttpTransport:
 
     async def aclose(self) -> None:
         await self._sessions.aclose()
+
+
+def json_event(data: bytes, where: Where) -> dict[str, Any]:
+    """One SSE event's data as the JSON object both providers send; MalformedResponse otherwise."""
+    try:
+        event = orjson.loads(data)
+    except ValueError as exc:
+        raise MalformedResponse(f"unparseable stream event: {data[:200]!r}", **where) from exc
+    if not isinstance(event, dict):
+        raise MalformedResponse(f"unexpected stream event: {data[:200]!r}", **where)
+    return event
 
 
 async def _drain(body: AsyncIterator[list[bytes]]) -> None:

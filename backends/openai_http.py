@@ -19,7 +19,7 @@ from backends.capabilities import Capabilities
 from backends.deadline import Deadline
 from backends.errors import BackendError, MalformedResponse
 from backends.http_errors import is_transport_error
-from backends.http_transport import HttpTransport
+from backends.http_transport import HttpTransport, json_event
 from backends.openai_fields import chat_messages, is_openai_itself, request_fields
 from backends.params import ChatParams
 from backends.served import not_served_hint, served_models
@@ -134,13 +134,7 @@ class OpenAIBackend(Backend):
             raise MalformedResponse(f"not an OpenAI chat completion: {body[:200]!r}", **self.where()) from exc
 
     def _parse(self, data: bytes) -> dict[str, Any]:
-        try:
-            event = orjson.loads(data)
-        except ValueError as exc:
-            raise MalformedResponse(f"unparseable stream event: {data[:200]!r}", **self.where()) from exc
-        if not isinstance(event, dict):
-            raise MalformedResponse(f"unexpected stream event: {data[:200]!r}", **self.where())
-        return event
+        return json_event(data, self.where())
 
     def _deltas(self, batch: list[bytes], simulated: bool) -> list[Delta]:
         """The events of one read as few Deltas as keep their order: consecutive events fold

@@ -6,9 +6,11 @@ import contextlib
 import dataclasses
 import json
 import socket
+import textwrap
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import uvicorn
 
@@ -86,6 +88,30 @@ routing:
 consortia:
 {consortia}"""
     return Router(parse_config(text, "sim.yaml"))
+
+
+def cli_config(tmp_path: Path, base_url: str, extra: str = "") -> Path:
+    """A config file of two tiers on one upstream (`local`, then `hosted`, priced), routed by
+    prompt length (100 characters), for the CLI's tests; `extra` is YAML appended as written."""
+    path = tmp_path / "cfg.yaml"
+    path.write_text(textwrap.dedent(f"""\
+        backends:
+          local:
+            kind: openai
+            model: sim-local
+            base_url: {base_url}
+          hosted:
+            kind: openai
+            model: sim-hosted
+            base_url: {base_url}
+            price: {{input: 3, output: 15}}
+        routing:
+          scorer: {{kind: length, threshold_chars: 100}}
+          tiers:
+            - {{name: cheap, below: 0.5, backends: [local]}}
+            - {{name: strong, backends: [hosted]}}
+        """) + extra)
+    return path
 
 
 def make_router(sim, *, timeout_s: float = 10.0, **top) -> Router:

@@ -9,11 +9,11 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
+from tests.helpers import cli_config
 from tests.ports import refusing_port
 
 pytestmark = pytest.mark.integration  # subprocesses and servers
@@ -30,28 +30,6 @@ def route(*args: str, input: str | None = None, env: dict | None = None, cwd: Pa
                           timeout=60, stdin=subprocess.DEVNULL if input is None else None)
 
 
-def _config(tmp_path: Path, base_url: str, extra: str = "") -> Path:
-    path = tmp_path / "cfg.yaml"
-    path.write_text(textwrap.dedent(f"""\
-        backends:
-          local:
-            kind: openai
-            model: sim-local
-            base_url: {base_url}
-          hosted:
-            kind: openai
-            model: sim-hosted
-            base_url: {base_url}
-            price: {{input: 3, output: 15}}
-        routing:
-          scorer: {{kind: length, threshold_chars: 100}}
-          tiers:
-            - {{name: cheap, below: 0.5, backends: [local]}}
-            - {{name: strong, backends: [hosted]}}
-        """) + extra)
-    return path
-
-
 def test_help_lists_commands_and_exit_codes():
     result = route("--help")
     assert result.returncode == 0
@@ -60,7 +38,7 @@ def test_help_lists_commands_and_exit_codes():
 
 
 def test_answer_streams_to_stdout_and_notes_go_to_stderr(sim, tmp_path):
-    result = route("-c", str(_config(tmp_path, sim.base_url)), "What is 2+2?")
+    result = route("-c", str(cli_config(tmp_path, sim.base_url)), "What is 2+2?")
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("[simulated sim-local]")
     assert "→ local" in result.stderr and "SIMULATED" in result.stderr
@@ -68,7 +46,7 @@ def test_answer_streams_to_stdout_and_notes_go_to_stderr(sim, tmp_path):
 
 
 def test_json_output_is_one_parseable_document(sim, tmp_path):
-    result = route("-c", str(_config(tmp_path, sim.base_url)), "--json", "x" * 400)
+    result = route("-c", str(cli_config(tmp_path, sim.base_url)), "--json", "x" * 400)
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
     assert doc["backend"] == "hosted" and doc["simulated"] is True
@@ -77,25 +55,25 @@ def test_json_output_is_one_parseable_document(sim, tmp_path):
 
 
 def test_prompt_from_stdin(sim, tmp_path):
-    result = route("-c", str(_config(tmp_path, sim.base_url)), "--no-stream", input="Tell me a joke\n")
+    result = route("-c", str(cli_config(tmp_path, sim.base_url)), "--no-stream", input="Tell me a joke\n")
     assert result.returncode == 0, result.stderr
     assert "Tell me a joke" in result.stdout  # the simulator echoes the prompt's start
 
 
 def test_forced_model(sim, tmp_path):
-    result = route("-c", str(_config(tmp_path, sim.base_url)), "-m", "hosted", "hi", "--json")
+    result = route("-c", str(cli_config(tmp_path, sim.base_url)), "-m", "hosted", "hi", "--json")
     assert json.loads(result.stdout)["backend"] == "hosted"
 
 
 def test_explain_calls_no_model(sim, tmp_path):
-    result = route("-c", str(_config(tmp_path, sim.base_url)), "--explain", "--json", "hi")
+    result = route("-c", str(cli_config(tmp_path, sim.base_url)), "--explain", "--json", "hi")
     assert result.returncode == 0
     assert json.loads(result.stdout)["chosen"] == "local"
     assert sim.stats().get("sim-local", {}).get("requests", 0) == 0
 
 
 def test_no_reachable_backend_exits_3_with_what_was_tried_and_how_to_connect(tmp_path):
-    result = route("-c", str(_config(tmp_path, "http://127.0.0.1:9/v1")), "hello")
+    result = route("-c", str(cli_config(tmp_path, "http://127.0.0.1:9/v1")), "hello")
     assert result.returncode == 3
     assert "tried local, hosted" in result.stderr and "cannot connect" in result.stderr
     assert "route sim" in result.stderr and "Traceback" not in result.stderr
@@ -132,24 +110,24 @@ def test_config_error_exits_2_with_file_and_line(tmp_path):
     (["--temperature", "9", "hi"], "--temperature"),
 ])
 def test_usage_errors_exit_2(sim, tmp_path, args, message):
-    result = route("-c", str(_config(tmp_path, sim.base_url)), *args)
+    result = route("-c", str(cli_config(tmp_path, sim.base_url)), *args)
     assert result.returncode == 2
     assert message in result.stderr and "Traceback" not in result.stderr
 
 
 def test_json_mode_errors_are_json_on_stdout(tmp_path):
-    result = route("-c", str(_config(tmp_path, "http://127.0.0.1:9/v1")), "--json", "-m", "nope", "hi")
+    result = route("-c", str(cli_config(tmp_path, "http://127.0.0.1:9/v1")), "--json", "-m", "nope", "hi")
     assert result.returncode == 2
     assert json.loads(result.stdout)["error"]["type"] == "UsageError"
 
 
 def test_empty_stdin_is_a_usage_error(tmp_path, sim):
-    result = route("-c", str(_config(tmp_path, sim.base_url)), input="   \n")
+    result = route("-c", str(cli_config(tmp_path, sim.base_url)), input="   \n")
     assert result.returncode == 2 and "empty" in result.stderr
 
 
 def test_models_json_never_shows_keys(tmp_path, sim):
-    result = route("models", "--json", "-c", str(_config(tmp_path, sim.base_url)))
+    result = route("models", "--json", "-c", str(cli_config(tmp_path, sim.base_url)))
     doc = json.loads(result.stdout)
     assert [b["name"] for b in doc["backends"]] == ["local", "hosted"]
 
@@ -162,10 +140,10 @@ def test_models_reports_key_presence_not_value(tmp_path):
 
 
 def test_doctor_ok_against_the_simulator_and_failing_otherwise(sim, tmp_path):
-    good = route("doctor", "-c", str(_config(tmp_path, sim.base_url)))
+    good = route("doctor", "-c", str(cli_config(tmp_path, sim.base_url)))
     assert good.returncode == 0, good.stderr
     assert "SIMULATED" in good.stdout
-    bad = route("doctor", "-c", str(_config(tmp_path, "http://127.0.0.1:9/v1")))
+    bad = route("doctor", "-c", str(cli_config(tmp_path, "http://127.0.0.1:9/v1")))
     assert bad.returncode == 3 and "cannot reach" in bad.stdout
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import PaidUpstream
+from tests.helpers import PaidUpstream, cli_config
 from tests.ports import refusing_port
 
 pytestmark = pytest.mark.integration
@@ -38,28 +38,6 @@ def route(*args: str, input: str | None = None, env: dict | None = None, cwd: Pa
                           input=input, stdin=subprocess.DEVNULL if input is None else None)
 
 
-def _config(tmp_path: Path, base_url: str, extra: str = "") -> Path:
-    path = tmp_path / "cfg.yaml"
-    path.write_text(textwrap.dedent(f"""\
-        backends:
-          local:
-            kind: openai
-            model: sim-local
-            base_url: {base_url}
-          hosted:
-            kind: openai
-            model: sim-hosted
-            base_url: {base_url}
-            price: {{input: 3, output: 15}}
-        routing:
-          scorer: {{kind: length, threshold_chars: 100}}
-          tiers:
-            - {{name: cheap, below: 0.5, backends: [local]}}
-            - {{name: strong, backends: [hosted]}}
-        """) + extra)
-    return path
-
-
 def _nested(tmp_path: Path, sim) -> Path:
     text = (ROOT / "examples/nested_consortium.yaml").read_text().replace("http://127.0.0.1:8000/v1", sim.base_url)
     path = tmp_path / "nested.yaml"
@@ -81,7 +59,7 @@ def _logged(cfg: Path) -> list[dict]:
 
 
 def test_option_before_a_subcommand_runs_the_subcommand(sim, tmp_path):
-    cfg = _config(tmp_path, sim.base_url)
+    cfg = cli_config(tmp_path, sim.base_url)
     listed = route("-c", str(cfg), "models")
     assert listed.returncode == 0, listed.stderr
     assert "local" in listed.stdout and "hosted" in listed.stdout
@@ -100,7 +78,7 @@ def test_option_before_a_subcommand_runs_the_subcommand(sim, tmp_path):
     (["-m", "local", "models"], "route models"),
 ])
 def test_a_command_word_or_a_typo_is_never_sent(sim, tmp_path, args, suggestion):
-    result = route("-c", str(_config(tmp_path, sim.base_url)), *args)
+    result = route("-c", str(cli_config(tmp_path, sim.base_url)), *args)
     assert result.returncode == 2, result.stdout + result.stderr
     assert suggestion in result.stderr and "route ask" in result.stderr
     assert "Traceback" not in result.stderr and result.stdout == ""
@@ -109,19 +87,19 @@ def test_a_command_word_or_a_typo_is_never_sent(sim, tmp_path, args, suggestion)
 
 @pytest.mark.parametrize("args", [["ask", "models"], ["--", "models"], ["-q", "--", "models"]])
 def test_a_command_word_is_sent_when_asked_for_deliberately(sim, tmp_path, args):
-    result = route("-c", str(_config(tmp_path, sim.base_url)), *args)
+    result = route("-c", str(cli_config(tmp_path, sim.base_url)), *args)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("[simulated sim-local]") and "models" in result.stdout
 
 
 def test_ordinary_short_prompts_still_go_through(sim, tmp_path):
     for prompt in ("hi", "ok", "hello"):
-        result = route("-c", str(_config(tmp_path, sim.base_url)), "-q", prompt)
+        result = route("-c", str(cli_config(tmp_path, sim.base_url)), "-q", prompt)
         assert result.returncode == 0, (prompt, result.stderr)
 
 
 def test_global_options_work_after_the_subcommand_and_the_prompt(sim, tmp_path):
-    cfg = str(_config(tmp_path, sim.base_url))
+    cfg = str(cli_config(tmp_path, sim.base_url))
     answered = route("What is 2+2?", "--json", "-c", cfg)
     assert answered.returncode == 0, answered.stderr
     assert json.loads(answered.stdout)["backend"] == "local"
@@ -138,7 +116,7 @@ def test_global_options_work_after_the_subcommand_and_the_prompt(sim, tmp_path):
 
 
 def test_stdin_is_added_after_the_prompt_argument(sim, tmp_path):
-    cfg = str(_config(tmp_path, sim.base_url))
+    cfg = str(cli_config(tmp_path, sim.base_url))
     diff = "--- a/x.py\n+++ b/x.py\n" + "+print('changed')\n" * 40
     alone = json.loads(route("--json", "-c", cfg, "Summarise this diff").stdout)
     both = route("--json", "-c", cfg, "Summarise this diff", input=diff)
@@ -155,7 +133,7 @@ def test_stdin_is_added_after_the_prompt_argument(sim, tmp_path):
 
 @pytest.mark.parametrize("prompt", ["", "   ", "\n\t"])
 def test_blank_prompts_are_refused(sim, tmp_path, prompt):
-    cfg = _config(tmp_path, sim.base_url)
+    cfg = cli_config(tmp_path, sim.base_url)
     result = route("-c", str(cfg), prompt)
     assert result.returncode == 2 and "empty" in result.stderr and "Traceback" not in result.stderr
     assert _requests(sim) == 0 and _logged(cfg) == []
@@ -189,7 +167,7 @@ def _all_cancelled(sim, models: list[str]) -> None:
 @pytest.mark.parametrize("stream", ["--stream", "--no-stream"])
 def test_ctrl_c_on_one_backend_is_one_line_exit_130_logged_cancelled(sim, tmp_path, stream):
     sim.update_profile("sim-local", ttft_s=60)
-    cfg = _config(tmp_path, sim.base_url)
+    cfg = cli_config(tmp_path, sim.base_url)
     result = _interrupt(["-c", str(cfg), stream, "hello"], sim, ["sim-local"])
     assert result.returncode == 130, result.stderr
     assert "Traceback" not in result.stderr
@@ -254,7 +232,7 @@ def test_calibrate_summary_is_readable_not_a_raw_dict(tmp_path):
 
 
 def test_prefer_best_without_a_deadline_does_not_mention_one(sim, tmp_path):
-    result = route("-c", str(_config(tmp_path, sim.base_url)), "--explain", "--json", "--prefer", "best", "hello")
+    result = route("-c", str(cli_config(tmp_path, sim.base_url)), "--explain", "--json", "--prefer", "best", "hello")
     reason = json.loads(result.stdout)["reason"]
     assert "deadline" not in reason, reason
 
@@ -270,7 +248,7 @@ def test_a_one_tier_config_does_not_talk_of_other_bands(sim, tmp_path):
 def test_a_deadline_timeout_is_not_told_to_connect_a_model(sim, tmp_path):
     sim.update_profile("sim-local", ttft_s=5)
     sim.update_profile("sim-hosted", ttft_s=5)
-    result = route("-c", str(_config(tmp_path, sim.base_url)), "--deadline", "200ms", "hello")
+    result = route("-c", str(cli_config(tmp_path, sim.base_url)), "--deadline", "200ms", "hello")
     assert result.returncode == 3
     assert "deadline" in result.stderr and "route sim" not in result.stderr
 
@@ -422,7 +400,7 @@ def test_config_path_and_show(tmp_path, route_home):
 
 
 def test_log_show_one_request_in_full(sim, tmp_path):
-    cfg = _config(tmp_path, sim.base_url)
+    cfg = cli_config(tmp_path, sim.base_url)
     assert route("-c", str(cfg), "-q", "What is 2+2?").returncode == 0
     row = _logged(cfg)[0]
     shown = route("log", "show", str(row["id"]), "-c", str(cfg))
@@ -436,13 +414,13 @@ def test_log_show_one_request_in_full(sim, tmp_path):
 
 def test_stats_shows_total_spend_and_a_cap_stops_spending(answering, tmp_path):
     paid = PaidUpstream()  # real answers: a simulated one's cost is shown, never spent
-    cfg = _config(tmp_path, answering(paid))
+    cfg = cli_config(tmp_path, answering(paid))
     assert route("-c", str(cfg), "-q", "-m", "hosted", "What is 2+2?").returncode == 0
     doc = json.loads(route("stats", "--json", "-c", str(cfg)).stdout)
     assert doc["total_cost_usd"] > 0, doc
     human = route("stats", "-c", str(cfg))
     assert "total" in human.stdout and "$" in human.stdout
-    capped = _config(tmp_path, answering(paid), "spend:\n  cap_usd: 0.000001\n")
+    capped = cli_config(tmp_path, answering(paid), "spend:\n  cap_usd: 0.000001\n")
     refused = route("-c", str(capped), "-m", "hosted", "What is 2+2?")
     assert refused.returncode == 2 and "spend cap" in refused.stderr
     assert len(paid.bodies) == 1
