@@ -15,6 +15,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
+from router.cli.coercion import without_pydantic
 from router.cli.commands import COMMANDS
 from router.cli.dispatch import NotAPrompt, dispatch
 from router.cli.errors import EXIT_USAGE, fail
@@ -34,7 +35,7 @@ class _Commands(Mapping[str, Any]):
             raise KeyError(name)
         if name not in self._built:
             module = importlib.import_module(f"router.cli.commands.{name}")
-            self._built[name] = typer.main.get_command(module.app)
+            self._built[name] = without_pydantic(typer.main.get_command(module.app))
         return self._built[name]
 
     def __contains__(self, name: object) -> bool:
@@ -58,6 +59,7 @@ class _DefaultToAsk(TyperGroup):
         return list(COMMANDS)
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:  # Any: typer may vendor its own click
+        without_pydantic(self, subcommands=False)  # its own options (--version): the commands build on use
         try:
             routed = dispatch(self, args, completing=ctx.resilient_parsing)
         except NotAPrompt as exc:
