@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -76,3 +77,32 @@ def test_shared_options_are_declared_once() -> None:
     elsewhere = {str(p.relative_to(CLI)): sorted(shared & set(_declared_options(p)))
                  for p in CLI.rglob("*.py") if p.name != "options.py"}
     assert {where: names for where, names in elsewhere.items() if names} == {}
+
+
+def test_values_coerced_without_pydantic_are_the_ones_typer_makes(tmp_path: Path) -> None:
+    # router/cli/coercion.py takes the plain cases; typer's own (pydantic) coercion is the oracle.
+    seen: dict[str, object] = {}
+    probe = typer.Typer()
+
+    @probe.command()
+    def values(count: Annotated[int | None, typer.Option(min=1)] = None,
+               share: Annotated[float | None, typer.Option(max=2.0)] = None,
+               name: Annotated[str | None, typer.Option()] = None,
+               path: Annotated[Path | None, typer.Option()] = None) -> None:
+        seen.update(count=count, share=share, name=name, path=path)
+
+    from router.cli.coercion import without_pydantic
+
+    cases = [["--count", "+7", "--share", ".5", "--name", "x y", "--path", str(tmp_path)],
+             ["--count", "007", "--share", "-2"], ["--count", "0"], ["--share", "2.5"], ["--count", "1e3"], []]
+    for args in cases:
+        results = []
+        for command in (typer.main.get_command(probe), without_pydantic(typer.main.get_command(probe))):
+            seen.clear()
+            try:
+                command.main(args, prog_name="values", standalone_mode=False)
+                refused = None
+            except Exception as exc:  # typer's (vendored click's) BadParameter: compared by its words
+                refused = exc.format_message() if hasattr(exc, "format_message") else repr(exc)
+            results.append((refused, dict(seen)))
+        assert results[0] == results[1], args

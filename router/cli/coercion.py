@@ -20,6 +20,7 @@ __all__ = ["without_pydantic"]
 
 _INT = re.compile(r"[+-]?[0-9]+")
 _FLOAT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
+_NUMBERS: dict[Any, tuple[re.Pattern[str], Any]] = {int: (_INT, int), float: (_FLOAT, float)}
 
 
 class _Plain:
@@ -49,14 +50,11 @@ class _Plain:
             return None
         if kind is str:
             return value
-        if kind is int and _INT.fullmatch(value):
-            return _within(int(value), info)
-        if kind is float and _FLOAT.fullmatch(value):
-            return _within(float(value), info)
+        number = _NUMBERS.get(kind)
+        if number is not None and number[0].fullmatch(value):
+            return _within(number[1](value), info)
         if kind is Path and _unchecked(info):
-            if info.readable and os.path.exists(value) and not os.access(value, os.R_OK):
-                return None  # typer refuses an unreadable file in its own words
-            return Path(value)
+            return _path(value, info)
         return None
 
 
@@ -65,6 +63,12 @@ def _within(number: float, info: Any) -> float | None:
     if (info.min is not None and number < info.min) or (info.max is not None and number > info.max):
         return None
     return number
+
+
+def _path(value: str, info: Any) -> Path | None:
+    if info.readable and os.path.exists(value) and not os.access(value, os.R_OK):
+        return None  # typer refuses an unreadable file in its own words
+    return Path(value)
 
 
 def _unchecked(info: Any) -> bool:

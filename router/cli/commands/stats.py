@@ -114,18 +114,24 @@ def stats(
         out.data({"since": since, "requests": len(rows), "total_cost_usd": total, "spend_cap_usd": cap,
                   "backends": [s.as_dict() for s in summary], "tiers": [t.as_dict() for t in tiers],
                   "shadow_judging": shadow})
-    elif not summary:
+    else:
+        _show(out, summary, tiers, since, total, loaded.config, shadow)
+    if plot:
+        out.info(f"latency plot written to {plot}")
+
+
+def _show(out: Output, summary, tiers, since: str | None, total: float, config, shadow) -> None:
+    """The tables, the spend cap and shadow judging's spend, for a person."""
+    if not summary:
         out.info("no requests logged in this window")
     else:
         window = f"last {since}" if since else "all time"
         out.out.print(_stats_table(summary, window, total))
         if tiers:
             out.out.print(_tiers_table(tiers, window))
-        if cap is not None:
-            out.info(f"spend cap: ${cap:g} per {loaded.config.spend.window_days:g} days (spend.cap_usd)")
-    if shadow is not None and not json_output:
+        if config.spend.cap_usd is not None:
+            out.info(f"spend cap: ${config.spend.cap_usd:g} per {config.spend.window_days:g} days (spend.cap_usd)")
+    if shadow is not None:
         out.out.print(f"shadow judging (routing.learn): ${shadow['today_usd']:.4f} today (UTC) of "
                       f"${shadow['budget_usd_per_day']:g} a day, {shadow['today_calls']} calls; "
                       f"${shadow['total_usd']:.4f} all days, {shadow['total_calls']} calls")
-    if plot:
-        out.info(f"latency plot written to {plot}")
