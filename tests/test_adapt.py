@@ -170,12 +170,8 @@ def test_too_strict_a_bar_keeps_even_a_real_gain(adapted) -> None:
 
 
 def _cli():
-    import typer
+    from router.cli.app import app
 
-    from router.cli.scoring_cmds import register
-
-    app = typer.Typer()
-    register(app)
     return app
 
 

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from policies.complexity import ComplexityScorer
 from policies.complexity.training.fit import is_held_out
-from router.cli.scoring_cmds import register
+from router.cli.app import app as route
 from router.config_loader import load_config
 from router.core import Router
 from router.learning.store import LearningStore
@@ -31,9 +31,7 @@ runner = CliRunner()
 
 
 def app() -> typer.Typer:
-    a = typer.Typer()
-    register(a)
-    return a
+    return route
 
 
 def config_file(tmp_path: Path, base_url: str = "http://127.0.0.1:9/v1") -> Path:

@@ -26,7 +26,7 @@ from policies.complexity.training.fit import (
 from policies.complexity.training.learn import GENERAL, design, learn
 from policies.routing_eval import apgr, quality_curve
 from policies.scoring import build_scorer
-from router.cli.scoring_cmds import register
+from router.cli.app import app as route
 
 pytestmark = pytest.mark.unit
 
@@ -319,9 +319,7 @@ runner = CliRunner()
 
 
 def app() -> typer.Typer:
-    a = typer.Typer()
-    register(a)
-    return a
+    return route
 
 
 def test_cli_score_reads_stdin() -> None:

@@ -1,37 +1,71 @@
 """The `route` command: `route "prompt"` asks; subcommands manage everything else.
 
-Kept light on purpose: nothing here imports httpx, litellm, pydantic or torch, so
-`route --help` starts fast. Each command group lives in its own module and is registered here.
+Kept light on purpose: nothing here imports httpx, litellm, pydantic or torch, and only the
+command being run is imported and built: `route W` lives in router/cli/commands/W.py, and the
+table of commands (router/cli/commands/__init__.py) is what `route --help` lists.
 """
 
 from __future__ import annotations
 
-import os
-import sys
-from collections.abc import Callable
-from functools import wraps
+import importlib
+from collections.abc import Iterator, Mapping
+from types import SimpleNamespace
 from typing import Annotated, Any
 
 import typer
 from typer.core import TyperGroup
 
+from router.cli.coercion import without_pydantic
+from router.cli.commands import COMMANDS
 from router.cli.dispatch import NotAPrompt, dispatch
+from router.cli.errors import EXIT_USAGE, fail
 
-__all__ = ["app", "run", "handle_errors"]
+__all__ = ["app", "run"]
 
-EXIT_OK, EXIT_USAGE, EXIT_NO_BACKEND, EXIT_INTERRUPTED = 0, 2, 3, 130
+
+class _Commands(Mapping[str, Any]):
+    """The root's commands, by name from the table; each one's module is imported and its command
+    built the first time it is looked up (typer reads every parameter's annotations to build one)."""
+
+    def __init__(self) -> None:
+        self._built: dict[str, Any] = {}
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in COMMANDS:
+            raise KeyError(name)
+        if name not in self._built:
+            module = importlib.import_module(f"router.cli.commands.{name}")
+            self._built[name] = without_pydantic(typer.main.get_command(module.app))
+        return self._built[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in COMMANDS
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(COMMANDS)
+
+    def __len__(self) -> int:
+        return len(COMMANDS)
 
 
 class _DefaultToAsk(TyperGroup):
     """`route "prompt"` and `route --explain "prompt"` mean `route ask ...`; see router/cli/dispatch.py."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands = _Commands()  # type: ignore[assignment]  # read-only: every command is in the table
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(COMMANDS)
+
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:  # Any: typer may vendor its own click
+        without_pydantic(self, subcommands=False)  # its own options (--version): the commands build on use
         try:
             routed = dispatch(self, args, completing=ctx.resilient_parsing)
         except NotAPrompt as exc:
             if ctx.resilient_parsing:  # shell completion: offer what there is, say nothing
                 return super().parse_args(ctx, args)
-            _fail(str(exc), "UsageError", json_mode="--json" in args)
+            fail(str(exc), "UsageError", json_mode="--json" in args)
             ctx.exit(EXIT_USAGE)
         return super().parse_args(ctx, routed)
 
@@ -39,14 +73,21 @@ class _DefaultToAsk(TyperGroup):
         formatter.write_usage("route", '[OPTIONS] "PROMPT"  |  route COMMAND [ARGS]...')
 
     def format_commands(self, ctx, formatter) -> None:
-        """The default command's options first: `route -m NAME "..."` is how most people ask."""
+        """The default command's options first: `route -m NAME "..."` is how most people ask. Then
+        every command's summary from the table, shortened as click shortens a command's help,
+        without importing the commands."""
         ask = self.commands.get("ask")
         options = [p for p in (ask.params if ask else ()) if getattr(p, "param_type_name", None) == "option"]
         rows = [record for p in options if (record := p.get_help_record(ctx))]
         if rows:
             with formatter.section('Ask options (route [OPTIONS] "PROMPT", the same as route ask)'):
                 formatter.write_dl(rows)
-        super().format_commands(ctx, formatter)
+        limit = formatter.width - 6 - max(map(len, COMMANDS))
+        shorten = TyperGroup.get_short_help_str  # click's own rule, applied to a stand-in for each command
+        summaries = [(name, shorten(SimpleNamespace(short_help=None, help=text, deprecated=False), limit))  # type: ignore[arg-type]
+                     for name, text in COMMANDS.items()]
+        with formatter.section("Commands"):
+            formatter.write_dl(summaries)
 
 
 app = typer.Typer(
@@ -79,74 +120,6 @@ def _root(
                                           help="Print the version and exit.")] = False,
 ) -> None:
     """The group itself does nothing: every command takes its own options (see router/cli/dispatch.py)."""
-
-
-def _fail(message: str, kind: str, *, json_mode: bool) -> None:
-    from router.cli.output import Output
-
-    Output(json_mode=json_mode).error(message, kind=kind)
-
-
-def handle_errors(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Map errors to a one-paragraph message and an exit code, never a traceback: ours carry
-    their exit code (2 usage/config, 3 no backend); a file the user named that cannot be read or
-    written is 2; Ctrl-C is one line and 130; anything else is a bug, shown in one line (set
-    ROUTE_DEBUG=1 for the traceback), exit 1."""
-
-    @wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from backends.errors import RouteError
-
-        json_mode = bool(kwargs.get("json_output") or kwargs.get("json_out"))
-        try:
-            return command(*args, **kwargs)
-        except RouteError as exc:
-            _fail(str(exc), type(exc).__name__, json_mode=json_mode)
-            raise typer.Exit(getattr(exc, "exit_code", 1)) from None
-        except KeyboardInterrupt:
-            _cancelled(json_mode)
-            raise typer.Exit(EXIT_INTERRUPTED) from None
-        except OSError as exc:
-            _fail(f"{exc}. Check the path and its permissions.", type(exc).__name__, json_mode=json_mode)
-            raise typer.Exit(EXIT_USAGE) from None
-        except Exception as exc:
-            if os.environ.get("ROUTE_DEBUG") or type(exc).__module__.startswith(("click", "typer")):
-                raise  # click's and typer's own exits and usage errors are theirs to show
-            _fail(f"{exc!r}: this is a bug in route; run again with ROUTE_DEBUG=1 for the traceback "
-                  "and report it.", "InternalError", json_mode=json_mode)
-            raise typer.Exit(1) from None
-
-    return wrapper
-
-
-def _cancelled(json_mode: bool) -> None:
-    """Ctrl-C: one line on stderr (and the error document on stdout with --json)."""
-    sys.stderr.write("route: cancelled\n")
-    sys.stderr.flush()
-    if json_mode:
-        from router.cli.output import Output
-
-        Output(json_mode=True).data({"error": {"type": "cancelled", "message": "interrupted (Ctrl-C)"}})
-
-
-def _register_commands() -> None:
-    # Each module imports only typer at the top; its command bodies import what they need.
-    from router.cli import (
-        admin,
-        ask,
-        config_cmds,
-        consortium_cmds,
-        engine_cmds,
-        learn_cmds,
-        scoring_cmds,
-        serve_cmds,
-    )
-
-    for module in (ask, admin, config_cmds, scoring_cmds, learn_cmds, consortium_cmds, serve_cmds, engine_cmds):
-        module.register(app)
-
-
-_register_commands()
 
 
 def run() -> None:

@@ -8,9 +8,15 @@ from typing import Annotated, Any
 
 import typer
 
+from router.cli.commands import command_app
+from router.cli.errors import handle_errors
+from router.cli.options import Config, Json, NoLog, Quiet
 from router.cli.output import Output
 
-__all__ = ["register"]
+__all__ = ["app", "ask"]
+
+app = command_app()
+
 
 def _piped() -> str | None:
     """What was piped into stdin, or None for a terminal, a closed stdin or no data (/dev/null)."""
@@ -276,61 +282,58 @@ def _run_request(coroutine) -> None:
         runner.run(coroutine)
 
 
-def register(app: typer.Typer) -> None:
-    from router.cli.app import handle_errors
+@app.command("ask", help='Ask a question (the default: `route "prompt"` is `route ask "prompt"`).')
+@handle_errors
+def ask(
+    prompt: Annotated[str | None, typer.Argument(help="The prompt; omit or '-' to read stdin.")] = None,
+    model: Annotated[str | None, typer.Option("-m", "--model", help="Force a backend or consortium by name.")] = None,
+    explain: Annotated[bool, typer.Option("--explain", help="Show the routing decision; call no model.")] = False,
+    json_output: Json = False,
+    stream: Annotated[bool, typer.Option("--stream/--no-stream", help="Stream the answer as it arrives.")] = True,
+    system: Annotated[str | None, typer.Option("-s", "--system", help="A system prompt.")] = None,
+    max_tokens: Annotated[int | None, typer.Option("--max-tokens", min=1, help="Most tokens in the answer.")] = None,
+    temperature: Annotated[float | None, typer.Option("--temperature", min=0.0, max=2.0,
+                                                      help="Sampling temperature.")] = None,
+    deadline: Annotated[str | None, typer.Option("--deadline", help="Whole-request deadline: 500ms, 2s, 1m.")] = None,
+    prefer: Annotated[str | None, typer.Option(
+        "--prefer", help="fast | cheap | best: what to optimise among backends that meet the deadline.")] = None,
+    config: Config = None,
+    quiet: Quiet = False,
+    watch: Annotated[bool, typer.Option("--watch", help="Diffusion backends: show the canvas denoising in place.")] = False,
+    no_log: NoLog = False,
+    show_thinking: Annotated[bool, typer.Option(
+        "--show-thinking", help="Print the model's thinking, dimmed, on stderr before the answer (stdout keeps "
+                                "the answer alone; --json always has it under `thinking`).")] = False,
+) -> None:
+    from router.cli.durations import parse_duration
+    from router.config_loader import load_config
 
-    @app.command("ask", help='Ask a question (the default: `route "prompt"` is `route ask "prompt"`).')
-    @handle_errors
-    def ask(
-        prompt: Annotated[str | None, typer.Argument(help="The prompt; omit or '-' to read stdin.")] = None,
-        model: Annotated[str | None, typer.Option("-m", "--model", help="Force a backend or consortium by name.")] = None,
-        explain: Annotated[bool, typer.Option("--explain", help="Show the routing decision; call no model.")] = False,
-        json_output: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
-        stream: Annotated[bool, typer.Option("--stream/--no-stream", help="Stream the answer as it arrives.")] = True,
-        system: Annotated[str | None, typer.Option("-s", "--system", help="A system prompt.")] = None,
-        max_tokens: Annotated[int | None, typer.Option("--max-tokens", min=1, help="Most tokens in the answer.")] = None,
-        temperature: Annotated[float | None, typer.Option("--temperature", min=0.0, max=2.0,
-                                                          help="Sampling temperature.")] = None,
-        deadline: Annotated[str | None, typer.Option("--deadline", help="Whole-request deadline: 500ms, 2s, 1m.")] = None,
-        prefer: Annotated[str | None, typer.Option(
-            "--prefer", help="fast | cheap | best: what to optimise among backends that meet the deadline.")] = None,
-        config: Annotated[str | None, typer.Option("-c", "--config", help="Config file (default: search order).")] = None,
-        quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Only the answer; no notes on stderr.")] = False,
-        watch: Annotated[bool, typer.Option("--watch", help="Diffusion backends: show the canvas denoising in place.")] = False,
-        no_log: Annotated[bool, typer.Option("--no-log", help="Do not write this request to the request log.")] = False,
-        show_thinking: Annotated[bool, typer.Option(
-            "--show-thinking", help="Print the model's thinking, dimmed, on stderr before the answer (stdout keeps "
-                                    "the answer alone; --json always has it under `thinking`).")] = False,
-    ) -> None:
-        from router.cli.durations import parse_duration
-        from router.config_loader import load_config
+    out = Output(json_mode=json_output, quiet=quiet)
+    deadline_s = parse_duration(deadline) if deadline else None
+    messages = _messages(_read_prompt(prompt), system)
+    loaded = load_config(config)
+    from router.core import Router
+    from router.store.choice import request_log_on
 
-        out = Output(json_mode=json_output, quiet=quiet)
-        deadline_s = parse_duration(deadline) if deadline else None
-        messages = _messages(_read_prompt(prompt), system)
-        loaded = load_config(config)
-        from router.core import Router
-        from router.store.choice import request_log_on
+    # --no-log opens no file at all; an unusable store is one warning, then log and learning off.
+    keep = request_log_on(loaded, out, no_log=no_log)
+    router = Router(loaded, source="cli", log=None if keep else False)
+    if keep or loaded.config.state.backend == "redis":  # Redis needs no local file
+        _attach_latency_store(router, out)
+    _read_shared_limits(router)
+    from policies.needs import Needs
 
-        # --no-log opens no file at all; an unusable store is one warning, then log and learning off.
-        keep = request_log_on(loaded, out, no_log=no_log)
-        router = Router(loaded, source="cli", log=None if keep else False)
-        if keep or loaded.config.state.backend == "redis":  # Redis needs no local file
-            _attach_latency_store(router, out)
-        _read_shared_limits(router)
-        from policies.needs import Needs
-
-        # The needs the call itself will check (router.acomplete), so --explain shows what will happen.
-        decision = router.decide(messages, model=model, deadline_s=deadline_s, max_tokens=max_tokens, prefer=prefer,
-                                 needs=Needs.of(messages, {}, max_tokens))
-        if explain:
-            _show_explain(out, decision)
-            return
-        _show_decision(out, decision)
-        options = dict(model=model, max_tokens=max_tokens, temperature=temperature, deadline_s=deadline_s,
-                       prefer=prefer)
-        _answer(router, out, messages, options, decision.chosen, stream=stream, watch=watch and not json_output,
-                show_thinking=show_thinking)
+    # The needs the call itself will check (router.acomplete), so --explain shows what will happen.
+    decision = router.decide(messages, model=model, deadline_s=deadline_s, max_tokens=max_tokens, prefer=prefer,
+                             needs=Needs.of(messages, {}, max_tokens))
+    if explain:
+        _show_explain(out, decision)
+        return
+    _show_decision(out, decision)
+    options = dict(model=model, max_tokens=max_tokens, temperature=temperature, deadline_s=deadline_s,
+                   prefer=prefer)
+    _answer(router, out, messages, options, decision.chosen, stream=stream, watch=watch and not json_output,
+            show_thinking=show_thinking)
 
 
 def _read_shared_limits(router) -> None:
@@ -354,11 +357,11 @@ def _answer(router, out: Output, messages, options: dict[str, Any], chosen: str,
             watch: bool, show_thinking: bool = False) -> None:
     """Run the request, with the consortium's live table when there is one to show."""
     from backends.errors import AllBackendsFailed
-    from router.cli.app import EXIT_NO_BACKEND
+    from router.cli.errors import EXIT_NO_BACKEND
 
     view: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
     if chosen in router.config.consortia and not (out.json_mode or out.quiet):
-        from router.cli.consortium_cmds import live_view  # members' progress, live on stderr
+        from router.cli.live import live_view  # members' progress, live on stderr
 
         view = live_view(router, chosen, out)
     try:

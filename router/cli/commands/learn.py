@@ -11,12 +11,15 @@ from typing import Annotated, Any
 
 import typer
 
+from router.cli.commands import command_app
+from router.cli.errors import handle_errors
+from router.cli.options import Config, Json
 from router.cli.output import Output
 
-__all__ = ["register"]
+__all__ = ["app", "history", "resume", "rollback", "status"]
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="one JSON document on stdout")]
-ConfigOpt = Annotated[str | None, typer.Option("-c", "--config", help="config whose learning store to read")]
+app = command_app("learn", help="What routing learned from its own traffic: status, history, rollback.",
+                  no_args_is_help=True)
 
 
 def _config(path: str | None) -> Any:
@@ -65,54 +68,50 @@ def _show_history(out: Output, found: dict[str, Any]) -> None:
     out.out.print(f"* in use{' (pinned by a rollback)' if found['pinned'] else ''}; version 0 is the configured weights")
 
 
-def register(app: typer.Typer) -> None:
-    from router.cli.app import handle_errors
+@app.command("status", help="Labels by source, the version in use with its estimated APGR, the spend.")
+@handle_errors
+def status(json_output: Json = False, config: Config = None) -> None:
+    from router.learning import learn_status
 
-    group = typer.Typer(help="What routing learned from its own traffic: status, history, rollback.",
-                        no_args_is_help=True)
-    app.add_typer(group, name="learn")
+    found = learn_status(_config(config))
+    out = Output(json_mode=json_output)
+    out.data(found) if json_output else _show_status(out, found)
 
-    @group.command("status", help="Labels by source, the version in use with its estimated APGR, the spend.")
-    @handle_errors
-    def status(json_out: JsonOpt = False, config: ConfigOpt = None) -> None:
-        from router.learning import learn_status
 
-        found = learn_status(_config(config))
-        out = Output(json_mode=json_out)
-        out.data(found) if json_out else _show_status(out, found)
+@app.command("history", help="Every adopted version, with the figures it was adopted on.")
+@handle_errors
+def history(json_output: Json = False, config: Config = None) -> None:
+    from router.learning.status import history as read
 
-    @group.command("history", help="Every adopted version, with the figures it was adopted on.")
-    @handle_errors
-    def history(json_out: JsonOpt = False, config: ConfigOpt = None) -> None:
-        from router.learning.status import history as read
+    found = read(_config(config))
+    out = Output(json_mode=json_output)
+    out.data(found) if json_output else _show_history(out, found)
 
-        found = read(_config(config))
-        out = Output(json_mode=json_out)
-        out.data(found) if json_out else _show_history(out, found)
 
-    @group.command("rollback", help="Go back to VERSION (default: the one before; 0: the configured weights) "
-                   "and pin it until `route learn resume`.")
-    @handle_errors
-    def rollback(
-        version: Annotated[int | None, typer.Argument(help="a version `route learn history` lists")] = None,
-        json_out: JsonOpt = False,
-        config: ConfigOpt = None,
-    ) -> None:
-        from router.learning.status import rollback as go_back
+@app.command("rollback", help="Go back to VERSION (default: the one before; 0: the configured weights) "
+               "and pin it until `route learn resume`.")
+@handle_errors
+def rollback(
+    version: Annotated[int | None, typer.Argument(help="a version `route learn history` lists")] = None,
+    json_output: Json = False,
+    config: Config = None,
+) -> None:
+    from router.learning.status import rollback as go_back
 
-        found = go_back(_config(config), version)
-        out = Output(json_mode=json_out)
-        if json_out:
-            out.data(found)
-        else:
-            out.info(f"now using version {found['version']} (was {found['previous']}); pinned: refits adopt "
-                     "nothing until `route learn resume`. Running routers switch within routing.learn.refresh_ms.")
+    found = go_back(_config(config), version)
+    out = Output(json_mode=json_output)
+    if json_output:
+        out.data(found)
+    else:
+        out.info(f"now using version {found['version']} (was {found['previous']}); pinned: refits adopt "
+                 "nothing until `route learn resume`. Running routers switch within routing.learn.refresh_ms.")
 
-    @group.command("resume", help="Let refits adopt new versions again after a rollback.")
-    @handle_errors
-    def resume(json_out: JsonOpt = False, config: ConfigOpt = None) -> None:
-        from router.learning.status import resume as go_on
 
-        found = go_on(_config(config))
-        out = Output(json_mode=json_out)
-        out.data(found) if json_out else out.info(f"version {found['version']} in use; refits may adopt again")
+@app.command("resume", help="Let refits adopt new versions again after a rollback.")
+@handle_errors
+def resume(json_output: Json = False, config: Config = None) -> None:
+    from router.learning.status import resume as go_on
+
+    found = go_on(_config(config))
+    out = Output(json_mode=json_output)
+    out.data(found) if json_output else out.info(f"version {found['version']} in use; refits may adopt again")

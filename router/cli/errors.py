@@ -1,0 +1,63 @@
+"""Exit codes, and the one place errors become a message and an exit code (never a traceback)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+import typer
+
+from backends.errors import RouteError
+
+__all__ = ["EXIT_INTERRUPTED", "EXIT_NO_BACKEND", "EXIT_OK", "EXIT_USAGE", "fail", "handle_errors"]
+
+EXIT_OK, EXIT_USAGE, EXIT_NO_BACKEND, EXIT_INTERRUPTED = 0, 2, 3, 130
+
+
+def fail(message: str, kind: str, *, json_mode: bool) -> None:
+    from router.cli.output import Output
+
+    Output(json_mode=json_mode).error(message, kind=kind)
+
+
+def handle_errors(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Map errors to a one-paragraph message and an exit code, never a traceback: ours carry
+    their exit code (2 usage/config, 3 no backend); a file the user named that cannot be read or
+    written is 2; Ctrl-C is one line and 130; anything else is a bug, shown in one line (set
+    ROUTE_DEBUG=1 for the traceback), exit 1."""
+
+    @wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        json_mode = bool(kwargs.get("json_output"))
+        try:
+            return command(*args, **kwargs)
+        except RouteError as exc:
+            fail(str(exc), type(exc).__name__, json_mode=json_mode)
+            raise typer.Exit(getattr(exc, "exit_code", 1)) from None
+        except KeyboardInterrupt:
+            _cancelled(json_mode)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+        except OSError as exc:
+            fail(f"{exc}. Check the path and its permissions.", type(exc).__name__, json_mode=json_mode)
+            raise typer.Exit(EXIT_USAGE) from None
+        except Exception as exc:
+            if os.environ.get("ROUTE_DEBUG") or type(exc).__module__.startswith(("click", "typer")):
+                raise  # click's and typer's own exits and usage errors are theirs to show
+            fail(f"{exc!r}: this is a bug in route; run again with ROUTE_DEBUG=1 for the traceback "
+                 "and report it.", "InternalError", json_mode=json_mode)
+            raise typer.Exit(1) from None
+
+    return wrapper
+
+
+def _cancelled(json_mode: bool) -> None:
+    """Ctrl-C: one line on stderr (and the error document on stdout with --json)."""
+    sys.stderr.write("route: cancelled\n")
+    sys.stderr.flush()
+    if json_mode:
+        from router.cli.output import Output
+
+        Output(json_mode=True).data({"error": {"type": "cancelled", "message": "interrupted (Ctrl-C)"}})
