@@ -12,9 +12,12 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
+import pytest
 import typer
 
 from router.cli.commands import COMMANDS
+
+pytestmark = pytest.mark.integration  # subprocesses
 
 CLI = Path(__file__).resolve().parent.parent / "router" / "cli"
 

@@ -12,7 +12,7 @@ import pytest
 
 from backends.errors import ConfigError
 from backends.simulator import SimServer, load_profiles
-from router.cli.admin import _sim_profiles
+from router.cli.commands.sim import _sim_profiles
 from router.config_loader import load_config
 from router.core import Router
 
