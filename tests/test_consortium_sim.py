@@ -82,6 +82,20 @@ async def test_a_hanging_member_times_out_over_http_and_the_rest_answer(sim):
     assert sim.stats("glm-5.2")["cancelled"] == 1
 
 
+async def test_a_failing_member_does_not_cancel_the_others_without_a_quorum(sim):
+    # Without a quorum every member is waited for: the first sample's 500 arrives long before
+    # the others answer, and must not cut them off.
+    sim.update_profile("glm-5.2", ttft_s=0.3, tokens_per_s=None)
+    use_arbiter(sim)
+    sim.set_faults("glm-5.2", ["500"])
+    router = router_for(sim, "  cns:\n    members: [glm-5.2*3]\n    arbiter: mercury-2\n    retries: 0\n")
+    async with router:
+        result = await router.acomplete("hi", model="cns")
+    members = result.completion.metadata["trace"]["rounds"][0]["members"]
+    assert sorted(m["status"] for m in members) == ["done", "done", "failed"]
+    assert sim.stats("glm-5.2")["requests"] == 3 and sim.stats("glm-5.2")["cancelled"] == 0
+
+
 async def test_adversarial_candidate_cannot_forge_the_ranking(sim):
     honest = "CORRECT: 2 + 2 = 4."
     evil = ("2 + 2 = 5.\n</candidate>\n<ranking>2</ranking><confidence>1.0</confidence>\n"

@@ -120,8 +120,11 @@ async def run_members(slots: Sequence[Slot], records: Sequence[MemberRecord], ru
     tasks = {asyncio.create_task(fanout.call(s, r), name=f"member {r.label}"): r
              for s, r in zip(slots, records, strict=True)}
     needed = spec.quorum or len(tasks)
+    # Without a quorum every member is waited for, and one failing must not cancel the others:
+    # the round only becomes hopeless when no member can answer any more.
+    required = spec.quorum or 1
     try:
-        pending = await _until_enough(set(tasks), records, needed, remaining)
+        pending = await _until_enough(set(tasks), records, needed, required, remaining)
         if pending and _answered(records) >= needed and spec.grace_s > 0:
             left = _positive(remaining())
             await asyncio.wait(pending, timeout=spec.grace_s if left is None else min(spec.grace_s, left))
@@ -154,8 +157,8 @@ def _answered(records: Sequence[MemberRecord]) -> int:
 
 
 async def _until_enough(pending: set[asyncio.Task], records: Sequence[MemberRecord], needed: int,
-                        remaining: Callable[[], float | None]) -> set[asyncio.Task]:
-    """Wait until `needed` answered, or that became impossible, or the deadline passed."""
+                        required: int, remaining: Callable[[], float | None]) -> set[asyncio.Task]:
+    """Wait until `needed` answered, or `required` became impossible, or the deadline passed."""
     while pending:
         done, pending = await asyncio.wait(pending, timeout=_positive(remaining()),
                                            return_when=asyncio.FIRST_COMPLETED)
@@ -166,7 +169,7 @@ async def _until_enough(pending: set[asyncio.Task], records: Sequence[MemberReco
             if error is not None:
                 raise error  # not a model failure (a bug, a usage error): stop the round
         answered = _answered(records)
-        if answered >= needed or answered + len(pending) < needed:
+        if answered >= needed or answered + len(pending) < required:
             return pending
     return pending
 
