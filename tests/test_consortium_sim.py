@@ -12,6 +12,7 @@ import pytest
 from router.config_loader import parse_config
 from router.core import Router
 from tests.helpers import router_for, use_arbiter
+from tests.waiting import LATE_S
 
 pytestmark = pytest.mark.integration
 
@@ -70,7 +71,7 @@ async def test_a_hanging_member_times_out_over_http_and_the_rest_answer(sim):
     started = time.perf_counter()
     async with router:
         result = await router.acomplete("hi", model="cns")
-    assert time.perf_counter() - started < 3
+    assert time.perf_counter() - started < 0.5 + LATE_S  # the hang lasts forever
     members = result.completion.metadata["trace"]["rounds"][0]["members"]
     failed = [m for m in members if m["status"] == "failed"]
     assert len(failed) == 1 and failed[0]["attempts"][0]["error"] == "BackendTimeout"

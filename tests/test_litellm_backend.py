@@ -13,6 +13,7 @@ from backends.base import BackendSettings
 from backends.errors import AuthError, BackendTimeout, BackendUnavailable, RateLimited
 from backends.types import FinalChunk, Price, Request, TextChunk
 from tests.helpers import call
+from tests.waiting import LATE_S
 
 pytestmark = pytest.mark.integration
 
@@ -76,7 +77,7 @@ async def test_hang_is_cut_at_the_deadline(sim):
     started = time.perf_counter()
     with pytest.raises(BackendTimeout):
         await _backend(sim, max_retries=0).complete(Request(messages=PROMPT.messages, timeout_s=0.5))
-    assert time.perf_counter() - started < 2.0
+    assert time.perf_counter() - started < 0.5 + LATE_S  # the hang lasts forever
 
 
 async def test_missing_key_fails_without_importing_litellm(sim, monkeypatch):

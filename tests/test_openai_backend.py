@@ -25,6 +25,7 @@ from backends.openai_http import OpenAIBackend
 from backends.types import FinalChunk, Price, Request, TextChunk
 from tests.helpers import call
 from tests.ports import refusing_port
+from tests.waiting import LATE_S
 
 pytestmark = pytest.mark.integration
 
@@ -204,7 +205,8 @@ async def test_sim_429_beyond_the_deadline_is_not_waited_for(sim):
     started = time.perf_counter()
     with pytest.raises(RateLimited) as caught:
         await call(_sim_backend(sim, timeout_s=2.0), PROMPT.with_options(timeout_s=2.0))
-    assert caught.value.retry_after == 30 and time.perf_counter() - started < 1.0
+    assert caught.value.retry_after == 30 and time.perf_counter() - started < 2.0 + LATE_S  # not the 30 s asked for
+    assert sim.stats("sim-model")["requests"] == 1  # and no second try past the deadline
 
 
 async def test_sim_hang_is_cut_at_the_deadline(sim):
@@ -212,7 +214,7 @@ async def test_sim_hang_is_cut_at_the_deadline(sim):
     started = time.perf_counter()
     with pytest.raises(BackendTimeout):
         await call(_sim_backend(sim, max_retries=2), Request(messages=PROMPT.messages, timeout_s=0.5))
-    assert time.perf_counter() - started < 1.5
+    assert time.perf_counter() - started < 0.5 + LATE_S  # the hang lasts forever
 
 
 async def test_sim_stream_hang_is_cut_at_the_deadline(sim):
@@ -221,7 +223,7 @@ async def test_sim_stream_hang_is_cut_at_the_deadline(sim):
     with pytest.raises(BackendTimeout):
         async for _ in _sim_backend(sim, max_retries=0).stream(Request(messages=PROMPT.messages, timeout_s=0.4)):
             pass
-    assert time.perf_counter() - started < 1.4
+    assert time.perf_counter() - started < 0.4 + LATE_S  # the hang lasts forever
 
 
 async def test_sim_slow_drip_is_cut_at_the_deadline(sim):
@@ -233,7 +235,7 @@ async def test_sim_slow_drip_is_cut_at_the_deadline(sim):
         async for chunk in _sim_backend(sim).stream(Request(messages=PROMPT.messages, timeout_s=0.7)):
             got.append(chunk)
     elapsed = time.perf_counter() - started
-    assert 0.6 < elapsed < 1.3 and got, "some tokens arrived before the deadline cut the stream"
+    assert 0.6 < elapsed < 0.7 + LATE_S and got, "some tokens arrived before the deadline cut the stream"
 
 
 async def test_sim_drop_mid_stream_raises_unavailable_after_partial_text(sim):

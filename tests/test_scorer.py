@@ -7,7 +7,6 @@ import math
 import os
 import subprocess
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from typer.testing import CliRunner
 
 from benchmarks.general_pairs import PAIRS, load_pairs, report
 from policies.complexity import DEFAULT_WEIGHTS, ComplexityScorer
+from policies.complexity.features import HEAD_CHARS, TAIL_CHARS
 from policies.complexity.model import EXAM_VOCABULARY, VOCABULARY, Weights
 from policies.complexity.training.fit import (
     calibrate_threshold,
@@ -115,9 +115,11 @@ def test_deterministic_within_and_across_processes(scorer: ComplexityScorer) -> 
 
 def test_huge_prompt_is_bounded_work(scorer: ComplexityScorer) -> None:
     huge = ("Explain why. " * 80_000)[:1_000_000]
-    t0 = time.perf_counter()
     s = scorer.score(user(huge))
-    assert time.perf_counter() - t0 < 0.05  # seconds; the prefix/suffix cap keeps it ~100 us
+    # Only a prefix and a suffix are read (benchmarks/scorer_speed.py times it): a middle of
+    # other words, the same length, scores the same.
+    other_middle = huge[:HEAD_CHARS] + ("zq " * 400_000)[: len(huge) - HEAD_CHARS - TAIL_CHARS] + huge[-TAIL_CHARS:]
+    assert scorer.score(user(other_middle)).value == s.value
     assert s.value > scorer.score(user("Explain why.")).value
     assert s.base + sum(s.contributions.values()) == pytest.approx(s.value)
 
@@ -205,11 +207,10 @@ def test_build_scorer_learned_and_threshold(tmp_path: Path) -> None:
         build_scorer("learned", wieghts="typo")
 
 
-def test_weights_file_is_small_and_loads_fast() -> None:
+def test_weights_file_is_small() -> None:
+    # Its load time is a benchmark's (benchmarks/scorer_speed.py), not a shared machine's test.
     assert DEFAULT_WEIGHTS.stat().st_size < 1_000_000
-    t0 = time.perf_counter()
-    ComplexityScorer.load()
-    assert time.perf_counter() - t0 < 0.2  # seconds
+    assert ComplexityScorer.load().threshold == build_scorer("learned").threshold
 
 
 def test_calibrate_threshold_counts() -> None:

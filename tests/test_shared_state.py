@@ -99,7 +99,8 @@ async def test_a_breaker_opened_through_one_replica_makes_another_skip_the_backe
 
 async def test_after_the_cooldown_one_replica_probes_and_its_verdict_closes_every_breaker(replicas, sim,
                                                                                          redis_server):
-    a, b = replicas(cooldown_ms=200), replicas(cooldown_ms=200)
+    # Long enough that B reads the verdict before it runs out, however busy the machine.
+    a, b = replicas(cooldown_ms=1500), replicas(cooldown_ms=1500)
     await _open_alpha_through(a, sim)
     await b.refresh()
     assert b.breakers["alpha"].state == "open"

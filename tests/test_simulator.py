@@ -13,12 +13,14 @@ import pytest
 from backends.errors import ConfigError
 from backends.simulator import (
     DEFAULT_PROFILES,
+    FALLBACK_PROFILE,
     SimProfile,
     SimServer,
     create_app,
     load_profiles,
 )
 from backends.simulator.answers import split_tokens
+from tests.waiting import LATE_S, eventually
 
 pytestmark = pytest.mark.unit
 
@@ -64,7 +66,7 @@ def content_arrivals(events):
 
 
 def wait_for_stats(sim, model, **expected):
-    deadline = time.monotonic() + 3.0
+    deadline = time.monotonic() + LATE_S
     while True:
         stats = sim.stats(model)
         if all(stats[k] == v for k, v in expected.items()) or time.monotonic() > deadline:
@@ -290,16 +292,13 @@ async def test_fault_hang_times_out_and_counts_cancelled(sim):
     async with httpx.AsyncClient(base_url=sim.base_url, trust_env=False) as c:
         hung = asyncio.create_task(c.post(
             "/chat/completions", json={"model": "test-model", "messages": USER},
-            headers={"x-sim-fault": "hang"}, timeout=0.8,
+            headers={"x-sim-fault": "hang"}, timeout=3.0,
         ))
-        await asyncio.sleep(0.5)
-        assert sim.stats("test-model")["in_flight"] == 1  # still hanging, not answered
+        assert await asyncio.to_thread(eventually, lambda: sim.stats("test-model")["in_flight"] == 1)
         with pytest.raises(httpx.ReadTimeout):
-            await hung
-        # The server noticed the client leaving and freed the request at once.
-        left = time.perf_counter()
+            await hung  # still hanging, not answered
+        # The server noticed the client leaving and freed the request (a hang never ends by itself).
         stats = await asyncio.to_thread(wait_for_stats, sim, "test-model", cancelled=1)
-        assert time.perf_counter() - left < 0.5
         assert stats == {"requests": 1, "completed": 0, "in_flight": 0, "peak_in_flight": 1, "cancelled": 1,
                          "faults": 1}
         # And it keeps serving.
@@ -470,9 +469,10 @@ def test_labelling(client, sim):
 
 @pytest.mark.integration
 def test_any_model_name_gets_a_fast_answer(client):
-    start = time.perf_counter()
     body = chat(client, "some/unknown-model").json()
-    assert time.perf_counter() - start < 0.5
+    # The fallback profile answered: 40 tokens, with no simulated delay before or between them.
+    assert body["usage"]["completion_tokens"] == FALLBACK_PROFILE.answer_tokens
+    assert FALLBACK_PROFILE.first_token_s() == 0 and FALLBACK_PROFILE.tokens_per_s is None
     assert body["choices"][0]["message"]["content"].startswith("[simulated some/unknown-model]")
 
 
