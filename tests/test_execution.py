@@ -180,16 +180,17 @@ async def test_a_plain_call_is_hedged_when_decoding_slows_down_after_a_prompt_fi
 
 
 async def test_the_next_candidate_starts_early_enough_to_meet_the_deadline(sim):
-    # The first backend's p95 to first token (~1 s) is past the deadline's last safe moment for
-    # the backup (0.6 s - its p95 of ~0.3 s): the backup starts then, not at the first one's p95.
-    sim.update_profile("late-m", ttft_s=3.0, answer_tokens=5)
+    # The first backend's p95 to first token (~5 s) is past the deadline's last safe moment for
+    # the backup (3 s - its p95 of ~1.5 s): the backup starts then, not at the first one's p95.
+    # It answers in 0.1 s, so a busy machine has well over a second to spare.
+    sim.update_profile("late-m", ttft_s=30.0, answer_tokens=5)
     sim.update_profile("ok-m", ttft_s=0.1, answer_tokens=5)
     cfg = config(sim, {"late": {"model": "late-m"}, "ok": {"model": "ok-m", "price": {"input": 1, "output": 1}}},
                  hedge=True)
     router = Router.from_config(cfg)
-    seed(router, "late", first_s=1.0)
-    seed(router, "ok", first_s=0.3)
-    result = await router.acomplete("hi", deadline_s=0.6)
+    seed(router, "late", first_s=5.0)
+    seed(router, "ok", first_s=1.5)
+    result = await router.acomplete("hi", deadline_s=3.0)
     assert result.backend == "ok"
     await router.aclose()
 

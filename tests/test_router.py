@@ -20,6 +20,7 @@ from backends.errors import (
 from backends.fake import FakeBackend, FakeStep
 from backends.types import FinalChunk, TextChunk
 from router import Router
+from tests.waiting import LATE_S
 
 pytestmark = pytest.mark.unit
 
@@ -96,13 +97,13 @@ def test_unknown_model_is_a_usage_error_listing_names():
 
 
 async def test_deadline_bounds_the_whole_request_across_fallbacks():
-    slow = FakeStep(text="late", delay_s=5)
+    slow = FakeStep(text="late", delay_s=30)
     router, _, hosted = _router(local_steps=[slow])
     loop = asyncio.get_running_loop()
     started = loop.time()
-    with pytest.raises((AllBackendsFailed, BackendTimeout, TimeoutError)):
-        await asyncio.wait_for(router.acomplete(SHORT, deadline_s=0.3), timeout=3)
-    assert loop.time() - started < 2.5
+    with pytest.raises((AllBackendsFailed, BackendTimeout)):
+        await router.acomplete(SHORT, deadline_s=0.3)
+    assert loop.time() - started < 0.3 + LATE_S  # not the slow backend's 30 s
 
 
 async def test_options_reach_the_backend():
