@@ -18,7 +18,7 @@ __all__ = ["AnthropicParams", "ChatParams", "DiffusionLocalOptions", "DiffusionL
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     def values(self) -> dict[str, Any]:
         """The keys the config set, as plain values (unset ones are not sent)."""

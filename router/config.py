@@ -23,7 +23,7 @@ _ENV_REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class PriceConfig(_Strict):
@@ -136,7 +136,7 @@ class BackendConfig(_Strict):
 class ScorerConfig(BaseModel):
     """`kind` picks the scorer; the other keys are that scorer's options (checked when built)."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True, defer_build=True)
     kind: str = Field("learned", description="learned: the shipped fitted scorer (`weights: FILE` for your own); "
                       "length: the baseline it is measured against (`threshold_chars`)")
 

@@ -29,9 +29,15 @@ def handle_errors(command: Callable[..., Any]) -> Callable[..., Any]:
     written is 2; Ctrl-C is one line and 130; anything else is a bug, shown in one line (set
     ROUTE_DEBUG=1 for the traceback), exit 1."""
 
+    from router.cli.startup import resume_collection, resumes_collection
+
+    resume_first = resumes_collection(command)
+
     @wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         json_mode = bool(kwargs.get("json_output"))
+        if resume_first:
+            resume_collection()
         try:
             return command(*args, **kwargs)
         except RouteError as exc:

@@ -28,7 +28,7 @@ DEFAULT_BUDGET = 64
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class MemberSpec(_Strict):

@@ -12,6 +12,7 @@ from router.cli.commands import command_app
 from router.cli.errors import handle_errors
 from router.cli.options import Config, Json, NoLog, Quiet
 from router.cli.output import Output
+from router.cli.startup import ends_startup_itself, resume_collection
 
 __all__ = ["app", "ask"]
 
@@ -284,6 +285,7 @@ def _run_request(coroutine) -> None:
 
 @app.command("ask", help='Ask a question (the default: `route "prompt"` is `route ask "prompt"`).')
 @handle_errors
+@ends_startup_itself
 def ask(
     prompt: Annotated[str | None, typer.Argument(help="The prompt; omit or '-' to read stdin.")] = None,
     model: Annotated[str | None, typer.Option("-m", "--model", help="Force a backend or consortium by name.")] = None,
@@ -326,6 +328,7 @@ def ask(
     # The needs the call itself will check (router.acomplete), so --explain shows what will happen.
     decision = router.decide(messages, model=model, deadline_s=deadline_s, max_tokens=max_tokens, prefer=prefer,
                              needs=Needs.of(messages, {}, max_tokens))
+    resume_collection()  # start-up is over; a long answer or consortium run collects as usual
     if explain:
         _show_explain(out, decision)
         return
