@@ -3,8 +3,8 @@ the command's real work.
 
 Why: start-up imports some 250 modules, and every class, function and pydantic schema they make
 is a container the collector tracks, so its full passes keep rescanning a heap that only grows.
-None of it is garbage. Measured with `benchmarks/cold_start.py`, those passes were a sixth of a
-one-shot frontier request (0.61 s -> 0.51 s without them). When start-up ends, what it made is
+None of it is garbage. Measured with `benchmarks/cold_start.py` on one machine, a one-shot
+frontier request took 0.61 s with those passes and 0.51-0.62 s (six runs) without. When start-up ends, what it made is
 frozen (never scanned again) and collection is back on, so `route serve`, `route eval` and a long
 consortium run collect as usual.
 """
