@@ -3,6 +3,7 @@
     LITELLM_LOCAL_MODEL_COST_MAP=True python benchmarks/proxy.py [--duration 5] [--workers 1,2]
         [--log both|on|off] [--api chat|messages] [--no-litellm] [--page closed|open|both]
     python benchmarks/proxy.py --peers portkey,litellm [--repeat 3] [--connections 16]   (benchmarks/proxy_peers.py)
+    python benchmarks/proxy.py --base DIR [--repeat 3] [--log on|off|both]   (benchmarks/proxy_before.py)
 
 One SIMULATED OpenAI-compatible server in its own process answers at once (16 tokens, no
 delay), so what is measured is the proxy. For each proxy -- `route serve --workers N` with the
@@ -377,7 +378,10 @@ def main() -> int:
     parser.add_argument("--peers", default="",
                         help="compare with other gateways, case by case: portkey,litellm (benchmarks/proxy_peers.py; "
                              "Portkey is installed with npm into the user's cache on first use)")
-    parser.add_argument("--repeat", type=int, default=3, help="with --peers: repetitions, interleaved")
+    parser.add_argument("--base", default="",
+                        help="compare with an earlier checkout of this project (`git worktree add DIR COMMIT`), "
+                             "interleaved: benchmarks/proxy_before.py")
+    parser.add_argument("--repeat", type=int, default=3, help="with --peers or --base: repetitions, interleaved")
     parser.add_argument("--connections", type=int, default=16, help="with --peers: wrk's connections")
     args = parser.parse_args()
     args.workers = [int(w) for w in args.workers.split(",")]
@@ -396,6 +400,13 @@ def main() -> int:
     key = "sk-" + secrets.token_hex(24)
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "ROUTE_HOME": str(tmp / "home"),
            "BENCH_KEY": key, "LITELLM_MASTER_KEY": key, "PYTHONUNBUFFERED": "1"}
+    if args.base:
+        from benchmarks import proxy_before
+
+        try:
+            return proxy_before.run(args, env, tmp)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     if args.peers:
         from benchmarks import proxy_peers
 

@@ -303,9 +303,7 @@ class Router:
         if deadline_s is None:
             deadline_s = _seconds(tier.deadline_ms or self.config.routing.deadline_ms)
         tiers = self._capable_tiers(unable)
-        inputs = self._route_inputs(tiers, messages, deadline_s, max_tokens, prefer)
-        if session is not None:
-            inputs = dataclasses.replace(inputs, sticky=session.sticky, cached_tokens=session.cached)
+        inputs = self._route_inputs(tiers, messages, deadline_s, max_tokens, prefer, session)
         plan = plan_route(tiers, index, inputs)
         return Decision(
             plan=plan,
@@ -388,7 +386,7 @@ class Router:
         return prefer
 
     def _route_inputs(self, tiers: tuple[Tier, ...], messages: list[Message], deadline_s: float | None,
-                      max_tokens: int | None, prefer: Prefer) -> RouteInputs:
+                      max_tokens: int | None, prefer: Prefer, session: SessionPlan | None = None) -> RouteInputs:
         names = fallback_order(tiers, 0)
         states = {name: self.breakers[name].state for name in names}
         settings = self.config.routing.latency
@@ -413,6 +411,8 @@ class Router:
             hedge=self.config.routing.hedge,
             on_deadline_risk=self.config.routing.on_deadline_risk,
             limited={n: refused for n in names if (refused := self.rate_limits.peek(n, tokens)) is not None},
+            sticky=session.sticky if session is not None else None,
+            cached_tokens=session.cached if session is not None else {},
         )
 
     def explain(self, prompt_or_messages: str | list[Message], **options: Unpack[RouteOptions]) -> Decision:

@@ -117,11 +117,13 @@ class SessionTable:
     def forget(self, key: str) -> None:
         self._states.pop(key, None)
 
-    def put(self, key: str, state: SessionState) -> None:
-        self._states[key] = dataclasses.replace(state, updated=self._clock())
+    def put(self, key: str, state: SessionState, **changes: Any) -> SessionState:
+        """Store `state` with `changes` (fields of SessionState) as used now; returns what was stored."""
+        stored = self._states[key] = dataclasses.replace(state, updated=self._clock(), **changes)
         self._states.move_to_end(key)
         while len(self._states) > self.max_entries:
             self._states.popitem(last=False)
+        return stored
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,10 +164,10 @@ class Sessions:
         if self.shared is not None:
             await self.shared.load(key)
 
-    def _put(self, key: str, state: SessionState) -> None:
-        self.table.put(key, state)
+    def _put(self, key: str, state: SessionState, **changes: Any) -> None:
+        stored = self.table.put(key, state, **changes)
         if self.shared is not None:
-            self.shared.save(key, state)
+            self.shared.save(key, stored)
 
     def _tier_of(self, text: str) -> tuple[int, Score | None, tuple[Crossing, ...]]:
         """The tier a user turn's own text climbs to, scored alone."""
@@ -180,9 +182,10 @@ class Sessions:
         index, why, score, crossings = self._tier_for(state, turn)
         # Tool errors in a row: this turn's, added to the session's until a turn has none.
         errors = (state.tool_errors if state else 0) + turn.tool_errors if turn.tool_errors else 0
-        step = escalation(index, len(self.ladder.tiers) - 1,
-                          dataclasses.replace(turn, refusal=turn.refusal or (state is not None and state.refused)),
-                          errors_in_a_row=errors, repeated=_repeated(key, state, turn, messages))
+        if state is not None and state.refused and not turn.refusal:
+            turn = dataclasses.replace(turn, refusal=True)
+        step = escalation(index, len(self.ladder.tiers) - 1, turn, errors_in_a_row=errors,
+                          repeated=_repeated(key, state, turn, messages))
         if step is not None:
             index, why = step.tier, f"escalated: {step.why}"
         backend = state.backend if state is not None else None
@@ -224,14 +227,13 @@ class Sessions:
         moved = plan.state is None or plan.index > plan.state.tier
         since = plan.why if moved else state.since
         if completion is None:  # nothing answered: the tier holds, the backend stays to be tried again
-            self._put(plan.key, dataclasses.replace(state, tier=plan.index, since=since, tool_errors=plan.tool_errors))
+            self._put(plan.key, state, tier=plan.index, since=since, tool_errors=plan.tool_errors)
             return
         answered = plan.turn.text if not plan.turn.continuation else None
-        self._put(plan.key, dataclasses.replace(
-            state, tier=plan.index, backend=completion.backend, calls=state.calls + 1,
-            cached_tokens=completion.usage.input_tokens, cached_at=self._clock(),
-            turn=turn_digest(f"{plan.length}\0{answered}") if answered is not None else state.turn,
-            tool_errors=plan.tool_errors, refused=completion.finish_reason == "content_filter", since=since))
+        self._put(plan.key, state, tier=plan.index, backend=completion.backend, calls=state.calls + 1,
+                  cached_tokens=completion.usage.input_tokens, cached_at=self._clock(),
+                  turn=turn_digest(f"{plan.length}\0{answered}") if answered is not None else state.turn,
+                  tool_errors=plan.tool_errors, refused=completion.finish_reason == "content_filter", since=since)
 
 
 def _repeated(key: str, state: SessionState | None, turn: Turn, messages: list[Message]) -> bool:

@@ -34,11 +34,12 @@ def mount_ui(app: Any, router: Router, tokens: Mapping[str, str]) -> None:
     the app's chain of layers (`app.chain`, which every request passes): the /ui routes, and each
     request's scope for who()."""
     from router.server.ui.auth import ViewAuth
-    from router.server.ui.handlers import ViewMiddleware, view_app
+    from router.server.ui.handlers import view_app
     from router.server.ui.live import LiveView
+    from router.server.ui.scope import RequestScope
 
     live = LiveView(router)
     router.add_request_observer(live.observe)
     router.add_observer(live.attempt)
-    app.chain = ViewMiddleware(app.chain, view=view_app(router, live, ViewAuth(tokens)))
+    app.chain = RequestScope(app.chain, view=view_app(router, live, ViewAuth(tokens)))
     app.state.live_view = live

@@ -33,14 +33,13 @@ from router.server.ui.detail import Lookup, request_detail
 from router.server.ui.fleet import SlowPanels
 from router.server.ui.panels import backends_panel, cost_panel, sources
 from router.server.ui.render import request_row, trace_view
-from router.server.ui.scope import RequestScope
 
 if TYPE_CHECKING:
     from router.core import Router as RouteRouter
     from router.server.ui.auth import ViewAuth
     from router.server.ui.live import LiveView
 
-__all__ = ["STATIC", "ViewMiddleware", "view_app"]
+__all__ = ["STATIC", "view_app"]
 
 STATIC = Path(__file__).parent / "static"
 _ROWS = 100  # newest requests sent per poll
@@ -153,18 +152,3 @@ def view_app(router: RouteRouter, live: LiveView, auth: ViewAuth) -> Router:
         Route("/ui/api/request", view.detail, methods=["GET"]),
     ])
 
-
-class ViewMiddleware:
-    """The app's outermost layer: /ui goes to the view (which checks its own sign-in, so the
-    page itself loads without a key); every other request goes on, its scope noted for who()."""
-
-    def __init__(self, app: Any, view: Any):
-        self.app = RequestScope(app)
-        self.view = view
-
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        path = scope.get("path", "") if scope["type"] == "http" else ""
-        if path == "/ui" or path.startswith("/ui/"):
-            await self.view(scope, receive, send)
-        else:
-            await self.app(scope, receive, send)

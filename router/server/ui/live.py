@@ -41,9 +41,11 @@ _MESSAGE_CHARS = 300
 _TEXT_FIELDS = frozenset({"text", "reply", "answer"})  # a trace's texts: not needed to draw it
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class LiveRequest:
-    """One finished request as the view shows it. Seconds, dollars; `ts` when it began (unix)."""
+    """One finished request as the view shows it. Seconds, dollars; `ts` when it began (unix).
+    Not frozen: one is built for every request the server answers, and a frozen dataclass's
+    constructor costs several times a plain one's; nothing changes it once built."""
 
     seq: int
     ts: float
@@ -180,10 +182,8 @@ class LiveView:
     # -- building -------------------------------------------------------------------------
 
     def _entry(self, outcome: Outcome, protocol: str, key: str | None) -> LiveRequest:
-        decision = outcome.decision
-        ts = self.clock() - outcome.elapsed_s
-        common: dict[str, Any] = {"seq": self.seq, "ts": ts, "protocol": protocol, "key": key,
-                                  "elapsed_s": outcome.elapsed_s, "decision": decision}
+        decision, elapsed_s = outcome.decision, outcome.elapsed_s
+        ts = self.clock() - elapsed_s
         result = outcome.result
         if result is None:
             error = outcome.error
@@ -191,19 +191,21 @@ class LiveView:
             status = "cancelled" if isinstance(error, asyncio.CancelledError) else "error"
             backend = failures[-1][0] if failures else decision.chosen
             message = str(error) or ("the client went away" if status == "cancelled" else type(error).__name__)
-            return LiveRequest(**common, status=status, backend=backend, total_s=outcome.elapsed_s,
+            return LiveRequest(self.seq, ts, protocol, key, status, backend, elapsed_s, decision, total_s=elapsed_s,
                                failures=failures, error=f"{type(error).__name__}: {_cut(message)}")
         c = result.completion
-        trace = c.metadata.get("trace")
+        metadata = c.metadata
+        trace = metadata.get("trace")
         downgrade = result.downgrade
         return LiveRequest(
-            **common, status="ok", backend=c.backend, model=c.model, ttft_s=c.timings.ttft_s,
-            total_s=c.timings.total_s, input_tokens=c.usage.input_tokens, output_tokens=c.usage.output_tokens,
-            cost_usd=c.cost_usd, hosted_cost_usd=self._hosted_cost(c.usage), failures=_failures(result.failures),
+            self.seq, ts, protocol, key, "ok", c.backend, elapsed_s, decision, model=c.model,
+            ttft_s=c.timings.ttft_s, total_s=c.timings.total_s, input_tokens=c.usage.input_tokens,
+            output_tokens=c.usage.output_tokens, cost_usd=c.cost_usd, hosted_cost_usd=self._hosted_cost(c.usage),
+            failures=_failures(result.failures) if result.failures else (),
             downgrade=downgrade.as_dict() if downgrade is not None else None,
-            degraded=tuple(c.metadata.get("degraded") or ()),
+            degraded=tuple(metadata.get("degraded") or ()),
             trace=slim_trace(trace) if isinstance(trace, dict) else None,
-            trace_id=c.metadata.get("trace_id"), simulated=bool(c.metadata.get("simulated")))
+            trace_id=metadata.get("trace_id"), simulated=bool(metadata.get("simulated")))
 
     def _hosted_cost(self, usage: Usage) -> float | None:
         return None if self.hosted is None else self.hosted[1].cost(usage)

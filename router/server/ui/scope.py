@@ -1,7 +1,8 @@
 """Which client key and which protocol a routed request came in by, for the web view.
 
 A request observer sees the router's Outcome, which knows nothing of HTTP. `RequestScope`, the
-outermost layer of the app, puts each HTTP request's ASGI scope in a context variable; the auth
+outermost layer of the app, sends /ui to the view and puts every other HTTP request's ASGI
+scope in a context variable; the auth
 layer inside it later writes the presenting key's *name* into that same scope (keys.KEY_SCOPE),
 and the observer, running in the request's own task, reads both through `who()`.
 """
@@ -19,19 +20,27 @@ _SCOPE: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("
 
 # Path endings (with or without /v1) -> the protocol's name on the page.
 PROTOCOLS = (("/chat/completions", "openai chat"), ("/messages", "anthropic"), ("/responses", "openai responses"))
+_protocols: dict[str, str] = {}  # path -> protocol, as found
+_PATHS_KEPT = 64
 
 
 class RequestScope:
-    """Pure ASGI middleware: the current request's scope, for `who()`."""
+    """Pure ASGI middleware: the current request's scope, for `who()`. `view`: where /ui goes
+    (router/server/ui/handlers.py); the view's own requests are not noted."""
 
-    __slots__ = ("app",)
+    __slots__ = ("app", "view")
 
-    def __init__(self, app: Any):
+    def __init__(self, app: Any, view: Any):
         self.app = app
+        self.view = view
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        path = scope["path"]
+        if path == "/ui" or path.startswith("/ui/"):
+            await self.view(scope, receive, send)
             return
         token = _SCOPE.set(scope)
         try:
@@ -47,5 +56,9 @@ def who() -> tuple[str, str | None]:
     if scope is None:
         return "python", None
     path = scope.get("path", "")
-    protocol = next((name for end, name in PROTOCOLS if path.endswith(end)), path)
+    protocol = _protocols.get(path)
+    if protocol is None:
+        protocol = next((name for end, name in PROTOCOLS if path.endswith(end)), path)
+        if len(_protocols) < _PATHS_KEPT:  # a client probing paths cannot grow it without bound
+            _protocols[path] = protocol
     return protocol, scope.get(KEY_SCOPE)
