@@ -1,0 +1,137 @@
+"""Instructions `route serve` executes per request, counted by valgrind: a figure a busy box does
+not move, for before/after comparisons that wall and CPU time on a shared machine cannot settle.
+
+    python benchmarks/request_cost.py [--base DIR] [--quiet] [--requests 500]
+
+One SIMULATED OpenAI-compatible server (its own process, 16 tokens at once) answers; in front
+of it `route serve` runs under `valgrind --tool=callgrind` as a user starts it (request log and
+access log on; `--quiet`: no access log). A client sends a warm-up of 20 requests, then 100 in
+one run and 100 + `--requests` in another, 16 at a time; the difference of the two runs'
+instruction counts over `--requests` is the cost of one request, start-up and shutdown taken
+out. User-space instructions only (the kernel's socket work is not counted), so it measures the
+router's own code. `--base DIR` (a checkout of an earlier commit: `git worktree add DIR
+COMMIT`) counts that one too, in parallel, and prints the ratio. Needs valgrind (`apt-get
+install valgrind`); each count takes about a minute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+
+from benchmarks.proxy import _body, _free_port, _wait_ready
+
+ROOT = Path(__file__).resolve().parent.parent
+PROFILE = {"bench": {"ttft_s": 0.0, "answer_tokens": 16}}
+FIRST = 100  # requests in the shorter run
+WARM = 20
+
+
+async def _send(url: str, count: int, key: str) -> int:
+    """`count` requests, 16 at a time; the number that failed."""
+    body = _body("chat", "auto", False)
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    failed, left = 0, count
+    async with httpx.AsyncClient(timeout=600, limits=httpx.Limits(max_connections=16)) as client:
+        async def worker() -> None:
+            nonlocal failed, left
+            while left > 0:
+                left -= 1
+                response = await client.post(url, content=body, headers=headers)
+                failed += response.status_code != 200
+        await asyncio.gather(*(worker() for _ in range(16)))
+    return failed
+
+
+def _count(code: Path, config: Path, requests: int, quiet: bool, env: dict, tmp: Path) -> int:
+    """Instructions of one `route serve` under callgrind that answered WARM + `requests`."""
+    port = _free_port()
+    log = tmp / f"serve-{port}.log"
+    cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-m", "router.cli",
+           "serve", "--port", str(port), "--config", str(config), "--api-key-env", "BENCH_KEY",
+           *(["--quiet"] if quiet else [])]
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, cwd=code, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                env={**env, "PYTHONPATH": str(code), "ROUTE_HOME": str(tmp / f"home-{port}")})
+    try:
+        _wait_ready(f"http://127.0.0.1:{port}/healthz", proc, 600, log)
+        url = f"http://127.0.0.1:{port}/v1/chat/completions"
+        failed = asyncio.run(_send(url, WARM, env["BENCH_KEY"])) + asyncio.run(_send(url, requests, env["BENCH_KEY"]))
+        if failed:
+            raise RuntimeError(f"{failed} requests failed: see {log}")
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    found = re.search(r"I\s+refs:\s+([\d,]+)", log.read_text())
+    if found is None:
+        raise RuntimeError(f"valgrind printed no instruction count: see {log}")
+    return int(found.group(1).replace(",", ""))
+
+
+def _per_request(code: Path, config: Path, args, env: dict, tmp: Path) -> float:
+    short = _count(code, config, FIRST, args.quiet, env, tmp)
+    long = _count(code, config, FIRST + args.requests, args.quiet, env, tmp)
+    return (long - short) / args.requests
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", type=Path, help="an earlier checkout to count beside this one")
+    parser.add_argument("--quiet", action="store_true", help="route serve --quiet: no access log")
+    parser.add_argument("--requests", type=int, default=500, help="the requests the longer run adds")
+    args = parser.parse_args()
+    if shutil.which("valgrind") is None:
+        print("skipped: this benchmark counts instructions with valgrind, which is not installed "
+              "(Debian/Ubuntu: `apt-get install valgrind`)")
+        return 0
+    codes = {"this": ROOT}
+    if args.base is not None:
+        if not (args.base / "router" / "cli").is_dir():
+            print(f"--base {args.base}: not a checkout of this project (no router/cli there); make one with "
+                  "`git worktree add DIR COMMIT`")
+            return 2
+        codes["base"] = args.base.resolve()
+    tmp = Path(tempfile.mkdtemp(prefix="route-request-cost-"))
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "BENCH_KEY": "sk-" + secrets.token_hex(24)}
+    sim_port = _free_port()
+    sim = subprocess.Popen([sys.executable, "-c", f"from backends.simulator import serve; serve(port={sim_port}, "
+                            f"profiles={PROFILE!r})"], env=env, stdout=(tmp / "sim.log").open("w"),
+                           stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
+    config = tmp / "route.yaml"
+    config.write_text(f"backends:\n  sim:\n    kind: openai\n    model: bench\n    base_url: "
+                      f"http://127.0.0.1:{sim_port}/v1\nrouting:\n  tiers:\n    - name: only\n      backends: [sim]\n")
+    try:
+        _wait_ready(f"http://127.0.0.1:{sim_port}/healthz", sim, 30, tmp / "sim.log")
+        with ThreadPoolExecutor(len(codes)) as pool:
+            futures = {name: pool.submit(_per_request, code, config, args, env, tmp) for name, code in codes.items()}
+            cost = {name: future.result() for name, future in futures.items()}
+    finally:
+        sim.terminate()
+        sim.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"SIMULATED backend, own process: 16 tokens at once; plain chat completions, 16 at a time; request log on, "
+          f"access log {'off' if args.quiet else 'on'}; {args.requests} requests counted")
+    for name, code in codes.items():
+        print(f"  {name:<5} {cost[name] / 1e6:6.3f} M instructions per request  ({code})")
+    if "base" in cost:
+        print(f"  this / base: x{cost['this'] / cost['base']:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
