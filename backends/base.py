@@ -204,6 +204,14 @@ class Backend:
         """This attempt's deadline: the request's time left, capped by the backend's timeout."""
         return Deadline(self.settings.timeout_s).within(request.timeout_s)
 
+    @property
+    def keeps_deadline(self) -> bool:
+        """Whether a plain call cuts itself at `request.timeout_s` (the wire path written here
+        does, and takes an answer that arrived with the deadline); a kind that answers by its
+        own `complete` or `stream` is guarded by the call path instead."""
+        kind = type(self)
+        return kind._wire is not Backend._wire and kind.complete is Backend.complete
+
     def stream(self, request: Request) -> AsyncGenerator[Chunk, None]:
         """TextChunk (and DraftChunk) items, then one FinalChunk."""
         return self._run(request, stream=True)
@@ -291,6 +299,8 @@ class Backend:
             async with asyncio.timeout(deadline.remaining()):
                 return await wire.next()
         except TimeoutError as exc:
+            if wire.ready():  # it arrived in the same turn of the loop as the deadline: taken
+                return wire.take()
             raise self._timeout(answering) from exc
         except BackendError:
             raise

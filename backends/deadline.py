@@ -52,7 +52,11 @@ class Watchdog:
     would arm and cancel one per chunk (about 6 us each on CPython 3.11: more than the rest of
     a chunk's way through the router). The timer cancels the task only while it waits in
     `next`, and that wait raises TimeoutError; a deadline that passes between waits (while the
-    caller writes to its client) is raised by the next wait. `stop()` when the stream ends."""
+    caller writes to its client) is raised by the next wait. `stop()` when the stream ends.
+
+    The cut comes one turn of the event loop after the timer: an answer that arrived by the
+    time the timer ran (a busy box runs the loop late, and then hands it both at once) is
+    taken, not thrown away."""
 
     __slots__ = ("_fired", "_handle", "_ours", "_task")
 
@@ -60,8 +64,12 @@ class Watchdog:
         self._fired = self._ours = False
         self._task: asyncio.Task | None = None  # the task waiting now, if any
         remaining = deadline.remaining()
-        self._handle = (None if remaining is None
-                        else asyncio.get_running_loop().call_later(max(0.0, remaining), self._fire))
+        self._handle: asyncio.Handle | None = (
+            None if remaining is None else asyncio.get_running_loop().call_later(max(0.0, remaining), self._due))
+
+    def _due(self) -> None:
+        # Callbacks already queued -- the wake-up of a task whose answer arrived -- run first.
+        self._handle = asyncio.get_running_loop().call_soon(self._fire)
 
     def _fire(self) -> None:
         self._fired = True
@@ -90,3 +98,4 @@ class Watchdog:
     def stop(self) -> None:
         if self._handle is not None:
             self._handle.cancel()
+

@@ -214,7 +214,10 @@ class CallPath:
         try:
             async with self._slot():
                 remaining = options.attempt_deadline().remaining()
-                async with asyncio.timeout(remaining):  # a guard for backends that overrun their timeout
+                # A guard for kinds that do not keep the deadline themselves; one that does must
+                # not be cut from outside as well, or an answer arriving with the deadline is lost.
+                guard = contextlib.nullcontext() if backend.keeps_deadline else asyncio.timeout(remaining)
+                async with guard:
                     completion = self.redactor.completion(
                         await backend.complete(request.with_options(timeout_s=remaining)))
         except TimeoutError as exc:

@@ -278,7 +278,9 @@ class Executor:
             async with asyncio.timeout(wait):
                 return await race.queue.get()
         except TimeoutError:
-            return None
+            # An answer that arrived in the same turn of the loop as the deadline (a busy box
+            # runs the loop late, and then hands it both at once) is taken, not thrown away.
+            return None if race.queue.empty() else race.queue.get_nowait()
 
     def _on_timeout(self, race: _Race) -> bool:
         """A wait ran out: end the race at the deadline, else start a hedge. False when it is over."""
