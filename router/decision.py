@@ -90,8 +90,9 @@ class Decision:
             "forced": self.forced,
             "deadline_s": self.deadline_s,
         }
-        if self.downgrade is not None:
-            out["downgrade"] = self.downgrade.as_dict()
+        downgrade = self.downgrade
+        if downgrade is not None:
+            out["downgrade"] = downgrade.as_dict()
         if self.score is not None:
             out["score"] = round(self.score.value, 6)
             out["scorer"] = self.score.scorer
@@ -100,8 +101,9 @@ class Decision:
             out["boundaries"] = [c.as_dict() for c in self.crossings]
         if self.session is not None:
             out["session"] = self.session.as_dict()
-        if self.details:
-            out["details"] = self.details
+        details = self.details  # built once: it renders every candidate
+        if details:
+            out["details"] = details
         return out
 
 

@@ -44,7 +44,7 @@ from backends.types import last_user_text
 from router.decision import Decision, Outcome, RouteResult
 from router.store import writer as log_writer
 from router.store.choice import LogTarget, log_target, spool_dir_for
-from router.store.records import CLIENT_KEY, RequestRecord, row_for
+from router.store.records import CLIENT_KEY, RequestRecord, row_of
 from router.store.spool import Spool
 from router.store.sqlite import Store, default_store_path
 from router.store.writer import DEFAULT_INTERVAL_S, DEFAULT_MAX_PENDING, Writer
@@ -89,7 +89,9 @@ class _Captured:
         return RequestRecord(**self.fields, decision=info)
 
     def row(self) -> tuple:
-        return row_for(self.record())
+        info: dict[str, Any] = dict(self.decision.as_dict())
+        info.update(self.extras)
+        return row_of({**self.fields, "decision": info})
 
 
 def _capture(outcome: Outcome, store_content: bool, ended_at: float | None, max_content_chars: int,
