@@ -6,7 +6,7 @@ not move, for before/after comparisons that wall and CPU time on a shared machin
 One SIMULATED OpenAI-compatible server (its own process, 16 tokens at once) answers; in front
 of it `route serve` runs under `valgrind --tool=callgrind` as a user starts it (request log and
 access log on; `--quiet`: no access log). A client sends a warm-up of 20 requests, then 100 in
-one run and 100 + `--requests` in another, 16 at a time; the difference of the two runs'
+one run and 100 + `--requests` in another, `--concurrency` (16) at a time; the difference of the two runs'
 instruction counts over `--requests` is the cost of one request, start-up and shutdown taken
 out. User-space instructions only (the kernel's socket work is not counted), so it measures the
 router's own code. `--base DIR` (a checkout of an earlier commit: `git worktree add DIR
@@ -39,36 +39,37 @@ FIRST = 100  # requests in the shorter run
 WARM = 20
 
 
-async def _send(url: str, count: int, key: str) -> int:
-    """`count` requests, 16 at a time; the number that failed."""
+async def _send(url: str, count: int, key: str, concurrency: int) -> int:
+    """`count` requests, `concurrency` at a time; the number that failed."""
     body = _body("chat", "auto", False)
     headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
     failed, left = 0, count
-    async with httpx.AsyncClient(timeout=600, limits=httpx.Limits(max_connections=16)) as client:
+    async with httpx.AsyncClient(timeout=600, limits=httpx.Limits(max_connections=concurrency)) as client:
         async def worker() -> None:
             nonlocal failed, left
             while left > 0:
                 left -= 1
                 response = await client.post(url, content=body, headers=headers)
                 failed += response.status_code != 200
-        await asyncio.gather(*(worker() for _ in range(16)))
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
     return failed
 
 
-def _count(code: Path, config: Path, requests: int, quiet: bool, env: dict, tmp: Path) -> int:
+def _count(code: Path, config: Path, requests: int, args, env: dict, tmp: Path) -> int:
     """Instructions of one `route serve` under callgrind that answered WARM + `requests`."""
     port = _free_port()
     log = tmp / f"serve-{port}.log"
     cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-m", "router.cli",
            "serve", "--port", str(port), "--config", str(config), "--api-key-env", "BENCH_KEY",
-           *(["--quiet"] if quiet else [])]
+           *(["--quiet"] if args.quiet else [])]
     with log.open("w") as out:
         proc = subprocess.Popen(cmd, cwd=code, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                                 env={**env, "PYTHONPATH": str(code), "ROUTE_HOME": str(tmp / f"home-{port}")})
     try:
         _wait_ready(f"http://127.0.0.1:{port}/healthz", proc, 600, log)
         url = f"http://127.0.0.1:{port}/v1/chat/completions"
-        failed = asyncio.run(_send(url, WARM, env["BENCH_KEY"])) + asyncio.run(_send(url, requests, env["BENCH_KEY"]))
+        failed = (asyncio.run(_send(url, WARM, env["BENCH_KEY"], args.concurrency))
+                  + asyncio.run(_send(url, requests, env["BENCH_KEY"], args.concurrency)))
         if failed:
             raise RuntimeError(f"{failed} requests failed: see {log}")
         proc.send_signal(signal.SIGTERM)
@@ -84,8 +85,8 @@ def _count(code: Path, config: Path, requests: int, quiet: bool, env: dict, tmp:
 
 
 def _per_request(code: Path, config: Path, args, env: dict, tmp: Path) -> float:
-    short = _count(code, config, FIRST, args.quiet, env, tmp)
-    long = _count(code, config, FIRST + args.requests, args.quiet, env, tmp)
+    short = _count(code, config, FIRST, args, env, tmp)
+    long = _count(code, config, FIRST + args.requests, args, env, tmp)
     return (long - short) / args.requests
 
 
@@ -94,6 +95,7 @@ def main() -> int:
     parser.add_argument("--base", type=Path, help="an earlier checkout to count beside this one")
     parser.add_argument("--quiet", action="store_true", help="route serve --quiet: no access log")
     parser.add_argument("--requests", type=int, default=500, help="the requests the longer run adds")
+    parser.add_argument("--concurrency", type=int, default=16, help="requests in flight at once")
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         print("skipped: this benchmark counts instructions with valgrind, which is not installed "
@@ -124,7 +126,8 @@ def main() -> int:
         sim.terminate()
         sim.wait()
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"SIMULATED backend, own process: 16 tokens at once; plain chat completions, 16 at a time; request log on, "
+    print(f"SIMULATED backend, own process: 16 tokens at once; plain chat completions, {args.concurrency} at a time; "
+          "request log on, "
           f"access log {'off' if args.quiet else 'on'}; {args.requests} requests counted")
     for name, code in codes.items():
         print(f"  {name:<5} {cost[name] / 1e6:6.3f} M instructions per request  ({code})")
