@@ -98,4 +98,3 @@ class Watchdog:
     def stop(self) -> None:
         if self._handle is not None:
             self._handle.cancel()
-

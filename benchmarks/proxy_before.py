@@ -66,25 +66,44 @@ def _spread(values: list[float]) -> str:
     return f"x{statistics.median(values):.3f} [{min(values):.3f}-{max(values):.3f}]"
 
 
-def run(args, env: dict, tmp: Path) -> int:
-    base = Path(args.base).resolve()
-    if not (base / "router" / "cli").is_dir():
-        print(f"--base {args.base}: not a checkout of this project (no router/cli there); make one with "
-              "`git worktree add DIR COMMIT`")
-        return 2
-    (tmp / "post.lua").write_text(LUA)
-    sim_port = _free_port()
-    sim = subprocess.Popen([sys.executable, "-c", f"from backends.simulator import serve; serve(port={sim_port}, "
+def earlier_checkout(given: str | Path) -> Path | None:
+    """`--base`, resolved, or None (said why) when it is not a checkout of this project."""
+    base = Path(given).resolve()
+    if (base / "router" / "cli").is_dir():
+        return base
+    print(f"--base {given}: not a checkout of this project (no router/cli there); make one with "
+          "`git worktree add DIR COMMIT`")
+    return None
+
+
+def simulated_upstream(tmp: Path, env: dict) -> tuple[subprocess.Popen, Path]:
+    """The SIMULATED server (its own process, 16 tokens at once), ready, and a config of one
+    backend on it, written in `tmp`. Stop the process when done."""
+    port = _free_port()
+    sim = subprocess.Popen([sys.executable, "-c", f"from backends.simulator import serve; serve(port={port}, "
                             f"profiles={PROFILE!r})"], env=env, stdout=(tmp / "sim.log").open("w"),
                            stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
+    try:
+        _wait_ready(f"http://127.0.0.1:{port}/healthz", sim, 30, tmp / "sim.log")
+    except BaseException:
+        _stop(sim)
+        raise
     config = tmp / "route.yaml"
     config.write_text(f"backends:\n  sim:\n    kind: openai\n    model: bench\n    base_url: "
-                      f"http://127.0.0.1:{sim_port}/v1\nrouting:\n  tiers:\n    - name: only\n      backends: [sim]\n")
+                      f"http://127.0.0.1:{port}/v1\nrouting:\n  tiers:\n    - name: only\n      backends: [sim]\n")
+    return sim, config
+
+
+def run(args, env: dict, tmp: Path) -> int:
+    base = earlier_checkout(args.base)
+    if base is None:
+        return 2
+    (tmp / "post.lua").write_text(LUA)
+    sim, config = simulated_upstream(tmp, env)
     codes = {"after": ROOT, "before": base}
     logs = {"both": (True, False), "on": (True,), "off": (False,)}[args.log]
     results: dict = {}  # (code, log_on) -> one figures dict per repetition
     try:
-        _wait_ready(f"http://127.0.0.1:{sim_port}/healthz", sim, 30, tmp / "sim.log")
         load = os.getloadavg()[0]
         for rep in range(args.repeat):
             order = list(codes) if rep % 2 == 0 else list(reversed(codes))

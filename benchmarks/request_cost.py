@@ -31,10 +31,10 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks.proxy import _body, _free_port, _wait_ready
+from benchmarks.proxy import _body, _free_port, _stop, _wait_ready
+from benchmarks.proxy_before import earlier_checkout, simulated_upstream
 
 ROOT = Path(__file__).resolve().parent.parent
-PROFILE = {"bench": {"ttft_s": 0.0, "answer_tokens": 16}}
 FIRST = 100  # requests in the shorter run
 WARM = 20
 
@@ -103,28 +103,19 @@ def main() -> int:
         return 0
     codes = {"this": ROOT}
     if args.base is not None:
-        if not (args.base / "router" / "cli").is_dir():
-            print(f"--base {args.base}: not a checkout of this project (no router/cli there); make one with "
-                  "`git worktree add DIR COMMIT`")
+        base = earlier_checkout(args.base)
+        if base is None:
             return 2
-        codes["base"] = args.base.resolve()
+        codes["base"] = base
     tmp = Path(tempfile.mkdtemp(prefix="route-request-cost-"))
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "BENCH_KEY": "sk-" + secrets.token_hex(24)}
-    sim_port = _free_port()
-    sim = subprocess.Popen([sys.executable, "-c", f"from backends.simulator import serve; serve(port={sim_port}, "
-                            f"profiles={PROFILE!r})"], env=env, stdout=(tmp / "sim.log").open("w"),
-                           stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
-    config = tmp / "route.yaml"
-    config.write_text(f"backends:\n  sim:\n    kind: openai\n    model: bench\n    base_url: "
-                      f"http://127.0.0.1:{sim_port}/v1\nrouting:\n  tiers:\n    - name: only\n      backends: [sim]\n")
+    sim, config = simulated_upstream(tmp, env)
     try:
-        _wait_ready(f"http://127.0.0.1:{sim_port}/healthz", sim, 30, tmp / "sim.log")
         with ThreadPoolExecutor(len(codes)) as pool:
             futures = {name: pool.submit(_per_request, code, config, args, env, tmp) for name, code in codes.items()}
             cost = {name: future.result() for name, future in futures.items()}
     finally:
-        sim.terminate()
-        sim.wait()
+        _stop(sim)
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"SIMULATED backend, own process: 16 tokens at once; plain chat completions, {args.concurrency} at a time; "
           "request log on, "

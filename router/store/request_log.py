@@ -83,15 +83,14 @@ class _Captured:
         self.decision = decision
         self.extras = extras  # added to the decision's dict: elapsed_s, fallbacks, downgraded, failures
 
+    def _decision_info(self) -> dict[str, Any]:
+        return {**self.decision.as_dict(), **self.extras}
+
     def record(self) -> RequestRecord:
-        info: dict[str, Any] = dict(self.decision.as_dict())
-        info.update(self.extras)
-        return RequestRecord(**self.fields, decision=info)
+        return RequestRecord(**self.fields, decision=self._decision_info())
 
     def row(self) -> tuple:
-        info: dict[str, Any] = dict(self.decision.as_dict())
-        info.update(self.extras)
-        return row_of({**self.fields, "decision": info})
+        return row_of({**self.fields, "decision": self._decision_info()})
 
 
 def _capture(outcome: Outcome, store_content: bool, ended_at: float | None, max_content_chars: int,

@@ -201,7 +201,7 @@ class LiveView:
             self.seq, ts, protocol, key, "ok", c.backend, elapsed_s, decision, model=c.model,
             ttft_s=c.timings.ttft_s, total_s=c.timings.total_s, input_tokens=c.usage.input_tokens,
             output_tokens=c.usage.output_tokens, cost_usd=c.cost_usd, hosted_cost_usd=self._hosted_cost(c.usage),
-            failures=_failures(result.failures) if result.failures else (),
+            failures=_failures(result.failures),
             downgrade=downgrade.as_dict() if downgrade is not None else None,
             degraded=tuple(metadata.get("degraded") or ()),
             trace=slim_trace(trace) if isinstance(trace, dict) else None,

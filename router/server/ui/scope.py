@@ -1,10 +1,10 @@
 """Which client key and which protocol a routed request came in by, for the web view.
 
 A request observer sees the router's Outcome, which knows nothing of HTTP. `RequestScope`, the
-outermost layer of the app, sends /ui to the view and puts every other HTTP request's ASGI
-scope in a context variable; the auth
-layer inside it later writes the presenting key's *name* into that same scope (keys.KEY_SCOPE),
-and the observer, running in the request's own task, reads both through `who()`.
+outermost layer of the app, sends /ui to the view and puts every other HTTP request's ASGI scope
+in a context variable; the auth layer inside it later writes the presenting key's *name* into
+that same scope (keys.KEY_SCOPE), and the observer, running in the request's own task, reads
+both through `who()`.
 """
 
 from __future__ import annotations
@@ -20,8 +20,6 @@ _SCOPE: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("
 
 # Path endings (with or without /v1) -> the protocol's name on the page.
 PROTOCOLS = (("/chat/completions", "openai chat"), ("/messages", "anthropic"), ("/responses", "openai responses"))
-_protocols: dict[str, str] = {}  # path -> protocol, as found
-_PATHS_KEPT = 64
 
 
 class RequestScope:
@@ -56,9 +54,5 @@ def who() -> tuple[str, str | None]:
     if scope is None:
         return "python", None
     path = scope.get("path", "")
-    protocol = _protocols.get(path)
-    if protocol is None:
-        protocol = next((name for end, name in PROTOCOLS if path.endswith(end)), path)
-        if len(_protocols) < _PATHS_KEPT:  # a client probing paths cannot grow it without bound
-            _protocols[path] = protocol
+    protocol = next((name for end, name in PROTOCOLS if path.endswith(end)), path)
     return protocol, scope.get(KEY_SCOPE)
