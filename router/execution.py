@@ -278,8 +278,10 @@ class Executor:
             async with asyncio.timeout(wait):
                 return await race.queue.get()
         except TimeoutError:
-            # An answer that arrived in the same turn of the loop as the deadline (a busy box
-            # runs the loop late, and then hands it both at once) is taken, not thrown away.
+            # A busy box runs the loop late, and then hands it the timer and a lane's answer in
+            # the same turn: one more turn lets the lane put its answer here, where it is taken.
+            if race.queue.empty():
+                await asyncio.sleep(0)
             return None if race.queue.empty() else race.queue.get_nowait()
 
     def _on_timeout(self, race: _Race) -> bool:

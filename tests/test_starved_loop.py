@@ -2,11 +2,13 @@
 runs is taken, not cut (issue 26: a router must not lose requests a peer answers because its own
 box is busy).
 
-The loop is starved on purpose: a callback blocks it across the deadline, and the answer
-arrives during the block, so the loop then finds both due in the same turn. Before the fix the
-timer went first and the answer was thrown away; on every path that holds a deadline (the
-attempt's in the caller's task, a wire call in a task of its own, a hedged race) it is now
-taken. An answer that is not there yet is still cut at the deadline.
+The loop is starved on purpose: once the call is under way, a callback blocks the loop across
+the deadline, and the answer is due during the block, before the deadline, so the loop then
+finds both due in the same turn. Both are timed from the call's own deadline, so how long the
+box takes to get there does not matter. Before the fix the timer went first and the answer was
+thrown away; on every path that holds a deadline (the attempt's in the caller's task, a wire
+call in a task of its own, a hedged race) it is now taken. An answer that is not there yet is
+still cut at the deadline.
 """
 
 from __future__ import annotations
@@ -28,41 +30,49 @@ from router.config_loader import parse_config
 
 pytestmark = pytest.mark.unit
 
-DEADLINE_S = 0.2
-STALL_FROM_S, STALL_S = 0.05, 0.4  # the loop is blocked from 0.05 s to 0.45 s: across the deadline
-ARRIVES_S = 0.1  # during the block
+DEADLINE_S = 1.0
+PAST_S = 0.3  # the block ends this long after the deadline
 
 
-class ArrivesWhenToldBackend(Backend):
-    """A model whose answer arrives when the test sets `arrived` (of the running test)."""
+def _starve_across(deadline: Deadline, arrived: asyncio.Event) -> None:
+    """Block the loop from now until PAST_S after `deadline`; the answer is due halfway to it."""
+    remaining = deadline.remaining()
+    assert remaining is not None and remaining > 0
+    loop = asyncio.get_running_loop()
+    loop.call_soon(time.sleep, remaining + PAST_S)
+    loop.call_later(remaining / 2, arrived.set)
+
+
+class ArrivesDuringAStallBackend(Backend):
+    """A model whose answer arrives while the loop is blocked across the call's deadline (the
+    first call of a test; later ones, a hedge's, wait for the same answer)."""
 
     kind = "arrives-test"
     wire_task = False
     arrived: asyncio.Event
+    starve = True
 
     async def _wire(self, request: Request, deadline: Deadline, *, stream: bool) -> AsyncIterator[Delta]:
-        await type(self).arrived.wait()
+        cls = ArrivesDuringAStallBackend
+        if cls.starve:
+            cls.starve = False
+            _starve_across(deadline, cls.arrived)
+        await cls.arrived.wait()
         yield Delta(text="the answer")
 
 
-class ArrivesInItsOwnTaskBackend(ArrivesWhenToldBackend):
+class ArrivesInItsOwnTaskBackend(ArrivesDuringAStallBackend):
     kind = "arrives-task-test"
     wire_task = True
-
-
-def _starve_the_loop_while_the_answer_arrives() -> asyncio.Event:
-    loop = asyncio.get_running_loop()
-    arrived = asyncio.Event()
-    loop.call_later(STALL_FROM_S, time.sleep, STALL_S)
-    loop.call_later(ARRIVES_S, arrived.set)
-    return arrived
 
 
 @pytest.fixture
 def kinds(monkeypatch):
     monkeypatch.setattr(registry, "_KINDS", dict(registry._KINDS))  # registered for this test only
-    register_kind("arrives-test", ArrivesWhenToldBackend)
+    register_kind("arrives-test", ArrivesDuringAStallBackend)
     register_kind("arrives-task-test", ArrivesInItsOwnTaskBackend)
+    monkeypatch.setattr(ArrivesDuringAStallBackend, "arrived", asyncio.Event(), raising=False)
+    monkeypatch.setattr(ArrivesDuringAStallBackend, "starve", True)
 
 
 def _router(kind: str, names: list[str], *, hedge: bool) -> Router:
@@ -74,13 +84,15 @@ def _router(kind: str, names: list[str], *, hedge: bool) -> Router:
 
 
 async def test_the_watchdog_takes_an_answer_that_arrived_with_the_deadline():
-    arrived = _starve_the_loop_while_the_answer_arrives()
+    arrived = asyncio.Event()
 
     async def answer() -> AsyncIterator[str]:
         await arrived.wait()
         yield "the answer"
 
-    watchdog = Watchdog(Deadline(DEADLINE_S))
+    deadline = Deadline(DEADLINE_S)
+    watchdog = Watchdog(deadline)
+    _starve_across(deadline, arrived)
     try:
         assert await watchdog.next(answer()) == "the answer"
     finally:
@@ -94,28 +106,26 @@ async def test_the_watchdog_still_cuts_an_answer_that_is_not_there():
         await never.wait()
         yield "too late"
 
-    watchdog = Watchdog(Deadline(DEADLINE_S))
+    watchdog = Watchdog(Deadline(0.2))
     with pytest.raises(TimeoutError):
         await watchdog.next(answer())
 
 
 @pytest.mark.parametrize("kind", ["arrives-test", "arrives-task-test"])
 async def test_a_routed_call_takes_an_answer_that_arrived_with_the_deadline(kinds, kind):
-    ArrivesWhenToldBackend.arrived = _starve_the_loop_while_the_answer_arrives()
     router = _router(kind, ["only"], hedge=False)
     result = await router.acomplete("hello")
     assert result.text == "the answer" and result.backend == "only"
 
 
 async def test_a_hedged_race_takes_an_answer_that_arrived_with_the_deadline(kinds):
-    ArrivesWhenToldBackend.arrived = _starve_the_loop_while_the_answer_arrives()
     router = _router("arrives-test", ["first", "second"], hedge=True)
     result = await router.acomplete("hello")
     assert result.text == "the answer"
 
 
 async def test_a_routed_call_is_still_cut_when_nothing_arrived(kinds):
-    ArrivesWhenToldBackend.arrived = asyncio.Event()  # never set
+    ArrivesDuringAStallBackend.starve = False  # no block, and the answer never comes
     router = _router("arrives-test", ["only"], hedge=False)
     with pytest.raises(AllBackendsFailed) as failed:
         await router.acomplete("hello")
