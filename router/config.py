@@ -218,6 +218,9 @@ class LearnConfig(_Strict):
                               "backend above the lowest tier")
     auto: bool = Field(False, description="refit after every `refit_every` new labels; adopt only what wins")
     refit_every: int = Field(50, ge=1, le=1_000_000, description="new labels of a boundary between refits")
+    max_labels_per_key: int = Field(8, ge=0, le=1_000_000, description="labels from one non-admin client key's "
+                                    "feedback a refit reads (its most recent): no single key, nor a few, can "
+                                    "outweigh what the router judged itself")
     max_tokens: int = Field(512, ge=1, le=65536, description="max_tokens of the other tier's shadow answer")
     judge_max_tokens: int = Field(256, ge=16, le=65536, description="max_tokens of each judge reply")
     max_in_flight: int = Field(4, ge=1, le=1024, description="shadow judgements running at once; more are skipped")

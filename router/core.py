@@ -20,39 +20,30 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import random
 import time
 from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import Any, Unpack
 
-from backends import build_backend
 from backends.base import Backend
-from backends.errors import ConfigError, Unsupported, UsageError
+from backends.errors import Unsupported, UsageError
 from backends.types import Chunk, Message, Request, as_messages
-from policies.breaker import BreakerBoard, BreakerSettings
-from policies.ladder import Ladder
 from policies.needs import SMALL_OUTPUT, Needs
-from policies.retry_budget import RetryBudget, RetryBudgetSettings
-from policies.scoring import Score, Scorer, build_scorer
+from policies.routing_model import RoutingModel
+from policies.scoring import Score, Scorer
 from policies.selection import PREFER_CHOICES, Prefer, RouteInputs, forced_plan, plan_route
 from policies.tiers import Tier, fallback_order
-from router.calls import CallPath
-from router.config import ScorerConfig
-from router.config_loader import LoadedConfig, _did_you_mean, load_config
-from router.cost_limit import spending_limit
+from router.config_loader import LoadedConfig, load_config
+from router.cost_limit import spending_limit, within_cost
 from router.decision import Attempt, Decision, Outcome, RouteResult
 from router.execution import Executor
 from router.interrupt import run_interruptibly
-from router.latency_tracker import LatencyTracker
 from router.options import ResolvedOptions, RouteOptions, resolve_options
 from router.queueing import with_queue  # queue hook
-from router.redaction import Redactor
-from router.sessions import Session, SessionPlan, Sessions, SessionTable
+from router.request_context import CLIENT_KEY
+from router.sessions import Session, SessionKey, SessionPlan
 from router.state.base import SharedState
-from router.state.rate_limits import RateLimiter, estimate_tokens, rate_limiter_for
-
-if TYPE_CHECKING:
-    from router.learning.learner import Learner
+from router.state.rate_limits import RateLimiter, estimate_tokens
+from router.wiring import persist, wire
 
 __all__ = ["RouteStream", "Router"]
 
@@ -63,64 +54,19 @@ RequestObserver = Callable[[Outcome], None]
 
 
 class Router:
-    """Routes prompts across the backends (and consortia) of one config."""
+    """Routes prompts across the backends (and consortia) of one config: the Python API over
+    the parts router/wiring.py builds from it."""
 
     def __init__(self, loaded: LoadedConfig, *, backends: Mapping[str, Backend] | None = None,
-                 source: str = "api", log: bool | None = None):
-        self.loaded = loaded
-        self.source = source  # who is asking, for the request log: cli | api | server
-        self.config = loaded.config
-        self.scorer: Scorer = self._build_scorer()
-        self.ladder: Ladder = self._build_ladder()
-        self.tiers: tuple[Tier, ...] = self.ladder.tiers
-        self._backends: dict[str, Backend] = dict(backends or {})
-        self._request_observers: list[RequestObserver] = []
+                 source: str = "api", log: bool | None = None, rate_limits: RateLimiter | None = None):
+        parts = self._parts = wire(loaded, backends=backends, source=source, log=log, rate_limits=rate_limits)
+        self.loaded, self.config, self.source = loaded, loaded.config, source
+        # The parts agents and tools look at (`route models`, /metrics, tests): read-only views.
+        self.calls, self.breakers, self.latency = parts.calls, parts.breakers, parts.latency
+        self.redactor, self.rate_limits, self.sessions = parts.redactor, parts.rate_limits, parts.sessions
+        self.request_log, self.spend_cap, self.learner = parts.request_log, parts.spend_cap, parts.learner
         self._sync_loop: asyncio.AbstractEventLoop | None = None
-        breaker = self.config.routing.breaker
-        self.breakers = BreakerBoard(time.monotonic, BreakerSettings(breaker.failures, breaker.cooldown_ms / 1000))
-        # Every model call, routed or not, goes through this one path (router/calls.py).
-        # Every string that leaves the process is scrubbed of the secrets this config refers to.
-        self.redactor = Redactor.for_config(self.config)
-        self.rate_limits = _rate_limits(loaded)
-        self.calls = CallPath(self.backend, breakers=self.breakers, max_concurrency=self.config.routing.max_concurrency,
-                              retry_per_class={str(k): v for k, v in self.config.routing.retries.items()},
-                              redactor=self.redactor, limits=self.rate_limits,
-                              retry_budget=RetryBudget(RetryBudgetSettings(self.config.routing.retry_budget.tokens,
-                                                                           self.config.routing.retry_budget.ratio)))
-        # The live latency model learns from every attempt anywhere: routed, member or arbiter.
-        self.latency = LatencyTracker.from_config(self.config)
-        sessions = self.config.routing.sessions
-        # A session's task keeps its backend and its tier only moves up (router/sessions.py).
-        self.sessions: Sessions | None = Sessions(
-            self.ladder, self.scorer, SessionTable(max_entries=sessions.max_entries, ttl_s=sessions.ttl_s),
-            cache_ttl_s=sessions.cache_ttl_s) if sessions.enabled else None
-        if self.sessions is not None and self.rate_limits.link is not None:  # state in Redis: sessions too
-            from router.state.sessions_redis import SharedSessions
-
-            self.sessions.shared = SharedSessions(self.rate_limits.link, self.sessions.table)
-        self.calls.add_observer(self.latency.observe)
-        self.shared = SharedState()  # in memory until persist() attaches `state:` (router/state/)
-        self._random = random.Random()  # exploration rolls; tests may seed it
-        self._prices = {name: spec.settings(name).price for name, spec in self.config.backends.items()}
-        # The request log: one record per routed request, written off the event loop.
-        # `log` overrides the config's `log.enabled` (the CLI's --no-log).
-        self.request_log = None
-        if self.config.log.enabled if log is None else log:
-            from router.store.feedback import attach_consortium_preferences
-            from router.store.request_log import attach_request_log
-
-            self.request_log = attach_request_log(self)
-            attach_consortium_preferences(self)
-        from router.store.spend import spend_cap_for
-
-        self.spend_cap = spend_cap_for(self)  # None without spend.cap_usd; checked before every request
-        # routing.learn: labels, shadow judging, versions (router/learning/); `--no-log` (log=False)
-        # opens no file, so it learns nothing either
-        self.learner: Learner | None = None
-        if self.config.routing.learn is not None and log is not False:
-            from router.learning import attach_learning
-
-            self.learner = attach_learning(self)
+        self._in_process_app: Any = None  # the server app in-process clients talk to, built on first use
 
     @classmethod
     def from_config(cls, source: str | Any | dict | None = None, *, persist: bool = False, **kwargs: Any) -> Router:
@@ -138,33 +84,40 @@ class Router:
         logged warning); routing then runs on config priors and what this Router learns. Redis
         being down is no such reason: a Redis state runs on this process's own state until Redis
         answers (router/state/redis_state.py)."""
-        from router.state.base import state_for
-
-        try:
-            # One Redis connection pool per process: rate limits already hold a link to `state.url`.
-            shared = state or state_for(self.config, link=self.rate_limits.link)
-            problem = shared.attach(self.latency, self.breakers)
-        except ConfigError as exc:
-            problem = str(exc)
-        if problem is None:
-            self.shared = shared
-            link = getattr(shared, "link", None)
-            if link is not None and self.sessions is not None and self.sessions.shared is not None:
-                self.sessions.shared.link = link  # one link per state: one outage, one warning
-        elif warn:
+        problem = persist(self._parts, state=state)
+        if problem is not None and warn:
             _LOG.warning("latency history unavailable (%s); routing on config priors", problem)
         return problem
 
+    @property
+    def shared(self) -> SharedState:
+        """How learned state is shared (router/state/): in memory until `persist`."""
+        return self._parts.shared
+
+    @property
+    def model(self) -> RoutingModel:
+        """The routing model deciding now (scorer, tiers, boundaries; its `version`)."""
+        return self._parts.model.current
+
+    @property
+    def scorer(self) -> Scorer:
+        return self._parts.model.current.scorer
+
+    @property
+    def tiers(self) -> tuple[Tier, ...]:
+        return self._parts.model.current.tiers
+
     async def refresh(self, *, session: str | None = None) -> None:
         """Adopt what other processes learned (latency, open breakers), at most every
-        `state.refresh_ms`, and what the fleet knows of `session`. `acomplete` does this itself;
-        call it before `astream` or `decide`."""
-        if session is not None and self.sessions is not None:
-            await self.sessions.load(session)
+        `state.refresh_ms`, and what the fleet knows of `session`. Every call and stream does
+        this itself before it decides; call it before `decide` or `explain`."""
+        sessions = self._parts.sessions
+        if session is not None and sessions is not None:
+            await sessions.load(session)
         # In turn, not gathered: both are no-ops between refreshes, and a gather's tasks would
         # cost every request more than the rare second round trip does.
-        await self.shared.refresh()
-        await self.rate_limits.refresh()
+        await self._parts.shared.refresh()
+        await self._parts.rate_limits.refresh()
 
     def session(self, key: str | None = None) -> Session:
         """One task's calls as one session (router/sessions.py): they keep one backend while it is
@@ -177,94 +130,48 @@ class Router:
         return {name: {"latency": self.latency.model(name).summary(), "breaker": self.breakers[name].state}
                 for name in self.config.backends}
 
-    # -- construction ---------------------------------------------------------------------
-
-    def _build_scorer(self, spec: ScorerConfig | None = None, at: tuple = ("routing", "scorer")) -> Scorer:
-        spec = spec or self.config.routing.scorer
-        try:
-            return build_scorer(spec.kind, **spec.options)
-        except (ValueError, TypeError, OSError) as exc:
-            raise ConfigError(
-                f"{'.'.join(map(str, at))} is invalid: {exc}", path=self.loaded.path, line=self.loaded.line_of(*at)
-            ) from None
-
-    def _build_ladder(self) -> Ladder:
-        tiers, heads = [], []
-        for index, tier in enumerate(self.config.routing.tiers):
-            at = ("routing", "tiers", index)
-            head = self._build_scorer(tier.scorer, (*at, "scorer")) if tier.scorer is not None else None
-            heads.append((f"{head.name} head", head) if head is not None else None)
-            below = tier.below
-            if below == "calibrated":
-                below = getattr(head or self.scorer, "threshold", None)
-                if below is None:
-                    where = "this tier's scorer.weights" if head else "routing.scorer.weights"
-                    raise ConfigError(
-                        f"tier {tier.name!r} says `below: calibrated` but the scorer has no calibrated threshold; "
-                        "run `route calibrate DATA.jsonl --hosted-share 0.3 --out weights.json` and point "
-                        f"{where} at the file, or give a number.",
-                        path=self.loaded.path, line=self.loaded.line_of(*at, "below"),
-                    )
-            tiers.append(Tier(tier.name, below, tuple(tier.backends), tier.deadline_ms, tier.on_deadline_risk))
-        return Ladder(tuple(tiers), tuple(heads[:-1]))
-
     def names(self) -> list[str]:
         """Every name usable as `model`: backends, then consortia."""
-        return [*self.config.backends, *self.config.consortia]
+        return self._parts.backends.names()
 
     def backend(self, name: str) -> Backend:
         """The backend (or consortium) called `name`, built on first use."""
-        backend = self._backends.get(name)
-        if backend is not None:
-            return backend
-        if name in self.config.backends:
-            spec = self.config.backends[name]
-            backend = build_backend(spec.kind, spec.settings(name))
-        elif name in self.config.consortia:
-            backend = self._build_consortium(name)
-        else:
-            raise UsageError(f"unknown model {name!r}.{_did_you_mean(name, self.names())} "
-                             f"Configured names: {', '.join(self.names())}. "
-                             "Run `route models` to list them.")
-        self._backends[name] = backend
-        return backend
-
-    def _build_consortium(self, name: str) -> Backend:
-        from router.consortium.consortium import Consortium
-
-        # Members and arbiter resolve through self.backend, so a member that is a consortium nests;
-        # every call they make goes through self.calls.
-        return Consortium(name, self.config.consortia[name], resolve=self.backend, calls=self.calls)
+        return self._parts.backends.get(name)
 
     def add_observer(self, observer: Observer) -> None:
         """Called after every backend attempt anywhere (routed, consortium member or arbiter;
         answered, failed or cancelled), e.g. to learn latency or count metrics."""
-        self.calls.add_observer(observer)
+        self._parts.calls.add_observer(observer)
 
     def add_request_observer(self, observer: RequestObserver) -> None:
         """Called once at the end of every routed request (after fallbacks), e.g. by the request log."""
-        self._request_observers.append(observer)
+        self._parts.observe_requests(observer)
+
+    @property
+    def verdicts(self) -> Any:
+        """Verdicts on logged requests and the rules for who may give them (router/store/feedback.py)."""
+        return self._parts.feedback()
 
     def feedback(self, request_id: str | int, verdict: str) -> None:
-        """Record `good` or `bad` for a logged request (its `route log` id or trace id); `route
-        calibrate --from-log` learns from these. The caller is the operator: any request may be
-        judged. See router/store/feedback.py."""
-        from router.store.feedback import record_feedback
-
-        record_feedback(self, request_id, verdict, admin=True)
+        """Record `good` or `bad` for a logged request (its `route log` id or trace id); learning
+        and `route calibrate --from-log` learn from these. The caller is the operator: any
+        request may be judged (router/store/feedback.py)."""
+        self._parts.feedback().record(request_id, verdict, admin=True)
 
     def _finish(self, outcome: Outcome) -> None:
         plan = outcome.decision.session
-        if plan is not None and self.sessions is not None:
-            self.sessions.remember(plan, outcome.result.completion if outcome.result is not None else None)
-        for observer in self._request_observers:
+        sessions = self._parts.sessions
+        if plan is not None and sessions is not None:
+            sessions.remember(plan, outcome.result.completion if outcome.result is not None else None)
+        for observer in self._parts.request_observers:
             observer(outcome)
 
     # -- deciding -------------------------------------------------------------------------
 
     def decide(self, messages: list[Message], *, model: str | None = None, deadline_s: float | None = None,
                max_tokens: int | None = None, prefer: str | None = None, needs: Needs | None = None,
-               max_cost_usd: float | None = None, session: str | None = None) -> Decision:
+               max_cost_usd: float | None = None, session: str | None = None,
+               tools: list[Any] | None = None) -> Decision:
         """Which backends to try, in order, and why. No model call, no I/O.
 
         Within the scorer's tier, the latency model's predictions pick the backend (see
@@ -274,35 +181,49 @@ class Router:
         leaves out backends that cannot take the request; Unsupported when none can.
         `max_cost_usd` leaves out candidates predicted to cost more (router/cost_limit.py);
         CostLimitExceeded when none is left. `session` routes the call as part of that task
-        (router/sessions.py): its tier only moves up, and it keeps its backend."""
-        prefer = self._check_prefer(prefer)
+        (router/sessions.py): its tier only moves up, and it keeps its backend; `"auto"` derives
+        the task from the conversation (`tools`: the request's tool set)."""
+        key = self._session_key(session, messages, tools)
+        return self._decide(messages, model, deadline_s, max_tokens, prefer, needs, max_cost_usd, key)
+
+    def _session_key(self, given: str | None, messages: list[Message], tools: Any) -> SessionKey | None:
+        sessions = self._parts.sessions
+        if given is None or sessions is None:
+            return None
+        return sessions.key_for(given, messages, tools, CLIENT_KEY.get())
+
+    def _decide(self, messages: list[Message], model: str | None, deadline_s: float | None, max_tokens: int | None,
+                prefer: str | None, needs: Needs | None, max_cost_usd: float | None,
+                session: SessionKey | None) -> Decision:
+        checked = self._check_prefer(prefer)
         unable = self._unable(needs)
         self._check_output(unable, needs)
         if model and model != "auto":
-            decision = self._decide_forced(model, deadline_s, max_tokens, unable, messages)
+            decision = self._decide_forced(model, deadline_s, max_tokens, unable)
         else:
-            plan = self.sessions.plan(session, messages) if session and self.sessions is not None else None
-            decision = self._decide_routed(messages, deadline_s, max_tokens, prefer, unable, plan)
+            routing = self._parts.model.current  # read once: one version decides the whole call
+            sessions = self._parts.sessions
+            plan = sessions.plan(session, messages, routing) if session is not None and sessions is not None else None
+            decision = self._decide_routed(routing, messages, deadline_s, max_tokens, checked, unable, plan)
         if max_cost_usd is None:
             return decision
-        from router.cost_limit import within_cost
+        return within_cost(self._parts, decision, messages, max_tokens, max_cost_usd)
 
-        return within_cost(self, decision, messages, max_tokens, max_cost_usd)
-
-    def _decide_routed(self, messages: list[Message], deadline_s: float | None, max_tokens: int | None,
-                       prefer: Prefer, unable: Mapping[str, str], session: SessionPlan | None = None) -> Decision:
+    def _decide_routed(self, routing: RoutingModel, messages: list[Message], deadline_s: float | None,
+                       max_tokens: int | None, prefer: Prefer, unable: Mapping[str, str],
+                       session: SessionPlan | None = None) -> Decision:
+        score: Score | None
         if session is None:
-            score: Score | None = self.scorer.score(messages)
-            assert score is not None
-            index, crossings = self.ladder.climb(messages, score)
-            opening = self.ladder.reason(crossings, score)
+            placement = routing.place(messages)
+            index, score, crossings = placement.index, placement.score, placement.crossings
+            opening = routing.reason(placement)
         else:  # the task's tier, not the transcript's (router/sessions.py)
             score, index, crossings = session.score, session.index, session.crossings
-            opening = f"session {session.key[:24]}: {session.why}"
-        tier = self.tiers[index]
+            opening = f"session {session.label[:24]}: {session.why}"
+        tier = routing.tiers[index]
         if deadline_s is None:
             deadline_s = _seconds(tier.deadline_ms or self.config.routing.deadline_ms)
-        tiers = self._capable_tiers(unable)
+        tiers = self._capable_tiers(routing.tiers, unable)
         inputs = self._route_inputs(tiers, messages, deadline_s, max_tokens, prefer, session)
         plan = plan_route(tiers, index, inputs)
         return Decision(
@@ -313,6 +234,7 @@ class Router:
             crossings=crossings,
             deadline_s=deadline_s,
             session=session,
+            version=routing.version,
         )
 
     def _unable(self, needs: Needs | None) -> dict[str, str]:
@@ -343,19 +265,19 @@ class Router:
         why = self.backend(name).refusal(need)
         return f"cannot take {_NEED_WORDS[need]}" + (f": {why}" if why else "")
 
-    def _capable_tiers(self, unable: Mapping[str, str]) -> tuple[Tier, ...]:
+    def _capable_tiers(self, tiers: tuple[Tier, ...], unable: Mapping[str, str]) -> tuple[Tier, ...]:
         if not unable:
-            return self.tiers
-        tiers = tuple(dataclasses.replace(t, backends=tuple(b for b in t.backends if b not in unable),
-                                          left_out=tuple((b, self._cannot(b, unable[b]))
-                                                         for b in t.backends if b in unable))
-                      for t in self.tiers)
-        if not any(t.backends for t in tiers):
+            return tiers
+        capable = tuple(dataclasses.replace(t, backends=tuple(b for b in t.backends if b not in unable),
+                                            left_out=tuple((b, self._cannot(b, unable[b]))
+                                                           for b in t.backends if b in unable))
+                        for t in tiers)
+        if not any(t.backends for t in capable):
             need = next(iter(unable.values()))
-            whys = "; ".join(f"{name} {why}" for t in tiers for name, why in t.left_out)
+            whys = "; ".join(f"{name} {why}" for t in capable for name, why in t.left_out)
             raise Unsupported(f"none of the backends `auto` routes to can take this request ({whys}); "
                               f"{self._who_can(unable, need)}", need=need)
-        return tiers
+        return capable
 
     def _who_can(self, unable: Mapping[str, str], need: str) -> str:
         able = [n for n in self.names() if n not in unable]
@@ -363,20 +285,20 @@ class Router:
         return f"{hint}, or send the request without {_NEED_WORDS[need]}"
 
     def _decide_forced(self, model: str, deadline_s: float | None, max_tokens: int | None,
-                       unable: Mapping[str, str], messages: list[Message]) -> Decision:
-        if model not in self.config.backends and model not in self.config.consortia and model not in self._backends:
-            raise UsageError(f"unknown model {model!r}.{_did_you_mean(model, self.names())} "
-                             f"Configured names: {', '.join(self.names())}. "
-                             "Run `route models` to list them.")
+                       unable: Mapping[str, str]) -> Decision:
+        table = self._parts.backends
+        if not table.knows(model):
+            raise table.unknown(model)
         if model in unable:
             need = unable[model]
             raise Unsupported(f"model {model!r} {self._cannot(model, need)}; {self._who_can(unable, need)}",
                               need=need)
         if deadline_s is None:
             deadline_s = _seconds(self.config.routing.deadline_ms)
-        learned = with_queue(self.latency.model(model), self._backends.get(model))  # queue hook
+        learned = with_queue(self.latency.model(model), table.built.get(model))  # queue hook
         plan = forced_plan(model, learned.predict(max_tokens))
-        return Decision(plan=plan, reason=plan.why, forced=True, deadline_s=deadline_s)
+        return Decision(plan=plan, reason=plan.why, forced=True, deadline_s=deadline_s,
+                        version=self._parts.model.current.version)
 
     def _check_prefer(self, prefer: str | None) -> Prefer:
         prefer = prefer or self.config.routing.prefer
@@ -387,15 +309,17 @@ class Router:
 
     def _route_inputs(self, tiers: tuple[Tier, ...], messages: list[Message], deadline_s: float | None,
                       max_tokens: int | None, prefer: Prefer, session: SessionPlan | None = None) -> RouteInputs:
+        parts = self._parts
         names = fallback_order(tiers, 0)
-        states = {name: self.breakers[name].state for name in names}
+        states = {name: parts.breakers[name].state for name in names}
         settings = self.config.routing.latency
         chars = sum(len(str(m.get("content") or "")) for m in messages)
         tokens = estimate_tokens(messages, max_tokens)  # what a call would take from a backend's tpm
+        built = parts.backends.built
         return RouteInputs(
             # queue hook (router/queueing.py): a backend's own line of requests is part of its prediction
-            models={name: with_queue(self.latency.model(name), self._backends.get(name)) for name in names},
-            prices=self._prices,
+            models={name: with_queue(parts.latency.model(name), built.get(name)) for name in names},
+            prices=parts.prices,
             input_tokens=chars // 4,  # ~4 characters per token: close enough for a cost estimate
             max_tokens=max_tokens,
             deadline_s=deadline_s,
@@ -403,14 +327,14 @@ class Router:
             cost_tolerance=self.config.routing.cost_tolerance,
             blocked={n for n, st in states.items() if st == "open"},
             half_open={n for n, st in states.items() if st == "half-open"},
-            exploring=frozenset(self.latency.exploring),
+            exploring=frozenset(parts.latency.exploring),
             now=time.time(),
             stale_after_s=settings.stale_after_ms / 1000,
             explore_rate=settings.explore_rate,
-            explore_roll=self._random.random(),
+            explore_roll=parts.random.random(),
             hedge=self.config.routing.hedge,
             on_deadline_risk=self.config.routing.on_deadline_risk,
-            limited={n: refused for n in names if (refused := self.rate_limits.peek(n, tokens)) is not None},
+            limited={n: refused for n in names if (refused := parts.rate_limits.peek(n, tokens)) is not None},
             sticky=session.sticky if session is not None else None,
             cached_tokens=session.cached if session is not None else {},
         )
@@ -420,12 +344,21 @@ class Router:
         it what the request carries (tools, response_format, images in the messages): they
         decide which backends may take it."""
         opts = resolve_options("Router.explain", options)
-        return self._decision(as_messages(prompt_or_messages), opts)
+        messages = as_messages(prompt_or_messages)
+        return self._decision(messages, opts, self._session_key(opts.session, messages, opts.extra.get("tools")))
 
-    def _decision(self, messages: list[Message], opts: ResolvedOptions) -> Decision:
-        return self.decide(messages, model=opts.model, deadline_s=opts.deadline_s, max_tokens=opts.max_tokens,
-                           prefer=opts.prefer, needs=Needs.of(messages, opts.extra, opts.max_tokens),
-                           max_cost_usd=opts.max_cost_usd, session=opts.session)
+    def _decision(self, messages: list[Message], opts: ResolvedOptions, session: SessionKey | None) -> Decision:
+        return self._decide(messages, opts.model, opts.deadline_s, opts.max_tokens, opts.prefer,
+                            Needs.of(messages, opts.extra, opts.max_tokens), opts.max_cost_usd, session)
+
+    async def _prepared(self, messages: list[Message], opts: ResolvedOptions) -> Decision:
+        """What every call and stream does before its first model call: adopt what other
+        processes learned (and the fleet's view of its session), check the spend cap, decide."""
+        key = self._session_key(opts.session, messages, opts.extra.get("tools"))
+        await self.refresh(session=key.id if key is not None else None)
+        if self.spend_cap is not None:
+            await self.spend_cap.check()
+        return self._decision(messages, opts, key)
 
     # -- calling --------------------------------------------------------------------------
 
@@ -438,11 +371,8 @@ class Router:
         """Answer with the best backend for this prompt, falling back on failure within the
         deadline. Options: router/options.py (`RouteOptions`); an unknown one is a TypeError."""
         opts = resolve_options("Router.acomplete", options)
-        await self.refresh(session=opts.session)
-        if self.spend_cap is not None:
-            await self.spend_cap.check()
         messages = as_messages(prompt_or_messages)
-        decision = self._decision(messages, opts)
+        decision = await self._prepared(messages, opts)
         request = self._request(messages, opts)
         started = time.perf_counter()
         try:
@@ -463,12 +393,12 @@ class Router:
             self.latency.end(decision)
 
     def astream(self, prompt_or_messages: str | list[Message], **options: Unpack[RouteOptions]) -> RouteStream:
-        """A stream whose `.decision` is known before the first chunk and `.result` after the
-        last. Options as for `acomplete`."""
+        """A stream of chunks whose `.result` is known after the last. It decides as a call
+        does, when iteration starts (after adopting what other processes learned); `await
+        stream.start()` decides without reading a chunk, and `.decision` is then known."""
         opts = resolve_options("Router.astream", options)
         messages = as_messages(prompt_or_messages)
-        decision = self._decision(messages, opts)
-        return RouteStream(self, decision, self._request(messages, opts), max_cost_usd=opts.max_cost_usd)
+        return RouteStream(self, messages, opts)
 
     # -- sync wrappers --------------------------------------------------------------------
 
@@ -506,13 +436,21 @@ class Router:
         socket, streams chunk by chunk as they are produced (router/inprocess.py)."""
         from router.inprocess import openai_client
 
-        return openai_client(self, **kwargs)
+        return openai_client(self._app(), **kwargs)
 
     def async_openai_client(self, **kwargs: Any) -> Any:
         """An `openai.AsyncOpenAI` answered in process by this router (router/inprocess.py)."""
         from router.inprocess import async_openai_client
 
-        return async_openai_client(self, **kwargs)
+        return async_openai_client(self._app(), **kwargs)
+
+    def _app(self) -> Any:
+        """The server's app over this router, built once (it adds the server's observers)."""
+        if self._in_process_app is None:
+            from router.server.app import create_app
+
+            self._in_process_app = create_app(self, close_router=False)  # the caller owns this router's lifetime
+        return self._in_process_app
 
     def _iterate_sync(self, route_stream: RouteStream) -> Iterator[Chunk]:
         iterator = route_stream.__aiter__()
@@ -523,16 +461,16 @@ class Router:
                 return
 
     async def aclose(self) -> None:
-        if self.learner is not None:
-            await self.learner.aclose()
-        await self.latency.aflush()  # learned latency reaches the store even when the process ends next
-        if self.sessions is not None and self.sessions.shared is not None:
-            await self.sessions.shared.aclose()  # the last sessions' states reach the fleet
-        await self.shared.aclose()
-        for backend in self._backends.values():
-            await backend.aclose()
-        if self.rate_limits.link is not None:
-            await self.rate_limits.link.aclose()  # the same link as a Redis state's: closing twice is harmless
+        parts = self._parts
+        if parts.learner is not None:
+            await parts.learner.aclose()
+        await parts.latency.aflush()  # learned latency reaches the store even when the process ends next
+        if parts.sessions is not None and parts.sessions.shared is not None:
+            await parts.sessions.shared.aclose()  # the last sessions' states reach the fleet
+        await parts.shared.aclose()
+        await parts.backends.aclose()
+        if parts.rate_limits.link is not None:
+            await parts.rate_limits.link.aclose()  # the same link as a Redis state's: closing twice is harmless
 
     def close(self) -> None:
         if self._sync_loop is not None and not self._sync_loop.is_closed():
@@ -554,18 +492,6 @@ class Router:
         await self.aclose()
 
 
-def _rate_limits(loaded: Any) -> RateLimiter:
-    """Shared by every replica through Redis with `state: backend: redis` (its link is the one
-    `persist()` hands the Redis state too), else buckets in this process."""
-    config = loaded.config
-    link = None
-    if config.state.backend == "redis":
-        from router.state.redis_link import RedisLink
-
-        link = RedisLink.from_config(config.state, path=loaded.path, line=loaded.line_of("state", "url"))
-    return rate_limiter_for(config, link)
-
-
 def _seconds(ms: float | None) -> float | None:
     return ms / 1000 if ms else None
 
@@ -577,46 +503,62 @@ _NEED_WORDS = {"tools": "`tools`", "vision": "image input", "context": "a prompt
 class RouteStream:
     """Async iterator of chunks (text, drafts, then one FinalChunk) with fallback before the first text."""
 
-    def __init__(self, router: Router, decision: Decision, request: Request, *, max_cost_usd: float | None = None):
-        self.decision = decision
+    def __init__(self, router: Router, messages: list[Message], opts: ResolvedOptions):
         self.result: RouteResult | None = None
         self._router = router
-        self._request = request
-        self._max_cost_usd = max_cost_usd
+        self._messages = messages
+        self._opts = opts
+        self._decision: Decision | None = None
+
+    async def start(self) -> Decision:
+        """Decide, as a call does (after adopting what other processes learned); the decision's
+        errors (Unsupported, CostLimitExceeded...) are raised here. Iterating starts it too."""
+        if self._decision is None:
+            self._decision = await self._router._prepared(self._messages, self._opts)
+        return self._decision
+
+    @property
+    def decision(self) -> Decision:
+        """The decision, made now on what this process knows when the stream has not started."""
+        if self._decision is None:
+            router = self._router
+            key = router._session_key(self._opts.session, self._messages, self._opts.extra.get("tools"))
+            self._decision = router._decision(self._messages, self._opts, key)
+        return self._decision
 
     def __aiter__(self) -> AsyncGenerator[Chunk, None]:
         return self._run()
 
     async def _run(self) -> AsyncGenerator[Chunk, None]:
-        if self._router.spend_cap is not None:
-            await self._router.spend_cap.check()
+        decision = await self.start()
+        router = self._router
         started = time.perf_counter()
-        messages = self._request.messages
+        request = router._request(self._messages, self._opts)
         try:
-            async for chunk in self._attempt_in_order():
+            async for chunk in self._attempt_in_order(decision, request):
                 yield chunk
         except (Exception, asyncio.CancelledError, GeneratorExit) as exc:
             # GeneratorExit: the consumer stopped reading (a client that hung up); log it as cancelled.
             error = asyncio.CancelledError() if isinstance(exc, GeneratorExit) else exc
-            self._router._finish(Outcome(self.decision, messages, self._router.source,
-                                         time.perf_counter() - started, error=error))
+            router._finish(Outcome(decision, self._messages, router.source, time.perf_counter() - started,
+                                   error=error))
             raise
-        self._router._finish(Outcome(self.decision, messages, self._router.source,
-                                     time.perf_counter() - started, result=self.result))
+        router._finish(Outcome(decision, self._messages, router.source, time.perf_counter() - started,
+                               result=self.result))
 
-    async def _attempt_in_order(self) -> AsyncGenerator[Chunk, None]:
+    async def _attempt_in_order(self, decision: Decision, request: Request) -> AsyncGenerator[Chunk, None]:
         """Fallback before the first text, hedging and the deadline: see router/execution.py."""
         router = self._router
-        router.latency.begin(self.decision)
+        router.latency.begin(decision)
         executor = Executor(router.calls, hedge=router.config.routing.hedge)
 
         def keep(result: RouteResult) -> None:
             self.result = result
 
         try:
-            with spending_limit(self._max_cost_usd):
-                async with contextlib.aclosing(executor.stream(self.decision, self._request, keep)) as chunks:
+            with spending_limit(self._opts.max_cost_usd):
+                async with contextlib.aclosing(executor.stream(decision, request, keep)) as chunks:
                     async for chunk in chunks:
                         yield chunk
         finally:
-            router.latency.end(self.decision)
+            router.latency.end(decision)

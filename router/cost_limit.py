@@ -28,8 +28,8 @@ from router.state.rate_limits import estimate_tokens
 
 if TYPE_CHECKING:
     from backends.base import Backend
-    from router.core import Router
     from router.decision import Decision
+    from router.wiring import Parts
 
 __all__ = ["Spending", "admit", "current_spending", "spent", "spending_limit", "within_cost"]
 
@@ -87,11 +87,11 @@ def spent(cost_usd: float) -> None:
         spending.calls += 1
 
 
-def within_cost(router: Router, decision: Decision, messages: list[Message], max_tokens: int | None,
+def within_cost(parts: Parts, decision: Decision, messages: list[Message], max_tokens: int | None,
                 limit_usd: float) -> Decision:
     """`decision` without the candidates predicted to cost more than `limit_usd` (the reason says
     which were left out); CostLimitExceeded when that leaves none."""
-    predicted = {c.name: _predicted(router, c.name, messages, max_tokens) for c in decision.plan.candidates}
+    predicted = {c.name: _predicted(parts, c.name, messages, max_tokens) for c in decision.plan.candidates}
     kept = tuple(c for c in decision.plan.candidates if predicted[c.name] <= limit_usd)
     if not kept:
         cheapest = min(predicted, key=predicted.__getitem__)
@@ -107,21 +107,21 @@ def within_cost(router: Router, decision: Decision, messages: list[Message], max
                                reason=f"{decision.reason}; over max_cost_usd ${limit_usd:.6f}, left out: {dropped}")
 
 
-def _predicted(router: Router, name: str, messages: list[Message], max_tokens: int | None) -> float:
+def _predicted(parts: Parts, name: str, messages: list[Message], max_tokens: int | None) -> float:
     """Dollars one call to `name` is predicted to cost: input at ~4 characters a token, output as
     long as `max_tokens` or the answers it has given; a consortium, each call of one run."""
     input_tokens = estimate_tokens(messages, None)
-    return _tree_cost(router, name, input_tokens, max_tokens, depth=0)
+    return _tree_cost(parts, name, input_tokens, max_tokens, depth=0)
 
 
-def _tree_cost(router: Router, name: str, input_tokens: int, max_tokens: int | None, depth: int) -> float:
-    spec = router.config.consortia.get(name)
+def _tree_cost(parts: Parts, name: str, input_tokens: int, max_tokens: int | None, depth: int) -> float:
+    spec = parts.config.consortia.get(name)
     if spec is None or depth > 64:
-        output = max_tokens if max_tokens is not None else router.latency.model(name).predict(None).output_tokens
-        return router.backend(name).cost(Usage(input_tokens, output))
-    members = sum(m.n * _tree_cost(router, m.model, input_tokens, max_tokens, depth + 1) for m in spec.members)
+        output = max_tokens if max_tokens is not None else parts.latency.model(name).predict(None).output_tokens
+        return parts.backends.get(name).cost(Usage(input_tokens, output))
+    members = sum(m.n * _tree_cost(parts, m.model, input_tokens, max_tokens, depth + 1) for m in spec.members)
     # The arbiter reads the question and every answer (max_tokens each, or its own guess of one).
     answer = max_tokens if max_tokens is not None else 256
     arbiter_input = input_tokens + spec.size * answer
-    arbiter = _tree_cost(router, spec.arbiter, arbiter_input, spec.arbiter_max_tokens, depth + 1)
+    arbiter = _tree_cost(parts, spec.arbiter, arbiter_input, spec.arbiter_max_tokens, depth + 1)
     return spec.min_iterations * (members + arbiter)

@@ -52,6 +52,7 @@ class Decision:
     deadline_s: float | None = None
     crossings: tuple[Crossing, ...] = ()  # the tier boundaries looked at, the deciding one last
     session: SessionPlan | None = None  # the task this call belongs to, and what it made of the call
+    version: int = 0  # the routing model version that decided (0: the configured weights)
 
     @property
     def candidates(self) -> tuple[str, ...]:
@@ -89,6 +90,7 @@ class Decision:
             "tier": self.tier,
             "forced": self.forced,
             "deadline_s": self.deadline_s,
+            "version": self.version,
         }
         downgrade = self.downgrade
         if downgrade is not None:

@@ -20,12 +20,9 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import AsyncIterator, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
-
-if TYPE_CHECKING:
-    from router.core import Router
 
 __all__ = ["AsyncStreamingASGITransport", "StreamingASGITransport", "async_openai_client", "openai_client"]
 
@@ -33,34 +30,23 @@ _BASE_URL = "http://route.in-process/v1"
 _API_KEY = "in-process"  # the app has no auth unless given a key; the SDK insists on one
 
 
-def _app(router: Router) -> Any:
-    """One app per router: building it adds the server's metrics observers to the router."""
-    app = getattr(router, "_inprocess_app", None)
-    if app is None:
-        from router.server.app import create_app
-
-        app = create_app(router, close_router=False)  # the caller owns the router's lifetime
-        router._inprocess_app = app  # type: ignore[attr-defined]
-    return app
-
-
-def async_openai_client(router: Router, **kwargs: Any) -> Any:
-    """An `openai.AsyncOpenAI` whose every request `router` answers in process. Keyword
-    arguments go to the client (`max_retries`, `timeout`, ...)."""
+def async_openai_client(app: Any, **kwargs: Any) -> Any:
+    """An `openai.AsyncOpenAI` whose every request the ASGI `app` (a router's server app)
+    answers in process. Keyword arguments go to the client (`max_retries`, `timeout`, ...)."""
     import openai
 
     kwargs.setdefault("max_retries", 0)  # the router retries and falls back itself
     # openai 1.x and 2.x take an httpx client; 3.x types it as httpx2's but takes httpx's too.
-    http: Any = httpx.AsyncClient(transport=AsyncStreamingASGITransport(_app(router)), base_url=_BASE_URL)
+    http: Any = httpx.AsyncClient(transport=AsyncStreamingASGITransport(app), base_url=_BASE_URL)
     return openai.AsyncOpenAI(base_url=_BASE_URL, api_key=_API_KEY, http_client=http, **kwargs)
 
 
-def openai_client(router: Router, **kwargs: Any) -> Any:
-    """An `openai.OpenAI` whose every request `router` answers in process (on a loop of its own)."""
+def openai_client(app: Any, **kwargs: Any) -> Any:
+    """An `openai.OpenAI` whose every request the ASGI `app` answers in process (on a loop of its own)."""
     import openai
 
     kwargs.setdefault("max_retries", 0)
-    http: Any = httpx.Client(transport=StreamingASGITransport(_app(router)), base_url=_BASE_URL)
+    http: Any = httpx.Client(transport=StreamingASGITransport(app), base_url=_BASE_URL)
     return openai.OpenAI(base_url=_BASE_URL, api_key=_API_KEY, http_client=http, **kwargs)
 
 

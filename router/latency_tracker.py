@@ -44,8 +44,12 @@ class LatencyTracker:
     """Live latency models for every backend of a config, optionally persisted in a Store."""
 
     def __init__(self, models: Mapping[str, LatencyModel], *, clock: Callable[[], float] = time.time,
-                 half_life: float = 20.0, prior_weight: float = 3.0, flush_interval_s: float = 5.0):
+                 half_life: float = 20.0, prior_weight: float = 3.0, flush_interval_s: float = 5.0,
+                 identities: Mapping[str, str] | None = None):
         self.models: dict[str, LatencyModel] = dict(models)
+        # name -> what the backend is (router/backend_table.py): the key its history is stored
+        # under, so another config's backend of the same name never lends it its latency
+        self._identities = dict(identities or {})
         self._fresh: dict[str, LatencyModel] = {}  # samples not yet written to the store
         self._clock = clock  # unix seconds
         self._half_life = half_life
@@ -75,6 +79,10 @@ class LatencyTracker:
                                         half_life=half_life, prior_weight=prior_weight)
         return cls(models, half_life=half_life, prior_weight=prior_weight,
                    flush_interval_s=settings.flush_interval_ms / 1000, **kwargs)
+
+    def identity(self, name: str) -> str:
+        """The key `name`'s learned state is shared under."""
+        return self._identities.get(name, name)
 
     def model(self, name: str) -> LatencyModel:
         """The model for `name`; a consortium or unknown backend gets generic priors."""
@@ -115,9 +123,11 @@ class LatencyTracker:
     def attach_store(self, store: LatencyStore) -> None:
         """Load what earlier runs learned and save to `store` from now on."""
         self._store = store
-        for name, state in store.load_latency().items():
-            if name in self.models:
-                self.models[name].load_dict(state)
+        stored = store.load_latency()
+        for name, model in self.models.items():
+            state = stored.get(self.identity(name))
+            if state is not None:
+                model.load_dict(state)
         self._last_flush = self._clock()
 
     def attach_sink(self, sink: LatencySink) -> None:
@@ -129,7 +139,7 @@ class LatencyTracker:
         """Merge this process's new samples into the store and adopt the merged state."""
         fresh = self._take_fresh()
         if fresh and self._store is not None:
-            self._adopt(_merge_into_store(self._store, fresh, self.models))
+            self._adopt(_merge_into_store(self._store, fresh, self.models, self.identity))
 
     async def aflush(self) -> None:
         """`flush`, for a sink as well: waits for a flush in flight, then saves what is left."""
@@ -216,7 +226,7 @@ class LatencyTracker:
         fresh = self._take_fresh()
         if not fresh or self._store is None:
             return
-        future = loop.run_in_executor(None, _merge_into_store, self._store, fresh, dict(self.models))
+        future = loop.run_in_executor(None, _merge_into_store, self._store, fresh, dict(self.models), self.identity)
 
         def done(f: asyncio.Future) -> None:
             if f.cancelled() or f.exception() is not None:
@@ -253,18 +263,19 @@ def _learn(model: LatencyModel, attempt: Attempt, now: float) -> None:
     model.observe_failure(now=now)
 
 
-def _merge_into_store(store: LatencyStore, fresh: Mapping[str, LatencyModel],
-                      live: Mapping[str, LatencyModel]) -> dict[str, LatencyModel]:
+def _merge_into_store(store: LatencyStore, fresh: Mapping[str, LatencyModel], live: Mapping[str, LatencyModel],
+                      identity: Callable[[str], str]) -> dict[str, LatencyModel]:
     """Merge this process's fresh samples into what other processes stored, atomically."""
     merged: dict[str, LatencyModel] = {}
 
     def merge(stored: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         for name, samples in fresh.items():
             base = live[name].fresh()
-            if name in stored and not base.load_dict(stored[name]):
+            key = identity(name)
+            if key in stored and not base.load_dict(stored[key]):
                 _LOG.info("discarding stored latency state of %s: written for another setup", name)
             merged[name] = base.merged(samples)
-        return {name: model.to_dict() for name, model in merged.items()}
+        return {identity(name): model.to_dict() for name, model in merged.items()}
 
     store.update_latency(merge)
     return merged

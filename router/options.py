@@ -53,7 +53,8 @@ class RouteOptions(ModelOptions, total=False):
         (CostLimitExceeded when none is left), and a consortium stops calling models once its
         running cost would pass it.
     session: the id of the task this call belongs to (router/sessions.py): its calls keep one
-        backend, and its tier only moves up. `Router.session()` makes one.
+        backend, and its tier only moves up. `Router.session()` makes one; "auto" derives it
+        from the conversation (the user's own first words), as `route serve` does.
     tools, tool_choice, parallel_tool_calls, response_format, seed, top_p: OpenAI chat parameters,
         sent upstream; tools and response_format also decide which backends may answer.
     extra: any other provider parameter, sent upstream verbatim.

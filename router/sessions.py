@@ -1,15 +1,23 @@
 """Sessions: the router's unit of decision is an agent's task, not one call of it.
 
-A session's key is explicit where the client gives one (`X-Session-Id`, `prompt_cache_key`,
-Anthropic's `metadata.user_id`, `session=` in the Python API), else derived from the
-conversation's stable prefix: its system prompt, its tool set and its first user turn (the
-parts an agent resends unchanged every call). Its state -- the tier it reached, the backend that
-answers it, how much of its prompt that backend has cached -- lives in a bounded table in
-memory (least recently used dropped first, entries older than `ttl_s` forgotten), shared
+A session is one task of one API key. Its key is explicit where the client gives one
+(`X-Session-Id`, `prompt_cache_key`, Anthropic's `metadata.user_id`, `session=` in the Python
+API), else (`session="auto"`, what the server asks for) derived from the task: the user's own
+first words with the harness set aside, with the system prompt and the tool set -- never from a
+client's boilerplate alone. Either way it is namespaced by the API key the request came with
+(router/request_context.py), so another key sending the same id, or the same conversation,
+gets a session of its own and cannot move this one.
+
+A session's state -- the tier it reached, the backend that answers it, how much of its prompt
+that backend has cached, the routing model version it was placed by -- lives in a bounded table
+in memory (least recently used dropped first, entries older than `ttl_s` forgotten), shared
 through Redis when the router's state is (router/state/sessions_redis.py).
 
-What a call makes of it is policies/sessions.py (the tier) and policies/selection.py (the
-backend kept, and what a move would cost in lost cache); this module keeps the state.
+What a call makes of it is policies/sessions.py (the tier and the evidence that moves it) and
+policies/selection.py (the backend kept, and what a move would cost in lost cache); this
+module keeps the state. The routing model is handed in per call: a version installed by
+learning places the next call of every session, one that started before included (it moves
+up if the new version places its task higher, and never down).
 """
 
 from __future__ import annotations
@@ -27,14 +35,19 @@ import orjson
 
 from backends.errors import UsageError
 from backends.types import Completion, Message, content_text
-from policies.ladder import Crossing, Ladder
-from policies.scoring import Score, Scorer
+from policies.ladder import Crossing
+from policies.routing_model import Placement, RoutingModel
+from policies.scoring import Score
 from policies.sessions import Turn, escalation, read_turn
+from router.request_context import CLIENT_KEY
 
-__all__ = ["MAX_KEY_CHARS", "Session", "SessionPlan", "SessionState", "SessionTable", "Sessions", "check_key",
-           "derived_key", "turn_digest"]
+__all__ = ["AUTO", "MAX_KEY_CHARS", "Session", "SessionKey", "SessionPlan", "SessionState", "SessionTable",
+           "Sessions", "check_key", "derived_key", "owned", "turn_digest"]
 
 MAX_KEY_CHARS = 256
+AUTO = "auto"  # `session="auto"`: the session is the task the conversation shows
+_RETYPED_WORDS = 4  # a turn this long sent again word for word is the user asking again
+_OWNER = "\x1f"  # between a key's name and its session id: check_key refuses it in ids
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,13 +56,17 @@ class SessionState:
 
     tier: int  # index into the ladder's tiers: only ever moves up
     backend: str | None = None  # who answered the last call; kept while it is healthy
+    backend_id: str = ""  # what that backend is (router/backend_table.py): a namesake elsewhere is not it
     calls: int = 0
     cached_tokens: int = 0  # the prompt the last call sent: what that backend's cache now holds
     cached_at: float = 0.0  # when that backend last saw it
     turn: str = ""  # digest of the last new turn that was answered (the same turn again: a signal)
     tool_errors: int = 0  # failed tool results in a row
     refused: bool = False  # the last answer was a refusal (content_filter)
+    empty: bool = False  # the last answer was empty, or cut at its token limit
     since: str = ""  # why the session is at its tier, for the decision's reason
+    version: int = 0  # the routing model version that placed it
+    escalations: int = 0  # moves up on evidence so far
     updated: float = 0.0
 
     def to_json(self) -> bytes:
@@ -77,19 +94,36 @@ def check_key(key: Any, where: str) -> str:
 
 
 def derived_key(messages: list[Message], tools: Any) -> str | None:
-    """A session key from what an agent resends unchanged every call: the system prompt, the
-    tool names, the first user turn. None when there is no user turn to key on."""
-    first = next((m for m in messages if m.get("role") == "user"), None)
-    if first is None:
+    """A session id from the task: the user's own first words (what an agent resends unchanged
+    every call), with the system prompt and the tool names. None when the conversation shows
+    no words of the user's to key on: boilerplate alone would join unrelated runs."""
+    first = read_turn(messages).first
+    if not first.strip():
         return None
     system = [content_text(m.get("content")) for m in messages if m.get("role") in ("system", "developer")][:1]
     names = sorted(str((t.get("function") or t).get("name")) for t in tools or () if isinstance(t, dict))
-    digest = hashlib.blake2b(orjson.dumps([system, names, content_text(first.get("content"))]), digest_size=12)
+    digest = hashlib.blake2b(orjson.dumps([system, names, first]), digest_size=12)
     return "auto-" + digest.hexdigest()
+
+
+def owned(label: str, owner: str | None) -> str:
+    """A session's key in the table: its id in the namespace of the API key `owner` (None: the
+    operator's: the CLI, the Python API, a server without keys)."""
+    return f"{owner}{_OWNER}{label}" if owner is not None else label
 
 
 def turn_digest(text: str) -> str:
     return hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=8).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class SessionKey:
+    """`id`: the session's key in the table (namespaced by the API key); `label`: the id as the
+    client knows it (headers, logs)."""
+
+    id: str
+    label: str
+    derived: bool = False
 
 
 class SessionTable:
@@ -129,7 +163,8 @@ class SessionTable:
 @dataclass(frozen=True, slots=True)
 class SessionPlan:
     """What a session makes of one call: the tier (`index`), why it is there, the backend to
-    keep and what each backend has cached; `state` as it was before this call."""
+    keep and what each backend has cached; `state` as it was before this call; `signal` the
+    evidence that moved it up on this call (policies/sessions.py), if any."""
 
     key: str
     index: int
@@ -142,10 +177,17 @@ class SessionPlan:
     sticky: str | None = None
     cached: dict[str, int] = dataclasses.field(default_factory=dict)
     length: int = 0  # messages in this call
+    label: str = ""  # the id as the client knows it
+    version: int = 0  # the routing model version that placed this call
+    signal: str | None = None
+    digest: str = ""  # of this call's conversation: the same one sent again after its answer is a signal
 
     def as_dict(self) -> dict[str, Any]:
-        return {"id": self.key, "tier_index": self.index, "why": self.why, "kept": self.sticky,
-                "calls_before": self.state.calls if self.state else 0}
+        out: dict[str, Any] = {"id": self.label or self.key, "tier_index": self.index, "why": self.why,
+                               "kept": self.sticky, "calls_before": self.state.calls if self.state else 0}
+        if self.signal is not None:
+            out["escalated"] = self.signal
+        return out
 
 
 class Sessions:
@@ -153,11 +195,22 @@ class Sessions:
     docstring and policies/sessions.py). `cache_ttl_s`: how long a provider keeps a prompt
     cached (Anthropic's and OpenAI's shortest: five minutes)."""
 
-    def __init__(self, ladder: Ladder, scorer: Scorer, table: SessionTable, *, cache_ttl_s: float = 300.0,
-                 clock: Callable[[], float] = time.time):
-        self.ladder, self.scorer, self.table = ladder, scorer, table
+    def __init__(self, table: SessionTable, *, cache_ttl_s: float = 300.0, clock: Callable[[], float] = time.time,
+                 identity: Callable[[str], str] = str):
+        self.table = table
         self.cache_ttl_s, self._clock = cache_ttl_s, clock
+        self.identity = identity  # backend name -> what it is, so a fleet's other config never lends its backend
         self.shared: Any = None  # router/state/sessions_redis.py's SharedSessions, with Redis state
+
+    def key_for(self, given: str, messages: list[Message], tools: Any, owner: str | None) -> SessionKey | None:
+        """The session of a call: `given` (an explicit id, or AUTO to derive one from the task),
+        in `owner`'s namespace (the API key's name; None: the operator's). None when AUTO finds
+        no task of the user's to key on."""
+        derived = given == AUTO
+        label = derived_key(messages, tools) if derived else given
+        if label is None:
+            return None
+        return SessionKey(owned(label, owner), label, derived)
 
     async def load(self, key: str) -> None:
         """What the fleet knows of session `key`, before deciding a call of it (Redis state only)."""
@@ -169,78 +222,111 @@ class Sessions:
         if self.shared is not None:
             self.shared.save(key, stored)
 
-    def _tier_of(self, text: str) -> tuple[int, Score | None, tuple[Crossing, ...]]:
-        """The tier a user turn's own text climbs to, scored alone."""
-        messages: list[Message] = [{"role": "user", "content": text}]
-        score = self.scorer.score(messages)
-        index, crossings = self.ladder.climb(messages, score)
-        return index, score, crossings
-
-    def plan(self, key: str, messages: list[Message]) -> SessionPlan:
-        state = self.table.get(key)
+    def plan(self, key: SessionKey, messages: list[Message], model: RoutingModel) -> SessionPlan:
+        state = self.table.get(key.id)
         turn = read_turn(messages)
-        index, why, score, crossings = self._tier_for(state, turn)
+        digest = _digest(messages)
+        index, why, score, crossings = _tier_for(model, state, turn)
         # Tool errors in a row: this turn's, added to the session's until a turn has none.
         errors = (state.tool_errors if state else 0) + turn.tool_errors if turn.tool_errors else 0
-        if state is not None and state.refused and not turn.refusal:
-            turn = dataclasses.replace(turn, refusal=True)
-        step = escalation(index, len(self.ladder.tiers) - 1, turn, errors_in_a_row=errors,
-                          repeated=_repeated(key, state, turn, messages))
+        if state is not None and (state.refused or state.empty) and not turn.continuation:
+            turn = dataclasses.replace(turn, refusal=turn.refusal or state.refused, empty=turn.empty or state.empty)
+        step = escalation(index, model.top, turn, errors_in_a_row=errors,
+                          repeated=_repeated(key, state, turn, messages, digest),
+                          answered=state is not None and state.calls > 0)
+        signal = None
         if step is not None:
-            index, why = step.tier, f"escalated: {step.why}"
-        backend = state.backend if state is not None else None
-        return SessionPlan(key, index, why, turn, score, crossings, state, errors, backend, self._cached(state),
-                           len(messages))
+            index, why, signal = step.tier, f"escalated ({step.signal}): {step.why}", step.signal
+        backend = state.backend if state is not None and self._same_backend(state) else None
+        return SessionPlan(key.id, index, why, turn, score, crossings, state, errors, backend, self._cached(state),
+                           len(messages), key.label, model.version, signal, digest)
+
+    def _same_backend(self, state: SessionState) -> bool:
+        """The session's backend is the one this router calls by that name (state written before
+        identities were kept names none, and is taken at its word)."""
+        return state.backend is not None and state.backend_id in ("", self.identity(state.backend))
 
     def _cached(self, state: SessionState | None) -> dict[str, int]:
         """backend -> prompt tokens it likely still holds in its cache (its last answer's input,
         within cache_ttl_s of it)."""
-        if state is None or state.backend is None or self._clock() - state.cached_at >= self.cache_ttl_s:
+        if (state is None or state.backend is None or not self._same_backend(state)
+                or self._clock() - state.cached_at >= self.cache_ttl_s):
             return {}
         return {state.backend: state.cached_tokens}
-
-    def _tier_for(self, state: SessionState | None, turn: Turn) -> tuple[int, str, Score | None, tuple[Crossing, ...]]:
-        """(tier, why, score, crossings) of this call before any escalation: a task's first
-        call climbs to what its first or latest turn needs; tool results keep the session's
-        tier; a new turn may only move it up."""
-        if state is None:  # a task the router has not seen: its first turn, and this one
-            index, score, crossings = self._tier_of(turn.first)
-            why = f"new session, task scored {_value(score)}"
-            if turn.text and turn.text != turn.first:
-                latest = self._tier_of(turn.text)
-                if latest[0] > index:
-                    index, score, crossings = latest
-                    why = f"new session, latest turn scored {_value(score)}"
-            return index, why, score, crossings
-        if turn.continuation:
-            return state.tier, f"tool results of the session's task (tier since: {state.since})", None, ()
-        index, score, crossings = self._tier_of(turn.text)
-        why = f"new turn scored {_value(score)}"
-        if index <= state.tier:
-            index, why = state.tier, f"{why}; the session stays up (since: {state.since})"
-        return index, why, score, crossings
 
     def remember(self, plan: SessionPlan, completion: Completion | None) -> None:
         """After the call: who answered (a fallback becomes the session's backend), what it has
         cached now, and the tier the session reached."""
         state = plan.state or SessionState(tier=plan.index)
         moved = plan.state is None or plan.index > plan.state.tier
-        since = plan.why if moved else state.since
+        changes: dict[str, Any] = {"tier": plan.index, "since": plan.why if moved else state.since,
+                                   "tool_errors": plan.tool_errors, "version": plan.version,
+                                   "escalations": state.escalations + (plan.signal is not None)}
         if completion is None:  # nothing answered: the tier holds, the backend stays to be tried again
-            self._put(plan.key, state, tier=plan.index, since=since, tool_errors=plan.tool_errors)
+            self._put(plan.key, state, **changes)
             return
-        answered = plan.turn.text if not plan.turn.continuation else None
-        self._put(plan.key, state, tier=plan.index, backend=completion.backend, calls=state.calls + 1,
-                  cached_tokens=completion.usage.input_tokens, cached_at=self._clock(),
-                  turn=turn_digest(f"{plan.length}\0{answered}") if answered is not None else state.turn,
-                  tool_errors=plan.tool_errors, refused=completion.finish_reason == "content_filter", since=since)
+        said_nothing = not completion.text.strip() and not completion.tool_calls
+        self._put(plan.key, state, backend=completion.backend, backend_id=self.identity(completion.backend),
+                  calls=state.calls + 1,
+                  cached_tokens=completion.usage.input_tokens, cached_at=self._clock(), turn=plan.digest,
+                  refused=completion.finish_reason == "content_filter",
+                  empty=completion.finish_reason == "length" or said_nothing, **changes)
 
 
-def _repeated(key: str, state: SessionState | None, turn: Turn, messages: list[Message]) -> bool:
-    """The same request sent again (the conversation no longer, its last turn the same): a user
-    asking for another answer. "go on" after an answer is a longer conversation, not this."""
-    return (state is not None and not turn.continuation and not key.startswith("auto-")
-            and state.turn == turn_digest(f"{len(messages)}\0{turn.text}"))
+def _tier_for(model: RoutingModel, state: SessionState | None,
+              turn: Turn) -> tuple[int, str, Score | None, tuple[Crossing, ...]]:
+    """(tier, why, score, crossings) of this call before any escalation: a task's first call
+    climbs to what its first or latest turn needs; tool results keep the session's tier; a
+    new turn may only move it up; a routing model the session was not placed by places its
+    task again, and may only move it up too."""
+    if state is None:  # a task the router has not seen: its first turn, and this one
+        placed = model.place_text(turn.first)
+        why = f"new session, task scored {_value(placed.score)}"
+        if turn.text and turn.text != turn.first:
+            latest = model.place_text(turn.text)
+            if latest.index > placed.index:
+                placed, why = latest, f"new session, latest turn scored {_value(latest.score)}"
+        return _parts(placed, why)
+    if state.version != model.version:  # learned since: the task's place under this version
+        placed = model.place_text(turn.first)
+        if placed.index > state.tier:
+            state = dataclasses.replace(state, tier=placed.index, since=f"routing model v{model.version} places "
+                                        f"the task higher (scored {_value(placed.score)})")
+            if turn.continuation:
+                return _parts(placed, state.since)
+    if turn.continuation:
+        return state.tier, f"tool results of the session's task (tier since: {state.since})", None, ()
+    placed = model.place_text(turn.text)
+    why = f"new turn scored {_value(placed.score)}"
+    if placed.index <= state.tier:
+        return state.tier, f"{why}; the session stays up (since: {state.since})", placed.score, placed.crossings
+    return _parts(placed, why)
+
+
+def _parts(placed: Placement, why: str) -> tuple[int, str, Score | None, tuple[Crossing, ...]]:
+    return placed.index, why, placed.score, placed.crossings
+
+
+def _digest(messages: list[Message]) -> str:
+    """The conversation as far as this call goes: its length and its last message."""
+    last = messages[-1] if messages else {}
+    return turn_digest(f"{len(messages)}\0{last.get('role')}\0{content_text(last.get('content'))}")
+
+
+def _repeated(key: SessionKey, state: SessionState | None, turn: Turn, messages: list[Message], digest: str) -> bool:
+    """The user asking again: the same conversation sent again after it was answered (a new
+    turn or tool results alike; a retry after an error was never answered, so it is not this),
+    or a new turn that repeats one of the user's earlier turns word for word. A derived session
+    sending its first turn again is another run of the same task (a script, a new chat), not
+    this: only a client that names its session says it is the same one."""
+    if state is None:
+        return False
+    if state.turn == digest and not (key.derived and len(messages) <= 2):
+        return True
+    if turn.continuation or len(turn.text.split()) < _RETYPED_WORDS:
+        return False  # "ok", "continue" twice is a conversation going on, not a complaint
+    users = [content_text(m.get("content")) for m in messages if m.get("role") == "user"]
+    return turn.text in users[:-1]
 
 
 def _value(score: Score | None) -> str:
@@ -275,11 +361,11 @@ class Session:
     def state(self) -> SessionState | None:
         """What the router knows of this session so far (tier, backend, calls)."""
         sessions = self.router.sessions
-        return sessions.table.get(self.key) if sessions is not None else None
+        return sessions.table.get(owned(self.key, CLIENT_KEY.get())) if sessions is not None else None
 
     def close(self) -> None:
         if self.router.sessions is not None:
-            self.router.sessions.table.forget(self.key)
+            self.router.sessions.table.forget(owned(self.key, CLIENT_KEY.get()))
 
     async def __aenter__(self) -> Session:
         return self

@@ -111,10 +111,8 @@ def test_feedback_on_a_request_that_does_not_exist_is_refused(sim, tmp_path, key
 
 
 def test_feedback_is_rate_limited_per_key(sim, tmp_path, keys):
-    from router.store.feedback import feedback_gate
-
     router = Router(load_config(_config(tmp_path, sim, feedback_rpm=2)), source="server")
-    feedback_gate(router).clock = lambda: NOW  # no refill while the test runs: the counts are exact
+    router.verdicts.gate.clock = lambda: NOW  # no refill while the test runs: the counts are exact
     with _serve(router) as srv, httpx.Client(base_url=srv.url, timeout=30) as client:
         _ask(client, ALICE, "alice asks")
         _ask(client, BOB, "bob asks")

@@ -17,8 +17,8 @@ import pytest
 from policies.breaker import BreakerBoard, BreakerSettings
 from policies.rate_limit import RateLimits
 from router.config_loader import load_config
-from router.core import Router
-from router.state.group import GroupBreakers, GroupRateLimiter, group_slots, join_group
+from router.serving import serving_router
+from router.state.group import GroupBreakers, GroupRateLimiter, group_slots, open_group
 from router.state.group_table import GroupTable, GroupUnavailable
 from router.state.rate_limits import Kind
 from tests.group_hammer import hammer
@@ -87,18 +87,19 @@ def _config(tmp_path: Path, **backend) -> dict:
 def test_a_worker_that_cannot_join_runs_on_its_own_state_and_says_so(tmp_path, caplog):
     path = str(tmp_path / "group.table")
     GroupTable(path, [("backend", "other")]).close()
-    router = Router(load_config(_config(tmp_path, rpm=3)), log=False)
     with caplog.at_level(logging.WARNING):
-        assert "another config" in (join_group(router, path, latency=False) or "")
+        assert "another config" in open_group(load_config(_config(tmp_path, rpm=3)).config, path, latency=False)
+        router = serving_router(load_config(_config(tmp_path, rpm=3)), keep_log=False, api_key_env=None, group=path)
     assert "runs on its own rate limits and breakers" in caplog.text
     assert not isinstance(router.rate_limits, GroupRateLimiter)
 
 
 async def test_joined_routers_share_their_limits_through_the_call_path(tmp_path):
     path = str(tmp_path / "group.table")
-    routers = [Router(load_config(_config(tmp_path, rpm=3)), log=False) for _ in range(2)]
+    routers = [serving_router(load_config(_config(tmp_path, rpm=3)), keep_log=False, api_key_env=None, group=path)
+               for _ in range(2)]
     for router in routers:
-        assert join_group(router, path, latency=False) is None
+        assert isinstance(router.rate_limits, GroupRateLimiter)
         assert router.calls.limits is router.rate_limits
         assert router.shared.status().shared and router.shared.status().target == path
     assert group_slots(routers[0].config) == [("backend", "a"), ("backend", "b"), ("breaker", "a"), ("breaker", "b")]

@@ -77,3 +77,22 @@ def test_the_data_types_policies_may_use_import_nothing_of_the_project():
         imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
         imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         assert not {m for m in imported if m.split(".")[0] in ("router", "policies", "backends")}, module
+
+
+# The Router's plugins receive the narrow parts they use (router/wiring.py, router/ports.py);
+# none of them reaches back into the Router, not even for a type.
+PLUGINS = [*_modules("router/learning"), *_modules("router/store"), *_modules("router/server"),
+           ROOT / "router" / "inprocess.py"]
+
+
+@pytest.mark.parametrize("path", PLUGINS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_plugins_do_not_import_the_router(path):
+    bad = {m for m in _imports(path) if m in ("router.core", "router.serving")}
+    assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}: take the part it uses, or router.ports"
+
+
+def test_the_router_module_imports_none_of_its_plugins_at_the_top():
+    tree = ast.parse((ROOT / "router" / "core.py").read_text(encoding="utf-8"))
+    top = {n.module for n in tree.body if isinstance(n, ast.ImportFrom) and n.module}
+    plugins = {m for m in top if m.startswith(("router.learning", "router.store", "router.server", "router.inprocess"))}
+    assert not plugins, f"router/core.py imports {sorted(plugins)} at load time"

@@ -252,14 +252,14 @@ async def test_a_version_changes_only_its_own_boundary_and_rolls_back(tmp_path: 
     config = _config(tmp_path, tiers=3)
     router = Router(load_config(config))
     assert router.learner is not None
-    routing, ladder = router.scorer, router.ladder
+    routing, ladder = router.scorer, router.model.ladder
     store = open_store(router.config)
     learned = _shifted(Weights.load(), 3.0)
     version = store.adopt(0, 1, learned.to_json(), seen=0, heads={}, summary={})
     await router.learner.refresh()
     assert router.learner.version == version
     assert router.scorer is routing  # boundary 0 keeps the routing scorer
-    heads = router.ladder.heads
+    heads = router.model.ladder.heads
     assert heads[0] is None and heads[1] is not None and heads[1][0] == f"learned v{version}"
     assert isinstance(heads[1][1], ComplexityScorer) and heads[1][1].weights.bias == learned.bias
     assert router.tiers[1].below == 0.7  # a fixed band stays; only `calibrated` follows the weights
@@ -267,7 +267,7 @@ async def test_a_version_changes_only_its_own_boundary_and_rolls_back(tmp_path: 
     assert [c.head for c in decision.crossings] in (["routing"], ["routing", f"learned v{version}"])
     rollback(router.config, 0)
     await router.learner.refresh()
-    assert router.scorer is routing and router.ladder is ladder and router.learner.version == 0
+    assert router.scorer is routing and router.model.ladder is ladder and router.learner.version == 0
     await router.aclose()
 
 
@@ -360,7 +360,7 @@ def test_learn_status_history_rollback_and_resume(tmp_path: Path) -> None:
     table = runner.invoke(app, ["learn", "history", "-c", str(path)])
     assert table.exit_code == 0 and "0.500 ± 0.100 -> 0.600 ± 0.100" in table.stdout
     back = runner.invoke(app, ["learn", "rollback", "-c", str(path), "--json"])
-    assert json.loads(back.stdout) == {"version": first, "previous": second, "pinned": True}
+    assert json.loads(back.stdout) == {"version": first, "previous": second, "pinned": True, "quarantined": []}
     assert history(load_config(config).config)["version"] == first
     status = learn_status(load_config(config).config)
     assert status["pinned"] and status["boundaries"][0]["judged_on"] == 30  # labels version 1 never saw

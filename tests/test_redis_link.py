@@ -56,7 +56,7 @@ def test_a_worker_starting_beside_a_healthy_redis_warns_of_nothing(redis_server,
     config.write_text("backends:\n  a: {kind: openai, model: m, base_url: 'http://127.0.0.1:9/v1'}\n"
                       "routing:\n  tiers: [{name: all, backends: [a]}]\n"
                       f"state: {{backend: redis, url: '{redis_server.url}', timeout_ms: 20}}\n")
-    script = ("import sys\nfrom router.config_loader import load_config\nfrom router.server.worker import serving_router\n"
+    script = ("import sys\nfrom router.config_loader import load_config\nfrom router.serving import serving_router\n"
               "router = serving_router(load_config(sys.argv[1]), keep_log=False, api_key_env=None)\n"
               "print('outages', router.shared.status().outages, 'redis' in sys.modules)\n")
     done = subprocess.run([sys.executable, "-c", script, str(config)], capture_output=True, text=True, timeout=60,

@@ -8,20 +8,24 @@
     versions.py  installing a version's weights in a Router, boundary by boundary
     status.py    `route learn status | history | rollback` as plain data (the web view's too)
 
-`routing.learn` in the config turns it on; the Router attaches a `Learner` as a request
-observer. Fitting (policies/complexity/training/adapt.py) is imported only when a refit runs.
+`routing.learn` in the config turns it on; the composition root (router/wiring.py) attaches a
+`Learner` as a request observer. Fitting (policies/complexity/training/adapt.py) is imported only when a refit runs.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from policies.breaker import BreakerBoard
+    from router.calls import CallPath
     from router.config import Config
-    from router.core import Router
+    from router.decision import Outcome
     from router.learning.labels import LabelStore
     from router.learning.learner import Learner
+    from router.model_slot import ModelSlot
 
 __all__ = ["attach_learning", "learn_status", "open_store"]
 
@@ -47,25 +51,27 @@ def store_label(config: Config) -> str:
     return "Redis (state.url)" if config.state.backend == "redis" else str(local_path(config))
 
 
-def attach_learning(router: Router) -> Learner | None:
-    """Give `router` a learner when its config has `routing.learn`, deciding with the version
-    in use from the first request on (the configured weights when the store cannot be read)."""
-    settings = router.config.routing.learn
+def attach_learning(config: Config, model: ModelSlot, calls: CallPath, breakers: BreakerBoard,
+                    observe: Callable[[Callable[[Outcome], None]], None]) -> Learner | None:
+    """A learner for `config`'s `routing.learn` (None without one), registered with `observe` as
+    a request observer: it judges through `calls`, reads the breakers to find the other tier,
+    and installs versions in `model`, deciding with the version in use from the first request
+    on (the configured weights when the store cannot be read)."""
+    settings = config.routing.learn
     if settings is None:
         return None
     from router.learning.config import default_judge
     from router.learning.learner import Learner
     from router.learning.shadow import ShadowJudge
 
-    config = router.config
     judge = None
     name = settings.judge or default_judge(config)
     if settings.shadow_rate > 0 and name is not None:
         prices = {n: spec.settings(n).price for n, spec in config.backends.items()}
         context = config.backends[name].context_window if name in config.backends else None
-        judge = ShadowJudge(router.calls, settings, name, prices, context)
-    learner = Learner(router, settings, open_store(config), judge)
-    router.add_request_observer(learner.observe)
+        judge = ShadowJudge(calls, settings, name, prices, context)
+    learner = Learner(config, settings, open_store(config), judge, model, breakers)
+    observe(learner.observe)
     try:
         current, _ = learner.store.current()
         if current:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from router.learning.store import LabelRow, VersionRow, utc_day
+from router.learning.store import LabelRow, NewLabel, VersionRow, utc_day
 
 if TYPE_CHECKING:
     from redis import Redis
@@ -50,18 +50,38 @@ class RedisLearningStore:
 
     # -- labels ---------------------------------------------------------------------------
 
-    def add_labels(self, labels: Iterable[tuple[int, str, str, str, float, float]], ts: float | None = None) -> int:
+    def add_labels(self, labels: Iterable[tuple], ts: float | None = None) -> int:
         now = time.time() if ts is None else ts
         added = 0
-        for boundary, source, ref, prompt, local, hosted in labels:
-            if not self.client.sadd(self._key("refs"), ref):
+        for label in labels:
+            n = NewLabel(*label)
+            if not self.client.sadd(self._key("refs"), n.ref):
                 continue
             label_id = int(self.client.incr(self._key("label_id")))
-            row = {"id": label_id, "ts": now, "boundary": boundary, "source": source, "ref": ref, "prompt": prompt,
-                   "local": float(local), "hosted": float(hosted)}  # fmt: skip
-            self.client.rpush(self._key("labels", boundary), json.dumps(row))
+            row = {"id": label_id, "ts": now, "boundary": n.boundary, "source": n.source, "ref": n.ref,
+                   "prompt": n.prompt, "local": float(n.local), "hosted": float(n.hosted), "giver": n.giver,
+                   "trusted": bool(n.trusted)}  # fmt: skip
+            self.client.rpush(self._key("labels", n.boundary), json.dumps(row))
             added += 1
         return added
+
+    def usable_counts(self, per_key: int) -> dict[int, int]:
+        from router.learning.learner import usable
+
+        quarantined = self.quarantined()
+        out: dict[int, int] = {}
+        for key in self.client.scan_iter(self._key("labels", "*")):
+            boundary = int(key.decode().rsplit(":", 1)[1])
+            out[boundary] = len(usable(self.labels(boundary), quarantined, per_key))
+        return out
+
+    def quarantine(self, givers: Iterable[str], reason: str = "") -> None:
+        givers = list(givers)
+        if givers:
+            self.client.sadd(self._key("quarantine"), *givers)
+
+    def quarantined(self) -> set[str]:
+        return {g.decode() if isinstance(g, bytes) else g for g in self.client.smembers(self._key("quarantine"))}
 
     def labels(self, boundary: int) -> list[LabelRow]:
         return [LabelRow(**json.loads(raw)) for raw in self.client.lrange(self._key("labels", boundary), 0, -1)]

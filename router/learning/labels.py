@@ -15,7 +15,7 @@ and the upper tier's (`hosted`), in [0, 1]: the same records `route calibrate` r
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -31,8 +31,11 @@ class LabelStore(Protocol):
     """What the learning package needs of a store: the local SQLite one (store.py) or Redis
     (fleet.py)."""
 
-    def add_labels(self, labels: Sequence[tuple[int, str, str, str, float, float]], ts: float | None = None) -> int: ...
+    def add_labels(self, labels: Sequence[tuple], ts: float | None = None) -> int: ...
     def labels(self, boundary: int) -> list[LabelRow]: ...
+    def quarantine(self, givers: Iterable[str], reason: str = "") -> None: ...
+    def quarantined(self) -> set[str]: ...
+    def usable_counts(self, per_key: int) -> dict[int, int]: ...
     def label_counts(self) -> dict[int, dict[str, int]]: ...
     def add_spend(self, usd: float, calls: int, ts: float | None = None) -> None: ...
     def spend(self, day: str | None = None) -> tuple[float, int]: ...
@@ -60,21 +63,25 @@ def verdict_label(votes: Sequence[int | None]) -> tuple[float, float] | None:
 
 def import_feedback(store: LabelStore, config: Config) -> int:
     """Copy feedback verdicts and consortium preferences from the request log (SQLite or
-    PostgreSQL) into the store, per boundary (each once: they keep their feedback id as `ref`).
-    Returns how many were new."""
+    PostgreSQL) into the store, per boundary (each once: they keep their feedback id as `ref`),
+    each with the client key that gave it and whether it is trusted (router-made, the
+    operator's, or an admin key's). Returns how many were new."""
+    from router.learning.store import NewLabel
     from router.store.choice import open_log
-    from router.store.feedback import labelled_records
+    from router.store.feedback import is_trusted, labelled_records
 
     log = open_log(config, check=False)
     try:
         tiers = config.routing.tiers
-        rows: list[tuple[int, str, str, str, float, float]] = []
+        rows: list[NewLabel] = []
         for b in range(len(tiers) - 1):
             for r in labelled_records(log, tiers[b].backends, hosted_backends=()):
                 source = "consortium" if r["source"] == "consortium" else "feedback"
                 if source == "consortium" and b > 0:
                     continue
-                rows.append((b, source, f"{b}:{r['id']}", r["prompt"], r["local"], r["hosted"]))
+                giver = r.get("giver")
+                rows.append(NewLabel(b, source, f"{b}:{r['id']}", r["prompt"], r["local"], r["hosted"], giver,
+                                     source == "consortium" or is_trusted(config, giver)))
     finally:
         log.close()
     return store.add_labels(rows) if rows else 0

@@ -29,6 +29,7 @@ import math
 import random
 import time
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -40,14 +41,15 @@ from router.learning.store import utc_day
 from router.learning.versions import Configured, install, weights_of
 
 if TYPE_CHECKING:
+    from policies.breaker import BreakerBoard
     from policies.complexity import Weights
     from router.config import Config, LearnConfig
-    from router.core import Router
     from router.decision import Outcome
     from router.learning.labels import LabelStore
     from router.learning.store import LabelRow
+    from router.model_slot import ModelSlot
 
-__all__ = ["MAX_LABELS", "Learner", "online_z"]
+__all__ = ["MAX_LABELS", "Learner", "id_ranges", "online_z", "usable"]
 
 _LOG = logging.getLogger("route")
 MAX_LABELS = 3000  # a refit reads a boundary's most recent labels, at most this many (bounded work)
@@ -75,12 +77,15 @@ class _Counts:
 
 
 class Learner:
-    def __init__(self, router: Router, settings: LearnConfig, store: LabelStore, judge: ShadowJudge | None):
-        self.router = router
+    def __init__(self, config: Config, settings: LearnConfig, store: LabelStore, judge: ShadowJudge | None,
+                 model: ModelSlot, breakers: BreakerBoard):
+        self.config = config
         self.settings = settings
         self.store = store
         self.judge = judge
-        self.configured = Configured.of(router)
+        self.model = model  # the slot versions are installed in; read for the tiers of each judgement
+        self.breakers = breakers
+        self.configured = Configured.of(model.current, config)
         self.version = 0
         self.counts = _Counts()
         self.random = random.Random()  # the shadow dice; tests may seed it
@@ -107,7 +112,7 @@ class Learner:
             self._spawn(loop, self.refresh())
         if self.judge is None or outcome.source == "cli" or self.settings.shadow_rate <= 0:
             return  # a one-shot CLI run ends before a judgement could
-        pair = pair_of(self.router.tiers, outcome)
+        pair = pair_of(self.model.current.tiers, outcome)
         if pair is None or self.random.random() >= self.settings.shadow_rate:
             return
         self._start(loop, outcome, pair)
@@ -134,8 +139,8 @@ class Learner:
 
     def _other_backend(self, pair: Pair) -> str | None:
         """The first backend of the other tier whose breaker lets a call through."""
-        for name in self.router.tiers[pair.other].backends:
-            if self.router.breakers[name].would_allow():  # a consortium's breaker never opens
+        for name in self.model.current.tiers[pair.other].backends:
+            if self.breakers[name].would_allow():  # a consortium's breaker never opens
                 return name
         return None
 
@@ -210,9 +215,9 @@ class Learner:
             await self._spent_today()
             if self.settings.auto:
                 await self._import_feedback()
-                counts = await asyncio.to_thread(self.store.label_counts)
-                for boundary, by_source in counts.items():
-                    self._maybe_refit(boundary, sum(by_source.values()))
+                counts = await asyncio.to_thread(self.store.usable_counts, self.settings.max_labels_per_key)
+                for boundary, usable in counts.items():
+                    self._maybe_refit(boundary, usable)
         except Exception as exc:  # a store that cannot be read leaves the version in use as it is
             self._warn_once("refresh", f"route: the learning store could not be read ({exc!r}); routing stays on "
                             f"version {self.version}")
@@ -231,11 +236,11 @@ class Learner:
         return heads, weights_of(self.store, self.configured, heads)
 
     def _install(self, version: int, heads: dict[int, int], weights: dict[int, Weights]) -> None:
-        install(self.router, self.configured, weights, version)
+        install(self.model, self.configured, weights, version)
         self.version = version
 
     async def _import_feedback(self) -> None:
-        config = self.router.config
+        config = self.config
         count = await asyncio.to_thread(_feedback_count, config)
         if count != self._feedback_seen:
             self._feedback_seen = count
@@ -251,7 +256,8 @@ class Learner:
         self._refitting.add(boundary)
         try:
             if labels is None:
-                labels = sum((await asyncio.to_thread(self.store.label_counts)).get(boundary, {}).values())
+                usable = await asyncio.to_thread(self.store.usable_counts, self.settings.max_labels_per_key)
+                labels = usable.get(boundary, 0)
             attempt = await asyncio.to_thread(self.store.claim_refit, boundary, labels, self.settings.refit_every)
             if attempt:
                 await self._fit_and_adopt(boundary, attempt)
@@ -271,7 +277,9 @@ class Learner:
         weights, found = await self.refitter.adapt(
             base.to_json(), [r.record() for r in rows], None if incumbent is base else incumbent.to_json(),
             {r.ref for r in rows if r.id <= seen}, z)
-        summary = {**found, "sources": dict(Counter(r.source for r in rows)), "refit": attempt, "z": round(z, 3)}
+        summary = {**found, "sources": dict(Counter(r.source for r in rows)), "refit": attempt, "z": round(z, 3),
+                   "label_ids": id_ranges(r.id for r in rows),
+                   "givers": dict(Counter(r.giver or "-" for r in rows if not r.trusted))}
         self.counts.last_refit[boundary] = {"ts": time.time(), **summary}
         self.counts.refits["adopted" if found["adopted"] else "kept"] += 1
         if not found["adopted"]:
@@ -286,7 +294,8 @@ class Learner:
         """What a refit of `boundary` starts from: (the version in use, its heads, the labels, the
         weights the boundary uses now, the last label id they were fitted on); None while a
         rollback pins the version or there are no labels."""
-        rows = self.store.labels(boundary)[-MAX_LABELS:]
+        rows = usable(self.store.labels(boundary), self.store.quarantined(),
+                      self.settings.max_labels_per_key)[-MAX_LABELS:]
         current, pinned = self.store.current()
         if pinned or not rows:
             return None
@@ -327,6 +336,36 @@ class Learner:
             if not pending:
                 return
             await asyncio.gather(*pending, return_exceptions=True)
+
+
+def usable(rows: list[LabelRow], quarantined: set[str], per_key: int) -> list[LabelRow]:
+    """The labels a refit reads, oldest first: every trusted one (router-made, the operator's,
+    an admin key's), at most `per_key` of each other client key's (its most recent), none of a
+    quarantined key's. So no single key -- nor a few -- can outweigh what the router itself
+    judged, however many verdicts it posts."""
+    kept: list[LabelRow] = []
+    taken: Counter[str | None] = Counter()
+    for row in reversed(rows):
+        if row.giver is not None and row.giver in quarantined:
+            continue
+        if not row.trusted:
+            if taken[row.giver] >= per_key:
+                continue
+            taken[row.giver] += 1
+        kept.append(row)
+    kept.reverse()
+    return kept
+
+
+def id_ranges(ids: Iterable[int]) -> list[list[int]]:
+    """Label ids as [first, last] runs: which labels a version was fitted on, compactly."""
+    runs: list[list[int]] = []
+    for i in sorted(ids):
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return runs
 
 
 def _feedback_count(config: Config) -> int:

@@ -7,6 +7,7 @@ on the labels of that boundary its weights were not fitted on, with a bootstrap 
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from backends.errors import UsageError
@@ -51,6 +52,7 @@ def status(config: Config) -> dict[str, Any]:
                       for b in range(len(config.routing.tiers) - 1)]
         today_usd, today_calls = store.spend()
         total_usd, total_calls = store.spend("*")
+        quarantined = sorted(store.quarantined())
     finally:
         store.close()
     budget = learn.budget_usd_per_day if learn is not None else 0.0
@@ -65,6 +67,7 @@ def status(config: Config) -> dict[str, Any]:
                   "budget_usd_per_day": budget, "left_usd": round(max(0.0, budget - today_usd), 6),
                   "total_usd": round(total_usd, 6), "total_calls": total_calls},
         "store": "redis" if config.state.backend == "redis" else "local",
+        "quarantined": quarantined,
     }  # fmt: skip
 
 
@@ -123,9 +126,10 @@ def history(config: Config) -> dict[str, Any]:
     return {"version": current, "pinned": pinned, "versions": versions}
 
 
-def rollback(config: Config, version: int | None = None) -> dict[str, Any]:
+def rollback(config: Config, version: int | None = None, *, quarantine: Collection[str] = ()) -> dict[str, Any]:
     """Use `version` (default: the one before the version in use; 0: the configured weights)
-    and pin it: refits keep running but adopt nothing until `resume`."""
+    and pin it: refits keep running but adopt nothing until `resume`. `quarantine`: client keys
+    whose labels no refit reads again (so `resume` does not relearn what they taught)."""
     store = _store(config)
     try:
         current, _ = store.current()
@@ -136,10 +140,13 @@ def rollback(config: Config, version: int | None = None) -> dict[str, Any]:
             known = ", ".join(str(v.id) for v in store.versions()) or "none yet"
             raise UsageError(f"there is no version {version}. Versions: 0 (the configured weights), {known}; "
                              "`route learn history` lists them.")
+        if quarantine:
+            store.quarantine(quarantine, reason=f"rollback to version {version}")
         store.set_current(version, pinned=True)
+        quarantined = sorted(store.quarantined())
     finally:
         store.close()
-    return {"version": version, "previous": current, "pinned": True}
+    return {"version": version, "previous": current, "pinned": True, "quarantined": quarantined}
 
 
 def resume(config: Config) -> dict[str, Any]:

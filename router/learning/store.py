@@ -10,7 +10,10 @@ them; a step of router/store/schema.py creates them.
     learn_labels    one routing label per row: a prompt, the boundary it speaks to (0: between
                     the first two tiers) and the quality of the lower (`local`) and upper
                     (`hosted`) tier's answer; `ref` names where it came from, so importing
-                    feedback twice never counts a label twice
+                    feedback twice never counts a label twice; `giver` the client key whose
+                    verdict it is (None: the router's own judgement, or the operator's), and
+                    `trusted` whether the operator stands behind it (router-made, an admin key)
+    learn_quarantine  client keys whose labels no refit reads (`route learn rollback --quarantine`)
     learn_versions  each adopted set of weights: the boundary it changed, the weights file,
                     the labels it was fitted on (every label of that boundary up to `seen`)
                     and the figures it was adopted on; `heads` maps every boundary to the
@@ -27,11 +30,24 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from router.store.sqlite import SqliteDb
 
-__all__ = ["LabelRow", "LearningStore", "VersionRow", "utc_day"]
+__all__ = ["LabelRow", "LearningStore", "NewLabel", "VersionRow", "utc_day"]
+
+
+class NewLabel(NamedTuple):
+    """A label to store (a plain 6-tuple is one the operator stands behind, from no client key)."""
+
+    boundary: int
+    source: str
+    ref: str
+    prompt: str
+    local: float
+    hosted: float
+    giver: str | None = None
+    trusted: bool = True
 
 
 def utc_day(ts: float | None = None) -> str:
@@ -48,6 +64,8 @@ class LabelRow:
     prompt: str
     local: float
     hosted: float
+    giver: str | None = None
+    trusted: bool = True
 
     def record(self) -> dict[str, Any]:
         """As a routing record (`policies.complexity.training`), named by its ref: the same
@@ -80,22 +98,40 @@ class LearningStore(SqliteDb):
 
     # -- labels ---------------------------------------------------------------------------
 
-    def add_labels(self, labels: Iterable[tuple[int, str, str, str, float, float]], ts: float | None = None) -> int:
-        """Insert (boundary, source, ref, prompt, local, hosted) rows; a ref already stored is
-        skipped. Returns how many were new."""
+    def add_labels(self, labels: Iterable[tuple], ts: float | None = None) -> int:
+        """Insert labels (NewLabel, or its first six fields); a ref already stored is skipped.
+        Returns how many were new."""
         now = time.time() if ts is None else ts
         conn = self._conn()
         before = conn.total_changes
         conn.executemany(
-            "INSERT OR IGNORE INTO learn_labels (ts, boundary, source, ref, prompt, local, hosted) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(now, b, source, ref, prompt, float(lo), float(hi)) for b, source, ref, prompt, lo, hi in labels],
+            "INSERT OR IGNORE INTO learn_labels (ts, boundary, source, ref, prompt, local, hosted, giver, trusted) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(now, n.boundary, n.source, n.ref, n.prompt, float(n.local), float(n.hosted), n.giver, int(n.trusted))
+             for n in (NewLabel(*label) for label in labels)],
         )
         return conn.total_changes - before
 
     def labels(self, boundary: int) -> list[LabelRow]:
         rows = self._conn().execute("SELECT * FROM learn_labels WHERE boundary = ? ORDER BY id", (boundary,))
-        return [LabelRow(**dict(r)) for r in rows]
+        return [LabelRow(**{**dict(r), "trusted": bool(r["trusted"])}) for r in rows]
+
+    def usable_counts(self, per_key: int) -> dict[int, int]:
+        """boundary -> the labels a refit would read (router/learning/learner.py's `usable`)."""
+        rows = self._conn().execute(
+            "SELECT boundary, SUM(CASE WHEN trusted THEN n ELSE MIN(n, ?) END) AS usable FROM ("
+            " SELECT boundary, trusted, giver, COUNT(*) AS n FROM learn_labels"
+            " WHERE giver IS NULL OR giver NOT IN (SELECT giver FROM learn_quarantine)"
+            " GROUP BY boundary, trusted, giver) GROUP BY boundary", (per_key,))
+        return {int(r["boundary"]): int(r["usable"]) for r in rows}
+
+    def quarantine(self, givers: Iterable[str], reason: str = "") -> None:
+        """No refit reads these client keys' labels from now on, those stored and those to come."""
+        self._conn().executemany("INSERT OR REPLACE INTO learn_quarantine (giver, ts, reason) VALUES (?, ?, ?)",
+                                 [(g, time.time(), reason) for g in givers])
+
+    def quarantined(self) -> set[str]:
+        return {r[0] for r in self._conn().execute("SELECT giver FROM learn_quarantine")}
 
     def label_counts(self) -> dict[int, dict[str, int]]:
         """boundary -> source -> labels."""

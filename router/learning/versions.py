@@ -1,12 +1,14 @@
-"""Putting a version's weights to work in a Router: each boundary's scorer, nothing else.
+"""Putting a version's weights to work: a new routing model, installed in the one slot every
+decision reads (router/model_slot.py).
 
 Boundary 0 is decided by its tier's head when the config gives one, else by the routing
-scorer, so a learned version replaces `Router.scorer` (what `--explain`, the log and the
+scorer, so a learned version replaces the model's scorer (what `--explain`, the log and the
 `x-route-score` header show). Every boundary above it gets a head of its own: the learned
 weights once that boundary has a version, else the scorer it was configured with, so a
 boundary never decides on another pair of tiers' labels. A tier with `below: calibrated`
 takes the threshold stored with its boundary's weights (adaptation keeps it at the same
-hosted share). Swapping is two attribute assignments, seen by the next decision.
+hosted share). Installing is one assignment: the next decision of every path -- plain,
+streamed, sessions, consortia, the server -- sees the whole new model and its version.
 """
 
 from __future__ import annotations
@@ -18,13 +20,15 @@ from typing import TYPE_CHECKING
 
 from policies.complexity import ComplexityScorer, Weights
 from policies.ladder import Ladder
+from policies.routing_model import RoutingModel
 from policies.scoring import Scorer
 
 if TYPE_CHECKING:
-    from router.core import Router
+    from router.config import Config
     from router.learning.labels import LabelStore
+    from router.model_slot import ModelSlot
 
-__all__ = ["Configured", "install", "weights_of"]
+__all__ = ["Configured", "install", "model_of", "weights_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,18 +42,19 @@ class Configured:
     calibrated: tuple[bool, ...]  # per tier: `below: calibrated`
 
     @classmethod
-    def of(cls, router: Router) -> Configured:
-        ladder = router.ladder
+    def of(cls, model: RoutingModel, config: Config) -> Configured:
+        """What `model` (the one the config built: version 0) decides with."""
+        ladder = model.ladder
         base, own = [], []
         for b in range(len(ladder.tiers) - 1):
             head = ladder.heads[b] if ladder.heads else None
-            scorer = head[1] if head is not None else router.scorer
+            scorer = head[1] if head is not None else model.scorer
             if not isinstance(scorer, ComplexityScorer):  # the config check refuses this first
                 raise TypeError(f"boundary {b} is decided by a {type(scorer).__name__}, which has no weights to learn")
             base.append(scorer.weights)
             own.append(head is not None)
-        calibrated = tuple(t.below == "calibrated" for t in router.config.routing.tiers)
-        return cls(router.scorer, ladder, tuple(base), tuple(own), calibrated)
+        calibrated = tuple(t.below == "calibrated" for t in config.routing.tiers)
+        return cls(model.scorer, ladder, tuple(base), tuple(own), calibrated)
 
 
 def weights_of(store: LabelStore, configured: Configured, heads: Mapping[int, int]) -> dict[int, Weights]:
@@ -62,11 +67,15 @@ def weights_of(store: LabelStore, configured: Configured, heads: Mapping[int, in
     return out
 
 
-def install(router: Router, configured: Configured, weights: Mapping[int, Weights], version: int) -> None:
+def install(slot: ModelSlot, configured: Configured, weights: Mapping[int, Weights], version: int) -> None:
     """Decide every boundary with `weights` (a boundary's configured weights: its configured scorer)."""
+    slot.install(model_of(configured, weights, version))
+
+
+def model_of(configured: Configured, weights: Mapping[int, Weights], version: int) -> RoutingModel:
+    """The routing model of `version`: every boundary decided with `weights`."""
     if version == 0:
-        router.scorer, router.ladder, router.tiers = configured.scorer, configured.ladder, configured.ladder.tiers
-        return
+        return RoutingModel(configured.scorer, configured.ladder, 0)
     tiers = list(configured.ladder.tiers)
     heads: list[tuple[str, Scorer] | None] = []
     scorer = configured.scorer
@@ -81,7 +90,7 @@ def install(router: Router, configured: Configured, weights: Mapping[int, Weight
         if configured.calibrated[b] and learned is not base and learned.threshold is not None:
             tiers[b] = dataclasses.replace(tiers[b], below=learned.threshold)
     ladder = Ladder(tuple(tiers), tuple(heads) if any(h is not None for h in heads) else ())
-    router.scorer, router.ladder, router.tiers = scorer, ladder, ladder.tiers
+    return RoutingModel(scorer, ladder, version)
 
 
 def _head(configured: Configured, boundary: int, learned: Weights, version: int) -> tuple[str, Scorer]:

@@ -48,7 +48,7 @@ from router.server.protocols.responses import ResponsesDialect
 from router.server.ui import mount_ui
 
 if TYPE_CHECKING:
-    from router.core import Router
+    from router.ports import RouterService
 
 __all__ = ["DEFAULT_BODY_LIMIT", "create_app", "model_handlers"]
 
@@ -119,7 +119,7 @@ def _json(data: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(data), status_code=status, media_type="application/json")
 
 
-def create_app(router: Router, *, api_key: str | None = None, body_limit_bytes: int = DEFAULT_BODY_LIMIT,
+def create_app(router: RouterService, *, api_key: str | None = None, body_limit_bytes: int = DEFAULT_BODY_LIMIT,
                close_router: bool = True, body_timeout_s: float | None = None,
                api_keys: Mapping[str, str] | None = None, handlers: Mapping[str, Handler] | None = None,
                health: Callable[[], dict[str, Any]] | None = None,
@@ -205,7 +205,7 @@ def _add_routes(app: FastAPI, models: list[dict[str, Any]], metrics: Metrics,
                         media_type="application/json")
 
 
-def _layers(app: _App, router: Router, tokens: Mapping[str, str]) -> Any:
+def _layers(app: _App, router: RouterService, tokens: Mapping[str, str]) -> Any:
     """What every request passes, outermost first: the last-resort error answer, bearer auth,
     per-key limits; then the endpoint or FastAPI's routes. (The web view, when mounted, goes
     around all of them: it signs its page in itself.)"""

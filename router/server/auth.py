@@ -6,11 +6,11 @@ import hmac
 from collections.abc import Mapping
 from typing import Any
 
+from router.request_context import CLIENT_KEY
 from router.server.endpoint import JSON, send_body
 from router.server.errors import ApiError
 from router.server.keys import KEY_SCOPE
 from router.server.protocols import error_body_for
-from router.store.records import CLIENT_KEY
 
 __all__ = ["BearerAuth", "OPEN_PATHS", "send_error_for"]
 

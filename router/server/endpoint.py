@@ -38,10 +38,10 @@ from backends.types import Chunk, Completion, DraftChunk, FinalChunk, TextChunk,
 from router.decision import Decision, Downgrade
 from router.server.errors import ApiError, error_for_failure
 from router.server.protocols.base import Call, Dialect, EventWriter, Facts
-from router.sessions import check_key, derived_key
+from router.sessions import AUTO, check_key
 
 if TYPE_CHECKING:
-    from router.core import Router
+    from router.ports import RouterService
     from router.server.metrics import Metrics
     from router.server.models import ModelNames
 
@@ -153,7 +153,8 @@ def decision_headers(decision: Decision, downgrade: Downgrade | None) -> list[tu
     if downgrade is not None:  # a weaker tier than the prompt's answers: never silently
         headers.append((b"x-route-downgraded", downgrade.header().encode()))
     if decision.session is not None:
-        headers.append((b"x-route-session", decision.session.key.encode()))
+        headers.append((b"x-route-session", decision.session.label.encode()))
+    headers.append((b"x-route-version", str(decision.version).encode()))  # the routing model version that decided
     return headers
 
 
@@ -223,7 +224,7 @@ class Endpoint:
     """The ASGI callable for every path in `handlers`. `router.source` should be "server", so
     the request log says so."""
 
-    def __init__(self, router: Router, metrics: Metrics, names: ModelNames, handlers: Mapping[str, Handler], *,
+    def __init__(self, router: RouterService, metrics: Metrics, names: ModelNames, handlers: Mapping[str, Handler], *,
                  body_limit_bytes: int, body_timeout_s: float | None = None):
         self.router, self.metrics, self.names = router, metrics, names
         self.handlers = dict(handlers)
@@ -276,20 +277,22 @@ class Endpoint:
             self.metrics.in_flight.dec()
 
     def _session(self, scope: dict, call: Call) -> str | None:
-        """The session this call belongs to: `X-Session-Id`, else what the protocol names
-        (prompt_cache_key, metadata.user_id), else one derived from the conversation's stable
-        prefix; a 400 for an id that is too long or not printable."""
+        """The session this call names: `X-Session-Id`, else what the protocol names
+        (prompt_cache_key, metadata.user_id), else `auto` (the router derives it from the task);
+        a 400 naming where it came from for an id that is too long or not printable. The router
+        keeps each API key's sessions apart (router/sessions.py)."""
         if self.router.sessions is None:
             return None
         given = next((value for name, value in scope["headers"] if name == b"x-session-id"), None)
         where, key = ("the X-Session-Id header", given.decode("latin-1")) if given is not None else \
             ("the request's session id (prompt_cache_key or metadata.user_id)", call.session)
         if key is None:
-            return derived_key(call.messages, call.extra.get("tools"))
+            return AUTO
         try:
             return check_key(key, where)
         except UsageError as exc:
-            raise ApiError(400, str(exc), code="invalid_session_id", param="session") from None
+            param = "X-Session-Id" if given is not None else "session"
+            raise ApiError(400, str(exc), code="invalid_session_id", param=param) from None
 
     async def _complete(self, dialect: Dialect, call: Call, model: str, session: str | None, send: Any,
                         watch: ClientWatch) -> _Outcome:
@@ -308,12 +311,11 @@ class Endpoint:
 
     async def _stream(self, dialect: Dialect, call: Call, model: str, session: str | None, send: Any,
                       watch: ClientWatch) -> _Outcome:
-        await self.router.refresh(session=session)  # what other replicas learned, before the decision
         try:
             route_stream = self.router.astream(call.messages, **call.options(model, session))
+            decision = await route_stream.start()  # what other replicas learned, then the decision
         except RouteError as exc:
             return await _send_error(send, dialect, self._failure(exc))
-        decision = route_stream.decision
         self.metrics.decided(decision)
         writer = dialect.writer(call)
         # A client that leaves cancels this task; RouteStream reports that outcome to the log itself.

@@ -18,17 +18,17 @@ from router.server.endpoint import Plain
 from router.server.errors import ApiError
 from router.server.keys import KEY_SCOPE
 from router.server.protocols.validation import bad_request, decode
-from router.store.feedback import is_admin, record_feedback
+from router.store.feedback import is_admin
 
 if TYPE_CHECKING:
-    from router.core import Router
+    from router.ports import RouterService
 
 __all__ = ["feedback_handler"]
 
 _MAX_BODY = 64 * 1024
 
 
-def feedback_handler(router: Router) -> Plain:
+def feedback_handler(router: RouterService) -> Plain:
     async def handle(raw: bytes, scope: dict) -> bytes:
         data = decode(raw, '{"id": "<request id>", "verdict": "good" | "bad"}')
         request_id = data.get("id")
@@ -36,7 +36,7 @@ def feedback_handler(router: Router) -> Plain:
             raise bad_request('feedback needs "id": the request log id (`route log`) or a trace id', "id")
         key = scope.get(KEY_SCOPE)  # the name of the client key: bound to the requests it judges
         try:
-            await asyncio.to_thread(record_feedback, router, request_id, str(data.get("verdict")), key=key,
+            await asyncio.to_thread(router.verdicts.record, request_id, str(data.get("verdict")), key=key,
                                     admin=is_admin(router.config, key))
         except UsageError as exc:
             status = getattr(exc, "status", 400)

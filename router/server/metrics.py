@@ -37,7 +37,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from router.decision import Attempt, Decision, Outcome
 
 if TYPE_CHECKING:
-    from router.core import Router
+    from router.ports import RouterService
 
 __all__ = ["Metrics"]
 
@@ -48,7 +48,7 @@ _BREAKER_STATES = ("closed", "half-open", "open")
 class _StateCollector:
     """Reads the router's public state at scrape time: breakers and what latency it learned."""
 
-    def __init__(self, router: Router):
+    def __init__(self, router: RouterService):
         self._router = router
 
     def collect(self) -> Iterator[Metric]:
@@ -69,7 +69,7 @@ class _StateCollector:
         yield from _shared_state(self._router)
 
 
-def _shared_state(router: Router) -> Iterator[Metric]:
+def _shared_state(router: RouterService) -> Iterator[Metric]:
     status = router.shared.status()
     if status.kind != "redis":
         return
@@ -83,7 +83,7 @@ def _shared_state(router: Router) -> Iterator[Metric]:
 
 
 class Metrics:
-    def __init__(self, router: Router):
+    def __init__(self, router: RouterService):
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.requests = Counter("route_requests", "Routed requests", ["model", "backend", "status"], registry=r)
@@ -152,7 +152,7 @@ class Metrics:
         return generate_latest(self._exposed)
 
 
-def _multiprocess_registry(router: Router) -> CollectorRegistry | None:
+def _multiprocess_registry(router: RouterService) -> CollectorRegistry | None:
     """Every worker's metrics from the shared directory, plus this worker's router state; None
     outside multiprocess mode."""
     path = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
@@ -167,7 +167,7 @@ def _multiprocess_registry(router: Router) -> CollectorRegistry | None:
     return registry
 
 
-def _register_learning(registry: CollectorRegistry, router: Router) -> None:
+def _register_learning(registry: CollectorRegistry, router: RouterService) -> None:
     """routing.learn's figures (router/learning/metrics.py), when the router learns."""
     if router.learner is not None:
         from router.learning.metrics import LearningCollector

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from router.server.errors import ApiError
 
 if TYPE_CHECKING:
-    from router.core import Router
+    from router.ports import RouterService
 
 __all__ = ["ModelNames"]
 
@@ -22,7 +22,7 @@ __all__ = ["ModelNames"]
 class ModelNames:
     """Resolves requested model names and lists what can be requested."""
 
-    def __init__(self, router: Router):
+    def __init__(self, router: RouterService):
         self._router = router
         self._names = frozenset(router.names())
         aliases = dict(router.config.aliases)

@@ -20,7 +20,7 @@ from backends.threaded_server import ThreadedServer
 from router.server.limits import ServerLimits
 
 if TYPE_CHECKING:
-    from router.core import Router
+    from router.ports import RouterService
 
 __all__ = ["RouteServer", "api_key_from_env", "is_loopback", "serve"]
 
@@ -77,7 +77,7 @@ def _options(drain_timeout_s: float, log_level: str, limits: ServerLimits) -> di
     }
 
 
-def _app(router: Router, api_key: str | None, body_limit_bytes: int | None, limits: ServerLimits,
+def _app(router: RouterService, api_key: str | None, body_limit_bytes: int | None, limits: ServerLimits,
          api_keys: Mapping[str, str] | None = None):
     from router.server.app import DEFAULT_BODY_LIMIT, create_app
 
@@ -85,7 +85,7 @@ def _app(router: Router, api_key: str | None, body_limit_bytes: int | None, limi
                       body_timeout_s=limits.body_timeout_s, api_keys=api_keys)
 
 
-def serve(router: Router, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT, api_key: str | None = None,
+def serve(router: RouterService, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT, api_key: str | None = None,
           body_limit_bytes: int | None = None, drain_timeout_s: float = DEFAULT_DRAIN_S,
           limits: ServerLimits | None = None, api_keys: Mapping[str, str] | None = None,
           sock: socket.socket | None = None, access_log: bool = True) -> None:
@@ -134,7 +134,7 @@ class RouteServer(ThreadedServer):
             client = openai.OpenAI(base_url=server.base_url, api_key="unused")
     """
 
-    def __init__(self, router: Router, *, host: str = "127.0.0.1", port: int = 0, api_key: str | None = None,
+    def __init__(self, router: RouterService, *, host: str = "127.0.0.1", port: int = 0, api_key: str | None = None,
                  body_limit_bytes: int | None = None, drain_timeout_s: float = 5.0, limits: ServerLimits | None = None,
                  api_keys: Mapping[str, str] | None = None):
         limits = limits or ServerLimits()

@@ -1,9 +1,9 @@
-"""One `route serve` process: the router built from config, served on a socket it is given.
+"""One `route serve` process: a router served on a socket it is given.
 
-`route serve` in one process calls `serving_router` and `run_server` directly. Under
-`--workers N` each worker is `python -m router.server.worker`: the parent writes a ServeSpec
-as one JSON line to its stdin and passes the listening socket's descriptor; the pipe then
-stays open, and its end (the parent gone, even by SIGKILL) drains and stops the worker. A
+`route serve` in one process builds its router (router/serving.py) and calls `run_server`
+directly. Under `--workers N` each worker is `python -m router.serving`: the parent writes a
+ServeSpec as one JSON line to its stdin and passes the listening socket's descriptor; the pipe
+then stays open, and its end (the parent gone, even by SIGKILL) drains and stops the worker. A
 second pipe tells the parent the worker is ready; the ServeSpec names the table of limits and
 breakers the workers share (router/state/group.py).
 """
@@ -17,15 +17,13 @@ import os
 import signal
 import socket
 import sys
-import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from router.config_loader import LoadedConfig
-    from router.core import Router
+    from router.ports import RouterService
 
-__all__ = ["ServeSpec", "run_server", "serving_router"]
+__all__ = ["ServeSpec", "run_server", "stop_when_parent_goes", "tell_ready"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,28 +47,7 @@ class ServeSpec:
         return json.dumps(dataclasses.asdict(self))
 
 
-def serving_router(loaded: LoadedConfig, *, keep_log: bool, api_key_env: str | None,
-                   group: str | None = None) -> Router:
-    """The Router a server process serves. `group`: the table a `--workers` supervisor shares
-    among its workers (limits and breakers), used unless Redis shares them already."""
-    from router.core import Router
-
-    router = Router(loaded, source="server", log=None if keep_log else False)
-    for variable in [api_key_env, *(k.env for k in loaded.config.server.keys.values())]:
-        if variable:
-            router.redactor.add(variable)  # clients' keys: never echoed either
-    redis = loaded.config.state.backend == "redis"
-    if group is not None and not redis:
-        from router.state.group import join_group
-
-        join_group(router, group, latency=keep_log)
-    elif keep_log or redis:  # Redis needs no local file
-        # What earlier runs learned about latency; the app's shutdown (router.aclose) saves it back.
-        router.persist()
-    return router
-
-
-def run_server(router: Router, spec: ServeSpec, sock: socket.socket) -> None:
+def run_server(router: RouterService, spec: ServeSpec, sock: socket.socket) -> None:
     """Serve `router` on `sock` until SIGINT/SIGTERM (drain, then stop)."""
     from router.server.keys import server_keys
     from router.server.limits import ServerLimits
@@ -81,7 +58,7 @@ def run_server(router: Router, spec: ServeSpec, sock: socket.socket) -> None:
           limits=ServerLimits(**spec.limits), sock=sock, access_log=not spec.quiet)
 
 
-def _tell_ready(fd: int) -> None:
+def tell_ready(fd: int) -> None:
     """The supervisor replaces a worker that dies after this, and gives up on one that dies
     before it (its config or its start is broken: a replacement would die the same way)."""
     if fd >= 0:
@@ -90,30 +67,6 @@ def _tell_ready(fd: int) -> None:
             os.close(fd)
 
 
-def _stop_when_parent_goes() -> None:
+def stop_when_parent_goes() -> None:
     sys.stdin.buffer.read()  # returns at EOF: the parent closed the pipe or died
     os.kill(os.getpid(), signal.SIGTERM)  # uvicorn's own handler: drain, then stop
-
-
-def main() -> int:
-    from backends.errors import RouteError
-    from router.config_loader import load_config
-
-    spec = ServeSpec(**json.loads(sys.stdin.buffer.readline()))
-    sock = socket.socket(fileno=spec.fd)
-    threading.Thread(target=_stop_when_parent_goes, name="route-worker-parent", daemon=True).start()
-    try:
-        router = serving_router(load_config(spec.config), keep_log=spec.keep_log, api_key_env=spec.api_key_env,
-                                group=spec.group_state)
-        _tell_ready(spec.ready_fd)
-        run_server(router, spec, sock)
-    except RouteError as exc:
-        print(f"route serve worker {os.getpid()}: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:  # uvicorn re-raises the SIGINT that forced it to stop
-        return 130
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -2,7 +2,7 @@
 and the supervisor that keeps N of them running.
 
 The parent binds the port (so a busy port, or port 0, is settled before anything starts), then
-starts N `router.server.worker` processes, each building its own Router from the same config.
+starts N `router.serving` processes, each building its own Router from the same config.
 On Linux each worker gets its own SO_REUSEPORT socket and the kernel spreads connections
 evenly; elsewhere they share one socket. The parent keeps every socket open, so a dead worker's
 connections wait in its socket's queue for the worker that replaces it, rather than failing.
@@ -84,7 +84,7 @@ class _Worker:
         os.set_blocking(ready_read, False)
         env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": metrics_dir}
         try:
-            self.proc = subprocess.Popen([sys.executable, "-m", "router.server.worker"], stdin=subprocess.PIPE,
+            self.proc = subprocess.Popen([sys.executable, "-m", "router.serving"], stdin=subprocess.PIPE,
                                          env=env, pass_fds=(sock.fileno(), ready_write), start_new_session=True)
         except BaseException:
             os.close(ready_read)

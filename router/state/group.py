@@ -8,7 +8,7 @@ group -- as replicas do through Redis (router/state/shared_breakers.py), with a 
 keys with expiry times. A worker that replaces a dead one joins the same table: the limits hold
 across the replacement too.
 
-`join_group(router, path)` makes a worker's Router use it. Times are `time.monotonic()`, one clock
+`open_group(config, path)` is what a worker's router shares (router/serving.py builds it so). Times are `time.monotonic()`, one clock
 for every process of the machine.
 """
 
@@ -19,7 +19,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from policies.rate_limit import Buckets, Limited, RateLimits
 from router.state.base import StateStatus
@@ -30,10 +30,9 @@ from router.state.rate_limits import Kind, RateLimiter, limits_from_config
 if TYPE_CHECKING:
     from policies.breaker import BreakerBoard, State
     from router.config import Config
-    from router.core import Router
     from router.latency_tracker import LatencyTracker
 
-__all__ = ["GroupBreakers", "GroupRateLimiter", "GroupState", "group_slots", "join_group"]
+__all__ = ["GroupBreakers", "GroupRateLimiter", "GroupShare", "GroupState", "group_slots", "open_group"]
 
 _LOG = logging.getLogger(__name__)
 _NAN = math.nan
@@ -177,21 +176,21 @@ class GroupState(LocalState):
             self.table.close()
 
 
-def join_group(router: Router, path: str, *, latency: bool) -> str | None:
-    """Make `router` (a worker's, before it serves) share limits and breakers through the table
-    at `path`; why it cannot, or None. It then runs on its own state, after one warning."""
-    config = router.config
+class GroupShare(NamedTuple):
+    """What a worker shares with its group: its rate limiter and its state (breakers, latency)."""
+
+    limiter: GroupRateLimiter
+    state: GroupState
+
+
+def open_group(config: Config, path: str, *, latency: bool) -> GroupShare | str:
+    """The limits and breakers a worker built from `config` shares through the table at
+    `path`; or why it cannot (logged: it then runs on its own state)."""
     try:
         table = GroupTable(path, group_slots(config))
     except OSError as exc:  # GroupUnavailable included
         why = str(exc) if isinstance(exc, GroupUnavailable) else f"{path}: {exc.strerror}"
         _LOG.warning("route serve: worker %d runs on its own rate limits and breakers (%s); the others "
                      "do not count its requests", os.getpid(), why)
-        if latency:
-            router.persist()
         return why
-    limiter = GroupRateLimiter(limits_from_config(config), table)
-    limiter.refusal_observers = router.rate_limits.refusal_observers
-    router.rate_limits = router.calls.limits = limiter
-    router.persist(state=GroupState(config, table, latency=latency))
-    return None
+    return GroupShare(GroupRateLimiter(limits_from_config(config), table), GroupState(config, table, latency=latency))

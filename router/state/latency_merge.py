@@ -15,7 +15,7 @@ latency estimate can tell apart.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from policies.latency import LatencyModel
@@ -79,12 +79,13 @@ class RedisLatency:
     """The `LatencySink` for Redis: `merge` runs MERGE_SCRIPT over every backend with fresh
     samples, in one round trip; None while Redis is unreachable (the tracker keeps the samples)."""
 
-    def __init__(self, link: RedisLink):
+    def __init__(self, link: RedisLink, identity: Callable[[str], str] = str):
         self.link = link
+        self.identity = identity  # backend name -> what it is (router/backend_table.py), the key's suffix
         self.seen: dict[str, bytes] = {}  # the last state read or written per key, to skip unchanged ones
 
     def key(self, name: str) -> str:
-        return self.link.key("latency", name)
+        return self.link.key("latency", self.identity(name))
 
     async def merge(self, fresh: Mapping[str, LatencyModel]) -> dict[str, dict[str, Any]] | None:
         names = list(fresh)

@@ -57,8 +57,9 @@ class RedisState(SharedState):
     def attach(self, latency: LatencyTracker, breakers: BreakerBoard) -> str | None:
         self._latency = latency
         self._backends = list(latency.models)  # the configured backends (a consortium has no breaker)
+        self.latency_sink.identity = latency.identity
         latency.attach_sink(self.latency_sink)
-        self.breakers = SharedBreakers(self.link, breakers, refresh_s=self.refresh_s)
+        self.breakers = SharedBreakers(self.link, breakers, refresh_s=self.refresh_s, identity=latency.identity)
         breakers.on_change = self.breakers.changed
         try:
             asyncio.get_running_loop()

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from backends.per_loop import PerLoop
@@ -41,8 +41,10 @@ _TRIPPED_COOLDOWNS = 20  # `tripped` outlives an abandoned fleet by this many co
 
 
 class SharedBreakers:
-    def __init__(self, link: RedisLink, board: BreakerBoard, *, refresh_s: float):
+    def __init__(self, link: RedisLink, board: BreakerBoard, *, refresh_s: float,
+                 identity: Callable[[str], str] = str):
         self.link = link
+        self.identity = identity  # backend name -> what it is: another config's namesake has its own breaker
         self.board = board
         self.refresh_s = refresh_s
         self.replica = uuid.uuid4().hex  # who holds a probe key
@@ -52,8 +54,9 @@ class SharedBreakers:
         self._lock = PerLoop(asyncio.Lock)  # own verdicts reach Redis in the order they were reached
 
     def _keys(self, name: str) -> tuple[str, str, str]:
-        return (self.link.key("breaker", name, "open"), self.link.key("breaker", name, "tripped"),
-                self.link.key("breaker", name, "probe"))
+        what = self.identity(name)
+        return (self.link.key("breaker", what, "open"), self.link.key("breaker", what, "tripped"),
+                self.link.key("breaker", what, "probe"))
 
     @property
     def _cooldown_ms(self) -> int:

@@ -15,7 +15,11 @@ Rules for verdicts (`record_feedback`), since these labels steer routing:
   judges any (403 otherwise); the CLI and the Python API are the operator's and judge any;
 - one verdict per request: a later one replaces it, so repeating a verdict adds no weight;
 - at most `server.feedback_rpm` verdicts a minute per key (429 with Retry-After beyond), in this
-  process; the CLI and the Python API are not limited.
+  process; the CLI and the Python API are not limited;
+- a verdict is trusted when the operator stands behind it (the CLI, the Python API, an admin
+  key): learning takes every trusted label, but at most `routing.learn.max_labels_per_key` of
+  each other key's, so no single key -- nor a few -- can move what routing learns
+  (router/learning/learner.py).
 
 `labelled_records` turns both sources into routing records `{"id", "prompt", "local", "hosted"}`:
 a request the local tier answered well needed no hosted model (1, 1); one it answered badly did
@@ -30,7 +34,6 @@ import logging
 import math
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -41,12 +44,13 @@ from router.store.health import StoreError
 
 if TYPE_CHECKING:
     from router.config import Config
-    from router.core import Router
+    from router.config_loader import LoadedConfig
     from router.decision import Outcome
     from router.store.queries import LogReader
+    from router.store.request_log import RequestLog
 
-__all__ = ["VERDICTS", "FeedbackRefused", "attach_consortium_preferences", "consortium_preferences",
-           "feedback_gate", "is_admin", "judge", "labelled_records", "local_backends", "record_feedback"]
+__all__ = ["VERDICTS", "Feedback", "FeedbackRefused", "attach_consortium_preferences", "consortium_preferences",
+           "is_admin", "is_trusted", "judge", "labelled_records", "local_backends"]
 
 _LOG = logging.getLogger("route")
 VERDICTS = ("good", "bad")
@@ -70,6 +74,12 @@ def is_admin(config: Config, key: str | None) -> bool:
     return spec is None or spec.admin
 
 
+def is_trusted(config: Config, giver: str | None) -> bool:
+    """Whether the operator stands behind a verdict given with client key `giver` (None: given
+    through the CLI or the Python API, the operator's own)."""
+    return giver is None or is_admin(config, giver)
+
+
 class FeedbackGate:
     """Per client key, a bucket of `per_minute` verdicts (policies/rate_limit.py)."""
 
@@ -91,19 +101,6 @@ class FeedbackGate:
             raise FeedbackRefused(f"feedback from {who} is at its rate limit ({self.per_minute} verdicts a minute, "
                                   f"server.feedback_rpm); retry after {math.ceil(wait)} s.", 429,
                                   retry_after_s=max(1, math.ceil(wait - 1e-9)))
-
-
-_gates: weakref.WeakKeyDictionary[Any, FeedbackGate] = weakref.WeakKeyDictionary()
-_gates_lock = threading.Lock()
-
-
-def feedback_gate(router: Router) -> FeedbackGate:
-    """The router's feedback rate limiter (one per Router, made on first use)."""
-    with _gates_lock:
-        gate = _gates.get(router)
-        if gate is None:
-            gate = _gates[router] = FeedbackGate(router.config.server.feedback_rpm)
-        return gate
 
 
 def _check(request_id: str | int, verdict: str) -> str:
@@ -132,26 +129,33 @@ def judge(store: LogReader, request_id: str | int, verdict: str, *, key: str | N
     return int(found["id"])
 
 
-def record_feedback(router: Router, request_id: str | int, verdict: str, *, key: str | None = None,
-                    admin: bool = False) -> int:
-    """A verdict through `router` (the server's endpoint, `Router.feedback`): `key` is the name of
-    the client key it came with (None: no key), `admin` whether that key may judge any request.
-    Raises UsageError (FeedbackRefused with an HTTP status) when a rule refuses it."""
-    _check(request_id, verdict)
-    log = router.request_log
-    if log is None:
-        raise FeedbackRefused("this router keeps no request log (`--no-log`, or `log: {enabled: false}`): there is "
-                              "no request to give feedback on.", 404)
-    if key is not None or not admin:  # a client of the server; the operator's own calls are not limited
-        feedback_gate(router).take(key)
-    log.flush(timeout_s=5.0)  # the request just answered may still be on its way to the log
-    from router.store.choice import open_log
+class Feedback:
+    """Verdicts through one router (its server's endpoint, `Router.feedback`), by the rules
+    above, into the request log's store. `log`: this process's request log (None: the router
+    keeps none, and takes no verdict)."""
 
-    store = open_log(router.loaded, check=False)
-    try:
-        return judge(store, request_id, verdict, key=key, admin=admin)
-    finally:
-        store.close()
+    def __init__(self, loaded: LoadedConfig, log: RequestLog | None):
+        self.loaded, self.log = loaded, log
+        self.gate = FeedbackGate(loaded.config.server.feedback_rpm)
+
+    def record(self, request_id: str | int, verdict: str, *, key: str | None = None, admin: bool = False) -> int:
+        """`key` is the name of the client key it came with (None: no key), `admin` whether that
+        key may judge any request; returns the request's log id. Raises UsageError
+        (FeedbackRefused with an HTTP status) when a rule refuses it."""
+        _check(request_id, verdict)
+        if self.log is None:
+            raise FeedbackRefused("this router keeps no request log (`--no-log`, or `log: {enabled: false}`): there "
+                                  "is no request to give feedback on.", 404)
+        if key is not None or not admin:  # a client of the server; the operator's own calls are not limited
+            self.gate.take(key)
+        self.log.flush(timeout_s=5.0)  # the request just answered may still be on its way to the log
+        from router.store.choice import open_log
+
+        store = open_log(self.loaded, check=False)
+        try:
+            return judge(store, request_id, verdict, key=key, admin=admin)
+        finally:
+            store.close()
 
 
 def labelled_records(store: LogReader, local_backends: Iterable[str],
@@ -177,16 +181,18 @@ def _from_verdict(store: LogReader, row: dict[str, Any], local: set[str],
     if request is None:
         return []
     good = row["verdict"] == "good"
+    giver = row.get("giver")
     if request["backend"] in local:
-        return [_record(f"f{row['id']}", request["prompt"], 1.0 if good else 0.0, 1.0, "user")]
+        return [_record(f"f{row['id']}", request["prompt"], 1.0 if good else 0.0, 1.0, "user", giver)]
     if hosted is not None and request["backend"] not in hosted:
         return []
-    return [] if good else [_record(f"f{row['id']}", request["prompt"], 0.0, 0.0, "user")]
+    return [] if good else [_record(f"f{row['id']}", request["prompt"], 0.0, 0.0, "user", giver)]
 
 
-def _record(rid: str, prompt: str | None, local: float, hosted: float, source: str) -> dict[str, Any]:
+def _record(rid: str, prompt: str | None, local: float, hosted: float, source: str,
+            giver: str | None = None) -> dict[str, Any]:
     return {"id": rid, "prompt": prompt, "local": float(local), "hosted": float(hosted), "source": source,
-            "dataset": "feedback"}  # fmt: skip
+            "dataset": "feedback", "giver": giver}  # fmt: skip
 
 
 def local_backends(router_config: Any) -> set[str]:
@@ -214,17 +220,18 @@ def _ranked_members(rnd: dict[str, Any]) -> list[str]:
     return [members[label] for label in order if label in members]
 
 
-def attach_consortium_preferences(router: Router) -> None:
+def attach_consortium_preferences(loaded: LoadedConfig, observe: Callable[[Callable[[Outcome], None]], None]) -> None:
     """Record consortium preferences as requests finish, in the request log's store (only with
     the log on, and only where prompts are stored: a preference without its prompt teaches
-    nothing). A store that cannot take one costs the preference, never the request."""
-    if not router.config.log.store_content:
+    nothing), registering with `observe`. A store that cannot take one costs the preference,
+    never the request."""
+    if not loaded.config.log.store_content:
         return
-    local = local_backends(router.config)
+    local = local_backends(loaded.config)
     store: list[LogReader] = []  # opened on the first preference, not at start-up
     warned: list[bool] = []
 
-    def observe(outcome: Outcome) -> None:
+    def observe_outcome(outcome: Outcome) -> None:
         result = outcome.result
         trace = result.completion.metadata.get("trace") if result is not None else None
         if not isinstance(trace, dict):
@@ -235,7 +242,7 @@ def attach_consortium_preferences(router: Router) -> None:
                 if not store:
                     from router.store.choice import open_log
 
-                    store.append(open_log(router.loaded, check=False))
+                    store.append(open_log(loaded, check=False))
                 with store[0].guard():
                     store[0].add_preference(str(trace.get("id")), prompt, lo, hi)
         except StoreError as exc:
@@ -243,4 +250,4 @@ def attach_consortium_preferences(router: Router) -> None:
                 warned.append(True)
                 _LOG.warning("route: consortium preferences not recorded: %s", exc)
 
-    router.add_request_observer(observe)
+    observe(observe_outcome)

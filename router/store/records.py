@@ -9,7 +9,6 @@ the key itself is never stored.
 
 from __future__ import annotations
 
-import contextvars
 import json
 import math
 import time
@@ -19,11 +18,10 @@ from typing import Any
 
 import orjson
 
+from router.request_context import CLIENT_KEY
+
 __all__ = ["CLIENT_KEY", "COLUMNS", "RequestRecord", "row_for", "row_of", "spend_by_minute"]
 
-# The name of the API key the current server request presented (None: no key, or not a server
-# request). Set per request by the server's auth; read when the request's record is captured.
-CLIENT_KEY: contextvars.ContextVar[str | None] = contextvars.ContextVar("route_client_key", default=None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,20 +37,22 @@ import asyncio
 import atexit
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from backends.types import last_user_text
 from router.decision import Decision, Outcome, RouteResult
+from router.request_context import CLIENT_KEY
 from router.store import writer as log_writer
 from router.store.choice import LogTarget, log_target, spool_dir_for
-from router.store.records import CLIENT_KEY, RequestRecord, row_of
+from router.store.records import RequestRecord, row_of
 from router.store.spool import Spool
 from router.store.sqlite import Store, default_store_path
 from router.store.writer import DEFAULT_INTERVAL_S, DEFAULT_MAX_PENDING, Writer
 
 if TYPE_CHECKING:
-    from router.core import Router
+    from router.config_loader import LoadedConfig
 
 __all__ = ["RequestLog", "attach_request_log", "record_from"]
 
@@ -244,12 +246,13 @@ def _postgres_writer(dsn: str, timeout_s: float | None, spool_dir: Path | None) 
     return writer
 
 
-def attach_request_log(router: Router) -> RequestLog:
-    """Register a RequestLog, configured by the router's `log:` section, as a request observer."""
-    settings = router.config.log
-    log = RequestLog.for_target(log_target(router.loaded), store_content=settings.store_content,
+def attach_request_log(loaded: LoadedConfig, observe: Callable[[Callable[[Outcome], None]], None]) -> RequestLog:
+    """A RequestLog configured by the config's `log:` section, registered with `observe` as a
+    request observer."""
+    settings = loaded.config.log
+    log = RequestLog.for_target(log_target(loaded), store_content=settings.store_content,
                                 max_content_chars=settings.max_content_chars,
                                 flush_interval_s=settings.flush_interval_ms / 1000,
                                 store_thinking=settings.store_thinking, buffer_records=settings.buffer_records)
-    router.add_request_observer(log.observe)
+    observe(log.observe)
     return log

@@ -163,6 +163,13 @@ STEPS: tuple[Step, ...] = (
     # A fleet learns through Redis (router/learning/fleet.py): PostgreSQL holds no learning tables.
     Step("what routing learned from its traffic: labels, adopted weight versions, shadow judging's spend",
          sqlite=_LEARNING),
+    Step("whose labels: the client key behind a feedback label, whether the operator stands behind it, and the "
+         "keys whose labels refits no longer read",
+         sqlite="""
+    ALTER TABLE learn_labels ADD COLUMN giver TEXT;
+    ALTER TABLE learn_labels ADD COLUMN trusted INTEGER NOT NULL DEFAULT 1;
+    CREATE TABLE learn_quarantine (giver TEXT PRIMARY KEY, ts REAL NOT NULL, reason TEXT NOT NULL)
+    """),
 )
 
 SCHEMA_VERSION = len(STEPS)

@@ -24,9 +24,10 @@ from backends.errors import UsageError
 from router.store.health import StoreError
 
 if TYPE_CHECKING:
-    from router.core import Router
+    from router.config_loader import LoadedConfig
     from router.decision import Outcome
     from router.store.queries import LogReader
+    from router.store.request_log import RequestLog
 
 __all__ = ["SpendCap", "SpendCapReached", "spend_cap_for"]
 
@@ -96,28 +97,29 @@ class SpendCap:
             self._own -= own_before  # what was spent before the read is in the log's figure now
 
 
-def spend_cap_for(router: Router) -> SpendCap | None:
-    """The router's spend cap (None without `spend.cap_usd`), registered as a request observer."""
-    settings = router.config.spend
+def spend_cap_for(loaded: LoadedConfig, log: RequestLog | None,
+                  observe: Callable[[Callable[[Outcome], None]], None]) -> SpendCap | None:
+    """The config's spend cap (None without `spend.cap_usd`), registered with `observe` as a
+    request observer; it reads what `log` (this process's request log) and the others wrote."""
+    settings = loaded.config.spend
     if settings.cap_usd is None:
         return None
-    cap = SpendCap(settings.cap_usd, settings.window_days, lambda since: _logged_spend(router, since))
-    router.add_request_observer(cap.observe)
+    cap = SpendCap(settings.cap_usd, settings.window_days, lambda since: _logged_spend(loaded, log, since))
+    observe(cap.observe)
     return cap
 
 
-def _logged_spend(router: Router, since: float) -> float:
-    """The log's spend since `since`, after writing this router's own pending records. A SQLite
+def _logged_spend(loaded: LoadedConfig, log: RequestLog | None, since: float) -> float:
+    """The log's spend since `since`, after writing this process's own pending records. A SQLite
     log not yet created counts as nothing spent (and is not created here)."""
     from router.store.choice import log_target, open_log
 
-    log = router.request_log
     if log is not None:
         log.flush(timeout_s=1.0)
-    target = log_target(router.loaded)
+    target = log_target(loaded)
     if target.path is not None and not target.path.exists():
         return 0.0
-    reader: LogReader = open_log(router.loaded, check=False)
+    reader: LogReader = open_log(loaded, check=False)
     try:
         with reader.guard():
             return reader.spent_usd(since)

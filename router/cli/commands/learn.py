@@ -93,18 +93,24 @@ def history(json_output: Json = False, config: Config = None) -> None:
 @handle_errors
 def rollback(
     version: Annotated[int | None, typer.Argument(help="a version `route learn history` lists")] = None,
+    quarantine: Annotated[list[str] | None, typer.Option(
+        "--quarantine", metavar="KEY", help="a client key (its name in server.keys) whose labels no refit reads "
+        "again, those stored and those to come; repeat for several")] = None,
     json_output: Json = False,
     config: Config = None,
 ) -> None:
     from router.learning.status import rollback as go_back
 
-    found = go_back(_config(config), version)
+    found = go_back(_config(config), version, quarantine=quarantine or ())
     out = Output(json_mode=json_output)
     if json_output:
         out.data(found)
-    else:
-        out.info(f"now using version {found['version']} (was {found['previous']}); pinned: refits adopt "
-                 "nothing until `route learn resume`. Running routers switch within routing.learn.refresh_ms.")
+        return
+    out.info(f"now using version {found['version']} (was {found['previous']}); pinned: refits adopt "
+             "nothing until `route learn resume`. Running routers switch within routing.learn.refresh_ms.")
+    if found["quarantined"]:
+        out.info(f"quarantined: {', '.join(found['quarantined'])}; their labels are never read again "
+                 "(`route learn resume` does not relearn them)")
 
 
 @app.command("resume", help="Let refits adopt new versions again after a rollback.")

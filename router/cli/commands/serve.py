@@ -49,7 +49,8 @@ def serve(
     from router.config_loader import load_config
     from router.server.keys import server_keys
     from router.server.limits import ServerLimits
-    from router.server.worker import ServeSpec, run_server, serving_router
+    from router.server.worker import ServeSpec, run_server
+    from router.serving import serving_router
     from router.store.choice import request_log_on
 
     out = Output()

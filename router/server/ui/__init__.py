@@ -21,12 +21,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from router.core import Router
+    from router.ports import RouterService
 
 __all__ = ["mount_ui"]
 
 
-def mount_ui(app: Any, router: Router, tokens: Mapping[str, str]) -> None:
+def mount_ui(app: Any, router: RouterService, tokens: Mapping[str, str]) -> None:
     """Serve the web view at /ui on `app` (the `route serve` app), for the keys in `tokens`
     (name -> key; none: open, as the rest of a loopback server without keys is).
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from router.server.ui.render import decision_view, request_row
 
 if TYPE_CHECKING:
-    from router.core import Router
+    from router.ports import RouterService
     from router.server.ui.live import LiveRequest
 
 __all__ = ["Lookup", "request_detail"]
@@ -42,7 +42,7 @@ class Lookup:
         return math.isclose(total, self.total_s, rel_tol=1e-9, abs_tol=1e-9)
 
 
-def _logged(router: Router, lookup: Lookup) -> dict[str, Any] | None:
+def _logged(router: RouterService, lookup: Lookup) -> dict[str, Any] | None:
     log = router.request_log
     if log is None:
         return None
@@ -80,7 +80,7 @@ def _num(value: Any, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
-def _content_note(router: Router, row: dict[str, Any] | None) -> str | None:
+def _content_note(router: RouterService, row: dict[str, Any] | None) -> str | None:
     if router.request_log is None:
         return "not stored: the request log is off (`--no-log` or `log: {enabled: false}`)"
     if row is None:
@@ -90,7 +90,7 @@ def _content_note(router: Router, row: dict[str, Any] | None) -> str | None:
     return None
 
 
-def request_detail(router: Router, entry: LiveRequest | None, lookup: Lookup) -> dict[str, Any] | None:
+def request_detail(router: RouterService, entry: LiveRequest | None, lookup: Lookup) -> dict[str, Any] | None:
     """The request in full; None when neither this process nor the log knows it."""
     row = _logged(router, lookup)
     if row is None and entry is None:
@@ -103,7 +103,7 @@ def request_detail(router: Router, entry: LiveRequest | None, lookup: Lookup) ->
     return out
 
 
-def _from_log(router: Router, row: dict[str, Any]) -> dict[str, Any]:
+def _from_log(router: RouterService, row: dict[str, Any]) -> dict[str, Any]:
     text = router.redactor.text
     out: dict[str, Any] = {"facts": [[name, text(str(value))] for name, value in _facts(row)],
                            "decision": row.get("decision")}
@@ -113,7 +113,7 @@ def _from_log(router: Router, row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _from_memory(router: Router, entry: LiveRequest) -> dict[str, Any]:
+def _from_memory(router: RouterService, entry: LiveRequest) -> dict[str, Any]:
     """The row as the list shows it, and the decision with the fallbacks' messages."""
     decision = decision_view(entry)
     for failure in decision["failures"]:

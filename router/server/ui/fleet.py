@@ -14,14 +14,14 @@ from router.server.ui.learning import learning_panel
 from router.store.stats import summarize
 
 if TYPE_CHECKING:
-    from router.core import Router
+    from router.ports import RouterService
 
 __all__ = ["SlowPanels", "log_hour"]
 
 _HOUR_S = 3600.0
 
 
-def log_hour(router: Router) -> dict[str, Any] | None:
+def log_hour(router: RouterService) -> dict[str, Any] | None:
     """Per backend over the last hour, from the request log: requests, errors, spend. None
     without a log. Blocking."""
     if router.request_log is None:
@@ -42,7 +42,7 @@ def log_hour(router: Router) -> dict[str, Any] | None:
 class SlowPanels:
     """The log's last hour and the learning panel, rebuilt off the loop at most every `every_s`."""
 
-    def __init__(self, router: Router, *, every_s: float = 10.0):
+    def __init__(self, router: RouterService, *, every_s: float = 10.0):
         self.router = router
         self.every_s = every_s
         self._value: dict[str, Any] = {}

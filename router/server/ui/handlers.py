@@ -35,7 +35,7 @@ from router.server.ui.panels import backends_panel, cost_panel, sources
 from router.server.ui.render import request_row, trace_view
 
 if TYPE_CHECKING:
-    from router.core import Router as RouteRouter
+    from router.ports import RouterService
     from router.server.ui.auth import ViewAuth
     from router.server.ui.live import LiveView
 
@@ -63,7 +63,7 @@ def _error(status: int, message: str) -> Response:
 
 
 class _View:
-    def __init__(self, router: RouteRouter, live: LiveView, auth: ViewAuth):
+    def __init__(self, router: RouterService, live: LiveView, auth: ViewAuth):
         self.router, self.live, self.auth = router, live, auth
         self.slow = SlowPanels(router)
 
@@ -140,7 +140,7 @@ class _View:
         return _json(found)
 
 
-def view_app(router: RouteRouter, live: LiveView, auth: ViewAuth) -> Router:
+def view_app(router: RouterService, live: LiveView, auth: ViewAuth) -> Router:
     view = _View(router, live, auth)
     return Router(routes=[
         Route("/ui", view.index, methods=["GET"]),

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from router.core import Router
+    from router.ports import RouterService
 
 __all__ = ["Fact", "Section", "add_learning_section", "learning_panel"]
 
@@ -53,29 +53,31 @@ class Section:
         return asdict(self)
 
 
-SectionFn = Callable[["Router"], "Section | None"]
+SectionFn = Callable[["RouterService"], "Section | None"]
 
 
-def scorer_section(router: Router) -> Section:
+def scorer_section(router: RouterService) -> Section:
     spec = router.config.routing.scorer
     weights = spec.options.get("weights")
-    name = router.scorer.name
+    model = router.model  # read once: one version for the whole section
+    name = model.scorer.name
     facts = [Fact("scorer", spec.kind if name == spec.kind else f"{spec.kind} ({name})"),
              Fact("weights", weights or ("the shipped weights" if spec.kind == "learned" else "none: a fixed rule"))]
-    threshold = getattr(router.scorer, "threshold", None)
+    threshold = getattr(model.scorer, "threshold", None)
     if threshold is not None:
         facts.append(Fact("calibrated threshold", round(float(threshold), 4)))
-    heads = router.ladder.heads or (None,) * (len(router.tiers) - 1)
-    for tier, head in zip(router.tiers, (*heads, None)):
+    heads = model.ladder.heads or (None,) * (len(model.tiers) - 1)
+    for tier, head in zip(model.tiers, (*heads, None)):
         if tier.below is not None:
             name = head[0] if head is not None else "routing scorer"
             facts.append(Fact(f"{tier.name} → next tier", f"score ≥ {tier.below:.3f}", hint=name))
-    version = getattr(getattr(router.scorer, "weights", None), "metadata", {}).get("version")
-    facts.append(Fact("version in use", version or "unversioned"))
+    version = getattr(getattr(model.scorer, "weights", None), "metadata", {}).get("version")
+    facts.append(Fact("weights file version", version or "unversioned"))
+    facts.append(Fact("routing model version", model.version, hint="0: as configured; learning adopts higher ones"))
     return Section("Scorer in use", facts)
 
 
-def _feedback_path(router: Router) -> Path:
+def _feedback_path(router: RouterService) -> Path:
     from router.store import default_store_path
 
     path = router.config.log.path
@@ -94,7 +96,7 @@ def label_counts(path: Path) -> dict[str, int]:
     return {f"{source} ({verdict})" if verdict else str(source): int(n) for source, verdict, n in rows}
 
 
-def labels_section(router: Router) -> Section:
+def labels_section(router: RouterService) -> Section:
     counts = label_counts(_feedback_path(router))
     facts = [Fact(source, n) for source, n in sorted(counts.items())] or [Fact("labels", 0)]
     return Section("Labels by source", facts,
@@ -102,7 +104,7 @@ def labels_section(router: Router) -> Section:
                         "local member against a hosted one. `route calibrate --from-log` learns from them.")
 
 
-def estimates_section(router: Router) -> Section:
+def estimates_section(router: RouterService) -> Section:
     """routing.learn's state (router/learning/status.py): the version in use, each tier
     boundary's estimated APGR on labels its weights were not fitted on, shadow spend."""
     from router.learning.status import status
@@ -136,7 +138,7 @@ def add_learning_section(name: str, section: SectionFn) -> None:
     _SECTIONS[name] = section
 
 
-def learning_panel(router: Router) -> dict[str, Any]:
+def learning_panel(router: RouterService) -> dict[str, Any]:
     sections = []
     for build in list(_SECTIONS.values()):
         try:

@@ -27,8 +27,8 @@ from router.server.ui.scope import who
 if TYPE_CHECKING:
     from policies.ladder import Crossing
     from policies.selection import Plan
-    from router.core import Router
     from router.decision import Attempt, Decision, Outcome
+    from router.ports import RouterService
 
 __all__ = ["BUCKET_S", "HOUR_S", "LiveRequest", "LiveView", "Sample", "slim_trace"]
 
@@ -125,7 +125,7 @@ def _failures(errors: Any) -> tuple[tuple[str, str, str], ...]:
 class LiveView:
     """The bounded memory behind the page. `clock`: unix seconds (tests may pass their own)."""
 
-    def __init__(self, router: Router, *, clock: Callable[[], float] = time.time):
+    def __init__(self, router: RouterService, *, clock: Callable[[], float] = time.time):
         self.clock = clock
         self.started = clock()
         self.seq = 0  # requests observed so far; each LiveRequest carries its number
@@ -228,7 +228,7 @@ class LiveView:
             figures[1] += entry.cost_usd
 
 
-def _hosted(router: Router) -> tuple[str, Price] | None:
+def _hosted(router: RouterService) -> tuple[str, Price] | None:
     """The backend "always hosted" means: the first backend of the strongest tier, with its price."""
     tiers = router.config.routing.tiers
     for name in tiers[-1].backends if tiers else ():

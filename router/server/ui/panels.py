@@ -15,7 +15,7 @@ from router.server.ui.live import BUCKET_S, HOUR_S
 from router.store.stats import percentile
 
 if TYPE_CHECKING:
-    from router.core import Router
+    from router.ports import RouterService
     from router.server.ui.live import LiveView, Sample
 
 __all__ = ["backends_panel", "cost_panel", "sources"]
@@ -55,12 +55,12 @@ def _hour_totals(live: LiveView, by: str) -> dict[str, list[float]]:
     return totals
 
 
-def _limits(router: Router, name: str, kind: str = "backend") -> list[dict[str, Any]]:
+def _limits(router: RouterService, name: str, kind: str = "backend") -> list[dict[str, Any]]:
     levels = router.rate_limits.levels(name, kind)  # type: ignore[arg-type]
     return [{"what": what, "level": round(level, 1), "limit": limit} for what, (level, limit) in levels.items()]
 
 
-def backends_panel(router: Router, live: LiveView) -> list[dict[str, Any]]:
+def backends_panel(router: RouterService, live: LiveView) -> list[dict[str, Any]]:
     state = router.state()
     hour = _hour_totals(live, "backends")
     tiers = {b: t.name for t in router.tiers for b in t.backends}
@@ -78,7 +78,7 @@ def backends_panel(router: Router, live: LiveView) -> list[dict[str, Any]]:
     return out
 
 
-def cost_panel(router: Router, live: LiveView) -> dict[str, Any]:
+def cost_panel(router: RouterService, live: LiveView) -> dict[str, Any]:
     """Spend per 10 s over the last hour, per backend and per key, beside always-hosted."""
     buckets = [{"t": t, "requests": b.requests, "cost": b.cost, "hosted": b.hosted,
                 "backends": {k: v[1] for k, v in b.backends.items()}, "keys": {k: v[1] for k, v in b.keys.items()}}
@@ -99,7 +99,7 @@ def _hosted_name(live: LiveView) -> str | None:
     return live.hosted[0] if live.hosted else None
 
 
-def _state_words(router: Router) -> str:
+def _state_words(router: RouterService) -> str:
     status = router.shared.status()
     if status.kind == "redis":
         health = "answering" if status.shared else "NOT answering: this replica runs on its own state until it does"
@@ -110,7 +110,7 @@ def _state_words(router: Router) -> str:
     return "this process's memory only"
 
 
-def _log_words(router: Router) -> str:
+def _log_words(router: RouterService) -> str:
     log = router.request_log
     if log is None:
         return "off: no request detail, no fleet figures"
@@ -119,7 +119,7 @@ def _log_words(router: Router) -> str:
     return f"SQLite {log.where}, shared by this machine's processes"
 
 
-def sources(router: Router, live: LiveView) -> dict[str, Any]:
+def sources(router: RouterService, live: LiveView) -> dict[str, Any]:
     """Where each panel's figures come from (a fleet's view differs per replica)."""
     return {"pid": os.getpid(), "host": socket.gethostname(), "since": live.started, "requests": live.seq,
             "state": _state_words(router), "log": _log_words(router),

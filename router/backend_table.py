@@ -1,0 +1,75 @@
+"""The backends and consortia of one config, each built on first use.
+
+A consortium's members and arbiter resolve through the same table (so a member that is a
+consortium nests) and call through the one call path, handed in once it exists: the call path
+itself resolves backends through this table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from backends import build_backend
+from backends.base import Backend
+from backends.errors import UsageError
+from router.config_loader import _did_you_mean
+
+if TYPE_CHECKING:
+    from router.calls import CallPath
+    from router.config import Config
+
+__all__ = ["BackendTable", "backend_identity"]
+
+
+def backend_identity(config: Config, name: str) -> str:
+    """What a backend is, as a key for what is learned about it (latency, breakers, sessions):
+    its name with its kind, endpoint and model, so that two configs reusing a name for
+    different backends do not share a history."""
+    import hashlib
+
+    spec = config.backends.get(name)
+    if spec is None:  # a consortium: its name is all it is
+        return name
+    what = f"{spec.kind}\0{spec.base_url or ''}\0{spec.model}"
+    return f"{name}#{hashlib.blake2b(what.encode(), digest_size=6).hexdigest()}"
+
+
+class BackendTable:
+    def __init__(self, config: Config, prebuilt: Mapping[str, Backend] | None = None):
+        self.config = config
+        self.built: dict[str, Backend] = dict(prebuilt or {})
+        self.calls: CallPath | None = None  # set once the call path exists (consortia call through it)
+
+    def names(self) -> list[str]:
+        """Every name usable as `model`: backends, then consortia."""
+        return [*self.config.backends, *self.config.consortia]
+
+    def knows(self, name: str) -> bool:
+        return name in self.config.backends or name in self.config.consortia or name in self.built
+
+    def unknown(self, name: str) -> UsageError:
+        return UsageError(f"unknown model {name!r}.{_did_you_mean(name, self.names())} "
+                          f"Configured names: {', '.join(self.names())}. Run `route models` to list them.")
+
+    def get(self, name: str) -> Backend:
+        """The backend (or consortium) called `name`, built on first use."""
+        backend = self.built.get(name)
+        if backend is not None:
+            return backend
+        if name in self.config.backends:
+            spec = self.config.backends[name]
+            backend = build_backend(spec.kind, spec.settings(name))
+        elif name in self.config.consortia:
+            from router.consortium.consortium import Consortium
+
+            assert self.calls is not None
+            backend = Consortium(name, self.config.consortia[name], resolve=self.get, calls=self.calls)
+        else:
+            raise self.unknown(name)
+        self.built[name] = backend
+        return backend
+
+    async def aclose(self) -> None:
+        for backend in self.built.values():
+            await backend.aclose()

@@ -1,0 +1,222 @@
+"""The composition root: the parts of a router, built from one config and wired together here.
+
+    model       the routing model (scorer, tiers, boundaries), behind one slot (router/model_slot.py)
+    backends    each backend and consortium, built on first use (router/backend_table.py)
+    calls       the one call path: retries, breakers, budget, redaction, rate limits (router/calls.py)
+    latency     what each backend's latency has been measured to be (router/latency_tracker.py)
+    sessions    agents' tasks (router/sessions.py), shared through Redis with Redis state
+    log, spend, feedback, learning   the stores and the learner, each only when the config asks
+
+Each part receives what it uses -- the model slot, the call path, a way to observe finished
+requests -- never the Router, which is the Python API over these parts (router/core.py). Nothing
+here makes a request; the stores open their files lazily.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from backends.base import Backend
+from backends.errors import ConfigError
+from policies.breaker import BreakerBoard, BreakerSettings
+from policies.ladder import Ladder
+from policies.retry_budget import RetryBudget, RetryBudgetSettings
+from policies.routing_model import RoutingModel
+from policies.scoring import Scorer, build_scorer
+from policies.tiers import Tier
+from router.backend_table import BackendTable, backend_identity
+from router.calls import CallPath
+from router.config import ScorerConfig
+from router.config_loader import LoadedConfig
+from router.decision import Outcome
+from router.latency_tracker import LatencyTracker
+from router.model_slot import ModelSlot
+from router.redaction import Redactor
+from router.sessions import Sessions, SessionTable
+from router.state.base import SharedState
+from router.state.rate_limits import RateLimiter, rate_limiter_for
+
+if TYPE_CHECKING:
+    from backends.types import Price
+    from router.learning.learner import Learner
+    from router.store.feedback import Feedback
+    from router.store.request_log import RequestLog
+    from router.store.spend import SpendCap
+
+__all__ = ["Parts", "build_model", "wire"]
+
+RequestObserver = Callable[[Outcome], None]
+
+
+@dataclass(eq=False)
+class Parts:
+    """What a router is made of (see the module docstring)."""
+
+    loaded: LoadedConfig
+    source: str  # who is asking, for the request log: cli | api | server
+    model: ModelSlot
+    backends: BackendTable
+    breakers: BreakerBoard
+    redactor: Redactor
+    rate_limits: RateLimiter
+    calls: CallPath
+    latency: LatencyTracker
+    sessions: Sessions | None
+    prices: dict[str, Price]
+    request_observers: list[RequestObserver] = field(default_factory=list)
+    shared: SharedState = field(default_factory=SharedState)  # in memory until persist() attaches `state:`
+    random: random.Random = field(default_factory=random.Random)  # exploration rolls; tests may seed it
+    request_log: RequestLog | None = None
+    spend_cap: SpendCap | None = None
+    learner: Learner | None = None
+    _feedback: Feedback | None = None
+
+    def feedback(self) -> Feedback:
+        """Verdicts on logged requests and who may give them (router/store/feedback.py), made on
+        first use: without a request log it refuses every verdict and opens nothing."""
+        if self._feedback is None:
+            from router.store.feedback import Feedback
+
+            self._feedback = Feedback(self.loaded, self.request_log)
+        return self._feedback
+
+    @property
+    def config(self) -> Any:
+        return self.loaded.config
+
+    def observe_requests(self, observer: RequestObserver) -> None:
+        self.request_observers.append(observer)
+
+
+def wire(loaded: LoadedConfig, *, backends: Mapping[str, Backend] | None = None, source: str = "api",
+         log: bool | None = None, rate_limits: RateLimiter | None = None) -> Parts:
+    """Every part of a router for `loaded`. `backends` replaces built backends by name (tests,
+    the engine's server); `log` overrides `log.enabled` (the CLI's --no-log: no file opened, so
+    nothing learned either); `rate_limits` replaces the config's limiter (a `--workers` group's,
+    router/state/group.py)."""
+    config = loaded.config
+    table = BackendTable(config, backends)
+    settings = config.routing.breaker
+    breakers = BreakerBoard(time.monotonic, BreakerSettings(settings.failures, settings.cooldown_ms / 1000))
+    redactor = Redactor.for_config(config)  # every string that leaves the process is scrubbed of secrets
+    rate_limits = rate_limits or _rate_limits(loaded)
+    budget = config.routing.retry_budget
+    calls = CallPath(table.get, breakers=breakers, max_concurrency=config.routing.max_concurrency,
+                     retry_per_class={str(k): v for k, v in config.routing.retries.items()},
+                     redactor=redactor, limits=rate_limits,
+                     retry_budget=RetryBudget(RetryBudgetSettings(budget.tokens, budget.ratio)))
+    table.calls = calls
+    # Learned latency is keyed by what each backend is, so configs sharing a store do not mix it up.
+    latency = LatencyTracker.from_config(config, identities={n: backend_identity(config, n) for n in config.backends})
+    calls.add_observer(latency.observe)  # every attempt anywhere: routed, member or arbiter
+    parts = Parts(loaded, source, ModelSlot(build_model(loaded)), table, breakers, redactor, rate_limits, calls,
+                  latency, _sessions(config, rate_limits, latency.identity),
+                  {n: s.settings(n).price for n, s in config.backends.items()})
+    if config.log.enabled if log is None else log:
+        _attach_stores(parts)
+    if config.routing.learn is not None and log is not False:
+        from router.learning import attach_learning
+
+        parts.learner = attach_learning(config, parts.model, calls, breakers, parts.observe_requests)
+    return parts
+
+
+def _attach_stores(parts: Parts) -> None:
+    from router.store.feedback import attach_consortium_preferences
+    from router.store.request_log import attach_request_log
+    from router.store.spend import spend_cap_for
+
+    parts.request_log = attach_request_log(parts.loaded, parts.observe_requests)
+    if parts.config.consortia:  # only a consortium's rounds rank members against each other
+        attach_consortium_preferences(parts.loaded, parts.observe_requests)
+    parts.spend_cap = spend_cap_for(parts.loaded, parts.request_log, parts.observe_requests)
+
+
+def _sessions(config: Any, rate_limits: RateLimiter, identity: Callable[[str], str]) -> Sessions | None:
+    settings = config.routing.sessions
+    if not settings.enabled:
+        return None
+    sessions = Sessions(SessionTable(max_entries=settings.max_entries, ttl_s=settings.ttl_s),
+                        cache_ttl_s=settings.cache_ttl_s, identity=identity)
+    if rate_limits.link is not None:  # state in Redis: sessions too, over the same link
+        from router.state.sessions_redis import SharedSessions
+
+        sessions.shared = SharedSessions(rate_limits.link, sessions.table)
+    return sessions
+
+
+def _rate_limits(loaded: LoadedConfig) -> RateLimiter:
+    """Shared by every replica through Redis with `state: backend: redis` (its link is the one
+    `persist` hands the Redis state too), else buckets in this process."""
+    config = loaded.config
+    link = None
+    if config.state.backend == "redis":
+        from router.state.redis_link import RedisLink
+
+        link = RedisLink.from_config(config.state, path=loaded.path, line=loaded.line_of("state", "url"))
+    return rate_limiter_for(config, link)
+
+
+def persist(parts: Parts, *, state: SharedState | None = None) -> str | None:
+    """Share learned state as `state:` says (or through `state`): the local store or Redis. The
+    reason when it cannot be used (routing then runs on config priors and what this process
+    learns); Redis being down is no such reason (router/state/redis_state.py)."""
+    from router.state.base import state_for
+
+    try:
+        # One Redis connection pool per process: rate limits already hold a link to `state.url`.
+        shared = state or state_for(parts.config, link=parts.rate_limits.link)
+        problem = shared.attach(parts.latency, parts.breakers)
+    except ConfigError as exc:
+        return str(exc)
+    if problem is None:
+        parts.shared = shared
+        link = getattr(shared, "link", None)
+        if link is not None and parts.sessions is not None and parts.sessions.shared is not None:
+            parts.sessions.shared.link = link  # one link per state: one outage, one warning
+    return problem
+
+
+# -- the routing model ------------------------------------------------------------------------
+
+def build_model(loaded: LoadedConfig) -> RoutingModel:
+    """The routing model the config describes (version 0): its scorer, and its tiers with each
+    boundary's head and threshold."""
+    config = loaded.config
+    scorer = _scorer(loaded, config.routing.scorer, ("routing", "scorer"))
+    tiers, heads = [], []
+    for index, tier in enumerate(config.routing.tiers):
+        at = ("routing", "tiers", index)
+        head = _scorer(loaded, tier.scorer, (*at, "scorer")) if tier.scorer is not None else None
+        heads.append((f"{head.name} head", head) if head is not None else None)
+        below = tier.below
+        if below == "calibrated":
+            below = getattr(head or scorer, "threshold", None)
+            if below is None:
+                where = "this tier's scorer.weights" if head else "routing.scorer.weights"
+                raise ConfigError(
+                    f"tier {tier.name!r} says `below: calibrated` but the scorer has no calibrated threshold; "
+                    "run `route calibrate DATA.jsonl --hosted-share 0.3 --out weights.json` and point "
+                    f"{where} at the file, or give a number.",
+                    path=loaded.path, line=loaded.line_of(*at, "below"),
+                )
+        tiers.append(Tier(tier.name, below, tuple(tier.backends), tier.deadline_ms, tier.on_deadline_risk))
+    return RoutingModel(scorer, Ladder(tuple(tiers), tuple(heads[:-1])))
+
+
+def _scorer(loaded: LoadedConfig, spec: ScorerConfig, at: tuple) -> Scorer:
+    try:
+        return build_scorer(spec.kind, **spec.options)
+    except (ValueError, TypeError, OSError) as exc:
+        raise ConfigError(f"{'.'.join(map(str, at))} is invalid: {exc}", path=loaded.path,
+                          line=loaded.line_of(*at)) from None
+
+
+def with_tiers(model: RoutingModel, tiers: tuple[Tier, ...]) -> RoutingModel:
+    """`model` deciding over `tiers` (the same tiers, some backends left out for one request)."""
+    return dataclasses.replace(model, ladder=dataclasses.replace(model.ladder, tiers=tiers))
