@@ -196,21 +196,49 @@ def compare(name: str, bare: list[float], wrapped: list[float], records: list[di
                sum(tier(w) == tier(b) for w, b in zip(wrapped, bare)) / len(gaps), delta, max(gaps))
 
 
+@dataclass(slots=True)
+class Clocks:
+    """CPU microseconds of this thread (preemption by other processes left out): reading the task,
+    deciding with it (read + score of what it gives) and deciding as before (the whole conversation)."""
+
+    read: list[float]
+    new: list[float]
+    old: list[float]
+
+    def line(self) -> str:
+        def stats(us: list[float]) -> str:
+            us = sorted(us)
+            return f"median {statistics.median(us):.1f} us, p99 {us[int(0.99 * len(us))]:.1f} us"
+
+        return (f"read_task: {stats(self.read)}; decision with it (read + score): {stats(self.new)}; "
+                f"scoring the whole conversation: {stats(self.old)} ({len(self.read)} requests, CPU time of "
+                "this thread on this machine)")
+
+
 def measure(wrap: Wrapper, records: list[dict[str, Any]], scorer: ComplexityScorer,
-            tier: Callable[[float], int], clock: list[float]) -> tuple[Row, Row, int]:
+            tier: Callable[[float], int], clocks: Clocks, bare_of: dict[str, float]) -> tuple[Row, Row, int]:
     """(the row with the task read, the row without, prompts read as harness only)."""
     dialect = DIALECTS[wrap.path]
+    clock = time.thread_time_ns
     bare, read, whole, harness_only = [], [], [], 0
     for record in records:
         prompt = record["prompt"]
         call = dialect.parse(wrap.body(prompt))
-        t0 = time.thread_time_ns()
+        t0 = clock()
         task = read_task(call.messages, call.extra.get("tools"))
-        clock.append((time.thread_time_ns() - t0) / 1000)
-        harness_only += task.harness_only
+        t1 = clock()
         read.append(scorer.score(task.messages).value)
+        t2 = clock()
         whole.append(scorer.score(call.messages).value)
-        bare.append(scorer.score(wrap.bare(prompt)).value)
+        t3 = clock()
+        clocks.read.append((t1 - t0) / 1000)
+        clocks.new.append((t2 - t0) / 1000)
+        clocks.old.append((t3 - t2) / 1000)
+        harness_only += task.harness_only
+        if wrap.history:
+            bare.append(scorer.score(wrap.bare(prompt)).value)
+        else:
+            bare.append(bare_of[prompt] if prompt in bare_of else bare_of.setdefault(prompt, scorer.score_text(prompt)))
     return compare(wrap.name, bare, read, records, tier), compare(wrap.name, bare, whole, records, tier), harness_only
 
 
@@ -236,18 +264,17 @@ def main() -> int:
     head = f"{'':7s} {'same':>7s} {'APGR':>8s} {'worst':>6s}"
     print(f"{'body':48s} {'with the task read':31s}   {'without (the whole conversation)':31s}")
     print(f"{'':48s} {'within':>7s}{head[7:]}   {'within':>7s}{head[7:]}")
-    clock: list[float] = []
+    clocks = Clocks([], [], [])
+    bare_of: dict[str, float] = {}
     missed, only = [], 0
     for wrap in bodies:
-        read, whole, harness_only = measure(wrap, records, scorer, tier, clock)
+        read, whole, harness_only = measure(wrap, records, scorer, tier, clocks, bare_of)
         only += harness_only
         flag = "  MISSED" if read.misses() else ""
         print(f"{wrap.name:48s} {read.cells()}   {whole.cells()}{flag}")
         if read.misses():
             missed.append(wrap.name)
-    clock.sort()
-    print(f"\nread_task: median {statistics.median(clock):.1f} us, p99 {clock[int(0.99 * len(clock))]:.1f} us "
-          f"over {len(clock)} reads (CPU time of this thread, this machine); {only} read as harness only")
+    print(f"\n{clocks.line()}\n{only} wrapped prompts read as harness only")
     if missed:
         print(f"MISSED with the task read: {', '.join(missed)}")
         return 1

@@ -34,6 +34,7 @@ only measured (`len`), never read.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -43,7 +44,7 @@ from backends.types import Message, content_text
 __all__ = ["KINDS", "Aside", "Task", "read_task"]
 
 KINDS = ("system", "tools", "environment", "reminder", "instructions", "format_rules", "examples", "files",
-         "client_note", "command_output", "tool_calls", "tool_results")
+         "client_note", "command_output", "tool_calls", "tool_results", "other")
 
 # Tag -> kind of the blocks clients write as user text. Codex 0.171: codex-rs
 # core/src/context (its "contextual user fragments") and the developer messages of the corpus;
@@ -105,7 +106,7 @@ _FOLDED_REPEAT_MIN = 64  # ... to call a first user turn a folded system prompt
 
 class Aside(NamedTuple):
     """One piece set aside: its kind (one of KINDS), its characters, and the index of the
-    message it came from (-1 for the tool schemas)."""
+    message it came from."""
 
     kind: str
     chars: int
@@ -133,7 +134,7 @@ class Task:
         for piece in self.set_aside:
             kinds[piece.kind] = kinds.get(piece.kind, 0) + piece.chars
         if self.tools:
-            kinds["tools"] = kinds.get("tools", 0) + len(repr(self.tools))
+            kinds["tools"] = len(json.dumps(self.tools, ensure_ascii=False, separators=(",", ":"), default=str))
         return dict(sorted(kinds.items(), key=lambda kv: -kv[1]))
 
     def explain(self) -> dict[str, Any]:
@@ -141,8 +142,25 @@ class Task:
         return {"scored_chars": len(self.latest), "first_chars": len(self.first),
                 "set_aside": self.set_aside_chars(), "harness_only": self.harness_only}
 
+    def describe(self) -> str:
+        """The same in a line: "scored 2 characters of the user's words; set aside: system 6649,
+        format_rules 3058, files 326"."""
+        scored = (f"scored the latest user turn whole ({len(self.latest)} characters): no words of the user's "
+                  "found outside the client's harness" if self.harness_only
+                  else f"scored {len(self.latest)} characters of the user's words")
+        aside = ", ".join(f"{kind} {chars}" for kind, chars in self.set_aside_chars().items())
+        return f"{scored}; set aside: {aside}" if aside else scored
+
 
 # -- one user turn ----------------------------------------------------------------------------------
+
+
+def _chars(content: Any) -> int:
+    """Characters of a message's text, as `content_text` would join it, without joining it."""
+    if isinstance(content, str):
+        return len(content)
+    lengths = [len(p.get("text") or "") for p in content or () if isinstance(p, dict) and p.get("type") == "text"]
+    return sum(lengths) + max(0, len(lengths) - 1)
 
 
 def _tail(content: Any) -> str:
@@ -170,6 +188,12 @@ def _shared_end(t: str, s: str) -> int:
         else:
             hi = mid - 1
     return lo
+
+
+def _end_key(text: str) -> str:
+    """The last _REPEAT_MIN characters of `text` less its trailing whitespace: two texts can
+    share an end worth setting aside only if these are equal."""
+    return text[-_REPEAT_MIN - 256:].rstrip()[-_REPEAT_MIN:]
 
 
 def _repeated_end(text: str, source: str) -> int:
@@ -255,17 +279,12 @@ def _client_turn(text: str) -> str | None:
     return None
 
 
-def _own_words(content: Any, index: int, sources: list[str], aside: list[Aside]) -> str:
-    """The user's words of one user turn, with what the client wrote into it added to `aside`.
-    Content parts are read one by one (Claude Code writes each reminder as a part of its own)
-    and joined as `content_text` joins them."""
-    text = content_text(content)
-    kind = _client_turn(text)
-    if kind is not None:
-        aside.append(Aside(kind, len(text), index))
-        return ""
-    words = _without_blocks(text, index, aside) if isinstance(content, str) else _parts_without_blocks(content, index, aside)
-    for source in sources:
+def _without_repeat(words: str, index: int, sources: list[tuple[str, str]], aside: list[Aside]) -> str:
+    """`words` less an end it shares with a system prompt's end (see `_repeated_end`)."""
+    key = _end_key(words)
+    for source, source_key in sources:
+        if key != source_key:
+            continue
         cut = _repeated_end(words, source)
         if cut < len(words):
             aside.append(Aside("format_rules", len(words) - cut, index))
@@ -273,16 +292,31 @@ def _own_words(content: Any, index: int, sources: list[str], aside: list[Aside])
     return words
 
 
+def _own_words(content: Any, index: int, sources: list[tuple[str, str]], aside: list[Aside]) -> str:
+    """The user's words of one user turn, with what the client wrote into it added to `aside`.
+    Content parts are read one by one (Claude Code writes each reminder as a part of its own)
+    and joined as `content_text` joins them. A string is cut of a repeated end first, so that
+    blocks are looked for in the user's part of it only."""
+    text = content_text(content)
+    kind = _client_turn(text)
+    if kind is not None:
+        aside.append(Aside(kind, len(text), index))
+        return ""
+    if isinstance(content, str):
+        return _without_blocks(_without_repeat(text, index, sources, aside), index, aside)
+    return _without_repeat(_parts_without_blocks(content, index, aside), index, sources, aside)
+
+
 # -- the conversation -------------------------------------------------------------------------------
 
 _SYSTEM_ROLES = frozenset({"system", "developer"})
 
 
-def _survey(messages: list[Message]) -> tuple[int, list[int], list[str]]:
+def _survey(messages: list[Message]) -> tuple[int, list[int], list[tuple[str, str]]]:
     """(the index after aider's example conversation -- its closing "I switched to a new code
     base" turn and the "Ok." answering it -- or 0; the later user turns' indices; the ends of
-    the system messages), in one pass."""
-    skip, users, sources = 0, list[int](), list[str]()
+    the system messages, each with its `_end_key`), in one pass."""
+    skip, users, sources = 0, list[int](), list[tuple[str, str]]()
     for i, m in enumerate(messages):
         role = m.get("role")
         if role == "user":
@@ -293,7 +327,8 @@ def _survey(messages: list[Message]) -> tuple[int, list[int], list[str]]:
             else:
                 users.append(i)
         elif role in _SYSTEM_ROLES:
-            sources.append(_tail(m.get("content")))
+            tail = _tail(m.get("content"))
+            sources.append((tail, _end_key(tail)))
     return skip, [i for i in users if i >= skip], sources
 
 
@@ -310,19 +345,19 @@ def _folded_system(messages: list[Message], users: list[int]) -> bool:
     return False
 
 
-def _other_role(message: Message, role: Any, index: int, aside: list[Aside]) -> bool:
-    """Sets aside a message no user wrote (system prompt, tool call, tool result); False for
-    the user's turns and the model's plain answers."""
+def _set_aside(message: Message, role: Any, index: int, aside: list[Aside]) -> None:
+    """A message no user wrote: a system prompt, a tool call, a tool result (or a role no
+    protocol the router speaks has)."""
     if role in _SYSTEM_ROLES:
-        aside.append(Aside("system", len(content_text(message.get("content"))), index))
+        aside.append(Aside("system", _chars(message.get("content")), index))
     elif role == "tool" or role == "function":
-        aside.append(Aside("tool_results", len(content_text(message.get("content"))), index))
-    elif role == "assistant" and message.get("tool_calls"):
-        calls = sum(len(str((c.get("function") or {}).get("arguments") or "")) for c in message["tool_calls"])
-        aside.append(Aside("tool_calls", len(content_text(message.get("content"))) + calls, index))
+        aside.append(Aside("tool_results", _chars(message.get("content")), index))
+    elif role == "assistant":
+        calls = sum(len(str((c.get("function") or {}).get("arguments") or "")) for c in message["tool_calls"]
+                    if isinstance(c, dict))
+        aside.append(Aside("tool_calls", _chars(message.get("content")) + calls, index))
     else:
-        return False
-    return True
+        aside.append(Aside("other", _chars(message.get("content")), index))
 
 
 class _Reading:
@@ -333,10 +368,11 @@ class _Reading:
         self.messages = messages
         self.skip, users, self.sources = _survey(messages)
         self.aside = [Aside("system" if messages[i].get("role") in _SYSTEM_ROLES else "examples",
-                            len(content_text(messages[i].get("content"))), i) for i in range(self.skip)]
+                            _chars(messages[i].get("content")), i) for i in range(self.skip)]
         self.folded = not self.sources and len(users) > 1 and users[0] == 0 and _folded_system(messages, users)
         if self.folded:
-            self.sources = [_tail(messages[0].get("content"))]
+            tail = _tail(messages[0].get("content"))
+            self.sources = [(tail, _end_key(tail))]
         self.kept: list[Message] = []
         self.words_at: list[int] = []  # indices in `kept` of user turns with words
         self.scripted: str | None = None  # kind of the client's user turn just read: its reply is the client's too
@@ -346,12 +382,12 @@ class _Reading:
             after, self.scripted = self.scripted, None
             message = self.messages[i]
             role = message.get("role")
-            if _other_role(message, role, i, self.aside):
-                continue
-            if role == "assistant":
+            if role == "user":
+                self._user(message, i)
+            elif role == "assistant" and not message.get("tool_calls"):
                 self._answer(message, i, after)
             else:
-                self._user(message, i)
+                _set_aside(message, role, i, self.aside)
         if not self.words_at:
             return _whole(self.messages, self.aside, tools)
         kept, at = self.kept, self.words_at
@@ -367,7 +403,7 @@ class _Reading:
 
     def _user(self, message: Message, index: int) -> None:
         if self.folded and index == 0:
-            self.aside.append(Aside("system", len(content_text(message.get("content"))), index))
+            self.aside.append(Aside("system", _chars(message.get("content")), index))
             self.scripted = "system"
             return
         before = len(self.aside)

@@ -132,6 +132,7 @@ def test_a_turn_that_is_only_a_reminder_is_scored_whole_and_flagged():
     assert task.messages == [{"role": "user", "content": reminder}]
     assert abs(_score(task.messages) - _bare(reminder)) < 1e-9
     assert task.explain()["harness_only"] is True
+    assert task.describe().startswith(f"scored the latest user turn whole ({len(reminder)} characters)")
 
 
 def test_a_conversation_of_codex_context_only_scores_its_latest_user_turn_whole():
@@ -219,7 +220,8 @@ def test_tool_schemas_are_named_with_their_size_only_when_explained():
                                                "parameters": {"type": "object", "properties": {}}}}]
     task = read_task([{"role": "user", "content": "Weather in Paris?"}], tools)
     assert task.latest == "Weather in Paris?" and task.set_aside == ()
-    assert task.explain()["set_aside"] == {"tools": len(repr(tools))}
+    assert task.explain()["set_aside"] == {"tools": len(json.dumps(tools, separators=(",", ":")))}
+    assert task.describe() == f"scored 17 characters of the user's words; set aside: tools {task.explain()['set_aside']['tools']}"
 
 
 def test_wrapping_a_prompt_keeps_it_exactly_in_every_recorded_body():
@@ -234,3 +236,33 @@ def test_the_benchmark_finds_no_task_in_a_body_without_one(tmp_path: Path):
     fixture.write_text(json.dumps({"path": "/v1/chat/completions",
                                    "body": {"model": "m", "messages": [{"role": "user", "content": "unrelated"}]}}))
     assert wrapper(fixture, loop=False) is None
+
+
+# -- `route score` on a conversation --------------------------------------------------------------
+
+
+def test_route_score_scores_a_recorded_conversation_as_its_task_and_says_what_it_set_aside():
+    from typer.testing import CliRunner
+
+    from router.cli.app import app
+
+    body = json.loads((CORPUS / "aider-chat-o4-mini-hi.json").read_text())["body"]
+    lines = [{"id": "aider", "messages": body["messages"]}, {"id": "bare", "prompt": "hi"},
+             {"id": "context", "messages": [{"role": "user", "content": "<turn_aborted>\nstopped\n</turn_aborted>"}]}]
+    result = CliRunner().invoke(app, ["score"], input="\n".join(map(json.dumps, lines)) + "\n")
+    assert result.exit_code == 0, result.output
+    aider, bare, context = (json.loads(line) for line in result.stdout.splitlines())
+    assert aider["score"] == bare["score"] == round(_bare("hi"), 6)
+    assert aider["set_aside"]["format_rules"] > 2000 and aider["harness_only"] is False and "set_aside" not in bare
+    assert context["harness_only"] is True and context["set_aside"] == {"client_note": len(lines[2]["messages"][0]["content"])}
+
+
+@pytest.mark.parametrize("line", ['{"id": 1, "messages": "hi"}', '{"id": 1, "messages": ["hi"]}', '{"id": 1}'])
+def test_route_score_names_a_bad_conversation(line: str):
+    from typer.testing import CliRunner
+
+    from router.cli.app import app
+
+    result = CliRunner().invoke(app, ["score"], input=line + "\n")
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "record 1" in result.output and "messages" in result.output
