@@ -21,8 +21,9 @@ What is set aside, by structure where there is one:
 - whole turns a client writes in the user's name (aider's example conversation and its "I have
   *added these files to the chat*" turns), with the scripted assistant reply that follows each.
 The known shapes come from the recorded client corpus (tests/data/clients) and the clients'
-own sources, never from the prompts of any routing data: an unknown tag, or a known one
-without its closing tag, is the user's text.
+own sources, never from the prompts of any routing data: an unknown tag, a known one without
+its closing tag, and a known one that relays what the user wrote (Claude Code's reminder of a
+message sent while it worked) are the user's text.
 
 The user's words are never dropped: when no user turn has words of its own, the latest user
 turn is scored whole, as sent, and `Task.harness_only` says so.
@@ -74,6 +75,11 @@ _BLOCKS: dict[str, str] = {
     "bash-stdout": "command_output",
     "bash-stderr": "command_output",
 }
+# Blocks that relay what a person wrote (Claude Code 2.1.197 wraps a message the user sends
+# while it works in a <system-reminder>): kept, as the user's words they are.
+_RELAYED = ("The user sent a new message while you were working:",
+            "A message arrived in the bound thread while you were working:",
+            "Messages arrived in the bound thread while you were working:")
 _OPEN = re.compile("<(" + "|".join(map(re.escape, sorted(_BLOCKS, key=len, reverse=True))) + r")(?:[ \t][^<>\n]*)?>")
 _AGENTS_MD = "# AGENTS.md instructions for "
 
@@ -234,7 +240,7 @@ def _blocks(text: str) -> list[tuple[int, int, str]]:
         pos = match.end()
         start = _block_start(text, tag, match.start())
         close = text.find(f"</{tag}>", pos)
-        if start < 0 or close < 0:
+        if start < 0 or close < 0 or text[pos:pos + 80].lstrip().startswith(_RELAYED):
             continue
         end = close + len(tag) + 3
         line_end = text.find("\n", end)

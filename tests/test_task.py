@@ -166,6 +166,8 @@ SYSTEM = {"role": "system", "content": "You are a coding agent. Be precise.\n\nR
     "<system-reminder>read this</system-reminder> and prove that sqrt(2) is irrational.",  # words after the close
     "<environment_context>\n  <cwd>/tmp</cwd>\n</environment_context> explain this block, please",
     "Summarise the text below.\n\n<document>\nThe sky is blue.\n</document>",
+    # Claude Code relays a message the user sent while it worked in a reminder: the user's words
+    "<system-reminder>\nThe user sent a new message while you were working:\nAlso handle the empty list.\n</system-reminder>",
 ])
 def test_user_words_in_a_block_that_only_looks_like_harness_are_kept(words: str):
     for messages in ([{"role": "user", "content": words}], [SYSTEM, {"role": "user", "content": words}]):
