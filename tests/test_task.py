@@ -15,7 +15,7 @@ import pytest
 from backends.types import Message
 from benchmarks.harness import CORPUS, DIALECTS, SIDE_REQUESTS, wrapper, wrappers
 from policies.complexity import ComplexityScorer
-from policies.task import KINDS, Task, read_task
+from policies.task import HISTORY_KEPT, KINDS, WINDOW, Task, read_task
 
 pytestmark = pytest.mark.unit
 
@@ -150,7 +150,8 @@ def test_aider_files_message_alone_is_flagged_not_dropped():
 
 
 def test_an_empty_conversation_reads_as_no_task():
-    assert read_task([]) == Task("", "", [{"role": "user", "content": ""}], (), False)
+    task = read_task([])
+    assert task == Task("", "", [{"role": "user", "content": ""}], False) and task.set_aside == ()
 
 
 # -- no over-stripping -------------------------------------------------------------------------------
@@ -268,3 +269,37 @@ def test_route_score_names_a_bad_conversation(line: str):
     result = CliRunner().invoke(app, ["score"], input=line + "\n")
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert "record 1" in result.output and "messages" in result.output
+
+
+# -- long conversations -----------------------------------------------------------------------------
+
+
+def test_a_long_agent_loop_reads_the_same_task_with_its_context_bounded():
+    record = json.loads((CORPUS / "claude-code-second-turn.json").read_text())
+    body = record["body"]
+    turns: list[dict[str, Any]] = body["messages"]
+    loop = turns[2:4]  # the model's tool call and its result
+    answer, latest = turns[-2], turns[-1]
+    # 300 tool round trips, then 80 more tasks each answered, then the latest turn
+    follow_ups = [m for n in range(80) for m in ({"role": "user", "content": f"Next task number {n}."}, answer)]
+    body["messages"] = [*turns[:2], *loop * 300, answer, *follow_ups, latest]
+    call = DIALECTS[record["path"]].parse(orjson.dumps(body))
+    task = read_task(call.messages)
+    assert task.first == "Run the shell command 'echo corpus-ok' and tell me what it printed."
+    assert task.latest == "Now explain what the echo builtin does with the -n flag."
+    assert len(task.messages) == HISTORY_KEPT + 1
+    assert task.messages[-2]["role"] == "assistant" and task.messages[-3] == {"role": "user", "content": "Next task number 79."}
+    pieces = task.set_aside  # the full pass still accounts for every tool call and result
+    assert sum(p.kind == "tool_calls" for p in pieces) == 300 and sum(p.kind == "tool_results" for p in pieces) == 300
+
+
+def test_context_before_the_latest_turn_is_looked_for_within_a_window():
+    words: list[Message] = [{"role": "user", "content": "Refactor the parser."}, {"role": "assistant", "content": "Done."}]
+    calls: list[Message] = [{"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function",
+                                                                   "function": {"name": "sh", "arguments": "{}"}}]},
+             {"role": "tool", "tool_call_id": "c", "content": "ok"}]
+    task = read_task([*words, *calls * WINDOW, {"role": "user", "content": "Now add tests."}])
+    assert task.first == "Refactor the parser." and task.latest == "Now add tests."
+    assert task.messages == [{"role": "user", "content": "Now add tests."}]  # the first turn lies beyond the window
+    near = read_task([*words, *calls * 3, {"role": "user", "content": "Now add tests."}])
+    assert near.messages == [*words, {"role": "user", "content": "Now add tests."}]
