@@ -31,7 +31,12 @@ def score(
     path: Annotated[Path | None, typer.Argument(help="JSONL of {id, prompt}; stdin when left out")] = None,
     weights: Weights = None,
 ) -> None:
-    """Score prompts: reads {"id", "prompt"} lines, writes {"id", "score"} lines."""
+    """Score prompts: reads {"id", "prompt"} lines, writes {"id", "score"} lines.
+
+    A line may hold a conversation instead, {"id", "messages"} in chat format (a client's
+    request body's messages): it is scored as its task, the user's own words with the client's
+    harness set aside, and its line adds what was set aside (characters per kind) and
+    `harness_only` (no words of the user's were found, so the latest user turn was scored whole)."""
     scorer = load_scorer(weights)
     if path is not None and not path.is_file():
         raise UsageError(f"no such file: {path}. Pass a JSONL file of {{id, prompt}} lines, or pipe them in.")
@@ -45,8 +50,23 @@ def score(
 
 def _scored(scorer: Any, lines: TextIO, source: str) -> Iterator[dict[str, Any]]:
     score_text = scorer.score_text
-    for record in read_jsonl(lines, source, ("id", "prompt")):
-        prompt = record["prompt"]
-        if not isinstance(prompt, str):
-            raise UsageError(f"record {record['id']!r}: prompt must be a string.")
-        yield {"id": record["id"], "score": round(score_text(prompt), 6)}
+    for record in read_jsonl(lines, source, ("id",)):
+        prompt = record.get("prompt")
+        if isinstance(prompt, str):
+            yield {"id": record["id"], "score": round(score_text(prompt), 6)}
+        elif "prompt" not in record and isinstance(record.get("messages"), list):
+            yield _conversation(scorer, record["id"], record["messages"])
+        else:
+            raise UsageError(f"record {record['id']!r}: give a string `prompt`, or `messages` as a list of "
+                             '{"role", "content"} objects (chat format).')
+
+
+def _conversation(scorer: Any, id_: Any, messages: list[Any]) -> dict[str, Any]:
+    from policies.task import read_task  # only for conversations: plain prompts stay as lean as before
+
+    if not all(isinstance(m, dict) for m in messages):
+        raise UsageError(f"record {id_!r}: each of `messages` must be an object such as "
+                         '{"role": "user", "content": "..."}.')
+    task = read_task(messages)
+    return {"id": id_, "score": round(scorer.score(task.messages).value, 6),
+            "set_aside": task.set_aside_chars(), "harness_only": task.harness_only}

@@ -1,0 +1,277 @@
+"""The user's task in a conversation, with what the client wrapped around it set aside. Pure:
+messages in, a Task out.
+
+Agents wrap the user's words in a harness: a system prompt, tool schemas, environment and
+reminder blocks, AGENTS.md instructions, the files in the chat, format rules added to every
+turn, tool calls and their results. The harness is the same for an easy task and a hard one, so
+it says nothing about which model the task needs; scored with the task, it drowns it (aider's
+format rules make "hi" score like a proof). `read_task` finds the user's own words of the first
+and of the latest user turn of a conversation in the router's message form (chat format: the
+server's dialects translate Messages and Responses into it), and the conversation the scorer
+should see: the user's words and the model's plain answers, without the harness.
+
+Set aside by role: system messages (developer messages arrive as system), tool results,
+assistant turns that call tools. Set aside within user turns: what policies/harness.py knows
+clients to write there. Set aside as whole turns: aider's example conversation, its turns about
+the files in the chat with the scripted reply after each, and (for a model without a system
+role) its system prompt sent as the first user turn, known as one when a later turn ends as it
+does.
+
+The user's words are never dropped: when no user turn has words of its own, the latest user
+turn is scored whole, as sent, and `Task.harness_only` says so.
+
+Cost: reading a task is bounded whatever the conversation's length. The latest turn is found
+from the end, the first from the start; the context the scorer sees is at most `HISTORY_KEPT`
+turns, looked for among the `WINDOW` messages before the latest turn; system prompts are looked
+for among the first and last `EDGE` messages. `Task.set_aside` (for `--explain` and the web view)
+is the one full pass, made only when asked for.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from backends.types import Message, content_text
+from policies.harness import (
+    AGENTS_MD,
+    EXAMPLES_CLOSING,
+    FOLDED_REPEAT_MIN,
+    FOLDED_SYSTEM_STARTS,
+    KINDS,
+    Aside,
+    chars,
+    client_turn,
+    end_key,
+    own_words,
+    repeated_end,
+    tail,
+)
+
+__all__ = ["EDGE", "HISTORY_KEPT", "KINDS", "WINDOW", "Aside", "Task", "read_task"]
+
+HISTORY_KEPT = 64  # earlier turns kept for the scorer (it reads as many: features.HISTORY_TURNS)
+WINDOW = 256  # messages before the latest user turn looked at for them
+EDGE = 16  # messages at each end of a conversation looked at for its system prompts
+_EXAMPLES_WITHIN = 32  # messages from the start within which aider's example conversation closes
+_SYSTEM_ROLES = frozenset({"system", "developer"})
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """What a conversation asks. `first`, `latest`: the user's own words of its first and of its
+    latest user turn (the same turn when there is one). `messages`: what the scorer should see --
+    the conversation between the user and the model before the latest turn (the user's words and
+    the model's plain answers, the last `HISTORY_KEPT` of them), then the latest turn.
+    `harness_only`: no user turn had words of its own, so the latest user turn is scored whole."""
+
+    first: str
+    latest: str
+    messages: list[Message]
+    harness_only: bool = False
+    tools: Any = field(default=None, repr=False, compare=False)  # the request's tool schemas
+    conversation: list[Message] = field(default_factory=list, repr=False, compare=False)  # as given
+
+    @property
+    def set_aside(self) -> tuple[Aside, ...]:
+        """Every piece set aside, message by message: one pass over the whole conversation,
+        made each time it is asked for (deciding needs none of it)."""
+        return _Reading(self.conversation).set_aside()
+
+    def set_aside_chars(self) -> dict[str, int]:
+        """Characters set aside per kind, largest first (the tool schemas as their JSON text)."""
+        kinds: dict[str, int] = {}
+        for piece in self.set_aside:
+            kinds[piece.kind] = kinds.get(piece.kind, 0) + piece.chars
+        if self.tools:
+            kinds["tools"] = len(json.dumps(self.tools, ensure_ascii=False, separators=(",", ":"), default=str))
+        return dict(sorted(kinds.items(), key=lambda kv: -kv[1]))
+
+    def explain(self) -> dict[str, Any]:
+        """What was scored and what was set aside, for `--explain` and the web view."""
+        return {"scored_chars": len(self.latest), "first_chars": len(self.first),
+                "set_aside": self.set_aside_chars(), "harness_only": self.harness_only}
+
+    def describe(self) -> str:
+        """The same in a line: "scored 2 characters of the user's words; set aside: system 6649,
+        format_rules 3058, files 326"."""
+        scored = (f"scored the latest user turn whole ({len(self.latest)} characters): no words of the user's "
+                  "found outside the client's harness" if self.harness_only
+                  else f"scored {len(self.latest)} characters of the user's words")
+        aside = ", ".join(f"{kind} {n}" for kind, n in self.set_aside_chars().items())
+        return f"{scored}; set aside: {aside}" if aside else scored
+
+
+def read_task(messages: list[Message], tools: Any = None) -> Task:
+    """The task of a conversation in chat format (see the module docstring). `tools`: the
+    request's tool schemas, if any, named in what was set aside."""
+    if len(messages) == 1 and messages[0].get("role") == "user":  # a bare prompt: nothing to compare it with
+        text = content_text(messages[0].get("content"))
+        if "<" not in text and AGENTS_MD not in text and client_turn(text) is None:
+            return Task(text.strip(), text.strip(), [{"role": "user", "content": text}], False, tools, messages)
+    return _Reading(messages).task(tools)
+
+
+# -- the conversation ---------------------------------------------------------------------------------
+
+
+def _examples_end(messages: list[Message]) -> int:
+    """The index after aider's example conversation (its closing "I switched to a new code
+    base" turn and the "Ok." answering it), or 0 when there is none."""
+    for i, m in enumerate(messages[:_EXAMPLES_WITHIN]):
+        content = m.get("content")
+        if isinstance(content, str) and content.startswith(EXAMPLES_CLOSING) and m.get("role") == "user":
+            answered = i + 1 < len(messages) and messages[i + 1].get("role") == "assistant"
+            return i + 1 + answered
+    return 0
+
+
+def _system_prompts(messages: list[Message]) -> list[tuple[str, str]]:
+    """The ends of the system messages among the first and the last EDGE messages, each with its
+    `end_key` (what a user turn's end is compared with)."""
+    near = range(len(messages)) if len(messages) <= 2 * EDGE else [*range(EDGE), *range(len(messages) - EDGE, len(messages))]
+    ends = [tail(messages[i].get("content")) for i in near if messages[i].get("role") in _SYSTEM_ROLES]
+    return [(end, end_key(end)) for end in ends]
+
+
+def _folded_system(messages: list[Message]) -> bool:
+    """Whether the first message is a system prompt sent as a user turn: it opens as aider's
+    does, or the next user turn or the latest ends as it does."""
+    first = content_text(messages[0].get("content"))
+    head = first.split("\n", 1)[1] if "\n" in first[:80] else ""
+    if first.startswith(FOLDED_SYSTEM_STARTS) or head.startswith(FOLDED_SYSTEM_STARTS):
+        return True
+    for i in _later_users(messages):
+        text = content_text(messages[i].get("content"))
+        if len(text) - repeated_end(text, first) >= FOLDED_REPEAT_MIN:
+            return True
+    return False
+
+
+def _later_users(messages: list[Message]) -> set[int]:
+    """The user turns after the first among the first EDGE messages, and the latest."""
+    near = {i for i in range(1, min(len(messages), EDGE)) if messages[i].get("role") == "user"}
+    latest = next((i for i in range(len(messages) - 1, 0, -1) if messages[i].get("role") == "user"), None)
+    return near | ({latest} if latest is not None else set())
+
+
+def _tool_call_chars(message: Message) -> int:
+    calls = message.get("tool_calls") or ()
+    return chars(message.get("content")) + sum(len(str((c.get("function") or {}).get("arguments") or ""))
+                                                for c in calls if isinstance(c, dict))
+
+
+def _set_aside(message: Message, role: Any, index: int, aside: list[Aside]) -> None:
+    """A message no user wrote: a system prompt, a tool call, a tool result (or a role no
+    protocol the router speaks has)."""
+    if role in _SYSTEM_ROLES:
+        aside.append(Aside("system", chars(message.get("content")), index))
+    elif role == "tool" or role == "function":
+        aside.append(Aside("tool_results", chars(message.get("content")), index))
+    elif role == "assistant":
+        aside.append(Aside("tool_calls", _tool_call_chars(message), index))
+    else:
+        aside.append(Aside("other", chars(message.get("content")), index))
+
+
+def _answer(message: Message, index: int) -> tuple[int, Message] | None:
+    """A plain answer of the model's, kept as its text (None when it has none)."""
+    text = content_text(message.get("content"))
+    return (index, {"role": "assistant", "content": text}) if text else None
+
+
+class _Reading:
+    """A conversation being read: the user's words of a turn are read once, when first needed."""
+
+    def __init__(self, messages: list[Message]) -> None:
+        self.messages = messages
+        self.skip = _examples_end(messages)
+        self.sources = _system_prompts(messages)
+        self.folded = (not self.sources and len(messages) > 1 and messages[0].get("role") == "user"
+                       and _folded_system(messages))
+        if self.folded:
+            end = tail(messages[0].get("content"))
+            self.sources = [(end, end_key(end))]
+        self.turns: dict[int, tuple[str, list[Aside]]] = {}
+
+    def turn(self, index: int) -> tuple[str, list[Aside]]:
+        """(the user's words of user turn `index`, what the client wrote into it)."""
+        if index not in self.turns:
+            aside: list[Aside] = []
+            content = self.messages[index].get("content")
+            if self.folded and index == 0:
+                self.turns[index] = "", [Aside("system", chars(content), index)]
+            else:
+                self.turns[index] = own_words(content, index, self.sources, aside), aside
+        return self.turns[index]
+
+    def task(self, tools: Any) -> Task:
+        messages, turn = self.messages, self.turn
+        latest = next((i for i in range(len(messages) - 1, self.skip - 1, -1)
+                       if messages[i].get("role") == "user" and turn(i)[0]), None)
+        if latest is None:
+            return self._whole(tools)
+        first = next(i for i in range(self.skip, latest + 1) if messages[i].get("role") == "user" and turn(i)[0])
+        words = self.turn(latest)[0]
+        context = self._context(first, latest)
+        return Task(self.turn(first)[0].strip(), words.strip(), [*context, {"role": "user", "content": words}],
+                    False, tools, messages)
+
+    def _context(self, first: int, latest: int) -> list[Message]:
+        """The turns before `latest` the scorer sees, oldest first: the user's words and the
+        model's plain answers, from `first` on, at most HISTORY_KEPT of them among the WINDOW
+        messages before it."""
+        back: list[Message] = []
+        answer: tuple[int, Message] | None = None  # a plain answer whose turn before it is not read yet
+        for i in range(latest - 1, max(first, latest - WINDOW) - 1, -1):
+            message = self.messages[i]
+            role = message.get("role")
+            if answer is not None and not self._scripted(i, role, answer[0]):
+                back.append(answer[1])
+            answer = None
+            if role == "user" and self.turn(i)[0]:
+                back.append({"role": "user", "content": self.turn(i)[0]})
+            elif role == "assistant" and not message.get("tool_calls"):
+                answer = _answer(message, i)
+            if len(back) >= HISTORY_KEPT:
+                return back[::-1]
+        return ([answer[1]] if answer is not None else []) + back[::-1]
+
+    def _scripted(self, index: int, role: Any, answered: int) -> bool:
+        """Whether the answer at `answered` follows turn `index` the client wrote alone: the
+        client's script then (aider's "Ok." after the files it adds)."""
+        if role != "user" or index + 1 != answered:
+            return False
+        words, aside = self.turn(index)
+        return not words and bool(aside)
+
+    def _whole(self, tools: Any) -> Task:
+        """No user turn with words of its own: the latest user turn, whole (else the latest
+        message), so that nothing the user may have written goes unscored."""
+        messages = self.messages
+        users = [m for m in messages[self.skip:] if m.get("role") == "user"] or messages[-1:]
+        first = content_text(users[0].get("content")) if users else ""
+        latest = content_text(users[-1].get("content")) if users else ""
+        return Task(first, latest, [{"role": "user", "content": latest}], bool(latest.strip()), tools, messages)
+
+    def set_aside(self) -> tuple[Aside, ...]:
+        """Every piece set aside, in order: the one full pass."""
+        messages = self.messages
+        aside = [Aside("system" if messages[i].get("role") in _SYSTEM_ROLES else "examples",
+                       chars(messages[i].get("content")), i) for i in range(self.skip)]
+        scripted: str | None = None  # the kind of the client's turn just read: its reply is the client's too
+        for i in range(self.skip, len(messages)):
+            after, scripted = scripted, None
+            message = messages[i]
+            role = message.get("role")
+            if role == "user":
+                words, pieces = self.turn(i)
+                aside += pieces
+                scripted = pieces[-1].kind if pieces and not words else None
+            elif role == "assistant" and not message.get("tool_calls"):
+                if after is not None:
+                    aside.append(Aside(after, chars(message.get("content")), i))
+            else:
+                _set_aside(message, role, i, aside)
+        return tuple(aside)
