@@ -121,13 +121,15 @@ def curves(runs: list[ModeRun], weakest: ModeRun, strongest: ModeRun) -> dict[st
 @dataclass
 class Detection:
     """Signals shown below the top tier, per kind (true or false), and how many the session
-    escalated on; sessions that showed none, and how many moved up anyway; a line per move."""
+    escalated on; sessions that showed none, and how many moved up anyway; a line per move, and
+    per signal that was not followed by one (the call that showed it)."""
 
     shown: Counter[str] = field(default_factory=Counter)
     escalated: Counter[str] = field(default_factory=Counter)
     quiet: int = 0
     quiet_moved: int = 0
     lines: list[str] = field(default_factory=list)
+    missed: list[str] = field(default_factory=list)  # a line per signal not followed by a move up
 
     def add(self, run: ModeRun, o: Outcome) -> None:
         if not o.signals:
@@ -145,6 +147,8 @@ class Detection:
         if up is not None:
             self.escalated[label] += 1
             self.lines.append(_line(run, o, signal, up))
+        elif signal.at + 1 < len(o.tiers):
+            self.missed.append(_line(run, o, signal, signal.at + 1))
 
 
 def detection(runs: list[ModeRun]) -> Detection:
@@ -160,4 +164,4 @@ def _line(run: ModeRun, o: Outcome, signal: Signal | None, call: int) -> str:
     what = f"{signal.kind} ({'true' if signal.true else 'false'}) in answer {signal.at + 1}" if signal \
         else "no signal"
     return (f"  below={run.boundary:<5} {o.session.task.id:<20} {o.session.harness.name[:30]:<30} {what:<30} "
-            f"{o.tiers[call - 1]}->{o.tiers[call]} on call {call + 1}: {o.whys[call][:80]!r}")
+            f"{o.tiers[call - 1]}->{o.tiers[call]} on call {call + 1}: {o.whys[call][:90]!r}")

@@ -309,10 +309,11 @@ def _escalations(detected: Detection, every: bool) -> None:
     for label in sorted(detected.shown):
         print(f"  {label:<24} shown {detected.shown[label]:>4}  escalated {detected.escalated[label]:>4}")
     print(f"  {'no signal':<24} shown {detected.quiet:>4}  moved up  {detected.quiet_moved:>4}")
-    lines = detected.lines if every else detected.lines[:12]
-    print(f"moves of the sessions runs ({len(detected.lines)}{'' if every else ', the first 12; --every prints all'}):")
-    for line in lines:
-        print(line)
+    for title, lines in (("moves of the sessions runs", detected.lines),
+                         ("signals not followed by a move up", detected.missed)):
+        print(f"{title} ({len(lines)}{'' if every else ', the first 12; --every prints all'}):")
+        for line in lines if every else lines[:12]:
+            print(line)
 
 
 def _report(sessions: list[Session], runs: dict[str, ModeRun], sweep: list[ModeRun], grid: list[float],
