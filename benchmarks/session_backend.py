@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
-from backends.base import Backend, Delta
+from backends.base import Backend, BackendSettings, Delta
 from backends.capabilities import Capabilities
 from backends.deadline import Deadline
 from backends.registry import register_kind
@@ -50,7 +50,7 @@ class ScriptedBackend(Backend):
     capabilities: ClassVar[Capabilities] = Capabilities(tools=True)
     wire_task = False
 
-    def __init__(self, settings):
+    def __init__(self, settings: BackendSettings):
         super().__init__(settings)
         self.script: Script | None = None
         self.cache = PromptCache()

@@ -58,7 +58,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
 from benchmarks.routing_data import routing_sets
-from benchmarks.session_backend import KIND, Answer
+from benchmarks.session_backend import KIND, Answer, ScriptedBackend
 from benchmarks.session_client import STRONG, WEAK, Session, SessionRun, Task, workload
 from benchmarks.session_harness import harnesses
 from benchmarks.session_results import (
@@ -160,7 +160,9 @@ async def run_mode(mode: str, boundary: float, sessions: Sequence[Session]) -> M
     stage = _Stage()
     async with Router.from_config(config(boundary)) as router:
         for name in (WEAK, STRONG):
-            router.backend(name).script = stage  # type: ignore[attr-defined]
+            backend = router.backend(name)
+            assert isinstance(backend, ScriptedBackend)
+            backend.script = stage
         outcomes = [await _session(router, stage, mode, s) for s in sessions]
     return ModeRun(mode, boundary if mode in ROUTED else None, outcomes)
 

@@ -62,10 +62,15 @@ async def test_each_mode_runs_every_session_to_a_final_answer() -> None:
         assert o.cost >= 0 and o.input_tokens > 0
     for mode in (TRANSCRIPT, LAST_TURN):
         per_call = await run_mode(mode, 0.5, sessions)
-        assert [len(o.tiers) for o in per_call.outcomes] and not any(w for o in per_call.outcomes for w in o.whys)
+        assert len(per_call.outcomes) == len(sessions) and all(o.tiers for o in per_call.outcomes)
+        assert not any(w for o in per_call.outcomes for w in o.whys), "no session: nothing routed as one"
     forced = await run_mode(STRONGEST, 0.5, sessions)
     assert {t for o in forced.outcomes for t in o.tiers} == {STRONG}
     assert forced.cost > 0 and not any(o.whys[0] for o in forced.outcomes)
+    # a session's later calls resend its earlier ones: the provider's cache serves them, at a tenth
+    assert 0 < sum(o.cached_tokens for o in forced.outcomes) < sum(o.input_tokens for o in forced.outcomes)
+    uncached = sum(3.0 * o.input_tokens for o in forced.outcomes) / 1e6
+    assert forced.cost < uncached
 
 
 async def test_quality_is_read_from_the_labels_alone() -> None:
