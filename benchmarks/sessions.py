@@ -1,22 +1,44 @@
-"""Sessions against per-call routing, on generated agent sessions, through the real path.
+"""Quality at cost of agent sessions, routed five ways through the real router, from labelled tasks.
 
-    python benchmarks/sessions.py [--coding 40] [--chats 40] [--seed 7]
+    python benchmarks/sessions.py [--tasks-per-set 30] [--clients-per-task 1] [--seed 7] [--data DIR] [--every]
 
-Generated with a fixed seed: coding tasks (a system prompt and tools an agent resends every
-call, an easy, a medium or a hard first request, then 5-60 tool round trips returning code,
-half with the short reminder Claude Code adds), and chats (a question, then 2-6 short
-follow-ups). Every call
-goes through `Router.acomplete` to the simulated server, three tiers of simulated backends that
-cache prompts like a provider (a prefix the same model saw within five minutes is billed as
-cached, at a tenth of the input price). The same sessions run twice, in one run: routed call by
-call (no session), and as sessions.
+**Workload** (benchmarks/session_client.py states it in full). Tasks are prompts of the routing
+sets (../shared/data/routing, or --data; llmrouter's uninformative tasks left out as the
+scorer's training leaves them out), `--tasks-per-set` drawn from each set with a fixed seed.
+Each task runs as one agent session in the harness of a recorded client (tests/data/clients:
+Claude Code, Codex, OpenCode, aider, the SDKs; the clients taken in turn), every request parsed
+by the server's own dialect: the task as the first user turn, tool round trips, short
+follow-ups, a closing "thanks", and -- by the failure-signal model -- tool errors, the same turn
+sent again, corrections, refusals, empty and cut-off answers. A weaker model's failure shows
+with probability at most 0.6; a good answer draws a false signal with probability 0.05.
+Quality comes from the labels only: a task counts as answered well when the model that gave
+its final answer is good enough for it (its label within 0.1 of the better model's).
 
-Printed per mode: backend moves per session (and how many went down a tier), input cost,
-the share of input tokens served from cache, and the share of calls answered below the
-session's own tier (the highest tier any of its calls was routed to). Targets with healthy
-backends: moves only upward and at most 0.1 per session; the coding sessions' input cost at
-most 0.35x of per-call routing; no downward move after a follow-up. Last, the session table's
-memory after 100,000 distinct sessions against 10,000 (it is bounded: flat).
+**Backends**: two tiers, `weak` (a local model: free) and `strong` (priced like a frontier
+model: $3 / $15 per million input / output tokens, cache reads at a tenth of input), both a
+scripted kind answering through the base class's wire path (benchmarks/session_backend.py),
+each with a provider's prompt cache (five minutes, on the script's clock; sessions are 15
+minutes apart). Cost is the router's own `cost_usd` of each answer.
+
+**Modes**, the same scorer and the same boundary in each: always-strongest, always-weakest,
+per-call routing on the whole transcript (`router.acomplete(messages)`), per-call routing on
+the last user turn only (the tier `router.decide` gives that turn alone, then that backend), and
+sessions (`session=` the task's key, as `X-Session-Id` would give it).
+
+**The curve**: the weak tier's `below:` boundary swept over quantiles of the scores the tasks
+and their first requests get (and 1.0: only the strong tier's escalations); each mode's
+quality against its cost. Modes are compared by *quality at equal cost*: each mode's best mix
+of two of its boundaries (the upper hull of its points, with always-weakest and
+always-strongest as ends every mode can take), read at the same cost; "APGR over cost" is the
+area under that curve on costs from always-weakest's to always-strongest's, as a share of the
+quality gap between them (0.5: no better than mixing the two at random).
+
+**Targets** (exit 1 on a miss): sessions beat both per-call modes on quality at equal cost
+(APGR over cost, and quality at half of always-strongest's cost); sessions at half of
+always-strongest's cost recover at least 80% of the quality gap between always-weakest and
+always-strongest; sessions that showed a signal while below the top tier escalate in at least
+90% of cases, sessions that showed none in at most 5% (over every boundary's sessions run);
+no session moves down; the session table stays bounded (100,000 sessions in a table of 10,000).
 """
 
 from __future__ import annotations
@@ -26,132 +48,185 @@ import asyncio
 import os
 import random
 import statistics
+import sys
 import tracemalloc
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
-from backends.simulator import SimServer
+from benchmarks.routing_data import routing_sets
+from benchmarks.session_backend import KIND, Answer, ScriptedBackend
+from benchmarks.session_client import STRONG, WEAK, Session, SessionRun, Task, workload
+from benchmarks.session_harness import harnesses
+from benchmarks.session_results import (
+    LAST_TURN,
+    ROUTED,
+    SESSIONS,
+    STRONGEST,
+    TRANSCRIPT,
+    WEAKEST,
+    Curve,
+    Detection,
+    ModeRun,
+    Outcome,
+    curves,
+    detection,
+)
+from policies.complexity.training.leave_one_out import training_records
 from router import Router
-from router.config_loader import load_config
 from router.sessions import SessionState, SessionTable
 
-TIERS = ("local", "fast", "frontier")
-PRICES = {"local": {"input": 0.0, "output": 0.0},
-          "fast": {"input": 0.25, "output": 0.75, "cache_read": 0.025, "cache_write": 0.25},
-          "frontier": {"input": 3.0, "output": 15.0, "cache_read": 0.3, "cache_write": 3.0}}
-SYSTEM = ("You are a coding agent working in a git repository. Use the tools to read and edit files, run "
-          "commands and tests. Keep changes small and explain them briefly. ") * 25
-TOOLS = [{"type": "function", "function": {"name": name, "parameters": {"type": "object", "properties": {}}}}
-         for name in ("read_file", "edit_file", "run", "search")]
-EASY = ["Rename the variable cnt to count in utils.py.", "Add a docstring to the parse function.",
-        "Fix the typo in the README title.", "Make the log message in main.py lowercase.",
-        "Remove the unused import in cli.py."]
-MEDIUM = ["Add pagination to the /users endpoint, with a cursor, and update the tests that list users.",
-          "The CSV export drops rows whose description contains a newline; fix the quoting and add a regression test.",
-          "Refactor the retry logic in http_client.py into a decorator with exponential backoff and jitter, keeping "
-          "behaviour the same.",
-          "Write a migration that splits the name column into first_name and last_name, and backfill existing rows.",
-          "Our CI job takes 20 minutes; cache the pip downloads and run the unit tests in parallel."]
-HARD = ["Find why the integration test for the payment webhook fails intermittently under concurrent "
-        "retries, prove the race in the idempotency check, and redesign the locking so that no charge is "
-        "ever applied twice, with a migration plan for existing rows and tests that reproduce the race.",
-        "Derive the closed form of the expected number of comparisons of randomized quicksort with a "
-        "median-of-three pivot, prove it by induction, and implement an experiment that checks it.",
-        "Prove that the lock-free queue in queue.c is linearizable or give a counterexample schedule; "
-        "then fix the ABA problem in its compare-and-swap loop and explain the memory ordering needed."]
-FOLLOW_UPS = ["ok, continue", "thanks", "and for k=3?", "go on", "why?", "shorter please"]
-REMINDER = "<system-reminder>Keep the todo list up to date.</system-reminder>"
-CODE = """def handle(request):
-    user = db.get_user(request.user_id)
-    if not user.is_active:
-        raise PermissionError("inactive user")
-    total = 0
-    for item in request.items:
-        total += item.price * item.quantity
-    return Response(total=total, currency=user.currency)
-"""
+__all__ = ["boundaries", "config", "load_tasks", "main", "run_mode", "scores", "summary"]
+
+PRICES = {WEAK: {"input": 0.0, "output": 0.0},
+          STRONG: {"input": 3.0, "output": 15.0, "cache_read": 0.3, "cache_write": 3.0}}
+STEP_S, GAP_S = 10.0, 900.0  # the script's clock: between calls of a session, and between sessions
+BUDGETS = (0.25, 0.5, 0.75)  # shares of always-strongest's cost at which quality is read
+TARGET_RECOVERED = 0.8
+TARGET_ESCALATED = 0.9
+TARGET_FALSE_ESCALATION = 0.05
 
 
-def _task(rng: random.Random, hard_share: float) -> str:
-    roll = rng.random()
-    return rng.choice(HARD if roll < hard_share else MEDIUM if roll < 0.6 else EASY)
-
-
-@dataclass
-class Tally:
-    moves: int = 0
-    down_moves: int = 0
-    follow_up_down: int = 0
-    input_cost: float = 0.0
-    coding_input_cost: float = 0.0
-    input_tokens: int = 0
-    cached_tokens: int = 0
-    calls: int = 0
-    below: int = 0
-    sessions: int = 0
-    rank: dict[str, int] = field(default_factory=dict)
-
-
-def _config(sim) -> dict:
-    backends = {name: {"kind": "openai", "model": f"m-{name}", "base_url": sim.base_url, "max_retries": 0,
-                       "price": PRICES[name]} for name in TIERS}
+def config(boundary: float) -> dict[str, Any]:
+    backends = {name: {"kind": KIND, "model": f"m-{name}", "price": PRICES[name], "max_retries": 0,
+                       "max_output_tokens": 128_000} for name in (WEAK, STRONG)}
     return {"backends": backends, "log": {"enabled": False},
             "routing": {"scorer": {"kind": "learned"},
-                        "tiers": [{"name": "local", "below": 0.45, "backends": ["local"]},
-                                  {"name": "fast", "below": "calibrated", "backends": ["fast"]},
-                                  {"name": "frontier", "backends": ["frontier"]}]}}
+                        "tiers": [{"name": WEAK, "below": boundary, "backends": [WEAK]},
+                                  {"name": STRONG, "backends": [STRONG]}]}}
 
 
-def _coding(rng: random.Random) -> list[list[dict]]:
-    """The message lists of each call of one coding task."""
-    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": _task(rng, 0.25)}]
-    calls = [list(messages)]
-    for i in range(rng.randint(5, 60)):
-        call = {"id": f"call_{i}", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
-        messages += [{"role": "assistant", "content": None, "tool_calls": [call]},
-                     {"role": "tool", "tool_call_id": f"call_{i}", "content": CODE * rng.randint(1, 6)}]
-        if rng.random() < 0.5:
-            messages.append({"role": "user", "content": REMINDER})
-        calls.append(list(messages))
-    return calls
+def load_tasks(directory: Path | None, per_set: int, seed: int) -> list[Task]:
+    rng = random.Random(seed)
+    tasks = []
+    for name, records in sorted(routing_sets(directory).items()):
+        kept = training_records(records)
+        for r in rng.sample(kept, min(per_set, len(kept))):
+            tasks.append(Task(str(r["id"]), name, str(r["prompt"]), float(r["local"]), float(r["hosted"])))
+    return tasks
 
 
-def _chat(rng: random.Random) -> list[list[dict]]:
-    messages = [{"role": "user", "content": _task(rng, 0.35)}]
-    calls = [list(messages)]
-    for _ in range(rng.randint(2, 6)):
-        messages += [{"role": "assistant", "content": "Here is the answer. " * 20},
-                     {"role": "user", "content": rng.choice(FOLLOW_UPS)}]
-        calls.append(list(messages))
-    return calls
+# -- one mode's run -------------------------------------------------------------------------------
 
 
-async def _run(router: Router, workload: list[tuple[str, list[list[dict]]]], sessions: bool) -> Tally:
-    tally = Tally(rank={name: i for i, name in enumerate(TIERS)})
-    for index, (kind, calls) in enumerate(workload):
-        tally.sessions += 1
-        answered: list[tuple[str, str | None]] = []  # (backend, tier routed to)
-        for number, messages in enumerate(calls):
-            key = f"{kind}-{index}" if sessions else None
-            result = await router.acomplete(messages, max_tokens=16, session=key, tools=TOOLS if kind == "coding" else None)
-            usage = result.completion.usage
-            price = PRICES[result.backend]
-            cost = (usage.uncached_input_tokens * price["input"] + usage.cache_read_tokens * price.get("cache_read", 0)) / 1e6
-            tally.input_cost += cost
-            tally.coding_input_cost += cost if kind == "coding" else 0.0
-            tally.input_tokens += usage.input_tokens
-            tally.cached_tokens += usage.cache_read_tokens
-            tally.calls += 1
-            if answered and answered[-1][0] != result.backend:
-                tally.moves += 1
-                if tally.rank[result.backend] < tally.rank[answered[-1][0]]:
-                    tally.down_moves += 1
-                    tally.follow_up_down += kind == "chat" and number > 0
-            answered.append((result.backend, result.decision.tier))
-        top = max(tally.rank[tier] for _, tier in answered if tier is not None)
-        tally.below += sum(tally.rank[backend] < top for backend, _ in answered)
-    return tally
+class _Stage:
+    """What the scripted backends answer: the session being run, on the script's clock."""
+
+    def __init__(self) -> None:
+        self.run: SessionRun | None = None
+        self.clock = 0.0
+
+    def __call__(self, backend: str, request: Any) -> tuple[Answer, float]:
+        assert self.run is not None
+        return self.run.answer(backend), self.clock
+
+
+async def _route(router: Router, mode: str, messages: list[dict[str, Any]], options: Any, key: str) -> Any:
+    if mode in (STRONGEST, WEAKEST):
+        return await router.acomplete(messages, **options(STRONG if mode == STRONGEST else WEAK))
+    if mode == LAST_TURN:
+        last = next(m for m in reversed(messages) if m.get("role") == "user")
+        return await router.acomplete(messages, **options(router.decide([last]).tier))  # tier name = backend name
+    return await router.acomplete(messages, **options("auto", key if mode == SESSIONS else None))
+
+
+async def _session(router: Router, stage: _Stage, mode: str, session: Session) -> Outcome:
+    run = SessionRun(session)
+    stage.run = run
+    tiers, whys, cost, tokens, cached = [], [], 0.0, 0, 0
+    going = True
+    while going:
+        call = session.harness.parse(run.request())
+        result = await _route(router, mode, call.messages, call.options, session.key)
+        completion = result.completion
+        tiers.append(completion.backend)
+        plan = result.decision.session
+        whys.append(plan.why if plan is not None else "")
+        cost += completion.cost_usd
+        tokens += completion.usage.input_tokens
+        cached += completion.usage.cache_read_tokens
+        going = run.advance(completion.backend, completion)
+        stage.clock += STEP_S
+    stage.clock += GAP_S
+    assert run.final is not None
+    return Outcome(session, tiers, whys, cost, tokens, cached, list(run.signals), run.final)
+
+
+async def run_mode(mode: str, boundary: float, sessions: Sequence[Session]) -> ModeRun:
+    """Every session through a fresh Router (its own session table and provider caches)."""
+    stage = _Stage()
+    async with Router.from_config(config(boundary)) as router:
+        for name in (WEAK, STRONG):
+            backend = router.backend(name)
+            assert isinstance(backend, ScriptedBackend)
+            backend.script = stage
+        outcomes = [await _session(router, stage, mode, s) for s in sessions]
+    return ModeRun(mode, boundary if mode in ROUTED else None, outcomes)
+
+
+def scores(sessions: Sequence[Session]) -> dict[str, tuple[float, float]]:
+    """Session key -> the scores of its task alone and of its first request whole."""
+    router = Router.from_config(config(0.5))
+    out = {}
+    for s in sessions:
+        first = s.harness.parse(s.harness.first_turn(s.task.prompt))
+        bare, whole = (router.decide(m).score for m in ([{"role": "user", "content": s.task.prompt}], first.messages))
+        assert bare is not None and whole is not None
+        out[s.key] = (bare.value, whole.value)
+    return out
+
+
+def boundaries(scored: dict[str, tuple[float, float]], count: int) -> list[float]:
+    """Quantiles of the scores the tasks alone and their first requests whole get, and 1.0."""
+    cuts = statistics.quantiles([v for pair in scored.values() for v in pair], n=count + 1)
+    return sorted({round(min(1.0, max(0.001, c)), 3) for c in cuts} | {1.0})
+
+
+# -- the table ----------------------------------------------------------------------------------------
+
+
+def summary(runs: dict[str, ModeRun], sweep: list[ModeRun]) -> tuple[dict[str, Curve], float]:
+    """The curves, and the boundary whose sessions run costs closest to half of always-strongest."""
+    weakest, strongest = runs[WEAKEST], runs[STRONGEST]
+    made = curves(sweep, weakest, strongest)
+    sessions = [r for r in sweep if r.mode == SESSIONS]
+    headline = min(sessions, key=lambda r: abs(r.cost / strongest.cost - 0.5)).boundary
+    assert headline is not None
+    return made, headline
+
+
+def _mode_table(rows: list[ModeRun], strongest: ModeRun, made: dict[str, Curve], weakest: ModeRun) -> None:
+    print(f"{'mode':<20} {'below':>6} {'quality':>8} {'APGR(curve)':>11} {'cost $':>9} {'x strongest':>12} "
+          f"{'cache hits':>11} {'moves/s':>8} {'up/s':>6} {'down/s':>7}")
+    for r in rows:
+        apgr = f"{made[r.mode].apgr(weakest.quality, strongest.quality):.3f}" if r.mode in made else "-"
+        below = f"{r.boundary:.3f}" if r.boundary is not None else "-"
+        print(f"{r.mode:<20} {below:>6} {r.quality:>8.3f} {apgr:>11} {r.cost:>9.4f} "
+              f"{r.cost / strongest.cost:>12.3f} {r.cache_share:>11.1%} {r.per_session('moves'):>8.2f} "
+              f"{r.per_session('up'):>6.2f} {r.per_session('down'):>7.2f}")
+
+
+def _curve_table(sweep: list[ModeRun], strongest: ModeRun, grid: list[float]) -> None:
+    print("\nquality against cost (x always-strongest's) over the weak tier's boundary:")
+    print(f"{'below':>6}  " + "  ".join(f"{m:>24}" for m in ROUTED))
+    for b in grid:
+        cells = []
+        for mode in ROUTED:
+            r = next(x for x in sweep if x.mode == mode and x.boundary == b)
+            cells.append(f"{r.quality:>10.3f} @ {r.cost / strongest.cost:>6.3f}x   ")
+        print(f"{b:>6.3f}  " + "  ".join(f"{c:>24}" for c in cells))
+
+
+def _model_check(weakest: ModeRun) -> None:
+    failing = [o for o in weakest.outcomes if not o.session.task.weak_good]
+    fine = [o for o in weakest.outcomes if o.session.task.weak_good]
+    shown = sum(any(s.true for s in o.signals) for o in failing) / max(1, len(failing))
+    false = sum(bool(o.signals) for o in fine) / max(1, len(fine))
+    print(f"failure-signal model, always-weakest: {len(failing)} tasks the weaker model fails, {shown:.1%} showed a "
+          f"signal (60% drawn, rounded down); {len(fine)} it manages, {false:.1%} showed a false one (5% of all drawn)")
 
 
 def _table_memory(n: int) -> float:
@@ -159,45 +234,128 @@ def _table_memory(n: int) -> float:
     tracemalloc.start()
     table = SessionTable(max_entries=10_000)
     for i in range(n):
-        table.put(f"session-{i}", SessionState(tier=i % 3, backend="fast", calls=3, cached_tokens=4000))
+        table.put(f"session-{i}", SessionState(tier=i % 2, backend=STRONG, calls=3, cached_tokens=4000))
     size = tracemalloc.get_traced_memory()[0] / 1024
     tracemalloc.stop()
     return size
 
 
-async def main(coding: int, chats: int, seed: int) -> None:
-    rng = random.Random(seed)
-    workload = [("coding", _coding(rng)) for _ in range(coding)] + [("chat", _chat(rng)) for _ in range(chats)]
-    profiles = {f"m-{name}": {"ttft_s": 0.0, "tokens_per_s": None, "answer_tokens": 8, "prompt_cache_ttl_s": 300}
-                for name in TIERS}
-    results = {}
-    for mode in ("per-call", "sessions"):
-        with SimServer(profiles=profiles) as sim:  # a fresh provider cache for each mode
-            async with Router(load_config(_config(sim))) as router:
-                results[mode] = await _run(router, workload, sessions=mode == "sessions")
-    calls = results["sessions"].calls
-    print(f"{coding} coding tasks and {chats} chats, {calls} calls per mode (seed {seed}); simulated backends "
-          "that cache prompts for 5 minutes")
-    print(f"{'':<10} {'moves/session':>14} {'down':>5} {'input $':>10} {'coding input $':>15} {'cache hits':>11} "
-          f"{'below tier':>11}")
-    for mode, t in results.items():
-        print(f"{mode:<10} {t.moves / t.sessions:>14.2f} {t.down_moves:>5} {t.input_cost:>10.4f} "
-              f"{t.coding_input_cost:>15.4f} {t.cached_tokens / max(1, t.input_tokens):>11.1%} "
-              f"{t.below / max(1, t.calls):>11.1%}")
-    per_call, kept = results["per-call"], results["sessions"]
-    ratio = kept.coding_input_cost / per_call.coding_input_cost if per_call.coding_input_cost else float("nan")
-    print(f"sessions vs per-call: coding input cost x{ratio:.2f} (target <= 0.35); moves per session "
-          f"{kept.moves / kept.sessions:.2f} (target <= 0.1, all up: {kept.down_moves == 0}); downward moves after a "
-          f"follow-up {kept.follow_up_down} (target 0)")
+def _targets(made: dict[str, Curve], detected: Detection, sweep: list[ModeRun], weakest: ModeRun,
+             strongest: ModeRun) -> list[tuple[str, bool]]:
+    qw, qs = weakest.quality, strongest.quality
+    ours = made[SESSIONS]
+    checks = []
+    for mode in (TRANSCRIPT, LAST_TURN):
+        other = made[mode]
+        checks.append((f"sessions beat {mode} at equal cost: APGR over cost {ours.apgr(qw, qs):.3f} vs "
+                       f"{other.apgr(qw, qs):.3f}, quality at 0.5x {ours.quality_at(0.5):.3f} vs "
+                       f"{other.quality_at(0.5):.3f}",
+                       ours.apgr(qw, qs) > other.apgr(qw, qs) and ours.quality_at(0.5) >= other.quality_at(0.5)))
+    recovered = (ours.quality_at(0.5) - qw) / (qs - qw) if qs != qw else 0.0
+    checks.append((f"sessions at 0.5x always-strongest's cost recover {recovered:.1%} of the quality gap "
+                   f"(target >= {TARGET_RECOVERED:.0%})", recovered >= TARGET_RECOVERED))
+    shown, escalated = sum(detected.shown.values()), sum(detected.escalated.values())
+    rate = escalated / shown if shown else 0.0
+    checks.append((f"sessions that showed a signal below the top tier escalated: {escalated}/{shown} = {rate:.1%} "
+                   f"(target >= {TARGET_ESCALATED:.0%})", shown > 0 and rate >= TARGET_ESCALATED))
+    quiet = detected.quiet_moved / detected.quiet if detected.quiet else 0.0
+    checks.append((f"sessions that showed no signal moved up: {detected.quiet_moved}/{detected.quiet} = {quiet:.1%} "
+                   f"(target <= {TARGET_FALSE_ESCALATION:.0%})", quiet <= TARGET_FALSE_ESCALATION))
+    down = sum(r.per_session("down") * len(r.outcomes) for r in sweep if r.mode == SESSIONS)
+    checks.append((f"sessions moved down {down:.0f} times (target 0)", down == 0))
     small, large = statistics.mean(_table_memory(10_000) for _ in range(2)), _table_memory(100_000)
-    print(f"session table: {small:.0f} KiB after 10,000 sessions, {large:.0f} KiB after 100,000 (bounded at 10,000 "
-          f"entries: x{large / small:.2f})")
+    checks.append((f"session table: {small:.0f} KiB after 10,000 sessions, {large:.0f} KiB after 100,000 (bounded "
+                   f"at 10,000 entries: x{large / small:.2f}, target <= 1.5)", large / small <= 1.5))
+    return checks
+
+
+def _of(run: ModeRun, harness: str) -> list[Outcome]:
+    return [o for o in run.outcomes if o.session.harness.name == harness]
+
+
+def _cell(outcomes: list[Outcome]) -> str:
+    return f"{statistics.fmean(o.tiers[0] == STRONG for o in outcomes):>4.0%} {statistics.fmean(o.good for o in outcomes):>5.2f}"
+
+
+def _by_client(sweep: list[ModeRun], headline: float, scored: dict[str, tuple[float, float]]) -> None:
+    """Per client, at the headline boundary: how often a session's first call went to the strong
+    tier, against how often its task alone scores there (what a harness-blind score would do)."""
+    runs = [r for r in sweep if r.boundary == headline]
+    print(f"\nby client at below={headline}: share of first calls on the strong tier, and quality")
+    print(f"{'client harness':<52} {'n':>3} {'task alone':>10} " + " ".join(f"{r.mode[-10:]:>10}" for r in runs))
+    for name in sorted({o.session.harness.name for o in runs[0].outcomes}):
+        mine = [_of(r, name) for r in runs]
+        alone = statistics.fmean(scored[o.session.key][0] >= headline for o in mine[0])
+        print(f"{name:<52} {len(mine[0]):>3} {alone:>10.0%} " + " ".join(f"{_cell(m):>10}" for m in mine))
+
+
+def _header(sessions: list[Session], weakest: ModeRun, strongest: ModeRun) -> None:
+    calls = sum(len(o.tiers) for o in strongest.outcomes)
+    clients = len({s.harness.name for s in sessions})
+    print(f"{len(sessions)} sessions ({calls} calls in always-strongest) in {clients} client harnesses; "
+          f"weak answer good enough on {statistics.fmean(s.task.weak_good for s in sessions):.1%} of tasks, strong "
+          f"on {statistics.fmean(s.task.strong_good for s in sessions):.1%}")
+    _model_check(weakest)
+
+
+def _equal_cost_table(made: dict[str, Curve], weakest: ModeRun, strongest: ModeRun) -> None:
+    print("\nquality at equal cost (each mode's upper hull, read at a share of always-strongest's cost):")
+    print(f"{'mode':<20} " + " ".join(f"{f'{b:.2f}x':>7}" for b in BUDGETS) + f" {'APGR/cost':>10}")
+    for mode, curve in made.items():
+        print(f"{mode:<20} " + " ".join(f"{curve.quality_at(b):>7.3f}" for b in BUDGETS)
+              + f" {curve.apgr(weakest.quality, strongest.quality):>10.3f}")
+
+
+def _escalations(detected: Detection, every: bool) -> None:
+    print("\nescalations of the sessions runs (every boundary), by the signal shown below the top tier:")
+    for label in sorted(detected.shown):
+        print(f"  {label:<24} shown {detected.shown[label]:>4}  escalated {detected.escalated[label]:>4}")
+    print(f"  {'no signal':<24} shown {detected.quiet:>4}  moved up  {detected.quiet_moved:>4}")
+    for title, lines in (("moves of the sessions runs", detected.lines),
+                         ("signals not followed by a move up", detected.missed)):
+        print(f"{title} ({len(lines)}{'' if every else ', the first 12; --every prints all'}):")
+        for line in lines if every else lines[:12]:
+            print(line)
+
+
+def _report(sessions: list[Session], runs: dict[str, ModeRun], sweep: list[ModeRun], grid: list[float],
+            scored: dict[str, tuple[float, float]], every: bool) -> bool:
+    weakest, strongest = runs[WEAKEST], runs[STRONGEST]
+    made, headline = summary(runs, sweep)
+    _header(sessions, weakest, strongest)
+    print(f"\nper mode at the boundary where sessions cost closest to 0.5x always-strongest (below={headline}):")
+    _mode_table([strongest, weakest, *[r for r in sweep if r.boundary == headline]], strongest, made, weakest)
+    _by_client(sweep, headline, scored)
+    _curve_table(sweep, strongest, grid)
+    _equal_cost_table(made, weakest, strongest)
+    detected = detection([r for r in sweep if r.mode == SESSIONS])
+    _escalations(detected, every)
+    print()
+    checks = _targets(made, detected, sweep, weakest, strongest)
+    for text, ok in checks:
+        print(("ok      " if ok else "MISSED  ") + text)
+    return all(ok for _, ok in checks)
+
+
+async def main(directory: Path | None, per_set: int, seed: int, quantiles: int, every: bool,
+               clients: int = 1) -> int:
+    tasks = load_tasks(directory, per_set, seed)
+    sessions = workload(tasks, harnesses(), seed, clients)
+    scored = scores(sessions)
+    grid = boundaries(scored, quantiles)
+    runs = {mode: await run_mode(mode, 0.5, sessions) for mode in (STRONGEST, WEAKEST)}
+    sweep = [await run_mode(mode, b, sessions) for b in grid for mode in ROUTED]
+    print(f"{per_set} tasks per routing set (seed {seed}), each in {clients} client harness(es), boundaries {grid}")
+    return 0 if _report(sessions, runs, sweep, grid, scored, every) else 1
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--coding", type=int, default=40)
-    parser.add_argument("--chats", type=int, default=40)
+    parser.add_argument("--data", type=Path, default=None, help="a directory of routing sets (*.jsonl)")
+    parser.add_argument("--tasks-per-set", type=int, default=30)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--clients-per-task", type=int, default=1, help="each task in this many client harnesses")
+    parser.add_argument("--quantiles", type=int, default=8, help="boundaries swept: this many score quantiles, and 1.0")
+    parser.add_argument("--every", action="store_true", help="print every escalation, not a sample")
     args = parser.parse_args()
-    asyncio.run(main(args.coding, args.chats, args.seed))
+    sys.exit(asyncio.run(main(args.data, args.tasks_per_set, args.seed, args.quantiles, args.every, args.clients_per_task)))

@@ -1,0 +1,300 @@
+"""The sessions benchmark's workload: labelled tasks, run by a recorded client as agent sessions,
+and the failure-signal model that says when a session shows that its model is failing.
+
+**Tasks** are prompts of the routing sets (../shared/data/routing): `local` and `hosted` are the
+quality of a weaker and a stronger model on it. A model's answer is *good enough* when its label
+is within `TOLERANCE` of the better of the two (`local >= hosted - 0.1` for the weaker model; with
+the 0/1 labels of most sets: it answered right, or neither did).
+
+**A session** is one task in one client's harness (benchmarks/session_harness.py): the task as
+the first user turn, 1-3 tool round trips (clients with tools), a text answer; half the sessions
+then get a short follow-up ("ok, continue") and more tool rounds and an answer; 30% end with a
+closing turn ("thanks"). Its *final answer* is the last one before the closing turn: the task
+counts as answered well when the model that gave it is good enough for the task.
+
+**The failure-signal model.** Each session has, once and for every mode alike, a signal kind
+(the kinds in turn), a call `arm_at` from which its failure may show (at random), and two coins:
+`shows`, true for `P_SHOW` = 60% (rounded down) of the sessions whose task the weaker model
+fails, drawn at random, and `false_signal`, true for `P_FALSE` = 5% of all sessions. At the
+first call from `arm_at` on that the weaker model answers on a task it is not good enough for,
+its answer fails visibly if `shows`, else the failure stays hidden for the whole session: so a
+weaker model's failure shows in at most 60% of its sessions, and escalating on signals is no
+oracle. At call `arm_at` answered by a model
+that is good enough (the stronger one, or the weaker on a task it manages), the same kind of
+signal shows falsely if `false_signal`: a flaky tool, a user who says "that's wrong" anyway. At
+most one signal per session. The router sees a signal only as a client would show it, in the
+next request, never through a label:
+
+- `tool_errors`: two tool results in a row fail, in the client's own shape (`is_error`, a
+  non-zero exit code, a traceback); a stronger model answering the second call gets past it;
+- `correction`: the user answers "that's wrong" / "still failing";
+- `retype`: the user types the task again; `repeat`: the client sends the same request again;
+- `refusal`: the answer is a refusal (`finish_reason` content_filter), then the user insists;
+- `empty`: the answer is empty, and the client sends the request again;
+- `truncated`: the answer is cut off (`finish_reason` length), and the user says "continue".
+
+A failing answer takes no step of the task: the session goes on with the same step next call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from backends.types import Completion
+from benchmarks.session_backend import Answer
+from benchmarks.session_harness import Harness
+
+__all__ = ["KINDS", "P_FALSE", "P_SHOW", "STRONG", "TOLERANCE", "WEAK", "Plan", "Session", "SessionRun", "Signal",
+           "Task", "draw_plan", "workload"]
+
+WEAK, STRONG = "weak", "strong"  # the tiers, and their backends' names
+TOLERANCE = 0.1
+P_SHOW = 0.6
+P_FALSE = 0.05
+ERROR_RUN = 2  # failed tool results a tool-error signal shows in a row
+MAX_CALLS = 40
+KINDS = ("tool_errors", "correction", "retype", "repeat", "refusal", "empty", "truncated")
+FOLLOW_UPS = ("ok, continue", "go on", "continue", "ok, next step please")
+CLOSINGS = ("thanks", "thanks, that's all", "great, thank you")
+CORRECTIONS = ("That's wrong.", "That's wrong, check it again.", "Still failing.",
+               "No, that's not right, the tests still fail.", "This is incorrect, try again.")
+REFUSAL = "I'm sorry, but I can't help with that."
+INSIST = "Please go ahead, it is fine to do this."
+OK_OUTPUTS = (
+    "3 passed in 0.12s",
+    "def handle(request):\n    user = db.get_user(request.user_id)\n    if not user.is_active:\n        raise "
+    "PermissionError('inactive user')\n    total = 0\n    for item in request.items:\n        total += item.price * "
+    "item.quantity\n    return Response(total=total, currency=user.currency)\n",
+    "src/app.py\nsrc/handlers.py\ntests/test_app.py\nREADME.md\n",
+    "Updated 1 file: src/app.py (+4 -2)",
+)
+ERROR_OUTPUTS = (
+    "Traceback (most recent call last):\n  File \"src/app.py\", line 7, in handle\n    total += item.price * "
+    "item.quantity\nTypeError: unsupported operand type(s) for *: 'NoneType' and 'int'\n",
+    "FAILED tests/test_app.py::test_total - AssertionError: assert 41 == 42\n1 failed, 2 passed in 0.31s\n",
+    "bash: line 1: pytset: command not found\n",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    id: str
+    dataset: str
+    prompt: str
+    local: float
+    hosted: float
+
+    @property
+    def weak_good(self) -> bool:
+        return self.local >= self.hosted - TOLERANCE
+
+    @property
+    def strong_good(self) -> bool:
+        return self.hosted >= self.local - TOLERANCE
+
+    def good(self, tier: str) -> bool:
+        """Whether an answer from `tier` is good enough, by the labels alone."""
+        return self.strong_good if tier == STRONG else self.weak_good
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A session's dice, the same in every mode. `beats`: the task's steps, in order: the
+    model's ("tool", "text") and the user's ("user": a follow-up, "close": the closing turn)."""
+
+    beats: tuple[str, ...]
+    kind: str
+    shows: bool
+    false_signal: bool
+    arm_at: int
+    follow_up: str
+    closing: str
+    correction: str
+    seed: int
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    key: str
+    task: Task
+    harness: Harness
+    plan: Plan
+
+
+@dataclass(frozen=True, slots=True)
+class Signal:
+    """A failing answer (call `at`, from `tier`), shown to the router in request `at + 1`."""
+
+    kind: str
+    true: bool
+    at: int
+    tier: str
+
+
+def draw_plan(rng: random.Random, tools: bool, turn: int) -> Plan:
+    """A session's dice; its signal kind is the `turn`-th in rotation (each kind as often)."""
+    beats = ["tool"] * (rng.randint(1, 3) if tools else 0) + ["text"]
+    if rng.random() < 0.5:
+        beats += ["user", *["tool"] * (rng.randint(0, 2) if tools else 0), "text"]
+    answers = sum(b in ("tool", "text") for b in beats)  # the task's answers, before any closing turn
+    if rng.random() < 0.3:
+        beats += ["close", "text"]
+    kinds = KINDS if tools else KINDS[1:]  # no tool, no tool errors
+    return Plan(tuple(beats), kinds[turn % len(kinds)], False, False, rng.randrange(answers), rng.choice(FOLLOW_UPS),
+                rng.choice(CLOSINGS), rng.choice(CORRECTIONS), rng.getrandbits(32))
+
+
+def workload(tasks: list[Task], harnesses: list[Harness], seed: int, per_task: int = 1) -> list[Session]:
+    """Each task in `per_task` clients' harnesses, the clients taken in turn over the shuffled tasks."""
+    rng = random.Random(seed)
+    order = list(tasks)
+    rng.shuffle(order)
+    sessions = []
+    for n in range(len(order) * per_task):
+        task, harness = order[n // per_task], harnesses[n % len(harnesses)]
+        plan = draw_plan(rng, harness.tool is not None, n // len(harnesses))
+        sessions.append(Session(f"task-{n}-{task.id}", task, harness, plan))
+    # The coins, drawn without replacement so that the shares are the model's exactly: P_SHOW of
+    # the sessions whose task the weaker model fails (rounded down), P_FALSE of all of them.
+    failing = [i for i, s in enumerate(sessions) if not s.task.weak_good]
+    shows = set(rng.sample(failing, int(P_SHOW * len(failing))))
+    false = set(rng.sample(range(len(sessions)), round(P_FALSE * len(sessions))))
+    return [dataclasses.replace(s, plan=dataclasses.replace(s.plan, shows=i in shows, false_signal=i in false))
+            for i, s in enumerate(sessions)]
+
+
+@dataclass(slots=True)
+class _Step:
+    """What one answer is, and what the client does next: `then` is "ok" / "error" (a tool
+    result), "user" (`text` as a new turn), "resend" (the same request again) or "end"."""
+
+    answer: Answer
+    then: str
+    text: str = ""
+    beats: int = 0  # task steps this answer takes
+    signal: Signal | None = None
+    errors_left: int | None = None  # a tool-error run: failures still to show (None: no run)
+    disarm: bool = False
+
+
+@dataclass
+class SessionRun:
+    """One session as its client runs it: the request to send now, and what a model answers."""
+
+    session: Session
+    items: list[dict[str, Any]] = field(default_factory=list)
+    calls: int = 0
+    beat: int = 0
+    armed: bool = True
+    errors_left: int | None = None
+    closing: bool = False
+    final: str | None = None  # the tier of the task's last answer
+    signals: list[Signal] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.items = self.session.harness.first_turn(self.session.task.prompt)
+
+    # -- what a model answers ---------------------------------------------------------------
+
+    def answer(self, tier: str) -> Answer:
+        """What the model of `tier` answers to the request now (pure: the router may ask twice)."""
+        return self._step(tier).answer
+
+    def _step(self, tier: str) -> _Step:
+        failing = tier == WEAK and not self.session.task.weak_good
+        if self.errors_left is not None:  # a run of failing tool results
+            if self.signals[-1].true and not failing:
+                return self._normal(tier)
+            return _Step(self._tool_call(), "error", errors_left=self.errors_left - 1)
+        due = self._due(failing)
+        if due in ("true", "false"):
+            return self._failure(tier, due == "true")
+        return self._normal(tier, disarm=due == "hidden")
+
+    def _due(self, failing: bool) -> str:
+        """Whether this answer is the session's signal: "true", "false", "hidden" (a failure
+        that stays hidden for good), or "" (not yet, or no longer)."""
+        plan = self.session.plan
+        if not self.armed or self.closing or self.calls < plan.arm_at:
+            return ""
+        if failing:
+            return "true" if plan.shows else "hidden"
+        return "false" if self.calls == plan.arm_at and plan.false_signal else ""
+
+    def _failure(self, tier: str, true: bool) -> _Step:
+        plan = self.session.plan
+        wrong = self._text(120)  # as long as a good answer: a wrong one looks like one
+        steps: dict[str, Callable[[], _Step]] = {
+            "tool_errors": lambda: _Step(self._tool_call(), "error", errors_left=ERROR_RUN - 1),
+            "correction": lambda: _Step(wrong, "user", plan.correction),
+            "retype": lambda: _Step(wrong, "user", self.session.task.prompt),
+            "repeat": lambda: _Step(wrong, "resend"),
+            "refusal": lambda: _Step(Answer(REFUSAL, finish_reason="content_filter"), "user", INSIST),
+            "empty": lambda: _Step(Answer(""), "resend"),
+            "truncated": lambda: _Step(Answer(self._text(400).text.rsplit(" ", 3)[0], finish_reason="length"),
+                                       "user", "continue"),
+        }
+        step = steps[plan.kind]()
+        step.signal, step.disarm = Signal(plan.kind, true, self.calls, tier), True
+        return step
+
+    def _normal(self, tier: str, disarm: bool = False) -> _Step:
+        beats = self.session.plan.beats
+        beat = beats[self.beat] if self.beat < len(beats) else "text"
+        if beat == "tool":
+            return _Step(self._tool_call(), "ok", beats=1, disarm=disarm)
+        after = beats[self.beat + 1] if self.beat + 1 < len(beats) else None
+        if after in ("user", "close"):
+            plan = self.session.plan
+            return _Step(self._text(120), "user", plan.follow_up if after == "user" else plan.closing, beats=2,
+                         disarm=disarm)
+        return _Step(self._text(120), "end", beats=1, disarm=disarm)
+
+    def _rng(self) -> random.Random:
+        return random.Random(f"{self.session.plan.seed}:{self.calls}")  # the same in every mode
+
+    def _tool_call(self) -> Answer:
+        harness = self.session.harness
+        assert harness.tool is not None
+        return Answer(harness.answer_text, tool=harness.tool, call_id=f"call_{self.session.plan.seed}_{self.calls}",
+                      finish_reason="tool_calls")
+
+    def _text(self, mean_words: int) -> Answer:
+        rng = self._rng()
+        words = max(8, int(rng.gauss(mean_words, mean_words / 3)))
+        return Answer(" ".join(rng.choice(("the", "answer", "is", "so", "we", "get", "step", "then", "value"))
+                               for _ in range(words)) + ".")
+
+    # -- what the client does with it ---------------------------------------------------------
+
+    def advance(self, tier: str, completion: Completion) -> bool:
+        """Take the answer `tier`'s model gave; False when the session is over."""
+        step = self._step(tier)
+        if not self.closing:
+            self.final = tier
+        if step.signal is not None:
+            self.signals.append(step.signal)
+        self.armed = self.armed and not step.disarm
+        self.errors_left = step.errors_left or None
+        self._reply(step, completion)
+        self.beat += step.beats
+        self.calls += 1
+        return step.then != "end" and self.calls < MAX_CALLS
+
+    def _reply(self, step: _Step, completion: Completion) -> None:
+        """The client's next request, after this answer."""
+        harness = self.session.harness
+        if step.then in ("ok", "error"):
+            call_id = (completion.tool_calls or [{}])[0].get("id") or step.answer.call_id
+            output = self._rng().choice(ERROR_OUTPUTS if step.then == "error" else OK_OUTPUTS)
+            self.items = [*self.items, *harness.tool_round(call_id, output, error=step.then == "error")]
+        elif step.then == "user":
+            self.items = harness.with_user_turn([*self.items, harness.text_answer(completion)], step.text)
+            self.closing = self.closing or (step.beats == 2 and self.session.plan.beats[self.beat + 1] == "close")
+
+    def request(self) -> list[dict[str, Any]]:
+        return self.items
