@@ -7,6 +7,10 @@ travel as one frozen value: a decision reads the model once and uses that one va
 throughout, whatever another task installs meanwhile, and records the `version` it used
 (0: the weights the config names).
 
+What is scored is the task, not its wrapping: the user's own words, with the client's harness
+(system prompts, tool schemas, environment and reminder blocks, format rules, tool results) set
+aside (policies/task.py), so the same question scores the same from every client.
+
 Pure: scorers are handed in already built.
 """
 
@@ -17,6 +21,7 @@ from dataclasses import dataclass
 from backends.types import Message
 from policies.ladder import Crossing, Ladder
 from policies.scoring import Score, Scorer
+from policies.task import Task, read_task
 from policies.tiers import Tier
 
 __all__ = ["Placement", "RoutingModel"]
@@ -24,11 +29,13 @@ __all__ = ["Placement", "RoutingModel"]
 
 @dataclass(frozen=True, slots=True)
 class Placement:
-    """Where a prompt lands: the tier's index, the routing score, the boundaries looked at."""
+    """Where a prompt lands: the tier's index, the routing score, the boundaries looked at, and
+    the task that was scored (None when a turn's own words were handed in)."""
 
     index: int
     score: Score
     crossings: tuple[Crossing, ...]
+    task: Task | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,15 +53,20 @@ class RoutingModel:
         """The index of the strongest tier."""
         return len(self.ladder.tiers) - 1
 
-    def place(self, messages: list[Message]) -> Placement:
-        """The tier `messages` (as the scorer should see them) climb to."""
+    def place(self, messages: list[Message], tools: object = None) -> Placement:
+        """The tier a conversation's task climbs to (`tools`: the request's, named in what was
+        set aside)."""
+        task = read_task(messages, tools)
+        score = self.scorer.score(task.messages)
+        index, crossings = self.ladder.climb(task.messages, score)
+        return Placement(index, score, crossings, task)
+
+    def place_text(self, text: str) -> Placement:
+        """The tier one user turn's own words (already read from its harness) climb to, alone."""
+        messages: list[Message] = [{"role": "user", "content": text}]
         score = self.scorer.score(messages)
         index, crossings = self.ladder.climb(messages, score)
         return Placement(index, score, crossings)
-
-    def place_text(self, text: str) -> Placement:
-        """The tier one user turn's own words climb to, scored alone."""
-        return self.place([{"role": "user", "content": text}])
 
     def reason(self, placement: Placement) -> str:
         """The words a decision's reason opens with."""

@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass
 
 from backends.types import Message, content_text
+from policies.task import Task, read_task
 
 __all__ = ["ERRORS_TO_ESCALATE", "SIGNALS", "Escalation", "Turn", "correction", "escalation", "is_tool_error",
            "read_turn"]
@@ -79,10 +80,11 @@ def correction(text: str) -> bool:
     return _CORRECTION.search(text[:_CORRECTION_WINDOW]) is not None
 
 
-def read_turn(messages: list[Message]) -> Turn:
-    """The latest call of a conversation, read."""
-    users = [m for m in messages if m.get("role") == "user"]
-    first = content_text(users[0].get("content")) if users else ""
+def read_turn(messages: list[Message], task: Task | None = None) -> Turn:
+    """The latest call of a conversation, read: its first and latest turns as the user's own
+    words, the client's harness set aside (policies/task.py; `task`: read already)."""
+    task = task or read_task(messages)
+    first = task.first
     last_call = max((i for i, m in enumerate(messages) if m.get("role") == "assistant" and m.get("tool_calls")),
                     default=-1)
     after = messages[last_call + 1:] if last_call >= 0 else []
@@ -93,8 +95,7 @@ def read_turn(messages: list[Message]) -> Turn:
     if results and all(m.get("role") in ("tool", "user", "system") for m in after):
         errors = sum(is_tool_error(content_text(m.get("content"))) for m in results)
         return Turn(True, "", first, errors, refusal)
-    text = content_text(users[-1].get("content")) if users else ""
-    return Turn(False, text, first, 0, refusal, empty)
+    return Turn(False, task.latest, first, 0, refusal, empty)
 
 
 @dataclass(frozen=True, slots=True)

@@ -184,7 +184,7 @@ class Router:
         (router/sessions.py): its tier only moves up, and it keeps its backend; `"auto"` derives
         the task from the conversation (`tools`: the request's tool set)."""
         key = self._session_key(session, messages, tools)
-        return self._decide(messages, model, deadline_s, max_tokens, prefer, needs, max_cost_usd, key)
+        return self._decide(messages, model, deadline_s, max_tokens, prefer, needs, max_cost_usd, key, tools)
 
     def _session_key(self, given: str | None, messages: list[Message], tools: Any) -> SessionKey | None:
         sessions = self._parts.sessions
@@ -194,7 +194,7 @@ class Router:
 
     def _decide(self, messages: list[Message], model: str | None, deadline_s: float | None, max_tokens: int | None,
                 prefer: str | None, needs: Needs | None, max_cost_usd: float | None,
-                session: SessionKey | None) -> Decision:
+                session: SessionKey | None, tools: Any = None) -> Decision:
         checked = self._check_prefer(prefer)
         unable = self._unable(needs)
         self._check_output(unable, needs)
@@ -204,21 +204,21 @@ class Router:
             routing = self._parts.model.current  # read once: one version decides the whole call
             sessions = self._parts.sessions
             plan = sessions.plan(session, messages, routing) if session is not None and sessions is not None else None
-            decision = self._decide_routed(routing, messages, deadline_s, max_tokens, checked, unable, plan)
+            decision = self._decide_routed(routing, messages, deadline_s, max_tokens, checked, unable, plan, tools)
         if max_cost_usd is None:
             return decision
         return within_cost(self._parts, decision, messages, max_tokens, max_cost_usd)
 
     def _decide_routed(self, routing: RoutingModel, messages: list[Message], deadline_s: float | None,
                        max_tokens: int | None, prefer: Prefer, unable: Mapping[str, str],
-                       session: SessionPlan | None = None) -> Decision:
+                       session: SessionPlan | None = None, tools: Any = None) -> Decision:
         score: Score | None
         if session is None:
-            placement = routing.place(messages)
-            index, score, crossings = placement.index, placement.score, placement.crossings
+            placement = routing.place(messages, tools)
+            index, score, crossings, task = placement.index, placement.score, placement.crossings, placement.task
             opening = routing.reason(placement)
         else:  # the task's tier, not the transcript's (router/sessions.py)
-            score, index, crossings = session.score, session.index, session.crossings
+            score, index, crossings, task = session.score, session.index, session.crossings, session.task
             opening = f"session {session.label[:24]}: {session.why}"
         tier = routing.tiers[index]
         if deadline_s is None:
@@ -235,6 +235,7 @@ class Router:
             deadline_s=deadline_s,
             session=session,
             version=routing.version,
+            task=task,
         )
 
     def _unable(self, needs: Needs | None) -> dict[str, str]:
@@ -349,7 +350,8 @@ class Router:
 
     def _decision(self, messages: list[Message], opts: ResolvedOptions, session: SessionKey | None) -> Decision:
         return self._decide(messages, opts.model, opts.deadline_s, opts.max_tokens, opts.prefer,
-                            Needs.of(messages, opts.extra, opts.max_tokens), opts.max_cost_usd, session)
+                            Needs.of(messages, opts.extra, opts.max_tokens), opts.max_cost_usd, session,
+                            opts.extra.get("tools"))
 
     async def _prepared(self, messages: list[Message], opts: ResolvedOptions) -> Decision:
         """What every call and stream does before its first model call: adopt what other

@@ -10,6 +10,7 @@ from backends.types import Completion
 from policies.ladder import Crossing
 from policies.scoring import Score
 from policies.selection import Plan
+from policies.task import Task
 
 if TYPE_CHECKING:
     from router.sessions import SessionPlan
@@ -53,6 +54,7 @@ class Decision:
     crossings: tuple[Crossing, ...] = ()  # the tier boundaries looked at, the deciding one last
     session: SessionPlan | None = None  # the task this call belongs to, and what it made of the call
     version: int = 0  # the routing model version that decided (0: the configured weights)
+    task: Task | None = None  # what was scored: the user's words, the client's harness set aside
 
     @property
     def candidates(self) -> tuple[str, ...]:
@@ -82,7 +84,10 @@ class Decision:
         """The planned downgrade: the first candidate is from a weaker tier."""
         return self.downgrade_to(self.chosen) if self.plan.downgrade is not None else None
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self, *, task: bool = False) -> dict[str, Any]:
+        """The decision as `--json`, the log and the web view show it; `task` adds what was
+        scored and what was set aside (a pass over the whole conversation: asked for by
+        `--explain` and the web view, not by every request's log record)."""
         out: dict[str, Any] = {
             "chosen": self.chosen,
             "candidates": list(self.candidates),
@@ -106,6 +111,8 @@ class Decision:
         details = self.details  # built once: it renders every candidate
         if details:
             out["details"] = details
+        if task and self.task is not None:
+            out["task"] = self.task.explain()
         return out
 
 

@@ -39,6 +39,7 @@ from policies.ladder import Crossing
 from policies.routing_model import Placement, RoutingModel
 from policies.scoring import Score
 from policies.sessions import Turn, escalation, read_turn
+from policies.task import Task, read_task
 from router.request_context import CLIENT_KEY
 
 __all__ = ["AUTO", "MAX_KEY_CHARS", "Session", "SessionKey", "SessionPlan", "SessionState", "SessionTable",
@@ -93,12 +94,13 @@ def check_key(key: Any, where: str) -> str:
     return key
 
 
-def derived_key(messages: list[Message], tools: Any) -> str | None:
+def derived_key(messages: list[Message], tools: Any, task: Task | None = None) -> str | None:
     """A session id from the task: the user's own first words (what an agent resends unchanged
     every call), with the system prompt and the tool names. None when the conversation shows
     no words of the user's to key on: boilerplate alone would join unrelated runs."""
-    first = read_turn(messages).first
-    if not first.strip():
+    task = task or read_task(messages)
+    first = task.first
+    if task.harness_only or not first.strip():
         return None
     system = [content_text(m.get("content")) for m in messages if m.get("role") in ("system", "developer")][:1]
     names = sorted(str((t.get("function") or t).get("name")) for t in tools or () if isinstance(t, dict))
@@ -119,11 +121,12 @@ def turn_digest(text: str) -> str:
 @dataclass(frozen=True, slots=True)
 class SessionKey:
     """`id`: the session's key in the table (namespaced by the API key); `label`: the id as the
-    client knows it (headers, logs)."""
+    client knows it (headers, logs); `task`: the conversation's task, when deriving read it."""
 
     id: str
     label: str
     derived: bool = False
+    task: Task | None = None
 
 
 class SessionTable:
@@ -181,6 +184,7 @@ class SessionPlan:
     version: int = 0  # the routing model version that placed this call
     signal: str | None = None
     digest: str = ""  # of this call's conversation: the same one sent again after its answer is a signal
+    task: Task | None = None  # what the conversation asks, read from its harness
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.label or self.key, "tier_index": self.index, "why": self.why,
@@ -206,11 +210,11 @@ class Sessions:
         """The session of a call: `given` (an explicit id, or AUTO to derive one from the task),
         in `owner`'s namespace (the API key's name; None: the operator's). None when AUTO finds
         no task of the user's to key on."""
-        derived = given == AUTO
-        label = derived_key(messages, tools) if derived else given
-        if label is None:
-            return None
-        return SessionKey(owned(label, owner), label, derived)
+        if given != AUTO:
+            return SessionKey(owned(given, owner), given)
+        task = read_task(messages)
+        label = derived_key(messages, tools, task)
+        return None if label is None else SessionKey(owned(label, owner), label, True, task)
 
     async def load(self, key: str) -> None:
         """What the fleet knows of session `key`, before deciding a call of it (Redis state only)."""
@@ -224,7 +228,8 @@ class Sessions:
 
     def plan(self, key: SessionKey, messages: list[Message], model: RoutingModel) -> SessionPlan:
         state = self.table.get(key.id)
-        turn = read_turn(messages)
+        task = key.task or read_task(messages)
+        turn = read_turn(messages, task)
         digest = _digest(messages)
         index, why, score, crossings = _tier_for(model, state, turn)
         # Tool errors in a row: this turn's, added to the session's until a turn has none.
@@ -239,7 +244,7 @@ class Sessions:
             index, why, signal = step.tier, f"escalated ({step.signal}): {step.why}", step.signal
         backend = state.backend if state is not None and self._same_backend(state) else None
         return SessionPlan(key.id, index, why, turn, score, crossings, state, errors, backend, self._cached(state),
-                           len(messages), key.label, model.version, signal, digest)
+                           len(messages), key.label, model.version, signal, digest, task)
 
     def _same_backend(self, state: SessionState) -> bool:
         """The session's backend is the one this router calls by that name (state written before

@@ -301,7 +301,7 @@ def test_processes_share_learned_latency_without_clobbering(sim, route_home):
     first, second = _worker(cfg, 12), _worker(cfg, 12)
     _start(first, second)  # both have read the empty store; now both write at once
     assert [_finish(first)["samples_at_start"], _finish(second)["samples_at_start"]] == [0, 0]
-    state = LatencyStore().load_latency()["a"]
+    state = LatencyStore().load_latency()[Router.from_config(cfg).latency.identity("a")]
     assert state["failures"]["count"] == 24  # one entry per attempt, from both processes
     # A later run starts from what both learned.
     later = _worker(cfg, 0)

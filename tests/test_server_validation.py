@@ -123,7 +123,7 @@ def test_a_bug_is_a_json_500_not_plain_text(sim):
     def explode(*args, **kwargs):
         raise RuntimeError("boom")
 
-    router.decide = explode  # a fault inside the app, after validation
+    router.acomplete = explode  # a fault inside the app, after validation
     with RouteServer(router) as srv:
         response = post(srv, {**GOOD, "tools": [{"type": "function", "function": {"name": "f"}}]})
     assert response.status_code == 500 and response.json()["error"]["code"] == "internal_error"

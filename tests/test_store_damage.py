@@ -240,7 +240,8 @@ def test_the_latency_state_follows_a_store_moved_aside_under_a_running_router(si
     fresh = Store(db, check=True)
     assert [r["prompt"] for r in fresh.recent(10)] == [f"after the damage {i}" for i in reversed(range(5))]
     with contextlib.closing(sqlite3.connect(db)) as conn:
-        assert [row[0] for row in conn.execute("SELECT backend FROM latency_state")] == ["small"]
+        identity = router.latency.identity("small")  # what the backend is: a namesake elsewhere has its own row
+        assert [row[0] for row in conn.execute("SELECT backend FROM latency_state")] == [identity]
     latency = [m for m in (r.getMessage() for r in caplog.records) if "learned latency" in m or "latency history" in m]
     assert latency == []
     assert len([r for r in caplog.records if "moved it aside" in r.getMessage()]) == 1

@@ -70,7 +70,7 @@ def _show_decision(out: Output, decision) -> None:
 
 def _show_explain(out: Output, decision) -> None:
     if out.json_mode:
-        out.data(decision.as_dict())
+        out.data(decision.as_dict(task=True))
         return
     from rich.table import Table
 
@@ -90,6 +90,8 @@ def _decision_rows(decision) -> list[tuple[str, str]]:
             ("fallbacks", ", ".join(decision.candidates[1:]) or "-")]
     if decision.deadline_s is not None:
         rows.append(("deadline", f"{decision.deadline_s:.3f} s"))
+    if decision.task is not None:
+        rows.append(("scored", decision.task.describe()))
     if decision.score is not None:
         rows.append(("score", f"{decision.score.value:.4f} ({decision.score.scorer})"))
         rows += [(f"  {name}", f"{contribution:+.4f}  (value {_number(decision.score.features.get(name))})")

@@ -49,6 +49,6 @@ def trace_view(entry: LiveRequest) -> dict[str, Any]:
 
 def decision_view(entry: LiveRequest) -> dict[str, Any]:
     """The decision as `--json` and the request log show it, plus the fallbacks' messages."""
-    out = entry.decision.as_dict()
+    out = entry.decision.as_dict(task=True)  # one request, looked at: what was scored and set aside too
     out["failures"] = [{"backend": b, "error": kind, "message": message} for b, kind, message in entry.failures]
     return out
