@@ -262,7 +262,7 @@ async def _stream(client, send, body, model, answer: Answer, profile: SimProfile
     chunk = _chunk_writer(model, include_usage)
     await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
     # A drop or malformed line comes partway through, after some good chunks.
-    cut = max(1, answer.completion_tokens // 2) if fault in ("drop", "malformed") else None
+    cut = max(1, len(answer.tokens) // 2) if fault in ("drop", "malformed") else None
     if not await _send_tokens(client, send, chunk, answer.tokens[:cut], profile, fault):
         return "cancelled"
     if fault == "drop":
