@@ -175,7 +175,8 @@ class Assembly:
                                 "signature": delta.signature})
             self.unsealed = len(self.reasoning)
         self.sealed += [{"type": "redacted_thinking", "data": data} for data in delta.redacted]
-        return [ThinkingChunk("", signature=delta.signature)] if delta.signature else []
+        chunks: list[Chunk] = [ThinkingChunk("", signature=delta.signature)] if delta.signature else []
+        return chunks + [ThinkingChunk("", redacted=data) for data in delta.redacted]
 
     def _first_content(self) -> None:
         if self.ttft is None:
