@@ -145,10 +145,11 @@ def _thinking(payload: dict[str, Any], extra: dict[str, Any], limit: int | None)
     """The request's options, thinking and `max_tokens`: without a maximum (`limit`), the answer's
     default room with the thinking budget on top. A tool turn whose signed thinking is lost
     (backends/anthropic_thinking.py) is sent with thinking off, which Anthropic takes, rather
-    than refused."""
+    than refused. Only thinking that is `enabled`: under `adaptive` the model may have chosen not
+    to think before its tool calls, and its turn is as it should be."""
     payload.update(request_options(extra, limit))
     payload["max_tokens"] = limit or _DEFAULT_MAX_TOKENS + int(payload.get("thinking", {}).get("budget_tokens") or 0)
-    if payload.get("thinking", {}).get("type") not in (None, "disabled") and unsigned_tool_turn(payload["messages"]):
+    if payload.get("thinking", {}).get("type") == "enabled" and unsigned_tool_turn(payload["messages"]):
         without_thinking(payload)
 
 

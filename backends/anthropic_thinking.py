@@ -12,10 +12,11 @@ remembers, by tool call id, the signed blocks of its last answers that called to
 same thinking text gets its blocks back. The text must match, so a tool call id alone (which
 another caller may have seen) never brings someone else's thinking into a request.
 
-Where the blocks cannot be found (another process answered, the client kept no text), thinking
-is left off for that one call, as LiteLLM does, and the earlier turns' thinking with it (Anthropic
-refuses thinking blocks while thinking is off): the call is answered without thinking rather
-than refused.
+Where the blocks cannot be found (another process answered, the client kept no text) while
+thinking is `enabled`, thinking is left off for that one call, as LiteLLM does, and the earlier
+turns' thinking with it (Anthropic refuses thinking blocks while thinking is off): the call is
+answered without thinking rather than refused. (Under `adaptive` thinking the model may have
+chosen not to think before its calls: such a turn is left as it is.)
 """
 
 from __future__ import annotations

@@ -89,6 +89,14 @@ def test_without_the_text_the_call_is_answered_without_thinking(reasoning):
     assert all(b["type"] not in ("thinking", "redacted_thinking") for t in payload["messages"] for b in t["content"])
 
 
+def test_adaptive_thinking_is_sent_as_the_client_sent_it():
+    """Under `adaptive` the model may not have thought before its calls: nothing is missing."""
+    turns = [*TOOL_LOOP[:1], {**TOOL_LOOP[1], "thinking_blocks": []}, TOOL_LOOP[2]]
+    payload = _backend()._payload(Request(messages=turns, max_tokens=8000, extra={"thinking": {"type": "adaptive"}}),
+                                  stream=False)
+    assert payload["thinking"] == {"type": "adaptive"}
+
+
 def test_encrypted_content_round_trips_signed_and_redacted_blocks():
     assert blocks_from(encrypted_content([REDACTED, SIGNED])) == [REDACTED, SIGNED]
 

@@ -53,7 +53,7 @@ class Answer:
     def completion_tokens(self) -> int:
         """The text's tokens, and a tool call's: each piece it streams in is paced like a token
         (app.py), so it is counted like one, as a provider counts the call it writes."""
-        return len(self.tokens) + len(argument_pieces(list(self.tool_calls)))
+        return len(self.tokens) + (len(argument_pieces(list(self.tool_calls))) if self.tool_calls else 0)
 
 
 def split_tokens(text: str) -> list[str]:

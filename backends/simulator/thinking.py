@@ -7,8 +7,9 @@ in the last user turn adds a `redacted_thinking` block first, as Anthropic answe
 
 Under a profile's `signed_thinking`, the endpoint enforces what Anthropic does: a thinking block
 whose signature the simulator did not issue (or whose text was changed) is refused, and so is a
-request with thinking on whose last turn answers tool calls of an assistant turn that does not
-start with the thinking it was given -- with Anthropic's 400 and its wording. Always, as Anthropic
+request with thinking enabled whose last turn answers tool calls of an assistant turn that does
+not start with the thinking it was given -- with Anthropic's 400 and its wording. (Not under
+`adaptive` thinking, where the model may have chosen not to think before calling a tool.) Always, as Anthropic
 does: a thinking budget under 1024 tokens, or not under `max_tokens`, is refused.
 
 Written apart from the router's own handling of the rule (backends/anthropic_thinking.py), so
@@ -107,7 +108,8 @@ class Signer:
     def refusal(self, body: Mapping[str, Any]) -> str | None:
         """Anthropic's words for a request its signed-thinking rule refuses, or None."""
         turns = [t for t in body.get("messages") or () if isinstance(t, Mapping)]
-        return self._forged(turns) or (_unsigned(turns) if thinking_on(body) else None)
+        enabled = (body.get("thinking") or {}).get("type") == "enabled"  # adaptive: the model may not have thought
+        return self._forged(turns) or (_unsigned(turns) if enabled else None)
 
     def _forged(self, turns: Sequence[Mapping[str, Any]]) -> str | None:
         for i, turn in enumerate(turns):
