@@ -66,6 +66,12 @@ class MessageEvents:
             out += self._close()  # the next thinking, if any, is a block of its own
         return b"".join(out)
 
+    def redacted_thinking(self, data: str) -> bytes:
+        """A block of thinking the provider sent encrypted: whole, in its start event."""
+        out = self._switch("redacted_thinking", data, {"type": "redacted_thinking", "data": data})
+        out += self._close()
+        return b"".join(out)
+
     def tool_call(self, index: int, *, call_id: str | None = None, name: str | None = None,
                   arguments: str = "") -> bytes:
         """A piece of tool call `index`: its first piece opens the block (id and name), later

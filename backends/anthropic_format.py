@@ -35,6 +35,7 @@ __all__ = [
     "request_options",
     "reasoning_effort",
     "request_parts",
+    "thinking_budget",
     "tool_input",
 ]
 
@@ -50,6 +51,7 @@ ANTHROPIC_ONLY = frozenset({"output_config", "anthropic_beta", "context_manageme
 # reasoning_effort -> Anthropic's thinking budget (tokens), as LiteLLM maps them.
 _BUDGETS = {"minimal": 1024, "low": 1024, "medium": 2048, "high": 4096, "xhigh": 8192}
 _MIN_BUDGET = 1024  # Anthropic's smallest
+_THINKING_SHARE = 0.5  # of a client's maximum, what thinking may take: the rest is the answer's
 _MID_CONVERSATION_SYSTEM = "mid-conversation-system"
 
 
@@ -263,17 +265,20 @@ def _system(messages: Iterable[Message]) -> str | list[dict[str, Any]] | None:
     return "\n\n".join(b["text"] for b in blocks)
 
 
-def _in_place(extra: Mapping[str, Any]) -> bool:
-    """Whether system turns within the conversation stay where they are (Anthropic takes them
-    there under its mid-conversation-system beta); else they join the system prompt."""
-    return any(str(b).startswith(_MID_CONVERSATION_SYSTEM) for b in extra.get("anthropic_beta") or ())
+def _in_place(extra: Mapping[str, Any], betas: Iterable[str]) -> bool:
+    """Whether system turns within the conversation stay where they are: Anthropic takes them
+    there under its mid-conversation-system beta (the client's, or the backend's configured
+    `anthropic-beta` header); without it they join the system prompt, the only place it takes them."""
+    return any(str(b).strip().startswith(_MID_CONVERSATION_SYSTEM)
+               for b in [*(extra.get("anthropic_beta") or ()), *betas])
 
 
-def request_parts(messages: Iterable[Message], extra: Mapping[str, Any]) -> dict[str, Any]:
-    """`system`, `messages`, `tools` and `tool_choice` of an Anthropic request for a chat request."""
+def request_parts(messages: Iterable[Message], extra: Mapping[str, Any], betas: Iterable[str] = ()) -> dict[str, Any]:
+    """`system`, `messages`, `tools` and `tool_choice` of an Anthropic request for a chat request;
+    `betas`: the betas the backend's own configuration sends."""
     messages = list(messages)
     leading = next((i for i, m in enumerate(messages) if m.get("role") not in ("system", "developer")), len(messages))
-    in_place = _in_place(extra)
+    in_place = _in_place(extra, betas)
     turns: list[dict[str, Any]] = []
     for index, message in enumerate(messages):
         if message.get("role") in ("system", "developer"):
@@ -311,11 +316,22 @@ def _anthropic_tool_choice(choice: Any, parallel: Any) -> dict[str, Any] | None:
     return out
 
 
-def request_options(extra: Mapping[str, Any], max_tokens: int) -> dict[str, Any]:
+def thinking_budget(effort: Any, max_tokens: int | None) -> int | None:
+    """The thinking budget for a `reasoning_effort`: LiteLLM's budgets, and under a maximum the
+    client set, at most half of it, so the answer keeps the other half (Anthropic counts thinking
+    in `max_tokens`). None: no thinking (no effort asked, or no room for Anthropic's smallest)."""
+    if not isinstance(effort, str) or effort not in _BUDGETS:
+        return None
+    budget = _BUDGETS[effort] if max_tokens is None else min(_BUDGETS[effort], int(max_tokens * _THINKING_SHARE))
+    return budget if budget >= _MIN_BUDGET else None
+
+
+def request_options(extra: Mapping[str, Any], max_tokens: int | None) -> dict[str, Any]:
     """The options of an Anthropic request a chat request's extras say: thinking (the client's
-    own `thinking` object, or a budget for `reasoning_effort` that fits under `max_tokens`),
-    `output_config` (the client's own, or a JSON schema from `response_format`),
-    `metadata.user_id` (from `user`), `top_k`, `service_tier`."""
+    own `thinking` object, or a budget for `reasoning_effort`: `thinking_budget`), `output_config`
+    (the client's own, or a JSON schema from `response_format`), `metadata.user_id` (from
+    `user`), `top_k`, `service_tier`. `max_tokens`: the maximum the client (or the config) set,
+    None for none."""
     out: dict[str, Any] = {}
     output = extra.get("output_config")
     fmt = extra.get("response_format")
@@ -326,12 +342,11 @@ def request_options(extra: Mapping[str, Any], max_tokens: int) -> dict[str, Any]
         out["output_config"] = {"format": {"type": "json_schema", "schema": spec.get("schema") or {}}}
     thinking = extra.get("thinking")
     effort = extra.get("reasoning_effort")
+    budget = thinking_budget(effort, max_tokens)
     if isinstance(thinking, Mapping):
         out["thinking"] = dict(thinking)
-    elif isinstance(effort, str) and effort in _BUDGETS:
-        budget = min(_BUDGETS[effort], max_tokens - 1)
-        if budget >= _MIN_BUDGET:  # too small a max_tokens leaves no room to think: answer without
-            out["thinking"] = {"type": "enabled", "budget_tokens": budget}
+    elif budget is not None:
+        out["thinking"] = {"type": "enabled", "budget_tokens": budget}
     metadata = extra.get("metadata")
     user = extra.get("user") or (metadata.get("user_id") if isinstance(metadata, Mapping) else None)
     if isinstance(user, str) and user:

@@ -11,8 +11,9 @@ from typing import Any, ClassVar
 
 import orjson
 
-from backends.anthropic_answers import StreamReader, message_delta
+from backends.anthropic_answers import StreamReader, message_deltas, message_thinking
 from backends.anthropic_format import request_options, request_parts
+from backends.anthropic_thinking import SignedThinking, unsigned_tool_turn, without_thinking
 from backends.assembly import Delta, Fold
 from backends.base import Backend, BackendSettings, Health
 from backends.capabilities import Capabilities
@@ -27,7 +28,9 @@ __all__ = ["AnthropicBackend"]
 _DEFAULT_BASE_URL = "https://api.anthropic.com/v1"
 _VERSION = "2023-06-01"
 _STRUCTURED_OUTPUTS = "structured-outputs-2025-11-13"
-_DEFAULT_MAX_TOKENS = 4096  # the API requires max_tokens; a request or `params:` usually sets it
+# The API requires max_tokens; a request or `params:` usually sets it. Without either, this is
+# the answer's, and a thinking budget for `reasoning_effort` comes on top of it.
+_DEFAULT_MAX_TOKENS = 4096
 # Chat parameters the Messages API takes under the same name; others (seed, response_format...) it
 # has no word for, and the rest it names differently (request_options).
 _SHARED = ("top_p",)
@@ -44,6 +47,7 @@ class AnthropicBackend(Backend):
         super().__init__(settings)
         # For messages: as configured, so a ${NAME} in it never shows its value.
         self._http = HttpTransport((settings.base_url or _DEFAULT_BASE_URL).rstrip("/") + "/messages", self.where())
+        self._signed = SignedThinking()  # for clients that send thinking back without its signature
 
     @property
     def endpoint(self) -> str:
@@ -51,6 +55,10 @@ class AnthropicBackend(Backend):
 
     def _translate(self, exc: Exception) -> BackendError:
         return self._http.translate(exc)
+
+    def _configured_betas(self) -> list[str]:
+        headers = self.settings.resolve(self.settings.headers)
+        return [b for name, value in headers.items() if name.lower() == "anthropic-beta" for b in value.split(",")]
 
     def _headers(self, request: Request | None = None) -> dict[str, str]:
         headers = {"anthropic-version": _VERSION, **self.settings.resolve(self.settings.headers)}
@@ -65,10 +73,9 @@ class AnthropicBackend(Backend):
         params = dict(self.settings.params)
         payload: dict[str, Any] = {**self.settings.resolve(self.settings.passthrough), **params,
                                    **{k: request.extra[k] for k in _SHARED if k in request.extra}}
-        payload.update(request_parts(request.messages, request.extra))
+        payload.update(request_parts(self._signed.restore(request.messages), request.extra, self._configured_betas()))
         payload["model"] = self.model
-        payload["max_tokens"] = request.max_tokens or params.get("max_tokens") or _DEFAULT_MAX_TOKENS
-        payload.update(request_options(request.extra, payload["max_tokens"]))
+        _thinking(payload, request.extra, request.max_tokens or params.get("max_tokens"))
         if payload.get("thinking", {}).get("type") == "enabled":
             # Anthropic refuses sampling changes while the model thinks.
             for key in ("temperature", "top_p", "top_k"):
@@ -91,18 +98,23 @@ class AnthropicBackend(Backend):
         async with self._http.post(self.settings.url("/messages", _DEFAULT_BASE_URL), payload, self._headers(request),
                                    deadline.remaining(), self.settings.timeout_s) as reply:
             if not stream or reply.whole:
-                yield self._answer(await reply.body(), reply.simulated)
+                for delta in self._answer(await reply.body(), reply.simulated):
+                    yield delta
                 return
             async for delta in self._stream_events(reply):
                 yield delta
 
-    def _answer(self, body: bytes, simulated: bool) -> Delta:
+    def _answer(self, body: bytes, simulated: bool) -> list[Delta]:
         try:
-            delta = message_delta(orjson.loads(body))
+            message = orjson.loads(body)
+            deltas = message_deltas(message)
+            sealed, tool_ids = message_thinking(message)
         except (ValueError, AttributeError, TypeError) as exc:
             raise MalformedResponse(f"not an Anthropic message: {body[:200]!r}", **self.where()) from exc
-        delta.simulated = simulated
-        return delta
+        self._signed.remember(tool_ids, sealed)
+        for delta in deltas:
+            delta.simulated = simulated
+        return deltas
 
     async def _stream_events(self, reply: Reply) -> AsyncIterator[Delta]:
         reader = StreamReader()
@@ -114,6 +126,7 @@ class AnthropicBackend(Backend):
                     fold.delta(delta)
             for delta in fold.done():
                 yield delta
+        self._signed.remember(reader.tool_ids, reader.sealed)
 
     def _parse_event(self, data: bytes) -> dict[str, Any]:
         event = json_event(data, self.where())
@@ -126,6 +139,18 @@ class AnthropicBackend(Backend):
 
     async def aclose(self) -> None:
         await self._http.aclose()
+
+
+def _thinking(payload: dict[str, Any], extra: dict[str, Any], limit: int | None) -> None:
+    """The request's options, thinking and `max_tokens`: without a maximum (`limit`), the answer's
+    default room with the thinking budget on top. A tool turn whose signed thinking is lost
+    (backends/anthropic_thinking.py) is sent with thinking off, which Anthropic takes, rather
+    than refused. Only thinking that is `enabled`: under `adaptive` the model may have chosen not
+    to think before its tool calls, and its turn is as it should be."""
+    payload.update(request_options(extra, limit))
+    payload["max_tokens"] = limit or _DEFAULT_MAX_TOKENS + int(payload.get("thinking", {}).get("budget_tokens") or 0)
+    if payload.get("thinking", {}).get("type") == "enabled" and unsigned_tool_turn(payload["messages"]):
+        without_thinking(payload)
 
 
 def _betas(request: Request | None) -> list[str]:

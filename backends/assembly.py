@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from backends.thinking import ThinkingSplitter, with_thinking
@@ -175,7 +175,8 @@ class Assembly:
                                 "signature": delta.signature})
             self.unsealed = len(self.reasoning)
         self.sealed += [{"type": "redacted_thinking", "data": data} for data in delta.redacted]
-        return [ThinkingChunk("", signature=delta.signature)] if delta.signature else []
+        chunks: list[Chunk] = [ThinkingChunk("", signature=delta.signature)] if delta.signature else []
+        return chunks + [ThinkingChunk("", redacted=data) for data in delta.redacted]
 
     def _first_content(self) -> None:
         if self.ttft is None:
@@ -197,17 +198,15 @@ class Assembly:
         metadata: dict[str, Any] = {"simulated": True} if self.simulated else {}
         if self.sealed:
             metadata["thinking_blocks"] = self.sealed
-        usage = self.usage
-        if usage is None:
-            # Servers that omit usage still get a cost estimate; say it is one.
-            usage = Usage(output_tokens=max(1, len(text) // 4) if text else 0)
+        calls = [self.tool_calls[i] for i in sorted(self.tool_calls)]
+        usage = _estimated(self.usage, text, calls)
+        if usage is not self.usage:
             metadata["usage_estimated"] = True
         diffusion = None
         if settings.decoding == "diffusion":
             canvases = DiffusionStats.canvases_for(usage.output_tokens, settings.canvas_length)
             diffusion = DiffusionStats(canvases=canvases, canvas_length=settings.canvas_length)
         total = time.perf_counter() - self.started
-        calls = [self.tool_calls[i] for i in sorted(self.tool_calls)]
         completion = Completion(
             text=text,
             backend=self.backend.name,
@@ -221,6 +220,16 @@ class Assembly:
             metadata=metadata,
         )
         return with_thinking(completion, "".join(self.reasoning))
+
+
+def _estimated(usage: Usage | None, text: str, calls: list[dict[str, Any]]) -> Usage:
+    """`usage`, or an estimate where a server sent none or counted nothing of an answer that says
+    something: the cost still has a figure, and the latency model an answer length. A tool
+    call's name and arguments are output like text (about four characters a token)."""
+    said = len(text) + sum(len(c["function"]["name"]) + len(c["function"]["arguments"]) for c in calls)
+    if usage is not None and (usage.output_tokens or not said):
+        return usage
+    return replace(usage or Usage(), output_tokens=max(1, said // 4) if said else 0)
 
 
 def _thinking_chunks(pieces: list[tuple[str, str]]) -> list[Chunk]:

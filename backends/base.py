@@ -327,7 +327,8 @@ def merged(chunks: list[Chunk]) -> list[Chunk]:
         last = out[-1] if out else None
         if isinstance(chunk, TextChunk) and isinstance(last, TextChunk):
             out[-1] = TextChunk(last.text + chunk.text)
-        elif isinstance(chunk, ThinkingChunk) and isinstance(last, ThinkingChunk) and last.signature is None:
+        elif (isinstance(chunk, ThinkingChunk) and isinstance(last, ThinkingChunk) and last.signature is None
+              and last.redacted is None and chunk.redacted is None):
             out[-1] = ThinkingChunk(last.text + chunk.text, signature=chunk.signature)  # a signature ends a block
         else:
             out.append(chunk)

@@ -9,7 +9,7 @@ call and the translation of litellm's exceptions.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, ClassVar
 
 from backends.assembly import Delta
@@ -114,7 +114,8 @@ class LiteLLMBackend(Backend):
         litellm = load_litellm()
         response = await litellm.acompletion(**self._kwargs(request, deadline, stream=stream))
         if not stream:
-            yield self._message(response)
+            for delta in self._message(response):
+                yield delta
             return
         try:
             async for event in response:
@@ -127,30 +128,53 @@ class LiteLLMBackend(Backend):
                 except Exception:  # closing a half-read stream may raise; the answer is already decided
                     pass
 
-    def _message(self, response: Any) -> Delta:
+    def _message(self, response: Any) -> list[Delta]:
+        """The answer: its signed thinking first, a Delta per block (litellm's `thinking_blocks`,
+        each with its own signature), then the rest."""
         try:
             choice = response.choices[0]
             calls = [{**c.model_dump(), "index": i} for i, c in enumerate(choice.message.tool_calls or [])]
-            return Delta(text=choice.message.content or "", tool_calls=calls,
-                         usage=_usage(getattr(response, "usage", None)), finish_reason=choice.finish_reason,
-                         simulated=_is_simulated(response),
-                         reasoning=getattr(choice.message, "reasoning_content", None) or "")
+            sealed = [_sealed(block) for block in _thinking_blocks(choice.message)]
+            reasoning = "" if sealed else getattr(choice.message, "reasoning_content", None) or ""
+            return [*sealed, Delta(text=choice.message.content or "", tool_calls=calls,
+                                   usage=_usage(getattr(response, "usage", None)), finish_reason=choice.finish_reason,
+                                   simulated=_is_simulated(response), reasoning=reasoning)]
         except (AttributeError, IndexError, TypeError) as exc:
             raise MalformedResponse(f"unexpected response shape: {response!r:.200}", **self.where()) from exc
+
+
+def _thinking_blocks(holder: Any) -> list[Mapping[str, Any]]:
+    """The thinking blocks litellm read from Anthropic (signed or redacted), on a message or a delta."""
+    blocks = getattr(holder, "thinking_blocks", None) or ()
+    return [b for b in blocks if isinstance(b, Mapping)]
+
+
+def _sealed(block: Mapping[str, Any]) -> Delta:
+    if block.get("type") == "redacted_thinking":
+        return Delta(redacted=(str(block.get("data", "")),))
+    return Delta(reasoning=str(block.get("thinking") or ""), signature=str(block.get("signature") or ""))
 
 
 def _event(event: Any) -> Delta:
     """One litellm stream chunk as a Delta."""
     text, reasoning, finish = "", "", None
     calls: list[dict[str, Any]] = []
+    seals: list[Delta] = []
     for choice in getattr(event, "choices", None) or ():
         finish = getattr(choice, "finish_reason", None) or finish
         delta = getattr(choice, "delta", None)
         text += getattr(delta, "content", None) or ""
         reasoning += getattr(delta, "reasoning_content", None) or ""
         calls += [c.model_dump() if hasattr(c, "model_dump") else dict(c) for c in getattr(delta, "tool_calls", None) or ()]
+        seals += map(_sealed, _thinking_blocks(delta))  # a block's text streams alone, then its signature
     return Delta(text=text, reasoning=reasoning, tool_calls=calls, usage=_usage(getattr(event, "usage", None)),
-                 finish_reason=finish, simulated=_is_simulated(event))
+                 finish_reason=finish, simulated=_is_simulated(event), **_seal(seals))
+
+
+def _seal(seals: list[Delta]) -> dict[str, Any]:
+    """What a chunk's thinking blocks add: the signature that ends a block, redacted blocks."""
+    return {"signature": next((s.signature for s in reversed(seals) if s.signature), ""),
+            "redacted": tuple(data for s in seals for data in s.redacted)}
 
 
 def _usage(raw: Any) -> Usage | None:

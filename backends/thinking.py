@@ -9,7 +9,7 @@ and one small incremental splitter: no I/O, no project imports beyond the data t
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -109,7 +109,7 @@ def split_thinking(text: str) -> tuple[str, str]:
     return thinking, answer
 
 
-def reasoning_of(message: dict[str, Any]) -> str:
+def reasoning_of(message: Mapping[str, Any]) -> str:
     """A server-split reasoning text from a response message or a stream delta ("" if none)."""
     for key in _REASONING_KEYS:
         value = message.get(key)
@@ -121,14 +121,17 @@ def reasoning_of(message: dict[str, Any]) -> str:
 def with_thinking(completion: Completion, reasoning: str = "", *, thinking_tokens: int | None = None) -> Completion:
     """`completion` with thinking split out of its text and joined to `reasoning` (sent apart).
 
-    Thinking tokens are part of the output tokens, as OpenAI counts them; without an exact figure
-    they are estimated from the share of characters.
+    Thinking tokens are part of the output tokens, as OpenAI counts them: the figure given, else
+    the upstream's own (`usage.thinking_tokens`, when it reported one), else an estimate from the
+    share of characters.
     """
     inline, answer = split_thinking(completion.text)
     thinking = reasoning + inline
     if not thinking:
         return completion
     usage = completion.usage
+    if thinking_tokens is None and usage.thinking_tokens:
+        thinking_tokens = usage.thinking_tokens
     if thinking_tokens is None:
         share = len(thinking) / max(1, len(thinking) + len(answer))
         thinking_tokens = round(usage.output_tokens * share)

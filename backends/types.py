@@ -191,11 +191,14 @@ class TextChunk:
 class ThinkingChunk:
     """Reasoning text, in order, before the answer. Never part of the final text. `signature`:
     the provider's seal on the thinking so far (Anthropic's), which a client must send back
-    with it; it ends that piece of thinking."""
+    with it; it ends that piece of thinking. `redacted`: a whole block of thinking the provider
+    sent encrypted (Anthropic's `redacted_thinking` data), opaque, to be sent back as it came
+    (its `text` is empty)."""
 
     text: str
     kind: Literal["thinking"] = "thinking"
     signature: str | None = None
+    redacted: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

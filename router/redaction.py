@@ -208,7 +208,7 @@ class ChunkRedactor:
         if isinstance(chunk, TextChunk):
             return self._pieces(self._stream.feed("text", chunk.text), chunk)
         if isinstance(chunk, ThinkingChunk):
-            if chunk.signature is not None:
+            if chunk.signature is not None or chunk.redacted is not None:
                 return self._sealed(chunk)
             return self._pieces(self._stream.feed("thinking", chunk.text), chunk)
         if isinstance(chunk, ToolCallChunk):
@@ -222,8 +222,11 @@ class ChunkRedactor:
 
     def _sealed(self, chunk: ThinkingChunk) -> Sequence[Chunk]:
         """A signature ends a block of thinking: what is held of it goes out first, redacted,
-        and the signature (the provider's seal, never a secret of ours) goes on the last piece."""
+        and the signature (the provider's seal, never a secret of ours) goes on the last piece.
+        A redacted block (opaque data, no text of ours to search) goes out after what was held."""
         out = list(self._pieces([*self._stream.feed("thinking", chunk.text), *self._stream.end()]))
+        if chunk.redacted is not None:
+            return [*out, chunk]
         if out and isinstance(out[-1], ThinkingChunk):
             out[-1] = replace(out[-1], signature=chunk.signature)
         else:

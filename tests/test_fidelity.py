@@ -259,6 +259,17 @@ def test_chat_returns_cached_usage_and_reasoning_plain_and_streamed(server, mode
     assert chunks[-1].usage.prompt_tokens_details.cached_tokens == CACHE_READ
 
 
+def test_reasoning_tokens_are_the_upstreams_count_plain_and_streamed(server):
+    """The upstream says 3; an estimate from the share of characters said 4 (issue 37)."""
+    client = _openai_client(server)
+    ask = {"model": "oa", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4096}
+    assert client.chat.completions.create(**ask).usage.completion_tokens_details.reasoning_tokens == 3
+    chunks = list(client.chat.completions.create(**ask, stream=True, stream_options={"include_usage": True}))
+    assert chunks[-1].usage.completion_tokens_details.reasoning_tokens == 3
+    answer = client.responses.create(model="oa", input="hi", max_output_tokens=4096)
+    assert answer.usage.output_tokens_details.reasoning_tokens == 3
+
+
 @pytest.mark.parametrize("model", ["oa", "an"])
 def test_messages_returns_cache_usage_and_thinking_plain_and_streamed(server, model):
     client = _anthropic_client(server)

@@ -129,3 +129,15 @@ def test_a_thinking_signature_is_kept_and_ends_the_block(monkeypatch):
               *stream.chunk(TextChunk("done"))]
     thinking = [c for c in chunks if isinstance(c, ThinkingChunk)]
     assert "".join(c.text for c in thinking) == "let me ask sk" and thinking[-1].signature == "sig-1"
+
+
+def test_a_redacted_thinking_block_goes_out_whole_after_what_was_held(monkeypatch):
+    monkeypatch.setenv("ROUTE_TEST_K", "sk-abc123456789")
+    stream = Redactor(["ROUTE_TEST_K"]).stream()
+    assert stream is not None
+    chunks = [*stream.chunk(ThinkingChunk("let me ask sk")), *stream.chunk(ThinkingChunk("", redacted="opaque==")),
+              *stream.chunk(TextChunk("done"))]
+    thinking = [c for c in chunks if isinstance(c, ThinkingChunk)]
+    assert "".join(c.text for c in thinking[:-1]) == "let me ask sk"  # the held "sk" first
+    assert (thinking[-1].text, thinking[-1].redacted) == ("", "opaque==")
+    assert chunks.index(thinking[-1]) < chunks.index(next(c for c in chunks if isinstance(c, TextChunk)))

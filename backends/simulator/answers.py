@@ -15,6 +15,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from backends.simulator.tools import argument_pieces
 from backends.thinking import CLOSE, OPEN
 from backends.types import Message, content_text, last_user_text
 
@@ -50,7 +51,9 @@ class Answer:
 
     @property
     def completion_tokens(self) -> int:
-        return len(self.tokens)
+        """The text's tokens, and a tool call's: each piece it streams in is paced like a token
+        (app.py), so it is counted like one, as a provider counts the call it writes."""
+        return len(self.tokens) + (len(argument_pieces(list(self.tool_calls))) if self.tool_calls else 0)
 
 
 def split_tokens(text: str) -> list[str]:

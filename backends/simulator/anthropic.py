@@ -4,7 +4,8 @@ kind is tested over real sockets like the openai one.
 It translates the request to chat completions (backends/anthropic_format.py), lets the chat
 endpoint answer it -- same profiles, scripts, tool calls, timing and faults -- and rewrites the
 answer as it goes out: a chat completion as an Anthropic message, each chat stream chunk as the
-Anthropic events it stands for, an error in Anthropic's error shape.
+Anthropic events it stands for, an error in Anthropic's error shape. With thinking on, the answer
+starts with signed thinking, and Anthropic's rules for thinking are kept (simulator/thinking.py).
 """
 
 from __future__ import annotations
@@ -15,11 +16,13 @@ from typing import Any
 
 from backends.anthropic_events import MessageEvents
 from backends.anthropic_format import STOP_REASONS, Unsupported, chat_messages, chat_tool_choice, chat_tools, tool_input
+from backends.simulator.thinking import Signer, budget_refusal, thinking_on
 
 __all__ = ["Messages"]
 
 _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error",
                 500: "api_error", 529: "overloaded_error"}
+_THOUGHT_WORDS = 12  # a thought's length when the profile sets no `thinking_tokens`
 
 
 def _chat_body(body: dict[str, Any]) -> dict[str, Any]:
@@ -38,22 +41,24 @@ def _chat_body(body: dict[str, Any]) -> dict[str, Any]:
     return chat
 
 
-def _message(chat: dict[str, Any]) -> dict[str, Any]:
+def _message(chat: dict[str, Any], thinking: list[dict[str, Any]]) -> dict[str, Any]:
     choice = chat["choices"][0]
     message = choice["message"]
-    content: list[dict[str, Any]] = [{"type": "text", "text": message["content"]}] if message.get("content") else []
+    content: list[dict[str, Any]] = [*thinking]
+    content += [{"type": "text", "text": message["content"]}] if message.get("content") else []
     content += [{"type": "tool_use", "id": c["id"], "name": c["function"]["name"],
                  "input": tool_input(c["function"]["arguments"])} for c in message.get("tool_calls") or ()]
     return {"id": f"msg_sim_{uuid.uuid4().hex[:20]}", "type": "message", "role": "assistant", "model": chat["model"],
             "content": content, "stop_reason": STOP_REASONS.get(choice.get("finish_reason"), "end_turn"),
-            "stop_sequence": None, "usage": _usage(chat.get("usage") or {})}
+            "stop_sequence": None, "usage": _usage(chat.get("usage") or {}, Signer.tokens(thinking))}
 
 
-def _usage(chat: dict[str, Any]) -> dict[str, int]:
-    """Chat usage in Anthropic's shape: the cached part of the prompt apart from the rest."""
+def _usage(chat: dict[str, Any], thought: int = 0) -> dict[str, int]:
+    """Chat usage in Anthropic's shape: the cached part of the prompt apart from the rest, and
+    the thinking in the output, as Anthropic bills it."""
     cached = int((chat.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
     return {"input_tokens": int(chat.get("prompt_tokens") or 0) - cached, "cache_read_input_tokens": cached,
-            "cache_creation_input_tokens": 0, "output_tokens": int(chat.get("completion_tokens") or 0)}
+            "cache_creation_input_tokens": 0, "output_tokens": int(chat.get("completion_tokens") or 0) + thought}
 
 
 def _error(status: int, body: bytes) -> bytes:
@@ -69,9 +74,10 @@ class _StreamRewriter:
     """Chat stream chunks in, Anthropic events out (backends/anthropic_events.py). The chat
     endpoint is always asked for usage, which ends the message."""
 
-    def __init__(self) -> None:
+    def __init__(self, thinking: list[dict[str, Any]]) -> None:
         self.events: MessageEvents | None = None
         self.reason: str | None = None
+        self.thinking = thinking
 
     def rewrite(self, raw: bytes) -> bytes:
         out: list[bytes] = []
@@ -95,6 +101,8 @@ class _StreamRewriter:
             self.events = MessageEvents(chunk.get("model") or "", f"msg_sim_{uuid.uuid4().hex[:20]}",
                                         {"input_tokens": 0, "output_tokens": 0})
             out.append(self.events.start())
+            out += [self.events.redacted_thinking(b["data"]) if b["type"] == "redacted_thinking"
+                    else self.events.thinking(b["thinking"], b["signature"]) for b in self.thinking]
         for choice in chunk.get("choices") or ():
             delta = choice.get("delta") or {}
             if delta.get("content"):
@@ -106,12 +114,13 @@ class _StreamRewriter:
             self.reason = choice.get("finish_reason") or self.reason
         usage = chunk.get("usage")
         if usage:
-            out.append(self.events.finish(STOP_REASONS.get(self.reason or "stop", "end_turn"), _usage(usage)))
+            out.append(self.events.finish(STOP_REASONS.get(self.reason or "stop", "end_turn"),
+                                          _usage(usage, Signer.tokens(self.thinking))))
         return out
 
 
 class Messages:
-    """POST /v1/messages in front of the simulator's chat endpoint."""
+    """POST /v1/messages in front of the simulator's chat endpoint (`chat.state`: its SimState)."""
 
     def __init__(self, chat: Any):
         self.chat = chat
@@ -124,7 +133,9 @@ class Messages:
             if not message.get("more_body"):
                 break
         try:
-            chat = json.dumps(_chat_body(json.loads(raw))).encode()
+            body = json.loads(raw)
+            chat = json.dumps(_chat_body(body)).encode()
+            thinking = self._thinking(body)
         except (ValueError, TypeError, Unsupported) as exc:
             await _send(send, 400, _error(400, json.dumps({"error": {"message": str(exc)}}).encode()))
             return
@@ -137,14 +148,30 @@ class Messages:
             handed = True
             return {"type": "http.request", "body": chat, "more_body": False}
 
-        await self.chat(scope, chat_receive, _Rewriting(send))
+        await self.chat(scope, chat_receive, _Rewriting(send, thinking))
+
+    def _thinking(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        """The answer's signed thinking; ValueError, with Anthropic's words, for a request its
+        rules for thinking refuse."""
+        state = self.chat.state
+        model = str(body.get("model"))
+        profile = state.profile(model)
+        refusal = budget_refusal(body) or (state.signer.refusal(body) if profile.signed_thinking else None)
+        if refusal is not None:
+            raise ValueError(refusal)
+        if not thinking_on(body):
+            return []
+        budget = (body.get("thinking") or {}).get("budget_tokens")
+        words = min(profile.thinking_tokens or _THOUGHT_WORDS, budget if isinstance(budget, int) else _THOUGHT_WORDS)
+        return state.signer.blocks(model, body, body["messages"], words)
 
 
 class _Rewriting:
     """The `send` the chat endpoint writes to: rewrites its answer on the way out."""
 
-    def __init__(self, send: Any):
+    def __init__(self, send: Any, thinking: list[dict[str, Any]]):
         self.send = send
+        self.thinking = thinking
         self.status = 200
         self.stream: _StreamRewriter | None = None
         self.headers: list[tuple[bytes, bytes]] = []
@@ -155,7 +182,7 @@ class _Rewriting:
             self.status = message["status"]
             self.headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"content-length"]
             if dict(self.headers).get(b"content-type") == b"text/event-stream":
-                self.stream = _StreamRewriter()
+                self.stream = _StreamRewriter(self.thinking)
                 await self.send({**message, "headers": self.headers})
             return
         if self.stream is not None:
@@ -166,7 +193,7 @@ class _Rewriting:
             body = b"".join(self.parts)
             if self.status == 200:
                 try:
-                    body = json.dumps(_message(json.loads(body))).encode()
+                    body = json.dumps(_message(json.loads(body), self.thinking)).encode()
                 except (ValueError, KeyError, TypeError, IndexError):
                     pass  # a simulated malformed body stays malformed
             else:

@@ -49,6 +49,7 @@ from backends.simulator.anthropic import Messages
 from backends.simulator.drafts import drafts
 from backends.simulator.profiles import DEFAULT_PROFILES, FALLBACK_PROFILE, FAULT_KINDS, SimProfile
 from backends.simulator.prompt_cache import PromptCache
+from backends.simulator.thinking import Signer
 from backends.simulator.tools import Reply, argument_pieces, check_reply, split_reply
 
 __all__ = ["SimState", "create_app"]
@@ -66,6 +67,7 @@ class SimState:
     def __init__(self, profiles: Mapping[str, SimProfile] | None = None, *, strict_models: bool = False):
         self._initial = dict(DEFAULT_PROFILES if profiles is None else profiles)
         self.strict_models = strict_models
+        self.signer = Signer()  # signs the simulated Anthropic thinking (simulator/thinking.py)
         self.reset()
 
     def reset(self) -> None:
@@ -262,7 +264,7 @@ async def _stream(client, send, body, model, answer: Answer, profile: SimProfile
     chunk = _chunk_writer(model, include_usage)
     await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
     # A drop or malformed line comes partway through, after some good chunks.
-    cut = max(1, answer.completion_tokens // 2) if fault in ("drop", "malformed") else None
+    cut = max(1, len(answer.tokens) // 2) if fault in ("drop", "malformed") else None
     if not await _send_tokens(client, send, chunk, answer.tokens[:cut], profile, fault):
         return "cancelled"
     if fault == "drop":

@@ -47,6 +47,10 @@ class SimProfile:
     `fault_rate` spreads faults evenly: 0.25 fails requests 4, 8, 12...; 1.0 fails every one.
     `prompt_cache_ttl_s` > 0: a prompt prefix this model saw that recently is reported as cached
     tokens, as a provider's prompt cache bills it (simulator/prompt_cache.py).
+    `signed_thinking`: the Anthropic endpoint enforces Anthropic's rule for thinking in tool loops
+    (a thinking block it did not sign, or a tool-use turn sent back without the signed thinking it
+    came with while thinking is on, is Anthropic's 400: simulator/thinking.py). Its answers are
+    signed whatever this says, and its thought is `thinking_tokens` words (12 when that is 0).
     """
 
     ttft_s: float = 0.0
@@ -64,6 +68,7 @@ class SimProfile:
     # step; lets time-scaled benchmarks keep a real event rate). 0: each token when due.
     stream_interval_s: float = 0.0
     prompt_cache_ttl_s: float = 0.0
+    signed_thinking: bool = False
     replies: tuple[Reply, ...] | None = None  # a string, or {content, tool_calls: [{name, arguments}]}
     # In-process only (not serialisable): wins over `replies`.
     responder: Responder | None = field(default=None, compare=False, repr=False)

@@ -368,7 +368,7 @@ def _event(writer: EventWriter, chunk: Chunk) -> bytes:
     if isinstance(chunk, TextChunk):
         return writer.text(chunk.text)
     if isinstance(chunk, ThinkingChunk):
-        return writer.thinking(chunk.text, chunk.signature)
+        return writer.thinking(chunk.text, chunk.signature, chunk.redacted)
     if isinstance(chunk, ToolCallChunk):
         return writer.tool_call(chunk)
     if isinstance(chunk, DraftChunk):

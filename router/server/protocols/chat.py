@@ -7,7 +7,8 @@ every other field the router does not consume itself: each backend kind takes wh
 adds to an otherwise valid object are accepted and logged at debug, as real clients send them
 (an older Codex wrote each tool's `name` beside its `function`). Answers carry
 `reasoning_content` beside the content when the model thought (as vLLM's reasoning parsers and
-DeepSeek send it), cached prompt tokens in `prompt_tokens_details`, and route's own facts under
+DeepSeek send it) and the provider's signed thinking as `thinking_blocks` (LiteLLM's field:
+router/server/protocols/reasoning.py), cached prompt tokens in `prompt_tokens_details`, and route's own facts under
 `route` (a downgrade, a degraded consortium), which OpenAI clients keep (the SDK's
 `model_extra`). A client that asks for Mercury's `"diffusing": true` gets the whole answer so far
 in every event, drafts included.
@@ -28,6 +29,7 @@ from backends.types import Completion, ToolCallChunk
 from router.server.errors import ApiError
 from router.server.protocols.base import Call, Facts
 from router.server.protocols.chat_schema import CHAT_REQUEST, ChatCompletionRequest
+from router.server.protocols.reasoning import Sealer, sealed_blocks
 from router.server.protocols.validation import bad_request, decode, validated
 
 __all__ = ["ChatDialect", "completion_body", "usage_body"]
@@ -59,6 +61,9 @@ def _message(completion: Completion) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": completion.text}
     if completion.thinking:
         message["reasoning_content"] = completion.thinking
+    sealed = sealed_blocks(completion)
+    if sealed:
+        message["thinking_blocks"] = sealed  # LiteLLM's field: a client sends them back as they are
     if completion.tool_calls:
         message["tool_calls"] = completion.tool_calls
     return message
@@ -92,7 +97,7 @@ def completion_body(model: str, completion: Completion, facts: Facts | None = No
 class _Events:
     """One stream's chunks."""
 
-    __slots__ = ("_chunks", "_usage", "_diffusing", "_committed", "_streamed")
+    __slots__ = ("_chunks", "_usage", "_diffusing", "_committed", "_streamed", "_sealer")
 
     def __init__(self, call: Call):
         self._chunks = ChunkWriter(call.model)
@@ -100,6 +105,7 @@ class _Events:
         self._diffusing = bool(call.echo.get("diffusing"))
         self._committed = ""  # with `diffusing`: the text so far, ahead of each draft
         self._streamed: set[int] = set()  # tool calls sent as they formed
+        self._sealer = Sealer()
 
     def start(self) -> bytes:
         return self._chunks.role()
@@ -110,8 +116,14 @@ class _Events:
             return self._chunks.content(self._committed)
         return self._chunks.content(text)
 
-    def thinking(self, text: str, signature: str | None = None) -> bytes:
-        return self._chunks.delta({"reasoning_content": text}) if text else b""
+    def thinking(self, text: str, signature: str | None = None, redacted: str | None = None) -> bytes:
+        """The text as `reasoning_content`; a block its signature seals goes whole in the same
+        delta, as `thinking_blocks` (router/server/protocols/reasoning.py)."""
+        delta: dict[str, Any] = {"reasoning_content": text} if text else {}
+        sealed = self._sealer.feed(text, signature, redacted)
+        if sealed:
+            delta["thinking_blocks"] = sealed
+        return self._chunks.delta(delta) if delta else b""
 
     def draft(self, text: str) -> bytes:
         return self._chunks.content(self._committed + text) if self._diffusing else b""

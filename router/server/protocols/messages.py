@@ -144,7 +144,9 @@ class _Events:
     def text(self, text: str) -> bytes:
         return self._events.text(text)
 
-    def thinking(self, text: str, signature: str | None = None) -> bytes:
+    def thinking(self, text: str, signature: str | None = None, redacted: str | None = None) -> bytes:
+        if redacted is not None:  # a block of its own, with no text (backends/types.py)
+            return self._events.redacted_thinking(redacted)
         return self._events.thinking(text, signature)
 
     def draft(self, text: str) -> bytes:

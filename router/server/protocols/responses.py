@@ -4,9 +4,12 @@ responses_schema.py. Stateless: nothing is stored, so a request must carry its w
 conversation.
 
 Supported: `input` as text or a list of message, `function_call` and `function_call_output`
-items (reasoning items an earlier answer carried are dropped); `instructions`; function tools and
+items, and reasoning items an earlier answer carried (their `encrypted_content`, when route wrote
+it, is the signed thinking the next assistant turn goes back to its provider with; any other
+reasoning is dropped: router/server/protocols/reasoning.py); `instructions`; function tools and
 `tool_choice`; `max_output_tokens`, `temperature`, `top_p`, `seed`; `text.format` (JSON mode and
-schema) and `text.verbosity`; `reasoning.effort` (as chat's `reasoning_effort`);
+schema) and `text.verbosity`; `reasoning.effort` (as chat's `reasoning_effort`) and
+`reasoning.summary` (the reasoning item's summary); `include: ["reasoning.encrypted_content"]`;
 `prompt_cache_key`, `metadata`, `user`, `service_tier` (sent on); streaming and the answer's
 items (responses_events.py); usage with cached and reasoning tokens. Function tools grouped in `namespace` tools (Codex)
 are flattened, and their calls name the namespace back. Built-in tools (web search, file
@@ -25,6 +28,7 @@ import orjson
 from backends.types import Completion, Message
 from router.server.errors import ApiError
 from router.server.protocols.base import Call, Facts
+from router.server.protocols.reasoning import blocks_from
 from router.server.protocols.responses_events import ResponseEvents, finished
 from router.server.protocols.responses_schema import RESPONSES_REQUEST, ResponsesRequest
 from router.server.protocols.validation import bad_request, decode, validated
@@ -80,14 +84,34 @@ def _content(content: Any) -> Any:
     return parts
 
 
-def _append_call(out: list[Message], item: dict[str, Any]) -> None:
-    call = {"id": item.get("call_id"), "type": "function",
-            "function": {"name": item.get("name"), "arguments": item.get("arguments") or ""}}
-    last = out[-1] if out else None
-    if last is not None and last["role"] == "assistant":  # parallel calls: one assistant turn
-        last.setdefault("tool_calls", []).append(call)
-    else:
-        out.append({"role": "assistant", "content": None, "tool_calls": [call]})
+class _Turns:
+    """Input items as chat messages. The signed thinking a reasoning item carries (its
+    `encrypted_content`: router/server/protocols/reasoning.py) goes on the assistant turn that
+    follows it, as that turn's `thinking_blocks`."""
+
+    def __init__(self, out: list[Message]):
+        self.out = out
+        self._thinking: list[dict[str, Any]] = []  # blocks waiting for their assistant turn
+
+    def reasoning(self, item: dict[str, Any]) -> None:
+        self._thinking += blocks_from(item.get("encrypted_content"))
+
+    def message(self, message: Message) -> None:
+        self.out.append(self._with_thinking(message) if message["role"] == "assistant" else message)
+
+    def call(self, item: dict[str, Any]) -> None:
+        call = {"id": item.get("call_id"), "type": "function",
+                "function": {"name": item.get("name"), "arguments": item.get("arguments") or ""}}
+        last = self.out[-1] if self.out else None
+        if last is not None and last["role"] == "assistant" and not self._thinking:
+            last.setdefault("tool_calls", []).append(call)  # parallel calls, or calls after text: one turn
+        else:
+            self.out.append(self._with_thinking({"role": "assistant", "content": None, "tool_calls": [call]}))
+
+    def _with_thinking(self, message: Message) -> Message:
+        if self._thinking:
+            message["thinking_blocks"], self._thinking = self._thinking, []
+        return message
 
 
 def _output_text(output: Any) -> str:
@@ -96,18 +120,20 @@ def _output_text(output: Any) -> str:
     return "\n".join(str(p.get("text", "")) for p in output or () if isinstance(p, dict))
 
 
-def _item(out: list[Message], item: dict[str, Any]) -> None:
+def _item(turns: _Turns, item: dict[str, Any]) -> None:
     kind = item.get("type", "message")
     if kind == "message":
         role = "system" if item.get("role") == "developer" else item.get("role")
         if role not in ("user", "assistant", "system"):
             raise _bad(f"input message role {item.get('role')!r} is unknown", "input")
-        out.append({"role": role, "content": _content(item.get("content"))})
+        turns.message({"role": role, "content": _content(item.get("content"))})
     elif kind == "function_call":
-        _append_call(out, item)
+        turns.call(item)
     elif kind == "function_call_output":
-        out.append({"role": "tool", "tool_call_id": item.get("call_id"), "content": _output_text(item.get("output"))})
-    elif kind != "reasoning":
+        turns.message({"role": "tool", "tool_call_id": item.get("call_id"), "content": _output_text(item.get("output"))})
+    elif kind == "reasoning":
+        turns.reasoning(item)
+    else:
         raise _bad(f"input item type {kind!r} is not supported (stateless router: no item references, no "
                    "built-in tool results); send message, function_call and function_call_output items", "input")
 
@@ -117,8 +143,9 @@ def _messages(request: ResponsesRequest, body: dict[str, Any]) -> list[Message]:
     if isinstance(body["input"], str):
         out.append({"role": "user", "content": body["input"]})
     else:
+        turns = _Turns(out)
         for item in body["input"]:
-            _item(out, item)
+            _item(turns, item)
     if not out:
         raise _bad("`input` is empty; send text or at least one message", "input")
     return out
@@ -191,8 +218,9 @@ class ResponsesDialect:
     def parse(self, raw: bytes) -> Call:
         request, body = _parse(raw)
         tools, namespaces = _tools(body.get("tools"))
+        summary = request.reasoning.summary if request.reasoning is not None else None
         echo = {"instructions": request.instructions, "tools": body.get("tools"), "tool_choice": body.get("tool_choice"),
-                "namespaces": namespaces}
+                "namespaces": namespaces, "summary": summary, "include": request.include or []}
         return Call(model=request.model, messages=_messages(request, body), stream=request.stream,
                     max_tokens=request.max_output_tokens, temperature=request.temperature,
                     extra=_extra(request, body, tools), echo=echo, session=request.prompt_cache_key)

@@ -163,6 +163,7 @@ class ResponsesRequest(BaseModel):
     metadata: dict[str, str] | None = None
     user: str | None = None
     seed: int | None = None
+    include: list[str] | None = None
 
 
 RESPONSES_REQUEST = TypeAdapter(ResponsesRequest)
