@@ -124,3 +124,11 @@ async def test_fast():
     assert time.perf_counter() - start < 0.4 + LATE_S
 '''
     assert upper_bounds(source) == [(11, "per_request < 0.001"), (13, "first[0] < 0.5")]
+
+
+def test_hypothesis_times_no_example():
+    """Its per-example deadline and "too slow" health check failed test_thinking.py at load 11."""
+    from hypothesis import HealthCheck, settings
+
+    assert settings().deadline is None
+    assert HealthCheck.too_slow in settings().suppress_health_check
