@@ -41,7 +41,10 @@ def test_what_a_stream_yields_and_the_simulator_are_exported():
     ("router.integrations.pydantic_ai", "pydantic_ai", "pydantic-ai"),
 ])
 def test_an_adapter_without_its_framework_says_which_extra_to_install(monkeypatch, module, framework, extra):
-    monkeypatch.setitem(sys.modules, framework, None)  # what importing it finds when it is not installed
+    # What importing it finds when it is not installed: the package and every submodule an earlier
+    # test may have loaded (a loaded submodule is found without its package).
+    for name in [framework, *(m for m in sys.modules if m.startswith(framework + "."))]:
+        monkeypatch.setitem(sys.modules, name, None)
     monkeypatch.delitem(sys.modules, module, raising=False)
     with pytest.raises(ModuleNotFoundError) as caught:
         importlib.import_module(module)
