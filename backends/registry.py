@@ -27,15 +27,32 @@ class Kind:
     target: str | type[Backend]  # "module:Class", imported on first use
     params: type[BaseModel] = NoOptions
     options: type[BaseModel] = NoOptions
+    summary: str = ""  # what it calls, for the configuration reference
+    needs: str = ""  # the keys a backend of this kind needs, and their defaults
 
 
 _KINDS: dict[str, Kind] = {
-    "openai": Kind("backends.openai_http:OpenAIBackend", params=ChatParams),
-    "anthropic": Kind("backends.anthropic_http:AnthropicBackend", params=AnthropicParams),
-    "litellm": Kind("backends.litellm_backend:LiteLLMBackend", params=ChatParams),
+    "openai": Kind("backends.openai_http:OpenAIBackend", params=ChatParams,
+                   summary="Any OpenAI-compatible chat-completions API, called directly over HTTP: OpenAI, "
+                           "OpenRouter, Groq, Mistral, Inception; vLLM, Ollama, LM Studio, llama.cpp, mlx-vlm, NIM",
+                   needs="`model`; `base_url` (default http://127.0.0.1:8000/v1, vLLM's); `api_key: ${NAME}` "
+                         "for a hosted API; `price:` (this kind has no price list)"),
+    "anthropic": Kind("backends.anthropic_http:AnthropicBackend", params=AnthropicParams,
+                      summary="Anthropic's Messages API, called directly over HTTP",
+                      needs="`model`; `api_key: ${NAME}`; `base_url` (default https://api.anthropic.com/v1)"),
+    "litellm": Kind("backends.litellm_backend:LiteLLMBackend", params=ChatParams,
+                    summary="Any provider litellm knows, by its model prefix (gemini/, bedrock/, azure/, "
+                            "vertex_ai/, ...); litellm is imported when such a backend is first called",
+                    needs="`model` with litellm's prefix; `api_key: ${NAME}` where the provider takes one (or "
+                          "the variables litellm reads itself, as AWS_* for Bedrock); `base_url` where the "
+                          "provider has one per account (Azure); price: litellm's map unless `price:` is set"),
     "diffusion-local": Kind("backends.diffusion.local:DiffusionLocalBackend", params=DiffusionLocalParams,
-                            options=DiffusionLocalOptions),
-    "fake": Kind("backends.fake:FakeBackend"),
+                            options=DiffusionLocalOptions,
+                            summary="DiffusionGemma in this process, through transformers (the `local` extra)",
+                            needs="`model`: a checkpoint directory or a hub id in the local cache; `options:` "
+                                  "device, dtype, max_batch, batch_window_ms"),
+    "fake": Kind("backends.fake:FakeBackend", summary="A scripted in-process backend, for tests",
+                 needs="`model` (any name)"),
 }
 
 

@@ -12,9 +12,13 @@
    - `yaml`: it loads, and a block shaped like a config (or a part of one: `routing:`, `log:`,
      ...) is valid as one (merged into the shipped config where it is a part), and a
      `profiles:` block is valid as `route sim --profiles` reads it;
-   - `python`: it type-checks, every block at once, with mypy (a block using `await` at the top
-     level is checked as the body of an async function); a block that opens with
+   - `python`: it type-checks, every block at once, with mypy, and runs as a script would (no
+     `await` outside a function: a reader pastes it into a file); a block that opens with
      `# from PATH` quotes that file, and each of its lines must be found there.
+
+4. Every command a page states an outcome for runs, and does what the page says (docs/outcomes.py:
+   the note before a block, the simulator, the comparison); a `route` command that sends a prompt
+   with no stated outcome is a problem of its own.
 
 Exit code 0 when everything holds; else one line per problem, naming the file and line.
 """
@@ -28,12 +32,14 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 _FENCE = re.compile(r"^```(\w*)\s*$")
 _CONFIG_PARTS = ("backends", "routing", "consortia", "aliases", "log", "spend", "state", "server")
+_SHELL = ("sh", "bash", "shell", "console")
 _REPO_PATH = re.compile(r"^(examples|benchmarks|docs|tests|router|backends|policies)/[\w./-]+$")
 
 
@@ -43,24 +49,50 @@ class Block:
     line: int  # of the opening fence
     lang: str
     text: str
+    note: str | None = None  # the HTML comment just before the fence (`outcomes ...`), if any
 
     @property
     def where(self) -> str:
-        return f"{self.path.relative_to(ROOT)}:{self.line}"
+        return f"{_shown(self.path)}:{self.line}"
 
 
-def blocks() -> Iterator[Block]:
-    for path in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
-        lang, start, body = None, 0, []
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            fence = _FENCE.match(line.strip()) if line.lstrip().startswith("```") else None
-            if fence and lang is None:
-                lang, start, body = fence.group(1), number, []
-            elif line.strip() == "```" and lang is not None:
-                yield Block(path, start, lang, "\n".join(body))
-                lang = None
-            elif lang is not None:
-                body.append(line)
+def _shown(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def pages() -> list[Path]:
+    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+def blocks(paths: list[Path] | None = None) -> Iterator[Block]:
+    for path in paths or pages():
+        yield from _blocks_of(path)
+
+
+def _blocks_of(path: Path) -> Iterator[Block]:
+    lang, start, body = None, 0, []
+    note: str | None = None  # an HTML comment, kept until the next line that is not blank
+    lines = path.read_text(encoding="utf-8").splitlines()
+    number = 0
+    while number < len(lines):
+        line = lines[number]
+        number += 1
+        fence = _FENCE.match(line.strip()) if line.lstrip().startswith("```") else None
+        if fence and lang is None:
+            lang, start, body = fence.group(1), number, []
+        elif line.strip() == "```" and lang is not None:
+            yield Block(path, start, lang, "\n".join(body), note)
+            lang, note = None, None
+        elif lang is not None:
+            body.append(line)
+        elif line.strip().startswith("<!--"):
+            comment = [line.strip().removeprefix("<!--")]
+            while "-->" not in comment[-1] and number < len(lines):
+                comment.append(lines[number].strip())
+                number += 1
+            note = "\n".join(comment).split("-->")[0].strip()
+        elif line.strip():
+            note = None
 
 
 # -- shell ------------------------------------------------------------------------------------
@@ -111,11 +143,15 @@ def _parse_route(args: list[str]) -> str | None:
     return None
 
 
+def _without_assignments(words: list[str]) -> list[str]:
+    while words and re.match(r"^\w+=", words[0]):  # VAR=value before the command
+        words = words[1:]
+    return words
+
+
 def check_shell(block: Block) -> list[str]:
     problems = []
-    for words in _commands(block.text):
-        while words and re.match(r"^\w+=", words[0]):  # VAR=value before the command
-            words = words[1:]
+    for words in map(_without_assignments, _commands(block.text)):
         if not words:
             continue
         for word in words:
@@ -155,14 +191,18 @@ def check_yaml(block: Block) -> list[str]:
 
 
 def _check_profiles(block: Block, data: dict) -> list[str]:
-    """A `route sim --profiles` file."""
+    """A `route sim --profiles` file, whose profiles the shipped config would use: a profile keyed
+    by a backend's name (the simulator is sent its model) is never used."""
     from backends.simulator import load_profiles
+    from router.cli.commands.sim import unasked_profiles
+    from router.config_loader import load_config
 
     try:
-        load_profiles(data)
+        profiles = load_profiles(data)
     except Exception as exc:
         return [f"{block.where}: not valid simulator profiles: {exc}"]
-    return []
+    backends = load_config(str(ROOT / "config.yaml")).config.backends
+    return [f"{block.where}: {note}" for note in unasked_profiles(profiles, backends) if "backend's name" in note]
 
 
 def _merged(base: dict, part: dict) -> dict:
@@ -190,13 +230,15 @@ def _placeholder(name: str) -> str:
 # -- python -----------------------------------------------------------------------------------
 
 
-def _as_module(text: str) -> str:
+def check_compiles(block: Block) -> list[str]:
+    """A block a reader pastes into a file must run there: no `await` outside an async function."""
     try:
-        compile(text, "<snippet>", "exec")
-        return text
-    except SyntaxError:  # `await` at the top level: a snippet from inside async code
-        body = "\n".join("    " + line for line in text.splitlines())
-        return f"async def _snippet() -> None:\n{body}\n"
+        compile(block.text, str(block.path), "exec")
+    except SyntaxError as exc:
+        line = block.line + (exc.lineno or 0)
+        return [f"{_shown(block.path)}:{line}: not a Python script ({exc.msg}); a block with `await` "
+                "shows it inside `async def main()` run by `asyncio.run(main())`"]
+    return []
 
 
 def check_excerpt(block: Block) -> list[str]:
@@ -211,21 +253,22 @@ def check_excerpt(block: Block) -> list[str]:
 
 
 def check_python(python_blocks: list[Block]) -> list[str]:
+    """Every block at once, with the project's mypy settings (pyproject.toml) and its cache in
+    .mypy_cache, so the code the blocks import is analysed once for this and for CI's `mypy`."""
     if not python_blocks:
         return []
     with tempfile.TemporaryDirectory(prefix="route-docs-") as folder:
         names = {}
         for index, block in enumerate(python_blocks):
             name = f"snippet_{index}.py"
-            Path(folder, name).write_text(_as_module(block.text), encoding="utf-8")
+            Path(folder, name).write_text(block.text, encoding="utf-8")
             names[name] = block
-        result = subprocess.run([sys.executable, "-m", "mypy", "--ignore-missing-imports", "--check-untyped-defs",
-                                 "--no-error-summary", "--hide-error-context", "--no-incremental",
-                                 *sorted(names)], cwd=folder, capture_output=True, text=True,
-                                env={**os.environ, "MYPYPATH": str(ROOT)})
+        result = subprocess.run([sys.executable, "-m", "mypy", "--no-error-summary", "--hide-error-context",
+                                 *(str(Path(folder, name)) for name in sorted(names))], cwd=ROOT,
+                                capture_output=True, text=True)
     problems = []
     for line in result.stdout.splitlines():
-        match = re.match(r"(snippet_\d+\.py):(\d+): error: (.*)", line)
+        match = re.match(r".*?(snippet_\d+\.py):(\d+): error: (.*)", line)
         if match:
             block = names[match.group(1)]
             problems.append(f"{block.where} (+{match.group(2)}): {match.group(3)}")
@@ -239,10 +282,17 @@ def check_site() -> list[str]:
     with tempfile.TemporaryDirectory(prefix="route-site-") as site:
         result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", site], cwd=ROOT,
                                 capture_output=True, text=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+        published = published_sources(Path(site))
+    problems = [f"the site publishes {name}: exclude it in mkdocs.yml (exclude_docs)" for name in published]
     if result.returncode == 0:
-        return []
+        return problems
     lines = [line for line in (result.stdout + result.stderr).splitlines() if "WARNING" in line or "ERROR" in line]
-    return [f"mkdocs build --strict: {line.strip()}" for line in lines] or ["mkdocs build --strict failed"]
+    return problems + ([f"mkdocs build --strict: {line.strip()}" for line in lines] or ["mkdocs build --strict failed"])
+
+
+def published_sources(site: Path) -> list[str]:
+    """Files of docs/ that are no page and no image, copied into the built site as they are."""
+    return sorted(str(p.relative_to(site)) for p in site.rglob("*") if p.suffix in (".py", ".pyc"))
 
 
 def check_references() -> list[str]:
@@ -256,24 +306,50 @@ def check_references() -> list[str]:
     return problems
 
 
+def check_outcomes(every: list[Block]) -> tuple[list[str], int, int]:
+    """Problems, and how many stated outcomes ran and how many need a real model (docs/outcomes.py)."""
+    import outcomes
+
+    problems: list[str] = []
+    found: list[outcomes.Claim] = []
+    for block in every:
+        commands = [_without_assignments(words) for words in _commands(block.text)] if block.lang in _SHELL else []
+        claimed, wrong = outcomes.claims(block, commands)
+        problems += wrong + (outcomes.unclaimed_prompts(block, commands, claimed) if commands else [])
+        found += claimed
+    runs = outcomes.run_claims(found)
+    for index, run in sorted(runs.items()):
+        problems += outcomes.compare(found[index], run)
+    return problems, len(runs), len(found) - len(runs)
+
+
 def main() -> int:
     sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, str(ROOT / "docs"))
     every = list(blocks())
-    problems = [*check_site(), *check_references()]
-    for block in every:
-        if block.lang in ("sh", "bash", "shell", "console"):
-            problems += check_shell(block)
-        elif block.lang == "yaml":
-            problems += check_yaml(block)
     excerpts = [b for b in every if b.lang == "python" and b.text.startswith("# from ")]
-    for block in excerpts:
-        problems += check_excerpt(block)
-    problems += check_python([b for b in every if b.lang == "python" and b not in excerpts])
+    scripts = [b for b in every if b.lang == "python" and b not in excerpts]
+    # The site and mypy are processes of their own: they run while the pages' commands do.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        site, types = pool.submit(check_site), pool.submit(check_python, scripts)
+        problems = check_references()
+        for block in every:
+            if block.lang in _SHELL:
+                problems += check_shell(block)
+            elif block.lang == "yaml":
+                problems += check_yaml(block)
+        for block in excerpts:
+            problems += check_excerpt(block)
+        for block in scripts:
+            problems += check_compiles(block)
+        stated, ran, need_model = check_outcomes(every)
+        problems = site.result() + problems + types.result() + stated
     for problem in problems:
         print(problem)
     counts = {lang: sum(b.lang == lang for b in every) for lang in ("sh", "yaml", "python")}
     print(f"docs: {len(problems)} problem(s); checked the site, the references and {len(every)} code blocks "
-          f"({counts['sh']} shell, {counts['yaml']} yaml, {counts['python']} python)", file=sys.stderr)
+          f"({counts['sh']} shell, {counts['yaml']} yaml, {counts['python']} python); ran {ran} command(s) "
+          f"with a stated outcome ({need_model} more need a real model)", file=sys.stderr)
     return 1 if problems else 0
 
 

@@ -5,7 +5,10 @@
     result = router.complete("Why is the sky blue?")
     print(result.text, result.decision.chosen, result.completion.cost_usd)
 
-Attributes are imported on first use so that `route --help` stays fast.
+What agent code touches is here: the Router and its results, the options, the errors, the
+chunks `router.astream()` yields (`TextChunk`, `ThinkingChunk`, `ToolCallChunk`, `DraftChunk`, then
+one `FinalChunk` holding the `Completion`), and `Simulator`, the SIMULATED model server in this
+process (router/simulator.py). Attributes are imported on first use so that `route --help` stays fast.
 """
 
 from __future__ import annotations
@@ -18,16 +21,26 @@ __all__ = [
     "AllBackendsFailed",
     "Attempt",
     "BackendError",
+    "Chunk",
+    "Completion",
     "ConfigError",
     "CostLimitExceeded",
     "DeadlineAtRisk",
     "Decision",
     "Downgrade",
+    "DraftChunk",
+    "FinalChunk",
     "RouteError",
     "RouteOptions",
     "RouteResult",
     "RouteStream",
     "Router",
+    "Simulator",
+    "TextChunk",
+    "ThinkingChunk",
+    "Timings",
+    "ToolCallChunk",
+    "Usage",
     "UsageError",
     "load_config",
 ]
@@ -48,6 +61,16 @@ _HOMES = {
     "DeadlineAtRisk": "backends.errors",
     "RouteError": "backends.errors",
     "UsageError": "backends.errors",
+    "Chunk": "backends.types",
+    "Completion": "backends.types",
+    "DraftChunk": "backends.types",
+    "FinalChunk": "backends.types",
+    "TextChunk": "backends.types",
+    "ThinkingChunk": "backends.types",
+    "Timings": "backends.types",
+    "ToolCallChunk": "backends.types",
+    "Usage": "backends.types",
+    "Simulator": "router.simulator",
 }
 
 __getattr__, __dir__ = lazy_exports(__name__, _HOMES)

@@ -48,7 +48,8 @@ class LatencyPrior(_Strict):
 class BackendConfig(_Strict):
     """One model behind one backend kind."""
 
-    kind: str = Field(min_length=1, description="a registered backend kind (backends/registry.py)")
+    kind: str = Field(min_length=1, description="openai, anthropic, litellm, diffusion-local or a kind registered "
+                      "with register_kind: what each calls and needs is under [backend kinds](#backend-kinds)")
     model: str = Field(min_length=1, description="the model's name at the provider (what its API is sent)")
     base_url: str | None = Field(None, description="the provider's API root (default per kind); ${NAME} parts "
                                  "are read from the environment")

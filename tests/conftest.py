@@ -13,6 +13,7 @@ import tempfile
 import threading
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 # litellm fetches its price map from GitHub at import unless told to use the bundled copy.
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
@@ -27,6 +28,11 @@ os.environ.pop("ROUTE_CONFIG", None)
 
 from backends.simulator import SimServer  # noqa: E402  (after the environment above)
 from tests.answering import answering as serve_handler  # noqa: E402
+
+# Hypothesis times each example (a 200 ms deadline, a "too slow" health check): a busy machine
+# fails those, and a test here never asserts how fast the machine is (tests/test_no_clocks.py).
+settings.register_profile("route", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("route")
 
 # Real servers started per test, on free ports (they skip locally, naming the package, when the
 # binary is missing; under CI they fail instead).

@@ -7,7 +7,8 @@ receive two events in one read, and the backend would join them into one chunk.
         upstream.release()                 # the next part of a stream may go
 
 `release` may come before the part is due (it is counted); a part waits at most `wait_s` for
-its release, then goes anyway, so a test that forgot one is slow, never stuck.
+its release, then goes anyway (counted in `unreleased`), so a test that forgot one is slow, never
+stuck, and one can tell that a part went before its release.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class GatedUpstream:
     def __init__(self, answer: Answer, wait_s: float = 10.0):
         self.answer, self.wait_s = answer, wait_s
         self._releases = threading.Semaphore(0)
+        self.unreleased = 0  # parts sent because their wait ran out, not because they were released
         self.base_url = ""
 
     def release(self, parts: int = 1) -> None:
@@ -87,8 +89,8 @@ class GatedUpstream:
                 self.send_header("connection", "close")  # the body ends when the connection does
                 self.end_headers()
                 for number, part in enumerate(reply.parts):
-                    if number:
-                        upstream._releases.acquire(timeout=upstream.wait_s)
+                    if number and not upstream._releases.acquire(timeout=upstream.wait_s):
+                        upstream.unreleased += 1  # went anyway: the test never released it
                     self.wfile.write(b"".join(_event(_chunk(delta)) for delta in part))
                     self.wfile.flush()
                 final = {**_chunk({}, reply.finish), "usage": {"prompt_tokens": 3, "completion_tokens": 5}}

@@ -385,7 +385,7 @@ def test_init_writes_a_starter_config_non_interactively(tmp_path, route_home):
 
 
 def test_init_asks_which_backends(tmp_path, route_home):
-    result = route("init", input="y\nn\nn\nn\n", cwd=tmp_path)
+    result = route("init", input="y\nn\nn\nn\n\n", cwd=tmp_path)  # the last: no provider added
     assert result.returncode == 0, result.stderr
     text = (route_home / "config" / "config.yaml").read_text()
     assert "diffusiongemma" in text and "frontier" not in text

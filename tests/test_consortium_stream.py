@@ -4,14 +4,16 @@ only), the chunks always add up to the final text, and a failure after text went
 from __future__ import annotations
 
 import dataclasses
-import time
 
 import pytest
 
 from backends.errors import BackendError
 from backends.types import FinalChunk, TextChunk
+from router.config_loader import parse_config
 from router.consortium.answer_stream import AnswerStream
 from router.consortium.simulated import arbiter_responder, read_candidates
+from router.core import Router
+from tests.gated_upstream import Reply, gated
 from tests.helpers import ask, build, fake, router_for
 
 pytestmark = pytest.mark.unit
@@ -86,25 +88,37 @@ async def test_rank_answer_arrives_whole_and_listeners_hear_it_start():
 
 @pytest.mark.integration
 async def test_synthesis_streams_over_http_before_the_arbiter_finishes(sim):
+    """The arbiter's reply comes in two parts over real HTTP, the second only once the test has
+    seen the answer's first words: had they waited for the whole reply, the second part would
+    have gone unreleased (after its wait), and the test says so. No clock is read."""
     sim.update_profile("glm-5.2", ttft_s=0.02, tokens_per_s=None, answer_tokens=120)
-    state = sim.app.state.sim
-    state.profiles["mercury-2"] = dataclasses.replace(state.profile("mercury-2"), decoding="autoregressive",
-                                                     ttft_s=0.02, tokens_per_s=300.0,
-                                                     responder=arbiter_responder(confidence=0.9))
-    router = router_for(sim, "  cns:\n    members: [glm-5.2*2]\n    arbiter: mercury-2\n    judging: synthesis\n")
-    arrivals: list[float] = []
+    respond = arbiter_responder(confidence=0.9)
+
+    def answer(body: dict, key: str) -> Reply:
+        reply = respond(body["messages"])
+        cut = reply.index("<answer-") + 60  # inside the answer, after its first words
+        return Reply(parts=[[{"content": reply[:cut]}], [{"content": reply[cut:]}]], message={"content": reply})
+
     texts: list[str] = []
-    async with router:
-        started = time.perf_counter()
-        stream = router.astream("Explain CRDTs.", model="cns")
-        async for chunk in stream:
-            if isinstance(chunk, TextChunk):
-                arrivals.append(time.perf_counter() - started)
-                texts.append(chunk.text)
-            elif isinstance(chunk, FinalChunk):
-                done = time.perf_counter() - started
-    assert "".join(texts) == stream.result.text and len(texts) > 20
-    assert arrivals[0] < done - 0.2  # the first words came well before the arbiter's last
+    with gated(answer, wait_s=10) as upstream:
+        router = Router(parse_config(f"""\
+backends:
+  glm-5.2: {{kind: openai, model: glm-5.2, base_url: "{sim.base_url}"}}
+  judge: {{kind: openai, model: judge, base_url: "{upstream.base_url}", max_retries: 0}}
+routing:
+  tiers: [{{name: all, backends: [glm-5.2]}}]
+consortia:
+  cns: {{members: [glm-5.2*2], arbiter: judge, judging: synthesis}}
+""", "gated.yaml"))
+        async with router:
+            stream = router.astream("Explain CRDTs.", model="cns")
+            async for chunk in stream:
+                if isinstance(chunk, TextChunk):
+                    if not texts:
+                        upstream.release()  # the rest of the arbiter's reply may go now
+                    texts.append(chunk.text)
+    assert "".join(texts) == stream.result.text and len(texts) > 1
+    assert upstream.unreleased == 0  # the first words came before the rest of the reply was sent
 
 
 @pytest.mark.integration

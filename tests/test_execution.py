@@ -64,12 +64,10 @@ async def test_hedge_takes_the_first_answer_and_cancels_the_loser(sim, hedge_pai
     router = hedge_pair
     attempts = []
     router.add_observer(lambda attempt, decision: attempts.append(attempt))
-    started = time.perf_counter()
     result = await router.acomplete("hello there", max_tokens=10)
-    elapsed = time.perf_counter() - started
     assert result.decision.candidates[:2] == ("slow", "fast")
     assert result.backend == "fast"
-    assert elapsed < 3.0  # the slow backend's first token comes at 3 s: it was not waited for
+    # The slow backend was not waited for: its attempt was cancelled, not answered or failed.
     loser = [a for a in attempts if a.backend == "slow"]
     assert len(loser) == 1 and loser[0].cancelled and loser[0].error is not None
     assert result.failures == ()  # losing a race is not a failure

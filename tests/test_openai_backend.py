@@ -143,11 +143,19 @@ async def test_tool_calls_pass_through(_mock_backend):
     assert completion.tool_calls[0]["function"]["name"] == "f"
 
 
-def test_retry_after_parses_seconds_and_http_dates():
+def test_retry_after_parses_seconds_and_http_dates(monkeypatch):
+    import types
+
+    import backends.http_errors
+
     assert parse_retry_after("2.5") == 2.5
     assert parse_retry_after(None) is None
-    future = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 30))
-    assert 25 <= parse_retry_after(future) <= 31
+    now = 1_800_000_000.0  # the parser's clock, fixed: the answer is exact, however long the test takes
+    monkeypatch.setattr(backends.http_errors, "time", types.SimpleNamespace(time=lambda: now))
+    future = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(now + 30))
+    assert parse_retry_after(future) == 30.0
+    past = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(now - 30))
+    assert parse_retry_after(past) == 0.0
 
 
 # -- against the simulated server, over real sockets ------------------------------------------

@@ -12,9 +12,9 @@ import pytest
 
 from backends.errors import ConfigError
 from backends.simulator import SimServer, load_profiles
-from router.cli.commands.sim import _sim_profiles
 from router.config_loader import load_config
 from router.core import Router
+from router.simulator import sim_profiles
 
 pytestmark = pytest.mark.integration
 
@@ -33,7 +33,7 @@ profiles:
 def served(tmp_path):
     path = tmp_path / "profiles.yaml"
     path.write_text(PROFILES)
-    with SimServer(_sim_profiles(str(path))) as sim:
+    with SimServer(sim_profiles(str(path))) as sim:
         yield sim
 
 

@@ -86,8 +86,9 @@ Generated from the config schema itself (`python -m router.cli.reference config`
 router/config.py); CI regenerates it and fails when it differs. Every key, its type, its
 default and what it does; `config.yaml` in the repository is the shipped example, with comments.
 A typo fails at load with the file, the line and a did-you-mean. A backend's `params:` and
-`options:` are checked per kind (backends/params.py); a consortium's keys are in
-[consortia](../guide/consortia.md).
+`options:` are checked per kind ([below](#backend-kinds)); a consortium's keys are in
+[consortia](../guide/consortia.md); a block for each common provider is in
+[providers](../guide/providers.md).
 """
 
 
@@ -135,12 +136,31 @@ def _config_rows(model: Any, prefix: str) -> Iterator[str]:
             yield from _config_rows(nested, inner)
 
 
+def _fields(model: Any) -> str:
+    names = [f"`{name}`" for name in model.model_fields]
+    return ", ".join(names) or "none"
+
+
+def _kinds() -> list[str]:
+    """`kind:` values, what each calls and needs, and the `params:` / `options:` it accepts."""
+    from backends.registry import kind_of, kinds
+
+    lines = ["## Backend kinds", "", "`backends.NAME.kind` is one of these; `params:` and `options:` accept the "
+             "keys listed (anything else a provider takes goes in `passthrough:`, sent verbatim).", ""]
+    for name in kinds():
+        kind = kind_of(name)
+        lines += [f"### `{name}`", "", f"{kind.summary}.", "", f"- needs: {kind.needs}",
+                  f"- `params:` {_fields(kind.params)}", f"- `options:` {_fields(kind.options)}", ""]
+    return lines
+
+
 def configuration() -> str:
-    """Every key of the config file as a Markdown table."""
+    """Every key of the config file as a Markdown table, then the backend kinds."""
     from router.config import Config
 
     rows = list(_config_rows(Config, ""))
-    return "\n".join([_CONFIG_HEADER, "| key | type | default | what |", "|---|---|---|---|", *rows]) + "\n"
+    return "\n".join([_CONFIG_HEADER, "| key | type | default | what |", "|---|---|---|---|", *rows, "",
+                      *_kinds()]).rstrip() + "\n"
 
 
 _KINDS = {"cli": reference, "config": configuration}

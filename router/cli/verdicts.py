@@ -28,6 +28,11 @@ def verdict_lines(trace: Mapping[str, Any], depth: int = 0) -> list[str]:
 def _line(trace: Mapping[str, Any], arbiter: Mapping[str, Any], rounds: int) -> str:
     name, judge = trace.get("consortium", "?"), arbiter.get("arbiter") or trace.get("arbiter", "?")
     order = list(arbiter.get("order") or [])
+    if arbiter.get("status") == "failed":  # nobody judged: the order is the fallback's, not a verdict
+        errors = arbiter.get("errors") or [{}]
+        why = f" ({errors[-1]['error']})" if errors[-1].get("error") else ""
+        first = f"; {order[0]} answered (the first answer, simplest code first)" if order else ""
+        return f"verdict {name}: unjudged: arbiter {judge} failed{why}{first}"
     ranked = " > ".join(order) or "no ranking"
     if trace.get("judging") == "synthesis":
         outcome = f"{judge} synthesized the answer from {len(order)} answers, ranked {ranked}"

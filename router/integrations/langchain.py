@@ -21,16 +21,21 @@ import json
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any, Literal
 
-from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, convert_to_openai_messages
-from langchain_core.messages.tool import tool_call_chunk
-from langchain_core.output_parsers import JsonOutputParser, PydanticOutputParser
-from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
-from langchain_core.runnables import Runnable
-from langchain_core.tools import BaseTool
-from langchain_core.utils.function_calling import convert_to_json_schema, convert_to_openai_tool
-from pydantic import BaseModel, ConfigDict
+from router.integrations import missing_extra
+
+try:  # the framework is an optional extra: without it, say which one to install
+    from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+    from langchain_core.language_models import BaseChatModel, LanguageModelInput
+    from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, convert_to_openai_messages
+    from langchain_core.messages.tool import tool_call_chunk
+    from langchain_core.output_parsers import JsonOutputParser, PydanticOutputParser
+    from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+    from langchain_core.runnables import Runnable
+    from langchain_core.tools import BaseTool
+    from langchain_core.utils.function_calling import convert_to_json_schema, convert_to_openai_tool
+    from pydantic import BaseModel, ConfigDict
+except ModuleNotFoundError as exc:
+    raise missing_extra(exc, "langchain") from exc
 
 from backends.types import Completion, FinalChunk, TextChunk, ToolCallChunk
 from router.decision import RouteResult

@@ -28,21 +28,26 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Unpack, cast
 
-from agents import ModelResponse, ModelSettings, Usage
-from agents.models.chatcmpl_converter import Converter
-from agents.models.chatcmpl_stream_handler import ChatCmplStreamHandler
-from agents.models.fake_id import FAKE_RESPONSES_ID
-from agents.models.interface import Model, ModelProvider, ModelTracing
-from openai.types.chat import ChatCompletionChunk, ChatCompletionMessage, ChatCompletionMessageFunctionToolCall
-from openai.types.chat.chat_completion_chunk import (
-    Choice,
-    ChoiceDelta,
-    ChoiceDeltaToolCall,
-    ChoiceDeltaToolCallFunction,
-)
-from openai.types.chat.chat_completion_message_function_tool_call import Function
-from openai.types.completion_usage import CompletionUsage
-from openai.types.responses import Response
+from router.integrations import missing_extra
+
+try:  # the framework is an optional extra: without it, say which one to install
+    from agents import ModelResponse, ModelSettings, Usage
+    from agents.models.chatcmpl_converter import Converter
+    from agents.models.chatcmpl_stream_handler import ChatCmplStreamHandler
+    from agents.models.fake_id import FAKE_RESPONSES_ID
+    from agents.models.interface import Model, ModelProvider, ModelTracing
+    from openai.types.chat import ChatCompletionChunk, ChatCompletionMessage, ChatCompletionMessageFunctionToolCall
+    from openai.types.chat.chat_completion_chunk import (
+        Choice,
+        ChoiceDelta,
+        ChoiceDeltaToolCall,
+        ChoiceDeltaToolCallFunction,
+    )
+    from openai.types.chat.chat_completion_message_function_tool_call import Function
+    from openai.types.completion_usage import CompletionUsage
+    from openai.types.responses import Response
+except ModuleNotFoundError as exc:
+    raise missing_extra(exc, "agents") from exc
 
 from backends.types import Completion, FinalChunk, TextChunk, ToolCallChunk
 from router.integrations.common import merged_options, result_facts, string_facts

@@ -21,23 +21,28 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Unpack
 
-from pydantic_ai.messages import (
-    ModelMessage,
-    ModelRequest,
-    ModelResponse,
-    ModelResponseStreamEvent,
-    RetryPromptPart,
-    SystemPromptPart,
-    TextPart,
-    ToolCallPart,
-    ToolReturnPart,
-    UserPromptPart,
-)
-from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse, check_allow_model_requests
-from pydantic_ai.profiles import ModelProfile
-from pydantic_ai.settings import ModelSettings
-from pydantic_ai.tools import ToolDefinition
-from pydantic_ai.usage import RequestUsage
+from router.integrations import missing_extra
+
+try:  # the framework is an optional extra: without it, say which one to install
+    from pydantic_ai.messages import (
+        ModelMessage,
+        ModelRequest,
+        ModelResponse,
+        ModelResponseStreamEvent,
+        RetryPromptPart,
+        SystemPromptPart,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+        UserPromptPart,
+    )
+    from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse, check_allow_model_requests
+    from pydantic_ai.profiles import ModelProfile
+    from pydantic_ai.settings import ModelSettings
+    from pydantic_ai.tools import ToolDefinition
+    from pydantic_ai.usage import RequestUsage
+except ModuleNotFoundError as exc:
+    raise missing_extra(exc, "pydantic-ai") from exc
 
 from backends.types import Completion, FinalChunk, TextChunk, ToolCallChunk
 from router.core import Router, RouteStream

@@ -20,6 +20,16 @@ __all__ = ["app", "init"]
 app = command_app()
 
 
+def _backend_help() -> str:
+    from router.cli.starter import PROVIDERS, STARTERS
+
+    return (f"A backend to write, by name; repeat. Skips the questions. {', '.join(c.name for c in STARTERS)}, "
+            f"or a provider (docs/guide/providers.md): {', '.join(c.name for c in PROVIDERS)}.")
+
+
+_BACKEND_HELP = _backend_help()
+
+
 def _no_answers() -> str:
     from router.cli.starter import CHOICES
 
@@ -32,21 +42,29 @@ def _no_answers() -> str:
 
 
 def _ask_backends(out: Output) -> list[str]:
-    """One yes/no question per starter backend, on stderr; answers come from stdin."""
+    """One yes/no question per starter backend, then which providers to add, on stderr; answers
+    come from stdin."""
     import sys
 
     from backends.errors import UsageError
-    from router.cli.starter import CHOICES
+    from router.cli.starter import PROVIDERS, STARTERS
 
     out.info("Which backends should the config have? (Enter keeps the default in capitals.)")
     try:
-        return [c.name for c in CHOICES
-                if typer.confirm(f"  {c.name}: {c.question}?", default=c.default, err=True)]
+        chosen = [c.name for c in STARTERS
+                  if typer.confirm(f"  {c.name}: {c.question}?", default=c.default, err=True)]
+        out.info("Providers and local servers (docs/guide/providers.md): "
+                 + ", ".join(f"{c.name}" for c in PROVIDERS))
+        more = typer.prompt("  add which? (names separated by commas; Enter for none)", default="",
+                            show_default=False, err=True)
     except typer.Abort:
         if sys.stdin.isatty():
             raise  # Ctrl-C or Ctrl-D at a terminal: the user stopped on purpose
         out.err.line()  # the unanswered question has no newline of its own
         raise UsageError(_no_answers()) from None
+    added = [name.strip() for name in more.replace(" ", ",").split(",") if name.strip()]
+    _check_known(added)
+    return chosen + [name for name in added if name not in chosen]
 
 
 def _check_known(backends: list[str]) -> None:
@@ -56,7 +74,7 @@ def _check_known(backends: list[str]) -> None:
     known = [c.name for c in CHOICES]
     unknown = [b for b in backends if b not in known]
     if unknown:
-        raise UsageError(f"--backend {unknown[0]!r} is not one route init knows; choose from {', '.join(known)}.")
+        raise UsageError(f"backend {unknown[0]!r} is not one route init knows; choose from {', '.join(known)}.")
 
 
 def _chosen(backends: list[str], yes: bool, out: Output) -> list[str]:
@@ -78,7 +96,7 @@ def _chosen(backends: list[str], yes: bool, out: Output) -> list[str]:
 @handle_errors
 def init(
     backend: Annotated[list[str] | None, typer.Option(
-        "--backend", "-b", help="diffusiongemma, mercury-2, frontier or sim; repeat. Skips the questions.")] = None,
+        "--backend", "-b", help=_BACKEND_HELP)] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="No questions: the default backends.")] = False,
     path: Annotated[str | None, typer.Option("--path", help="Where to write (default: the user config file).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing file.")] = False,

@@ -21,11 +21,28 @@ app = command_app("log", help="The request log (CLI, Python API and server alike
 _STATUSES = ("ok", "error", "cancelled")
 
 
+def _failed_all(row: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every backend a failed request tried, in order, when none answered (the row's `backend`
+    is then only the last one tried, which did not answer either)."""
+    failures = (row.get("decision") or {}).get("failures") or []
+    return failures if row["status"] == "error" and row.get("answer") is None else []
+
+
+def _backend(row: dict[str, Any], *, full: bool) -> str:
+    failed = _failed_all(row)
+    if not failed:
+        return f"{row.get('backend') or '-'} ({row.get('model') or '-'})" if full else row.get("backend") or "-"
+    if not full:
+        return f"none ({len(failed)} failed)"
+    tried = ", ".join(f"{f.get('backend')} ({f.get('error')})" for f in failed)
+    return f"none answered; tried {tried}"
+
+
 def _request_facts(row: dict[str, Any]) -> list[tuple[str, Any]]:
     decision = row.get("decision") or {}
     error = f": {row.get('error_type')}: {row.get('error')}" if row.get("error") else ""
     return [("id", row["id"]), ("time", when(row["ts"])), ("source", row["source"]),
-            ("asked for", row.get("requested") or "-"), ("backend", f"{row.get('backend') or '-'} ({row.get('model') or '-'})"),
+            ("asked for", row.get("requested") or "-"), ("backend", _backend(row, full=True)),
             ("status", row["status"] + error), ("reason", decision.get("reason") or "-"),
             ("tokens", f"{fmt(row.get('input_tokens'), 'd')} in, {fmt(row.get('output_tokens'), 'd')} out"),
             ("time taken", f"{fmt(row.get('total_s'), '.2f')} s (first token {fmt(row.get('ttft_s'), '.2f')} s)"),
@@ -70,7 +87,7 @@ def _log_table(rows: list[dict[str, Any]]):
     for r in rows:
         status = r["status"] if r["status"] == "ok" else f"[red]{r['status']}[/]"
         prompt = " ".join((r.get("prompt") or "").split())
-        table.add_row(str(r["id"]), when(r["ts"], short=True), escape(r.get("backend") or "-"), status,
+        table.add_row(str(r["id"]), when(r["ts"], short=True), escape(_backend(r, full=False)), status,
                       fmt(r.get("output_tokens"), "d"), fmt(r.get("total_s"), ".2f"),
                       fmt(r.get("cost_usd"), ".4f"), escape(prompt[:24] + ("…" if len(prompt) > 24 else "")))
     return table

@@ -2,30 +2,51 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Iterable, Mapping
+from typing import Annotated, Any
 
 import typer
 
 from router.cli.commands import command_app
 from router.cli.errors import handle_errors
+from router.cli.options import Config
 from router.cli.output import Output
 
-__all__ = ["app", "sim"]
+__all__ = ["app", "sim", "unasked_profiles"]
 
 app = command_app()
 
 
-def _sim_profiles(path: str | None):
-    """The simulator's profiles, each also able to judge as a consortium arbiter, so a consortium
-    pointed at `route sim` gets well-formed (simulated) verdicts instead of parse fallbacks."""
-    from dataclasses import replace
+def unasked_profiles(profiles: Iterable[str], backends: Mapping[str, Any]) -> list[str]:
+    """One sentence per profile no backend of the config asks for: the simulator is sent a
+    backend's `model`, never its name, so a profile keyed otherwise is silently unused."""
+    models = {getattr(b, "model", None): name for name, b in backends.items()}
+    notes = []
+    for profile in profiles:
+        if profile in models:
+            continue
+        backend = backends.get(profile)
+        if backend is not None and getattr(backend, "model", None):
+            notes.append(f"profile {profile!r} is a backend's name; the simulator is sent its model: key the "
+                         f"profile {backend.model!r}")
+        else:
+            notes.append(f"profile {profile!r} names no model the config in use sends (only a config of your own "
+                         "that names it will use it)")
+    return notes
 
-    from backends.simulator import DEFAULT_PROFILES, load_profiles
-    from router.consortium.simulated import judge_when_asked
 
-    respond = judge_when_asked()
-    profiles = load_profiles(path) if path else dict(DEFAULT_PROFILES)
-    return {name: replace(p, responder=p.responder or respond) for name, p in profiles.items()}
+def _warn_unasked(out: Output, profiles: Iterable[str], config: str | None) -> None:
+    """Profiles the config in use (`-c`, else the search order) never asks for, said before serving; a
+    config that cannot load says nothing, since the simulator serves any config."""
+    from backends.errors import ConfigError
+    from router.config_loader import load_config
+
+    try:
+        loaded = load_config(config)
+    except ConfigError:
+        return
+    for note in unasked_profiles(profiles, loaded.config.backends):
+        out.warn(f"{note} ({loaded.path})")
 
 
 @app.command("sim", help="Run the SIMULATED OpenAI-compatible model server (for demos and tests).")
@@ -34,8 +55,14 @@ def sim(
     port: Annotated[int, typer.Option("--port", help="8000 is vLLM's default, which config.yaml expects.")] = 8000,
     host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
     profiles: Annotated[str | None, typer.Option("--profiles", help="YAML file of model profiles.")] = None,
+    config: Config = None,
 ) -> None:
     from backends.simulator import serve
+    from router.simulator import sim_profiles
 
-    Output().info(f"[bold yellow]SIMULATED[/] model server on http://{host}:{port}/v1 — answers are fake")
-    serve(host=host, port=port, profiles=_sim_profiles(profiles))
+    out = Output()
+    served = sim_profiles(profiles)
+    if profiles:
+        _warn_unasked(out, served, config)
+    out.info(f"[bold yellow]SIMULATED[/] model server on http://{host}:{port}/v1 — answers are fake")
+    serve(host=host, port=port, profiles=served)
