@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import re
 import time
 import uuid
 from collections import OrderedDict
@@ -47,6 +48,7 @@ __all__ = ["AUTO", "MAX_KEY_CHARS", "Session", "SessionKey", "SessionPlan", "Ses
 
 MAX_KEY_CHARS = 256
 AUTO = "auto"  # `session="auto"`: the session is the task the conversation shows
+_DIGITS = re.compile(r"\d+")
 _RETYPED_WORDS = 4  # a turn this long sent again word for word is the user asking again
 _OWNER = "\x1f"  # between a key's name and its session id: check_key refuses it in ids
 
@@ -102,7 +104,10 @@ def derived_key(messages: list[Message], tools: Any, task: Task | None = None) -
     first = task.first
     if task.harness_only or not first.strip():
         return None
-    system = [content_text(m.get("content")) for m in messages if m.get("role") in ("system", "developer")][:1]
+    # The system prompt tells one agent or project from another; its numbers (today's date, a
+    # platform's build, a count of files) change between runs of one task, and are left out.
+    system = [_DIGITS.sub("#", content_text(m.get("content")))
+              for m in messages if m.get("role") in ("system", "developer")][:1]
     names = sorted(str((t.get("function") or t).get("name")) for t in tools or () if isinstance(t, dict))
     digest = hashlib.blake2b(orjson.dumps([system, names, first]), digest_size=12)
     return "auto-" + digest.hexdigest()
