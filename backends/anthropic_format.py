@@ -21,6 +21,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from backends.client_fields import beta_names
 from backends.types import Message
 
 __all__ = [
@@ -266,7 +267,7 @@ def _system(messages: Iterable[Message]) -> str | list[dict[str, Any]] | None:
 def _in_place(extra: Mapping[str, Any]) -> bool:
     """Whether system turns within the conversation stay where they are (Anthropic takes them
     there under its mid-conversation-system beta); else they join the system prompt."""
-    return any(str(b).startswith(_MID_CONVERSATION_SYSTEM) for b in extra.get("anthropic_beta") or ())
+    return any(b.startswith(_MID_CONVERSATION_SYSTEM) for b in beta_names(extra.get("anthropic_beta")))
 
 
 def request_parts(messages: Iterable[Message], extra: Mapping[str, Any]) -> dict[str, Any]:

@@ -66,6 +66,9 @@ class BackendConfig(_Strict):
     params: dict[str, Any] = Field(default_factory=dict, description="generation parameters, checked per kind")
     options: dict[str, Any] = Field(default_factory=dict, description="the backend's own settings, checked per kind")
     passthrough: dict[str, Any] = Field(default_factory=dict, description="provider parameters sent verbatim, unchecked")
+    client_params: list[str] = Field(default_factory=list, description="fields of params or passthrough a client's "
+                                     "request may change (their value is then a default); every other configured "
+                                     "field replaces the client's")
     headers: dict[str, str] = Field(default_factory=dict, description="extra HTTP headers; ${NAME} for credentials")
     latency: LatencyPrior | None = None
     # Rate limits (router/state/rate_limits.py): shared by every replica when state is in Redis.
@@ -108,6 +111,14 @@ class BackendConfig(_Strict):
                              "never stored)")
         return value
 
+    @model_validator(mode="after")
+    def _client_params_are_configured(self) -> BackendConfig:
+        unset = [name for name in self.client_params if name not in self.params and name not in self.passthrough]
+        if unset:
+            raise ValueError(f"client_params names {', '.join(map(repr, unset))}, which neither params nor "
+                             "passthrough sets; a field the config does not set is the client's already")
+        return self
+
     @property
     def api_key_env(self) -> str | None:
         match = _ENV_REF.match(self.api_key) if self.api_key else None
@@ -129,6 +140,7 @@ class BackendConfig(_Strict):
             params=dict(self.params),
             options=dict(self.options),
             passthrough=dict(self.passthrough),
+            client_params=frozenset(self.client_params),
             headers=dict(self.headers),
         )
 

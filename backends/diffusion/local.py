@@ -71,6 +71,29 @@ _ADVISORY = frozenset({"user", "metadata", "store", "prompt_cache_key", "prompt_
                        "output_config"})
 
 
+# A configured generation setting rules the client's fields that mean the same.
+_MEANT_BY = {"thinking": ("reasoning_effort",), "max_new_tokens": ("max_tokens",), "t_max": ("temperature",),
+             "t_min": ("temperature",)}
+
+
+def operator_request(request: Request, settings: BackendSettings) -> Request:
+    """`request` without what the backend's params fix (backends/client_fields.py): the
+    client's value of a configured setting, and of the fields that mean the same, is left out
+    (`client_params` names the settings a client may change)."""
+    _, fixed = settings.configured()
+    if not fixed:
+        return request
+    ruled = {*fixed, *(alias for name in fixed for alias in _MEANT_BY.get(name, ()))}
+    changes: dict[str, Any] = {}
+    if any(key in ruled for key in request.extra):
+        changes["extra"] = {k: v for k, v in request.extra.items() if k not in ruled}
+    if "max_tokens" in ruled and request.max_tokens is not None:
+        changes["max_tokens"] = None
+    if "temperature" in ruled and request.temperature is not None:
+        changes["temperature"] = None
+    return request.with_options(**changes) if changes else request
+
+
 def thinking_flag(request: Request, params: dict[str, Any]) -> bool | None:
     """Whether to think, passed to the chat template as `enable_thinking` (None leaves the
     template's default): the request's `thinking` (true/false, or an Anthropic client's
@@ -231,6 +254,7 @@ class DiffusionLocalBackend(Backend):
         return tool_call_chunks(split_chunks(self._generate(request, drafts=drafts)))
 
     async def _generate(self, request: Request, *, drafts: bool) -> AsyncIterator[Chunk]:
+        request = operator_request(request, self.settings)
         overrides, seed = generation_overrides(request, self.settings.params)
         engine = await self.engine()
         config = engine.generation_config(overrides)

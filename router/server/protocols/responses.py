@@ -27,7 +27,7 @@ from router.server.errors import ApiError
 from router.server.protocols.base import Call, Facts
 from router.server.protocols.responses_events import ResponseEvents, finished
 from router.server.protocols.responses_schema import RESPONSES_REQUEST, ResponsesRequest
-from router.server.protocols.validation import bad_request, decode, validated
+from router.server.protocols.validation import bad_request, decode, route_options, validated
 
 __all__ = ["ResponsesDialect"]
 
@@ -195,7 +195,8 @@ class ResponsesDialect:
                 "namespaces": namespaces}
         return Call(model=request.model, messages=_messages(request, body), stream=request.stream,
                     max_tokens=request.max_output_tokens, temperature=request.temperature,
-                    extra=_extra(request, body, tools), echo=echo, session=request.prompt_cache_key)
+                    extra=_extra(request, body, tools), echo=echo, session=request.prompt_cache_key,
+                    route=route_options(body))
 
     def error_body(self, err: ApiError) -> bytes:
         return err.body()
