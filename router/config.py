@@ -353,7 +353,8 @@ class ApiKeyConfig(_Strict):
     key: str = Field(description="an environment reference: ${NAME}")
     rpm: int | None = Field(None, gt=0, description="requests per minute this key may send")
     tpm: int | None = Field(None, gt=0, description="tokens per minute this key may use (counted after each answer)")
-    admin: bool = Field(False, description="may give feedback on any request, not only on its own")
+    admin: bool = Field(False, description="sees every key's requests in the web view and may give feedback on "
+                        "any request; other keys see and judge only their own")
 
     @field_validator("key")
     @classmethod
@@ -375,6 +376,8 @@ class ServerConfig(_Strict):
 
     keys: dict[str, ApiKeyConfig] = Field(default_factory=dict, description="key name -> its ${ENV} and limits")
     feedback_rpm: int = Field(60, gt=0, description="feedback verdicts a minute each client key may post")
+    failed_key_rpm: int = Field(10, gt=0, description="wrong keys a minute one client address may present (API and "
+                                "web view together, per process) before its requests are refused (429) unchecked")
 
 
 class Config(_Strict):

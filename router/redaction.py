@@ -233,12 +233,11 @@ class ChunkRedactor:
         self._stream = StreamRedactor(secrets)
 
     def chunk(self, chunk: Chunk) -> Sequence[Chunk]:
-        kind = type(chunk)
-        if kind is TextChunk and not _TEXT_WHOLE:  # the hot path: one per token or canvas, text alone
+        if type(chunk) is TextChunk and not _TEXT_WHOLE:  # the hot path: one per token or canvas, text alone
             return self._pieces(self._stream.feed("text", chunk.text), chunk)
-        whole = _WHOLE.get(kind)
+        whole = _WHOLE.get(type(chunk))
         if whole is None:
-            whole = _whole_fields(kind)
+            whole = _whole_fields(type(chunk))
         if whole:
             chunk = self._whole(chunk, whole)
         if isinstance(chunk, ThinkingChunk):

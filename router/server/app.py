@@ -33,7 +33,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.routing import Route
 
-from router.server.auth import BearerAuth, send_error_for
+from router.server.auth import BearerAuth, key_attempts, send_error_for
 from router.server.endpoint import Endpoint, Handler, Plain
 from router.server.errors import ApiError, internal_error
 from router.server.feedback import feedback_handler
@@ -163,7 +163,7 @@ def create_app(router: Router, *, api_key: str | None = None, body_limit_bytes: 
     tokens = {**({"api-key": api_key} if api_key else {}), **(api_keys or {})}
     app.chain = _layers(app, router, tokens)
     if handlers is None:  # route serve, not the engine server: the web view at /ui
-        mount_ui(app, router, tokens)
+        mount_ui(app, router, tokens, body_timeout_s=body_timeout_s)
     app.state.metrics = metrics
     app.state.router = router
     return app
@@ -214,5 +214,5 @@ def _layers(app: _App, router: Router, tokens: Mapping[str, str]) -> Any:
         if any(kind == "key" for kind, _ in router.rate_limits.limits):
             router.add_request_observer(record_key_usage)
             layers = KeyLimits(layers, limiter=router.rate_limits)  # inside the auth: it needs the key's name
-        layers = BearerAuth(layers, tokens=tokens)
+        layers = BearerAuth(layers, tokens=tokens, attempts=key_attempts(router))
     return LastResort(layers)
