@@ -181,7 +181,8 @@ def test_client_params_must_name_a_configured_field():
 
 def _config(url: str) -> dict[str, Any]:
     backends = {kind: {"kind": kind, "model": _model(kind), "base_url": url, "api_key": f"${{{KEY_VAR}}}",
-                       "max_retries": 0, **CONFIGURED[kind][0]} for kind in KINDS}
+                       "max_retries": 0, "price": {"input": 1.0, "output": 1.0}, **CONFIGURED[kind][0]}
+                for kind in KINDS}
     return {"backends": backends, "routing": {"tiers": [{"name": "all", "backends": ["openai"]}]}}
 
 
@@ -262,6 +263,26 @@ def test_a_malformed_anthropic_beta_is_a_400_naming_it_never_a_500(served, beta)
     assert recorder.headers["anthropic-beta"] == "interleaved-thinking-2025-05-14,context-1m-2025-08-07"
 
 
+BAD_ROUTE_VALUES = [("deadline_s", "soon"), ("deadline_s", 0), ("prefer", "free"), ("max_cost_usd", -1),
+                    ("max_cost_usd", True)]
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_route_fields_the_router_cannot_use_are_400s_naming_them_and_good_ones_are_honoured(served, path):
+    client, recorder = served
+    for field, value in BAD_ROUTE_VALUES:
+        response = client.post(path, json=_body(path, "openai", **{field: value}))
+        assert response.status_code == 400 and f"`{field}`" in _error(path, response), (field, response.text)
+    assert recorder.seen == []
+    # The router's options, as the Python API takes them: a cost limit below every candidate is
+    # the request's own refusal (400, nothing called), never a 500.
+    response = client.post(path, json=_body(path, "openai", max_cost_usd=1e-12))
+    assert response.status_code == 400 and "max_cost_usd" in _error(path, response), response.text
+    assert recorder.seen == []
+    fine = client.post(path, json=_body(path, "openai", deadline_s=30, prefer="fast", max_cost_usd=1.0))
+    assert fine.status_code == 200 and not {"deadline_s", "prefer", "max_cost_usd"} & set(recorder.body)
+
+
 # -- the Python API -------------------------------------------------------------------------------
 
 
@@ -278,3 +299,19 @@ async def test_the_python_api_refuses_them_by_name(upstream, listener):
     finally:
         await router.aclose()
     assert recorder.seen == [] and heard.seen == []
+
+
+def test_the_local_engines_configured_settings_win_over_the_clients_and_their_meanings():
+    from backends.diffusion.local import generation_overrides, operator_request, thinking_flag
+
+    settings = BackendSettings(name="local", model="m", params={"max_denoising_steps": 48, "thinking": False,
+                                                               "t_max": 0.5})
+    asked = Request(messages=[{"role": "user", "content": "hi"}], max_tokens=64, temperature=1.5,
+                    extra={"max_denoising_steps": 100000, "reasoning_effort": "high", "max_completion_tokens": 64})
+    request = operator_request(asked, settings)
+    overrides, _ = generation_overrides(request, settings.params)
+    assert overrides["max_denoising_steps"] == 48 and overrides["t_max"] == 0.5  # not 100000, not 1.5
+    assert overrides["max_new_tokens"] == 64  # the limit itself is the client's: max_new_tokens is not configured
+    assert thinking_flag(request, settings.params) is False  # reasoning_effort means thinking, which is configured
+    mine = BackendSettings(name="local", model="m", params={"t_max": 0.5}, client_params=frozenset({"t_max"}))
+    assert generation_overrides(operator_request(asked, mine), mine.params)[0]["t_max"] == 1.5

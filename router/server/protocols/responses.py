@@ -5,7 +5,7 @@ conversation.
 
 Supported: `input` as text or a list of message, `function_call` and `function_call_output`
 items (reasoning items an earlier answer carried are dropped); `instructions`; function tools and
-`tool_choice`; `max_output_tokens`, `temperature`, `top_p`, `seed`; `text.format` (JSON mode and
+`tool_choice`; `max_output_tokens` (sent as chat's `max_completion_tokens`), `temperature`, `top_p`, `seed`; `text.format` (JSON mode and
 schema) and `text.verbosity`; `reasoning.effort` (as chat's `reasoning_effort`);
 `prompt_cache_key`, `metadata`, `user`, `service_tier` (sent on); streaming and the answer's
 items (responses_events.py); usage with cached and reasoning tokens. Function tools grouped in `namespace` tools (Codex)
@@ -179,6 +179,10 @@ def _extra(request: ResponsesRequest, body: dict[str, Any], tools: list[dict[str
         extra["reasoning_effort"] = request.reasoning.effort
     if request.text is not None and request.text.verbosity is not None:
         extra["verbosity"] = request.text.verbosity
+    if request.max_output_tokens is not None:
+        # Chat's name for the same limit (reasoning included), as a chat client that wrote it keeps
+        # it: OpenAI's reasoning models refuse `max_tokens`, which chat completions deprecated.
+        extra["max_completion_tokens"] = request.max_output_tokens
     for key in _SENT_ON:
         if body.get(key) is not None:
             extra[key] = body[key]
