@@ -77,14 +77,9 @@ class AnthropicBackend(Backend):
             payload["stop_sequences"] = request.stop
         settled(payload, fixed)
         payload["model"] = self.model
-        thinking = payload.get("thinking")
-        if isinstance(thinking, dict) and thinking.get("type") == "enabled":
-            # Anthropic refuses sampling changes while the model thinks.
-            for key in ("temperature", "top_p", "top_k"):
-                payload.pop(key, None)
         if stream:
             payload["stream"] = True
-        return payload
+        return _unsampled_while_thinking(payload)
 
     async def check(self, timeout_s: float = 5.0) -> Health:
         """Configured and keyed; nothing is sent, so the check spends nothing."""
@@ -131,6 +126,15 @@ class AnthropicBackend(Backend):
 
     async def aclose(self) -> None:
         await self._http.aclose()
+
+
+def _unsampled_while_thinking(payload: dict[str, Any]) -> dict[str, Any]:
+    """Anthropic refuses sampling changes while the model thinks: they are left out then."""
+    thinking = payload.get("thinking")
+    if isinstance(thinking, dict) and thinking.get("type") == "enabled":
+        for key in ("temperature", "top_p", "top_k"):
+            payload.pop(key, None)
+    return payload
 
 
 def _betas(request: Request | None) -> list[str]:

@@ -84,16 +84,11 @@ def operator_request(request: Request, settings: BackendSettings) -> Request:
     client's value of a configured setting, and of the fields that mean the same, is left out
     (`client_params` names the settings a client may change)."""
     _, fixed = settings.configured()
-    if not fixed:
-        return request
     ruled = {*fixed, *(alias for name in fixed for alias in _MEANT_BY.get(name, ()))}
-    changes: dict[str, Any] = {}
-    if any(key in ruled for key in request.extra):
+    changes: dict[str, Any] = {name: None for name in ("max_tokens", "temperature")
+                               if name in ruled and getattr(request, name) is not None}
+    if not ruled.isdisjoint(request.extra):
         changes["extra"] = {k: v for k, v in request.extra.items() if k not in ruled}
-    if "max_tokens" in ruled and request.max_tokens is not None:
-        changes["max_tokens"] = None
-    if "temperature" in ruled and request.temperature is not None:
-        changes["temperature"] = None
     return request.with_options(**changes) if changes else request
 
 

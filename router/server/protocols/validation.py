@@ -83,22 +83,21 @@ def route_options(body: dict[str, Any]) -> dict[str, Any]:
     for key in body:
         if operator_owned(key):
             raise bad_request(not_the_clients(key), key)
-    out: dict[str, Any] = {}
-    for name in ROUTE_FIELDS:
-        value = body.get(name)
-        if value is None:
-            continue
-        if name == "prefer":
-            if value not in PREFER_CHOICES:
-                raise bad_request(f"`prefer` must be one of {', '.join(PREFER_CHOICES)} (got {_shown(value)}): fast "
-                                  "picks the quickest backend that is good enough, cheap the cheapest that meets the "
-                                  "deadline, best the strongest", name)
-        elif isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or (
-                value <= 0 if name == "deadline_s" else value < 0):
-            what = "seconds, a number above 0" if name == "deadline_s" else "dollars, a number of at least 0"
-            raise bad_request(f"`{name}` must be {what} (got {_shown(value)})", name)
-        out[name] = value
-    return out
+    return {name: _route_value(name, body[name]) for name in ROUTE_FIELDS if body.get(name) is not None}
+
+
+def _route_value(name: str, value: Any) -> Any:
+    if name == "prefer":
+        if value not in PREFER_CHOICES:
+            raise bad_request(f"`prefer` must be one of {', '.join(PREFER_CHOICES)} (got {_shown(value)}): fast "
+                              "picks the quickest backend that is good enough, cheap the cheapest that meets the "
+                              "deadline, best the strongest", name)
+        return value
+    number = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+    if not number or (value <= 0 if name == "deadline_s" else value < 0):
+        what = "seconds, a number above 0" if name == "deadline_s" else "dollars, a number of at least 0"
+        raise bad_request(f"`{name}` must be {what} (got {_shown(value)})", name)
+    return value
 
 
 def sent_fields(extra: dict[str, Any]) -> dict[str, Any]:

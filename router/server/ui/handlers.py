@@ -163,18 +163,21 @@ class _View:
         live = self.live
         reset = after > live.seq  # another process, or this one restarted: start over
         after = 0 if reset else after
-        owner = None if viewer.admin else viewer.name
-        body: dict[str, Any] = {
-            "pid": os.getpid(), "seq": live.seq, "now": time.time(), "reset": reset,
-            "auth": {"required": self.auth.required, "key": viewer.name, "admin": viewer.admin},
-            "requests": [request_row(e, self.router.redactor) for e in live.since(after, _ROWS, viewer.sees)],
-            "consortia": [trace_view(e) for e in list(live.traces)[-_TRACES:] if e.seq > after and viewer.sees(e.key)],
-        }
+        body: dict[str, Any] = {"pid": os.getpid(), "seq": live.seq, "now": time.time(), "reset": reset,
+                                "auth": {"required": self.auth.required, "key": viewer.name, "admin": viewer.admin},
+                                **self._since(after, viewer)}
         if after != live.seq or request.query_params.get("full") == "1":
             await self.router.refresh()  # the fleet's learned state and breakers, as a decision would see them
+            owner = None if viewer.admin else viewer.name
             body.update(backends=backends_panel(self.router, live), cost=cost_panel(self.router, live, owner),
                         sources=sources(self.router, live), **await self.slow.get())
         return _json(body)
+
+    def _since(self, after: int, viewer: _Viewer) -> dict[str, Any]:
+        """The requests and consortium runs after number `after` that `viewer` sees."""
+        traces = [e for e in list(self.live.traces)[-_TRACES:] if e.seq > after and viewer.sees(e.key)]
+        return {"requests": [request_row(e, self.router.redactor) for e in self.live.since(after, _ROWS, viewer.sees)],
+                "consortia": [trace_view(e) for e in traces]}
 
     async def detail(self, request: Request) -> Response:
         viewer = self.viewer(request)
