@@ -21,6 +21,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from backends.client_fields import beta_names
 from backends.types import Message
 
 __all__ = [
@@ -270,7 +271,7 @@ def _in_place(extra: Mapping[str, Any], betas: Iterable[str]) -> bool:
     there under its mid-conversation-system beta (the client's, or the backend's configured
     `anthropic-beta` header); without it they join the system prompt, the only place it takes them."""
     return any(str(b).strip().startswith(_MID_CONVERSATION_SYSTEM)
-               for b in [*(extra.get("anthropic_beta") or ()), *betas])
+               for b in [*beta_names(extra.get("anthropic_beta")), *betas])
 
 
 def request_parts(messages: Iterable[Message], extra: Mapping[str, Any], betas: Iterable[str] = ()) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from backends.anthropic_thinking import SignedThinking, unsigned_tool_turn, with
 from backends.assembly import Delta, Fold
 from backends.base import Backend, BackendSettings, Health
 from backends.capabilities import Capabilities
+from backends.client_fields import beta_names, settled
 from backends.deadline import Deadline
 from backends.errors import BackendError, BackendUnavailable, BadRequest, MalformedResponse, RateLimited
 from backends.http_transport import HttpTransport, Reply, json_event
@@ -70,23 +71,21 @@ class AnthropicBackend(Backend):
         return {**headers, "x-api-key": key} if key else headers
 
     def _payload(self, request: Request, *, stream: bool) -> dict[str, Any]:
-        params = dict(self.settings.params)
-        payload: dict[str, Any] = {**self.settings.resolve(self.settings.passthrough), **params,
-                                   **{k: request.extra[k] for k in _SHARED if k in request.extra}}
+        """The request as a Messages body, under the config's fields (backends/client_fields.py:
+        what the config sets, the config decides, translated fields included)."""
+        configured, fixed = self.settings.configured()
+        payload: dict[str, Any] = {**configured, **{k: request.extra[k] for k in _SHARED if k in request.extra}}
         payload.update(request_parts(self._signed.restore(request.messages), request.extra, self._configured_betas()))
-        payload["model"] = self.model
-        _thinking(payload, request.extra, request.max_tokens or params.get("max_tokens"))
-        if payload.get("thinking", {}).get("type") == "enabled":
-            # Anthropic refuses sampling changes while the model thinks.
-            for key in ("temperature", "top_p", "top_k"):
-                payload.pop(key, None)
-        elif request.temperature is not None:
+        _thinking(payload, request.extra, fixed.get("max_tokens") or request.max_tokens or configured.get("max_tokens"))
+        if request.temperature is not None:
             payload["temperature"] = min(1.0, request.temperature)  # Anthropic's range is 0..1
         if request.stop:
             payload["stop_sequences"] = request.stop
+        settled(payload, fixed)
+        payload["model"] = self.model
         if stream:
             payload["stream"] = True
-        return payload
+        return _unsampled_while_thinking(payload)
 
     async def check(self, timeout_s: float = 5.0) -> Health:
         """Configured and keyed; nothing is sent, so the check spends nothing."""
@@ -153,10 +152,19 @@ def _thinking(payload: dict[str, Any], extra: dict[str, Any], limit: int | None)
         without_thinking(payload)
 
 
+def _unsampled_while_thinking(payload: dict[str, Any]) -> dict[str, Any]:
+    """Anthropic refuses sampling changes while the model thinks: they are left out then."""
+    thinking = payload.get("thinking")
+    if isinstance(thinking, dict) and thinking.get("type") == "enabled":
+        for key in ("temperature", "top_p", "top_k"):
+            payload.pop(key, None)
+    return payload
+
+
 def _betas(request: Request | None) -> list[str]:
     if request is None:
         return []
-    betas = [str(b) for b in request.extra.get("anthropic_beta") or () if b]
+    betas = beta_names(request.extra.get("anthropic_beta"))
     if request.extra.get("response_format") and not request.extra.get("output_config"):
         betas.append(_STRUCTURED_OUTPUTS)  # response_format is sent as output_config.format
     return betas

@@ -64,6 +64,9 @@ class BackendSettings:
     options: dict[str, Any] = field(default_factory=dict)
     # Provider-specific parameters sent verbatim, deliberately unchecked.
     passthrough: dict[str, Any] = field(default_factory=dict)
+    # Fields of `params` and `passthrough` whose configured value is a default a client may
+    # change; every other configured field replaces a client's (backends/client_fields.py).
+    client_params: frozenset[str] = frozenset()
     # Extra HTTP headers. Values, like URLs and parameters, may hold ${NAME} references,
     # resolved from the environment per request (`resolve`), never stored resolved.
     headers: dict[str, str] = field(default_factory=dict)
@@ -77,6 +80,14 @@ class BackendSettings:
             raise AuthError(f"environment variable {missing.name} is not set; the config of {self.name} refers "
                             f"to it as ${{{missing.name}}}; export it (values are read from the environment only)",
                             backend=self.name, model=self.model) from None
+
+    def configured(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(every field `passthrough:` and `params:` set, ${NAME}s filled in; the part of it a
+        client's value never replaces: all but `client_params`)."""
+        values = {**self.resolve(self.passthrough), **self.params}
+        if not self.client_params:
+            return values, values
+        return values, {key: value for key, value in values.items() if key not in self.client_params}
 
     def url(self, path: str, default_base: str) -> str:
         """`path` under the base URL, inserted before any query string (`?key=${KEY}` stays a query)."""

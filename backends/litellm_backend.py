@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 from backends.assembly import Delta
 from backends.base import Backend, Health
 from backends.capabilities import Capabilities
+from backends.client_fields import beta_names, settled
 from backends.deadline import Deadline
 from backends.errors import BackendError, BackendTimeout, BackendUnavailable, MalformedResponse, Unreachable
 from backends.http_errors import connection_failure, error_for_status, parse_retry_after
@@ -43,27 +44,32 @@ class LiteLLMBackend(Backend):
     def _kwargs(self, request: Request, deadline: Deadline, *, stream: bool) -> dict[str, Any]:
         # The client's OpenAI fields (and Anthropic's `thinking`, which litellm maps per provider);
         # litellm drops what a provider cannot take (`drop_params`) rather than failing.
+        # The operator's settings (backends/client_fields.py) go over the client's, and litellm's
+        # own arguments (where, with which key, no retries of its own) over everything.
         fields = {k: v for k, v in request.extra.items() if k in OPENAI_CHAT_FIELDS or k == "thinking"}
-        kwargs: dict[str, Any] = {**self.settings.resolve(self.settings.passthrough), **self.settings.params, **fields}
-        kwargs.update(model=self.model, messages=request.messages, num_retries=0, max_retries=0, drop_params=True)
-        remaining = deadline.remaining()
-        kwargs["timeout"] = self.settings.timeout_s if remaining is None else max(0.001, remaining)
-        if self.settings.base_url:
-            kwargs["api_base"] = self.settings.resolve(self.settings.base_url)
-        headers = dict(self.settings.resolve(self.settings.headers))
-        if request.extra.get("anthropic_beta"):  # litellm sends it on to Anthropic models
-            headers["anthropic-beta"] = ",".join(str(b) for b in request.extra["anthropic_beta"])
-        if headers:
-            kwargs["extra_headers"] = headers
-        key = self.settings.api_key()
-        if key:
-            kwargs["api_key"] = key
+        configured, fixed = self.settings.configured()
+        kwargs: dict[str, Any] = {**configured, **fields}
         if request.max_tokens is not None and "max_completion_tokens" not in kwargs:
             kwargs["max_tokens"] = request.max_tokens
         if request.temperature is not None:
             kwargs["temperature"] = request.temperature
         if request.stop:
             kwargs["stop"] = request.stop
+        settled(kwargs, fixed)
+        kwargs.update(model=self.model, messages=request.messages, num_retries=0, max_retries=0, drop_params=True)
+        remaining = deadline.remaining()
+        kwargs["timeout"] = self.settings.timeout_s if remaining is None else max(0.001, remaining)
+        if self.settings.base_url:
+            kwargs["api_base"] = self.settings.resolve(self.settings.base_url)
+        headers = dict(self.settings.resolve(self.settings.headers))
+        betas = beta_names(request.extra.get("anthropic_beta"))
+        if betas:  # litellm sends it on to Anthropic models
+            headers["anthropic-beta"] = ",".join(betas)
+        if headers:
+            kwargs["extra_headers"] = headers
+        key = self.settings.api_key()
+        if key:
+            kwargs["api_key"] = key
         if stream:
             kwargs.update(stream=True, stream_options={"include_usage": True})
         return kwargs

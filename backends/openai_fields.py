@@ -6,7 +6,8 @@
 - every other OpenAI-compatible server (vLLM, NIM, llama.cpp, Mercury, OpenRouter, a LiteLLM
   proxy) takes vendor extensions and ignores what it does not know, so it gets everything the
   client sent: `top_k`, `chat_template_kwargs`, `cache_control` markers...;
-- both: Anthropic's thinking (a `thinking` object from a /v1/messages client, the signed
+- both: never the operator's fields (endpoints, keys, headers: backends/client_fields.py);
+  Anthropic's thinking (a `thinking` object from a /v1/messages client, the signed
   `thinking_blocks` of earlier turns) has no place in a chat request -- `reasoning_effort`
   carries its meaning, and only Anthropic can read its signatures -- while a `thinking` flag is
   route's own switch for the local engine, which `route engine serve` takes.
@@ -21,6 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from backends.anthropic_format import ANTHROPIC_ONLY
+from backends.client_fields import operator_owned
 from backends.types import Message
 
 __all__ = ["OPENAI_CHAT_FIELDS", "chat_messages", "is_openai_itself", "request_fields"]
@@ -46,7 +48,7 @@ def request_fields(extra: Mapping[str, Any], *, strict: bool) -> dict[str, Any]:
     for key, value in extra.items():
         if (key == "thinking" and not isinstance(value, bool)) or key in ANTHROPIC_ONLY:
             continue
-        if strict and key not in OPENAI_CHAT_FIELDS:
+        if key not in OPENAI_CHAT_FIELDS if strict else operator_owned(key):
             continue
         out[key] = value
     return out

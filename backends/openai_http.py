@@ -16,6 +16,7 @@ import orjson
 from backends.assembly import Delta, Fold
 from backends.base import Backend, BackendSettings, Health
 from backends.capabilities import Capabilities
+from backends.client_fields import settled
 from backends.deadline import Deadline
 from backends.errors import BackendError, MalformedResponse
 from backends.http_errors import is_transport_error
@@ -54,11 +55,10 @@ class OpenAIBackend(Backend):
         return {**headers, "Authorization": f"Bearer {key}"} if key else headers
 
     def _payload(self, request: Request, *, stream: bool) -> dict[str, Any]:
-        """The client's fields as backends/openai_fields.py says, under the config's."""
-        payload: dict[str, Any] = {**self.settings.resolve(self.settings.passthrough), **self.settings.params,
-                                   **request_fields(request.extra, strict=self._strict)}
-        payload["model"] = self.model
-        payload["messages"] = chat_messages(request.messages, strict=self._strict)
+        """The client's fields as backends/openai_fields.py says, under the config's
+        (backends/client_fields.py: what the config sets, the config decides)."""
+        configured, fixed = self.settings.configured()
+        payload: dict[str, Any] = {**configured, **request_fields(request.extra, strict=self._strict)}
         # A client that wrote max_completion_tokens (OpenAI's reasoning models refuse max_tokens) keeps it.
         if request.max_tokens is not None and "max_completion_tokens" not in payload:
             payload["max_tokens"] = request.max_tokens
@@ -66,6 +66,9 @@ class OpenAIBackend(Backend):
             payload["temperature"] = request.temperature
         if request.stop:
             payload["stop"] = request.stop
+        settled(payload, fixed)
+        payload["model"] = self.model
+        payload["messages"] = chat_messages(request.messages, strict=self._strict)
         if stream:
             payload["stream"] = True
             payload["stream_options"] = {"include_usage": True}

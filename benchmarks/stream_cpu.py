@@ -1,6 +1,7 @@
 """CPU the router spends on one long streamed answer, per stream and per token, in process.
 
     python benchmarks/stream_cpu.py [--tokens 1000] [--streams 48] [--concurrency 16] [--code DIR]
+                                    [--secret]
 
 The simulated server runs in a process of its own, streaming each answer one token per event
 (at --rate tokens per second, so events arrive one at a time as a real provider's do). The
@@ -10,7 +11,9 @@ CPU time (time.process_time: every thread of it) is divided by the streams answe
 not wall time: what a busy machine does to the wall clock does not count.
 
 `--code DIR` measures another checkout of the project the same way, in the same run,
-interleaved, and prints the ratio (for a before/after of a change).
+interleaved, and prints the ratio (for a before/after of a change). `--secret` gives the backend
+a key (`api_key: ${NAME}`), so every chunk passes the stream's redaction (router/redaction.py),
+as it does wherever a hosted backend is configured.
 """
 
 from __future__ import annotations
@@ -36,7 +39,12 @@ from router.config_loader import load_config
 from router.server import create_app
 
 base_url, tokens, streams, concurrency = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
-config = {"backends": {"sim": {"kind": "openai", "model": "long", "base_url": base_url, "max_retries": 0}},
+secret = sys.argv[6] == "1"
+backend = {"kind": "openai", "model": "long", "base_url": base_url, "max_retries": 0}
+if secret:
+    os.environ["ROUTE_BENCH_KEY"] = "sk-bench-0123456789abcdefghijklmnopqrstuv"
+    backend["api_key"] = "${ROUTE_BENCH_KEY}"
+config = {"backends": {"sim": backend},
           "routing": {"tiers": [{"name": "all", "backends": ["sim"]}]}, "log": {"enabled": False}}
 body = json.dumps({"model": "auto", "stream": True, "max_tokens": tokens,
                    "messages": [{"role": "user", "content": "Write a long story."}]}).encode()
@@ -102,7 +110,8 @@ def _simulator(tokens: int, rate: float) -> tuple[subprocess.Popen, str]:
 
 def _measure(code: Path, base_url: str, args: argparse.Namespace) -> dict[str, float]:
     out = subprocess.run([sys.executable, "-c", _CHILD, str(code), base_url, str(args.tokens), str(args.streams),
-                          str(args.concurrency)], capture_output=True, text=True, cwd=code, check=True,
+                          str(args.concurrency), str(int(args.secret))],
+                         capture_output=True, text=True, cwd=code, check=True,
                          env={**os.environ, "PYTHONPATH": str(code)})
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -115,6 +124,7 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=4000.0, help="tokens per second per stream")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--code", type=Path, help="another checkout to measure beside this one")
+    parser.add_argument("--secret", action="store_true", help="a keyed backend: every chunk is redacted")
     args = parser.parse_args()
     sim, base_url = _simulator(args.tokens, args.rate)
     try:
@@ -127,8 +137,9 @@ def main() -> None:
     finally:
         sim.stdin.close() if sim.stdin else None
         sim.wait(timeout=10)
-    print(f"{args.streams} streams of {args.tokens} tokens, {args.concurrency} at a time, one token per event at "
-          f"{args.rate:g} tokens/s (SIMULATED upstream in its own process); router CPU per stream, "
+    keyed = ", keyed (every chunk redacted)" if args.secret else ""
+    print(f"{args.streams} streams of {args.tokens} tokens{keyed}, {args.concurrency} at a time, one token per event "
+          f"at {args.rate:g} tokens/s (SIMULATED upstream in its own process); router CPU per stream, "
           f"{args.rounds} rounds, median [min-max]:")
     for name, values in per.items():
         median = statistics.median(values)

@@ -67,6 +67,9 @@ class BackendConfig(_Strict):
     params: dict[str, Any] = Field(default_factory=dict, description="generation parameters, checked per kind")
     options: dict[str, Any] = Field(default_factory=dict, description="the backend's own settings, checked per kind")
     passthrough: dict[str, Any] = Field(default_factory=dict, description="provider parameters sent verbatim, unchecked")
+    client_params: list[str] = Field(default_factory=list, description="fields of params or passthrough a client's "
+                                     "request may change (their value is then a default); every other configured "
+                                     "field replaces the client's")
     headers: dict[str, str] = Field(default_factory=dict, description="extra HTTP headers; ${NAME} for credentials")
     latency: LatencyPrior | None = None
     # Rate limits (router/state/rate_limits.py): shared by every replica when state is in Redis.
@@ -109,6 +112,14 @@ class BackendConfig(_Strict):
                              "never stored)")
         return value
 
+    @model_validator(mode="after")
+    def _client_params_are_configured(self) -> BackendConfig:
+        unset = [name for name in self.client_params if name not in self.params and name not in self.passthrough]
+        if unset:
+            raise ValueError(f"client_params names {', '.join(map(repr, unset))}, which neither params nor "
+                             "passthrough sets; a field the config does not set is the client's already")
+        return self
+
     @property
     def api_key_env(self) -> str | None:
         match = _ENV_REF.match(self.api_key) if self.api_key else None
@@ -130,6 +141,7 @@ class BackendConfig(_Strict):
             params=dict(self.params),
             options=dict(self.options),
             passthrough=dict(self.passthrough),
+            client_params=frozenset(self.client_params),
             headers=dict(self.headers),
         )
 
@@ -345,7 +357,8 @@ class ApiKeyConfig(_Strict):
     key: str = Field(description="an environment reference: ${NAME}")
     rpm: int | None = Field(None, gt=0, description="requests per minute this key may send")
     tpm: int | None = Field(None, gt=0, description="tokens per minute this key may use (counted after each answer)")
-    admin: bool = Field(False, description="may give feedback on any request, not only on its own")
+    admin: bool = Field(False, description="sees every key's requests in the web view and may give feedback on "
+                        "any request; other keys see and judge only their own")
 
     @field_validator("key")
     @classmethod
@@ -367,6 +380,8 @@ class ServerConfig(_Strict):
 
     keys: dict[str, ApiKeyConfig] = Field(default_factory=dict, description="key name -> its ${ENV} and limits")
     feedback_rpm: int = Field(60, gt=0, description="feedback verdicts a minute each client key may post")
+    failed_key_rpm: int = Field(10, gt=0, description="wrong keys a minute one client address may present (API and "
+                                "web view together, per process) before its requests are refused (429) unchecked")
 
 
 class Config(_Strict):

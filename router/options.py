@@ -15,9 +15,12 @@ may take it.
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
+
+from backends.client_fields import refusal
 
 __all__ = ["PROVIDER_OPTIONS", "ModelOptions", "ROUTER_OPTIONS", "ResolvedOptions", "RouteOptions", "resolve_options"]
 
@@ -99,8 +102,8 @@ class ResolvedOptions:
 
 def resolve_options(method: str, options: Mapping[str, Any]) -> ResolvedOptions:
     """`options` checked: TypeError for an unknown keyword (with the option meant) or a value of
-    the wrong type, ValueError for a negative number. `method` names the callable in messages
-    ("Router.acomplete")."""
+    the wrong type, ValueError for a negative or NaN number and for a field of `extra` no client
+    may set. `method` names the callable in messages ("Router.acomplete")."""
     unknown = [name for name in options if name not in _ALL]
     if unknown:
         raise TypeError(_unknown_message(method, unknown))
@@ -141,13 +144,16 @@ def _check_number(method: str, name: str, value: Any, kind: type) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not isinstance(value, int)):
         raise TypeError(f"{method}(): {name} must be {'an integer' if kind is int else 'a number'} "
                         f"(got {type(value).__name__} {value!r})")
+    if math.isnan(value):
+        raise ValueError(f"{method}(): {name} must be a number (got nan)")
     if value < 0 and name != "seed":
         raise ValueError(f"{method}(): {name} must not be negative (got {value!r})")
 
 
 def _upstream(method: str, options: Mapping[str, Any]) -> dict[str, Any]:
-    """The provider options and `extra`, as one dict; a name given both ways, or a router option
-    smuggled into `extra`, is refused rather than guessed at."""
+    """The provider options and `extra`, as one dict; a name given both ways, a router option
+    smuggled into `extra`, or a field that is the operator's (an endpoint, a key, a header:
+    backends/client_fields.py), is refused rather than guessed at."""
     given = options.get("extra")
     if given is not None and not isinstance(given, Mapping):
         raise TypeError(f"{method}(): extra must be a mapping of provider parameters "
@@ -157,6 +163,9 @@ def _upstream(method: str, options: Mapping[str, Any]) -> dict[str, Any]:
     if ours:
         raise TypeError(f"{method}(): {', '.join(map(repr, ours))} in extra= is the router's own option, "
                         "never sent upstream; pass it as a keyword instead")
+    refused = refusal(extra)
+    if refused is not None:
+        raise ValueError(f"{method}(): extra: {refused[1]}")
     for name in PROVIDER_OPTIONS:
         value = options.get(name)
         if value is None:

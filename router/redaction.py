@@ -14,7 +14,9 @@ the thinking, each tool call's name and arguments) in the order they arrived and
 only the end that could be the start of a secret, until the next piece shows whether it is (or
 the stream ends: then it is no secret, and goes). The fields are one sequence, so a key split
 across two of them is found as well. What is held back is at most one secret's length less a
-character, and only when the text so far ends like a secret begins.
+character, and only when the text so far ends like a secret begins. Every other field of a
+chunk -- a tool call's id, a thinking signature, a draft, any field a chunk gains -- arrives
+whole and is redacted whole, found by field rather than listed.
 
     redactor.text("key sk-...")        -> "key [REDACTED]"
     stream = redactor.stream()         -> a ChunkRedactor for one call, or None (no secret set)
@@ -26,12 +28,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import replace
+from dataclasses import fields, is_dataclass, replace
 from typing import Any
 
 from backends.errors import BackendError
 from backends.secrets import env_references
-from backends.types import Chunk, Completion, DraftChunk, FinalChunk, TextChunk, ThinkingChunk, ToolCallChunk
+from backends.types import Chunk, Completion, FinalChunk, TextChunk, ThinkingChunk, ToolCallChunk
 
 __all__ = ["MARK", "ChunkRedactor", "Redactor", "Secrets", "StreamRedactor"]
 
@@ -193,11 +195,37 @@ class StreamRedactor:
         return self.secrets.pieces(held, hold=False)[0] if held else []
 
 
+# The fields of each kind of chunk that a stream reads as one text, holding back what could be
+# the start of a secret (`StreamRedactor`); the FinalChunk's completion is redacted whole by the
+# call path (`Redactor.final`) before any observer sees it.
+_HELD: dict[type, frozenset[str]] = {TextChunk: frozenset({"text"}), ThinkingChunk: frozenset({"text"}),
+                                     ToolCallChunk: frozenset({"name", "arguments"}),
+                                     FinalChunk: frozenset({"completion"})}
+_WHOLE: dict[type, tuple[str, ...]] = {}  # per kind of chunk: its other fields (_whole_fields)
+
+
+def _whole_fields(kind: type) -> tuple[str, ...]:
+    """Every field of a kind of chunk that may carry an upstream's text and arrives whole (a tool
+    call's id, a thinking signature, a draft, whatever a provider's stream adds next), found by
+    field, so a field added to a chunk is redacted without anyone remembering to."""
+    names = _WHOLE.get(kind)
+    if names is None:
+        held = _HELD.get(kind, frozenset())
+        names = tuple(f.name for f in fields(kind) if f.name not in held and f.name != "kind") \
+            if is_dataclass(kind) else ()
+        _WHOLE[kind] = names
+    return names
+
+
+_TEXT_WHOLE = _whole_fields(TextChunk)  # () while a TextChunk is its text alone
+
+
 class ChunkRedactor:
-    """One call's stream of chunks through a StreamRedactor: text and thinking pieces may be
-    held back and come out with a later chunk; at the FinalChunk everything held comes out,
-    before it. Drafts (each a whole canvas) are redacted whole; the FinalChunk is passed on as
-    it is, since the call path redacts its completion (`Redactor.final`) for its observers."""
+    """One call's stream of chunks through a StreamRedactor: text, thinking and tool-call pieces
+    may be held back and come out with a later chunk; at the FinalChunk everything held comes
+    out, before it. Every other field of every chunk (ids, signatures, drafts...) is redacted
+    whole; the FinalChunk is passed on as it is, since the call path redacts its completion
+    (`Redactor.final`) for its observers."""
 
     __slots__ = ("_stream",)
 
@@ -205,8 +233,13 @@ class ChunkRedactor:
         self._stream = StreamRedactor(secrets)
 
     def chunk(self, chunk: Chunk) -> Sequence[Chunk]:
-        if isinstance(chunk, TextChunk):
+        if type(chunk) is TextChunk and not _TEXT_WHOLE:  # the hot path: one per token or canvas, text alone
             return self._pieces(self._stream.feed("text", chunk.text), chunk)
+        whole = _WHOLE.get(type(chunk))
+        if whole is None:
+            whole = _whole_fields(type(chunk))
+        if whole:
+            chunk = self._whole(chunk, whole)
         if isinstance(chunk, ThinkingChunk):
             if chunk.signature is not None or chunk.redacted is not None:
                 return self._sealed(chunk)
@@ -215,15 +248,24 @@ class ChunkRedactor:
             return self._tool_call(chunk)
         if isinstance(chunk, FinalChunk):  # its completion was redacted whole, before observers saw it
             return [*self._pieces(self._stream.end()), chunk]
-        if isinstance(chunk, DraftChunk):
-            text = self._stream.secrets.sub(chunk.text)
-            return (chunk if text == chunk.text else replace(chunk, text=text),)
         return (chunk,)
+
+    def _whole(self, chunk: Chunk, names: tuple[str, ...]) -> Chunk:
+        secrets = self._stream.secrets
+        changes: dict[str, Any] = {}
+        for name in names:
+            value = getattr(chunk, name)
+            if value is None or type(value) in (int, float, bool):
+                continue
+            redacted = _deep(value, secrets)
+            if redacted is not value:
+                changes[name] = redacted
+        return replace(chunk, **changes) if changes else chunk
 
     def _sealed(self, chunk: ThinkingChunk) -> Sequence[Chunk]:
         """A signature ends a block of thinking: what is held of it goes out first, redacted,
-        and the signature (the provider's seal, never a secret of ours) goes on the last piece.
-        A redacted block (opaque data, no text of ours to search) goes out after what was held."""
+        and the signature (redacted whole already: `_whole`) goes on the last piece. A redacted
+        block (opaque data, no text of ours to search) goes out after what was held."""
         out = list(self._pieces([*self._stream.feed("thinking", chunk.text), *self._stream.end()]))
         if chunk.redacted is not None:
             return [*out, chunk]

@@ -107,6 +107,7 @@ def test_config_error_exits_2_with_file_and_line(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["-m", "nope", "hi"], "unknown model 'nope'"),
     (["--deadline", "soon", "hi"], "--deadline 'soon' is not a duration"),
+    (["--prefer", "free", "hi"], "prefer must be fast, cheap or best (got 'free')"),
     (["--temperature", "9", "hi"], "--temperature"),
 ])
 def test_usage_errors_exit_2(sim, tmp_path, args, message):

@@ -219,7 +219,8 @@ def test_responses_fields_reach_an_openai_compatible_upstream(server, upstream):
         reasoning={"effort": "low"}, metadata={"task": "fix"}, max_output_tokens=64)
     sent = recorder.last
     assert sent["prompt_cache_key"] == "codex-session-1" and sent["reasoning_effort"] == "low"
-    assert sent["metadata"] == {"task": "fix"} and sent["max_tokens"] == 64
+    # max_output_tokens arrives as chat's max_completion_tokens, never max_tokens (OpenAI's reasoning models refuse it)
+    assert sent["metadata"] == {"task": "fix"} and sent["max_completion_tokens"] == 64 and "max_tokens" not in sent
     assert sent["messages"] == [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
 
 

@@ -239,6 +239,29 @@ async def test_judgements_beyond_the_budget_do_not_start(tmp_path: Path) -> None
     assert calls == 9 and 0 < spent < 0.0015
 
 
+async def test_a_judgement_stops_once_the_reported_usage_passes_its_reservation(tmp_path: Path) -> None:
+    """An upstream that reports far more output tokens than max_tokens asked (a reasoning model
+    billing its thinking, a server ignoring the limit): the answer's cost is recorded as
+    reported, the judge -- which would read that long answer twice -- is not asked, and the
+    spent budget starts nothing more."""
+    config = _config(tmp_path, budget_usd_per_day=1.0, max_tokens=10)
+    config["backends"]["top"]["price"] = {"input": 45000.0, "output": 45000.0}  # $0.045 a token
+    config["backends"]["judge"]["price"] = {"input": 100.0, "output": 100.0}  # worst case: ~$0.5 in all, under $1
+    loaded = load_config(config)
+    fakes = {name: FakeBackend(loaded.config.backends[name].settings(name), responder=reply) for name, reply in (
+        ("low", lambda r: "low answer"), ("top", lambda r: "word " * 2000), ("judge", lambda r: "1"))}
+    router = Router(loaded, backends=fakes, source="api")
+    assert router.learner is not None
+    for _ in range(3):
+        await router.acomplete("hi")
+        await router.learner.drain()
+    await router.aclose()
+    assert len(fakes["top"].calls) == 1 and fakes["judge"].calls == []
+    spent, calls = open_store(router.config).spend()
+    assert calls == 1 and spent == pytest.approx(2001 * 0.045 + 0.045)  # as reported: 2001 words out, 1 in
+    assert router.learner.counts.shadow["failed"] == 1 and router.learner.counts.shadow["skipped-budget"] == 2
+
+
 # -- versions, boundary by boundary ------------------------------------------------------
 
 

@@ -5,6 +5,7 @@ be turning into one."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -141,3 +142,30 @@ def test_a_redacted_thinking_block_goes_out_whole_after_what_was_held(monkeypatc
     assert "".join(c.text for c in thinking[:-1]) == "let me ask sk"  # the held "sk" first
     assert (thinking[-1].text, thinking[-1].redacted) == ("", "opaque==")
     assert chunks.index(thinking[-1]) < chunks.index(next(c for c in chunks if isinstance(c, TextChunk)))
+
+
+@dataclass(frozen=True, slots=True)
+class _SealedBlock:
+    """A kind of chunk the stream redactor has never heard of, as a provider's stream may add
+    (an encrypted block, a citation): its fields are redacted all the same."""
+
+    data: str
+    blocks: tuple[dict[str, Any], ...] = ()
+    index: int = 0
+    kind: str = "sealed"
+
+
+def test_every_field_of_every_chunk_is_redacted_whole_ids_signatures_and_new_ones(monkeypatch):
+    monkeypatch.setenv("ROUTE_TEST_K", "sk-abc123456789")
+    stream = Redactor(["ROUTE_TEST_K"]).stream()
+    assert stream is not None
+    chunks = [*stream.chunk(ToolCallChunk(0, "", id="call_sk-abc123456789", name="shell")),
+              *stream.chunk(ThinkingChunk("thought", signature="sig-sk-abc123456789")),
+              *stream.chunk(_SealedBlock("enc-sk-abc123456789", ({"signature": "sk-abc123456789"},), 3)),  # type: ignore[arg-type]
+              *stream.chunk(FinalChunk(Completion(text="", backend="b", model="m")))]
+    assert "sk-abc123456789" not in repr(chunks)
+    call = next(c for c in chunks if isinstance(c, ToolCallChunk))
+    assert (call.id, call.name) == ("call_" + MARK, "shell")
+    assert [c.signature for c in chunks if isinstance(c, ThinkingChunk) and c.signature] == ["sig-" + MARK]
+    sealed = next(c for c in chunks if isinstance(c, _SealedBlock))
+    assert (sealed.data, sealed.blocks, sealed.index) == ("enc-" + MARK, ({"signature": MARK},), 3)

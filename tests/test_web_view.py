@@ -188,7 +188,8 @@ def test_the_page_loads_without_a_key_but_its_data_needs_one(server):
     cookie = signed.headers["set-cookie"]
     assert ALICE not in cookie and "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/ui" in cookie
     value = signed.cookies[COOKIE]
-    assert httpx.get(f"{server.url}/ui/api/poll", cookies={COOKIE: value}).json()["auth"] == {"required": True, "key": "alice"}
+    auth = httpx.get(f"{server.url}/ui/api/poll", cookies={COOKIE: value}).json()["auth"]
+    assert auth == {"required": True, "key": "alice", "admin": True}  # a key given on the command line is the operator's
     # The cookie opens the view only: the model endpoints still want the key itself.
     assert httpx.get(f"{server.url}/v1/models", cookies={COOKIE: value}).status_code == 401
     assert httpx.get(f"{server.url}/ui/api/poll", headers={"x-api-key": CI}).status_code == 200
@@ -270,7 +271,7 @@ def test_without_keys_the_view_is_open_and_content_follows_the_log(sim, tmp_path
         assert httpx.post(f"{server.base_url}/chat/completions", json={
             "model": "auto", "messages": [{"role": "user", "content": "private"}]}).status_code == 200
         data = httpx.get(f"{server.url}/ui/api/poll").json()
-        assert data["auth"] == {"required": False, "key": None} and data["requests"][0]["key"] is None
+        assert data["auth"] == {"required": False, "key": None, "admin": True} and data["requests"][0]["key"] is None
         detail = httpx.get(f"{server.url}/ui/api/request", params={"seq": 1}).json()
         assert detail["prompt"] is None and detail["content_note"] == "not stored: log.store_content is false"
     router.request_log.flush()

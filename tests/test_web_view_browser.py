@@ -7,10 +7,12 @@ appears in a URL, the page or a cookie."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -54,26 +56,32 @@ server:
 
 
 
+@contextlib.contextmanager
+def _serving(config: Path, env: dict[str, str]) -> Iterator[tuple[str, str]]:
+    """`route serve` on `config`, as a process of its own: (its URL, the first line it printed)."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "router.cli", "serve", "--port", str(port), "--config", str(config)],
+                            env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            cwd=Path(__file__).parent.parent)
+    try:
+        assert proc.stdout is not None
+        banner = proc.stdout.readline()  # printed once the port is bound, before serving
+        url = f"http://127.0.0.1:{port}"
+        wait_until_serving(proc, url)
+        yield url, banner
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 @pytest.fixture
 def served(tmp_path, route_home):
     """(server URL, simulator, first line route serve printed)."""
     with SimServer(PROFILES) as sim:
         config = tmp_path / "route.yaml"
         config.write_text(_config(sim.base_url))
-        port = free_port()
-        env = {**os.environ, "UI_TEST_KEY": KEY, "ROUTE_HOME": str(route_home)}
-        proc = subprocess.Popen([sys.executable, "-m", "router.cli", "serve", "--port", str(port), "--config", str(config)],
-                                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                cwd=Path(__file__).parent.parent)
-        try:
-            assert proc.stdout is not None
-            banner = proc.stdout.readline()  # printed once the port is bound, before serving
-            url = f"http://127.0.0.1:{port}"
-            wait_until_serving(proc, url)
+        with _serving(config, {"UI_TEST_KEY": KEY, "ROUTE_HOME": str(route_home)}) as (url, banner):
             yield url, sim, banner
-        finally:
-            proc.terminate()
-            proc.wait(timeout=30)
 
 
 def _ask(url: str, model: str, prompt: str) -> int:
@@ -136,3 +144,64 @@ def test_the_rendered_page_shows_backends_reasons_a_breaker_and_a_consortium_and
         [cookie] = context.cookies()
         assert (cookie["name"], cookie["httpOnly"], cookie["sameSite"], cookie["path"]) == ("route_ui", True, "Strict", "/ui")
         assert KEY not in cookie["value"]
+
+
+# -- who sees what -----------------------------------------------------------------------------------
+
+OWN_KEYS = {"alice": "alice-browser-key-" + "a" * 24, "bob": "bob-browser-key-" + "b" * 24,
+            "ops": "ops-browser-key-" + "o" * 24}
+
+
+@pytest.fixture
+def keyed(tmp_path, route_home):
+    """A server with two client keys and an admin key: (URL)."""
+    with SimServer({"m-small": SimProfile(answer_tokens=8)}) as sim:
+        config = tmp_path / "keys.yaml"
+        config.write_text(f"""
+backends:
+  small: {{kind: openai, model: m-small, base_url: '{sim.base_url}', max_retries: 0}}
+routing:
+  tiers: [{{name: all, backends: [small]}}]
+server:
+  keys:
+    alice: {{key: "${{UI_ALICE}}"}}
+    bob: {{key: "${{UI_BOB}}"}}
+    ops: {{key: "${{UI_OPS}}", admin: true}}
+""")
+        env = {f"UI_{name.upper()}": key for name, key in OWN_KEYS.items()}
+        with _serving(config, {**env, "ROUTE_HOME": str(route_home)}) as (url, _):
+            yield url
+
+
+def test_the_page_shows_a_key_its_own_requests_only_and_an_admin_every_one(keyed):
+    from playwright.sync_api import expect
+
+    url = keyed
+    for name, prompt in (("alice", "alice asks about tides"), ("bob", "bob's private question")):
+        answer = httpx.post(f"{url}/v1/chat/completions", headers={"x-api-key": OWN_KEYS[name]}, timeout=30,
+                            json={"model": "auto", "messages": [{"role": "user", "content": prompt}]})
+        assert answer.status_code == 200, answer.text
+
+    for context in chromium_context(viewport={"width": 1440, "height": 900}):
+        page = context.new_page()
+        page.goto(f"{url}/ui")
+        page.fill("#key", OWN_KEYS["alice"])
+        page.click("#login-form button")
+        rows = page.locator("#request-rows tr[data-seq]")
+        expect(rows).to_have_count(1, timeout=WAIT_MS)
+        expect(rows.first).to_contain_text("alice")
+        expect(page.locator("#signed-in")).to_contain_text("signed in as alice (your requests only)")
+        rows.first.click()
+        expect(page.locator("#detail")).to_contain_text("alice asks about tides", timeout=WAIT_MS)
+        # The log API, from the page with its cookie: bob's request (number 2) is not alice's to read.
+        status = page.evaluate("fetch('/ui/api/request?seq=2').then(r => r.status)")
+        assert status == 404
+        assert "bob's private question" not in page.content()
+
+        page.keyboard.press("Escape")  # the request's dialog closes
+        page.click("#sign-out")
+        page.fill("#key", OWN_KEYS["ops"])
+        page.click("#login-form button")
+        expect(rows).to_have_count(2, timeout=WAIT_MS)
+        expect(page.locator("#request-rows")).to_contain_text("bob")
+        expect(page.locator("#signed-in")).to_have_text("signed in as ops")

@@ -64,11 +64,32 @@ _NEAR_GREEDY = 0.02  # temperature 0 cannot divide logits; this is as close as t
 # Request extras that go to the chat template rather than to generation. `tool_choice` and
 # `parallel_tool_calls` are accepted and left to the model: Gemma 4 has no switch for them.
 _TEMPLATE_KEYS = ("thinking", "reasoning_effort", "tools", "tool_choice", "parallel_tool_calls")
+# A client's own name for the request's max_tokens (chat's max_completion_tokens, which the
+# server keeps as written): the limit arrives as `Request.max_tokens` already.
+_SAME_AS_MAX_TOKENS = ("max_completion_tokens",)
 # Client fields that ask nothing of the answer (who asks, how to bill or cache it): an engine in
 # this process has nothing to do with them, so they are accepted and left alone.
 _ADVISORY = frozenset({"user", "metadata", "store", "prompt_cache_key", "prompt_cache_retention", "service_tier",
                        "safety_identifier", "stream_options", "anthropic_beta", "context_management",
                        "output_config"})
+
+
+# A configured generation setting rules the client's fields that mean the same.
+_MEANT_BY = {"thinking": ("reasoning_effort",), "max_new_tokens": ("max_tokens",), "t_max": ("temperature",),
+             "t_min": ("temperature",)}
+
+
+def operator_request(request: Request, settings: BackendSettings) -> Request:
+    """`request` without what the backend's params fix (backends/client_fields.py): the
+    client's value of a configured setting, and of the fields that mean the same, is left out
+    (`client_params` names the settings a client may change)."""
+    _, fixed = settings.configured()
+    ruled = {*fixed, *(alias for name in fixed for alias in _MEANT_BY.get(name, ()))}
+    changes: dict[str, Any] = {name: None for name in ("max_tokens", "temperature")
+                               if name in ruled and getattr(request, name) is not None}
+    if not ruled.isdisjoint(request.extra):
+        changes["extra"] = {k: v for k, v in request.extra.items() if k not in ruled}
+    return request.with_options(**changes) if changes else request
 
 
 def thinking_flag(request: Request, params: dict[str, Any]) -> bool | None:
@@ -89,33 +110,48 @@ def thinking_flag(request: Request, params: dict[str, Any]) -> bool | None:
 
 
 def generation_overrides(request: Request, params: dict[str, Any]) -> tuple[dict[str, Any], int | None]:
-    """(generation settings, seed) from backend params, then the request's fields and extras."""
-    merged = {k: v for k, v in {**params, **request.extra}.items() if k not in _ADVISORY}
-    seed = merged.pop("seed", None)
-    for key in _TEMPLATE_KEYS:  # chat-template inputs, not generation settings
-        merged.pop(key, None)
-    unknown = sorted(set(merged) - set(GENERATION_KEYS))
+    """(generation settings, seed) from the backend's params, then the request's fields, then its
+    extras (what the params fix is out of the request already: `operator_request`)."""
+    configured, asked = _settings(params), _settings(request.extra)
+    unknown = sorted({*configured, *asked} - {*GENERATION_KEYS, "seed"})
     if unknown:
         raise UsageError(f"diffusion-local does not understand {', '.join(map(repr, unknown))} (from the "
                          f"request's extra options or the backend's params); it accepts "
                          f"{', '.join(GENERATION_KEYS)}, seed, thinking and tools")
+    seed = asked.get("seed", configured.get("seed"))
     values: dict[str, Any] = {}
-    if request.max_tokens is not None:
-        values["max_new_tokens"] = request.max_tokens
-    if request.temperature is not None:
-        t_max = max(request.temperature, _NEAR_GREEDY)
-        values.update(t_max=t_max, t_min=t_max / 2)
-    for key, value in merged.items():
-        try:
-            values[key] = GENERATION_KEYS[key](value)
-        except (TypeError, ValueError):
-            raise UsageError(f"{key} must be a {GENERATION_KEYS[key].__name__}, got {value!r}") from None
+    for source in (configured, _typed(request), asked):
+        for key, value in source.items():
+            if key == "seed":
+                continue
+            try:
+                values[key] = GENERATION_KEYS[key](value)
+            except (TypeError, ValueError):
+                raise UsageError(f"{key} must be a {GENERATION_KEYS[key].__name__}, got {value!r}") from None
     if seed is not None:
         try:
             seed = int(seed)
         except (TypeError, ValueError):
             raise UsageError(f"seed must be an integer, got {seed!r}") from None
     return values, seed
+
+
+def _settings(fields: dict[str, Any]) -> dict[str, Any]:
+    """The generation settings among params or extras: chat-template inputs, the limit under a
+    client's own name and fields that ask nothing of the answer left out."""
+    skipped = {*_ADVISORY, *_TEMPLATE_KEYS, *_SAME_AS_MAX_TOKENS}
+    return {k: v for k, v in fields.items() if k not in skipped}
+
+
+def _typed(request: Request) -> dict[str, Any]:
+    """The request's max_tokens and temperature as generation settings."""
+    values: dict[str, Any] = {}
+    if request.max_tokens is not None:
+        values["max_new_tokens"] = request.max_tokens
+    if request.temperature is not None:
+        t_max = max(request.temperature, _NEAR_GREEDY)
+        values.update(t_max=t_max, t_min=t_max / 2)
+    return values
 
 
 def _chat(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -231,6 +267,7 @@ class DiffusionLocalBackend(Backend):
         return tool_call_chunks(split_chunks(self._generate(request, drafts=drafts)))
 
     async def _generate(self, request: Request, *, drafts: bool) -> AsyncIterator[Chunk]:
+        request = operator_request(request, self.settings)
         overrides, seed = generation_overrides(request, self.settings.params)
         engine = await self.engine()
         config = engine.generation_config(overrides)

@@ -159,7 +159,7 @@ class Learner:
             if today + self._reserved > self.settings.budget_usd_per_day:  # another process spent it
                 self.counts.shadow["skipped-budget"] += 1
                 return
-            judged = await self.judge.judge(messages, answered, pair, other, spent)
+            judged = await self.judge.judge(messages, answered, pair, other, spent, allowance=estimate)
             if judged.label is None:
                 self.counts.shadow["failed" if judged.error else "no-verdict"] += 1
                 if judged.error:

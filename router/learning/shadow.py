@@ -97,18 +97,25 @@ class ShadowJudge:
         """The most one judgement can cost (before it runs): the other tier's answer at its
         max_tokens, then two judge calls reading the question and both answers at theirs."""
         prompt = _tokens(sum(len(str(m.get("content") or "")) for m in messages))
-        answer = self.settings.max_tokens
         other_price = self.prices.get(other, Price())
+        answer = (other_price.input_per_mtok * prompt + other_price.output_per_mtok * self.settings.max_tokens) / 1e6
+        return answer + 2 * self._vote_worst_usd(prompt, answer_chars)
+
+    def _vote_worst_usd(self, prompt: int, answer_chars: int) -> float:
         judge_price = self.prices.get(self.judge_name, Price())
-        judge_in = prompt + _tokens(answer_chars) + answer + 400  # the instructions, roughly
-        return (other_price.input_per_mtok * prompt + other_price.output_per_mtok * answer
-                + 2 * (judge_price.input_per_mtok * judge_in + judge_price.output_per_mtok
-                       * self.settings.judge_max_tokens)) / 1e6  # fmt: skip
+        judge_in = prompt + _tokens(answer_chars) + self.settings.max_tokens + 400  # the instructions, roughly
+        return (judge_price.input_per_mtok * judge_in
+                + judge_price.output_per_mtok * self.settings.judge_max_tokens) / 1e6  # fmt: skip
 
     async def judge(self, messages: list[Message], answered: str, pair: Pair, other: str,
-                    spent: list[float]) -> Judged:
+                    spent: list[float], allowance: float | None = None) -> Judged:
         """Ask `other` for its answer, then the judge in both orders; each call's cost is
-        appended to `spent` as it comes (the caller keeps it if the judgement is cancelled)."""
+        appended to `spent` as it comes (the caller keeps it if the judgement is cancelled).
+        `allowance`: dollars reserved for the whole judgement (its worst case); the judge is not
+        asked when the answer's reported usage already cost more than the answer's share of it
+        (an upstream may report more tokens than max_tokens asked: reasoning it bills, or a
+        server that ignores the limit), so what a judgement spends is bounded by what the calls
+        report, not by the estimate alone."""
         deadline = Deadline(self.settings.timeout_s)
         try:
             shadow = await self._call(other, Request(messages=messages, max_tokens=self.settings.max_tokens),
@@ -117,6 +124,13 @@ class ShadowJudge:
             return Judged(None, (), sum(spent), len(spent), f"{other}: {type(exc).__name__}")
         if not shadow.text.strip():
             return Judged(None, (), sum(spent), len(spent), f"{other} answered nothing")
+        prompt = _tokens(sum(len(str(m.get("content") or "")) for m in messages))
+        votes_worst = 2 * self._vote_worst_usd(prompt, len(answered))
+        if allowance is not None and sum(spent) + votes_worst > allowance * (1 + 1e-9):
+            return Judged(None, (), sum(spent), len(spent),
+                          f"{other} reported {shadow.usage.output_tokens} output tokens for max_tokens "
+                          f"{self.settings.max_tokens} (${sum(spent):.6f}): past the judgement's ${allowance:.6f}, "
+                          "so the judge was not asked")
         lower, upper = (answered, shadow.text) if pair.client_is_lower else (shadow.text, answered)
         votes, why = await self._both_orders(messages, lower, upper, deadline, spent)
         return Judged(verdict_label(votes), votes, sum(spent), len(spent), why)

@@ -33,7 +33,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.routing import Route
 
-from router.server.auth import BearerAuth, send_error_for
+from router.server.auth import BearerAuth, KeyAttempts, send_error_for
 from router.server.endpoint import Endpoint, Handler, Plain
 from router.server.errors import ApiError, internal_error
 from router.server.feedback import feedback_handler
@@ -161,9 +161,11 @@ def create_app(router: RouterService, *, api_key: str | None = None, body_limit_
     _add_routes(app, models, metrics, health)
     app.direct = endpoint
     tokens = {**({"api-key": api_key} if api_key else {}), **(api_keys or {})}
-    app.chain = _layers(app, router, tokens)
+    # One throttle on wrong keys for the API and the web view (server.failed_key_rpm).
+    attempts = app.state.key_attempts = KeyAttempts(router.config.server.failed_key_rpm)
+    app.chain = _layers(app, router, tokens, attempts)
     if handlers is None:  # route serve, not the engine server: the web view at /ui
-        mount_ui(app, router, tokens)
+        mount_ui(app, router, tokens, attempts, body_timeout_s=body_timeout_s)
     app.state.metrics = metrics
     app.state.router = router
     return app
@@ -205,7 +207,7 @@ def _add_routes(app: FastAPI, models: list[dict[str, Any]], metrics: Metrics,
                         media_type="application/json")
 
 
-def _layers(app: _App, router: RouterService, tokens: Mapping[str, str]) -> Any:
+def _layers(app: _App, router: RouterService, tokens: Mapping[str, str], attempts: KeyAttempts) -> Any:
     """What every request passes, outermost first: the last-resort error answer, bearer auth,
     per-key limits; then the endpoint or FastAPI's routes. (The web view, when mounted, goes
     around all of them: it signs its page in itself.)"""
@@ -214,5 +216,5 @@ def _layers(app: _App, router: RouterService, tokens: Mapping[str, str]) -> Any:
         if any(kind == "key" for kind, _ in router.rate_limits.limits):
             router.add_request_observer(record_key_usage)
             layers = KeyLimits(layers, limiter=router.rate_limits)  # inside the auth: it needs the key's name
-        layers = BearerAuth(layers, tokens=tokens)
+        layers = BearerAuth(layers, tokens=tokens, attempts=attempts)
     return LastResort(layers)

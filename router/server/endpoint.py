@@ -33,11 +33,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from backends.client_fields import beta_names
 from backends.errors import RouteError, UsageError
 from backends.types import Chunk, Completion, DraftChunk, FinalChunk, TextChunk, ThinkingChunk, ToolCallChunk
 from router.decision import Decision, Downgrade
 from router.server.errors import ApiError, error_for_failure
 from router.server.protocols.base import Call, Dialect, EventWriter, Facts
+from router.server.protocols.validation import bad_request, sent_fields
 from router.sessions import AUTO, check_key
 
 if TYPE_CHECKING:
@@ -254,6 +256,7 @@ class Endpoint:
                 await send_body(send, 200, await handler.handle(raw, scope))
                 return _Outcome(200)
             call = handler.parse(raw)
+            sent_fields(call.extra)
             model = self.names.resolve(call.model)
             session = self._session(scope, call)
             _anthropic_betas(scope, call)
@@ -384,10 +387,14 @@ async def _send_error(send: Any, handler: Handler, err: ApiError) -> _Outcome:
 
 def _anthropic_betas(scope: dict, call: Call) -> None:
     """A client's `anthropic-beta` header goes with its request to an anthropic backend (the
-    features it names: interleaved thinking, context management, structured outputs...)."""
+    features it names: interleaved thinking, context management, structured outputs...), after
+    any the body's `anthropic_beta` names (checked with the rest of the body: sent_fields)."""
     for name, value in scope["headers"]:
         if name == b"anthropic-beta":
             betas = [b.strip() for b in value.decode("latin-1").split(",") if b.strip()]
+            if len(beta_names(betas)) != len(betas):
+                raise bad_request("the anthropic-beta header must be beta feature names separated by commas "
+                                  "(letters, digits, '.', '_', '-')", "anthropic-beta")
             call.extra["anthropic_beta"] = [*call.extra.get("anthropic_beta", []), *betas]
 
 

@@ -18,6 +18,7 @@ from backends.errors import (
     BadRequest,
     BreakerOpen,
     ConfigError,
+    CostLimitExceeded,
     DeadlineAtRisk,
     RateLimited,
     Unsupported,
@@ -60,8 +61,8 @@ _NEED_PARAMS = {"tools": "tools", "vision": "messages", "context": "messages", "
 
 
 def error_for_failure(exc: BaseException) -> ApiError:
-    """Map a routing failure to a status: the request's fault 400, rate limits 429, timeouts 504,
-    unreachable or failing backends 503, anything else from upstream 502."""
+    """Map a routing failure to a status: the request's fault (its own cost limit too) 400, rate
+    limits 429, timeouts 504, unreachable or failing backends 503, anything else from upstream 502."""
     errors = list(getattr(exc, "exceptions", None) or [exc])
     message = str(exc)
     if isinstance(exc, DeadlineAtRisk):
@@ -70,6 +71,8 @@ def error_for_failure(exc: BaseException) -> ApiError:
         return usage_error(exc)
     if isinstance(exc, ConfigError):  # what the request names cannot be built from the config
         return ApiError(400, message, code="invalid_request")
+    if isinstance(exc, CostLimitExceeded):  # the request's own max_cost_usd leaves no candidate
+        return ApiError(400, message, code="cost_limit_exceeded", param="max_cost_usd")
     if isinstance(exc, BackendError | AllBackendsFailed):
         for types, status, kind, code in _STATUS_RULES:
             if all(isinstance(e, types) for e in errors):

@@ -31,11 +31,12 @@ class Call:
     extra: dict[str, Any] = field(default_factory=dict)
     echo: dict[str, Any] = field(default_factory=dict)
     session: str | None = None  # the task's id, as the protocol names it (prompt_cache_key, metadata.user_id)
+    route: dict[str, Any] = field(default_factory=dict)  # route's own fields: deadline_s, prefer, max_cost_usd
 
     def options(self, model: str, session: str | None = None) -> dict[str, Any]:
         """The router's call options for this request, routed as `model` within `session`."""
         return dict(model=model, max_tokens=self.max_tokens, temperature=self.temperature, stop=self.stop,
-                    extra=self.extra, session=session)
+                    extra=self.extra, session=session, **self.route)
 
 
 class EventWriter(Protocol):

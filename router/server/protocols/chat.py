@@ -30,7 +30,7 @@ from router.server.errors import ApiError
 from router.server.protocols.base import Call, Facts
 from router.server.protocols.chat_schema import CHAT_REQUEST, ChatCompletionRequest
 from router.server.protocols.reasoning import Sealer, sealed_blocks
-from router.server.protocols.validation import bad_request, decode, validated
+from router.server.protocols.validation import bad_request, decode, route_options, validated
 
 __all__ = ["ChatDialect", "completion_body", "usage_body"]
 
@@ -202,6 +202,7 @@ class ChatDialect:
             extra={k: v for k, v in body.items() if v is not None and self._sent_on(k)},
             echo={"include_usage": include_usage, "diffusing": body.get("diffusing") is True},
             session=body.get("prompt_cache_key") if isinstance(body.get("prompt_cache_key"), str) else None,
+            route=route_options(body),
         )
 
     def error_body(self, err: ApiError) -> bytes:

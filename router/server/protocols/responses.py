@@ -7,9 +7,10 @@ Supported: `input` as text or a list of message, `function_call` and `function_c
 items, and reasoning items an earlier answer carried (their `encrypted_content`, when route wrote
 it, is the signed thinking the next assistant turn goes back to its provider with; any other
 reasoning is dropped: router/server/protocols/reasoning.py); `instructions`; function tools and
-`tool_choice`; `max_output_tokens`, `temperature`, `top_p`, `seed`; `text.format` (JSON mode and
-schema) and `text.verbosity`; `reasoning.effort` (as chat's `reasoning_effort`) and
-`reasoning.summary` (the reasoning item's summary); `include: ["reasoning.encrypted_content"]`;
+`tool_choice`; `max_output_tokens` (sent as chat's `max_completion_tokens`), `temperature`, `top_p`,
+`seed`; `text.format` (JSON mode and schema) and `text.verbosity`; `reasoning.effort` (as chat's
+`reasoning_effort`) and `reasoning.summary` (the reasoning item's summary);
+`include: ["reasoning.encrypted_content"]`;
 `prompt_cache_key`, `metadata`, `user`, `service_tier` (sent on); streaming and the answer's
 items (responses_events.py); usage with cached and reasoning tokens. Function tools grouped in `namespace` tools (Codex)
 are flattened, and their calls name the namespace back. Built-in tools (web search, file
@@ -31,7 +32,7 @@ from router.server.protocols.base import Call, Facts
 from router.server.protocols.reasoning import blocks_from
 from router.server.protocols.responses_events import ResponseEvents, finished
 from router.server.protocols.responses_schema import RESPONSES_REQUEST, ResponsesRequest
-from router.server.protocols.validation import bad_request, decode, validated
+from router.server.protocols.validation import bad_request, decode, route_options, validated
 
 __all__ = ["ResponsesDialect"]
 
@@ -206,6 +207,10 @@ def _extra(request: ResponsesRequest, body: dict[str, Any], tools: list[dict[str
         extra["reasoning_effort"] = request.reasoning.effort
     if request.text is not None and request.text.verbosity is not None:
         extra["verbosity"] = request.text.verbosity
+    if request.max_output_tokens is not None:
+        # Chat's name for the same limit (reasoning included), as a chat client that wrote it keeps
+        # it: OpenAI's reasoning models refuse `max_tokens`, which chat completions deprecated.
+        extra["max_completion_tokens"] = request.max_output_tokens
     for key in _SENT_ON:
         if body.get(key) is not None:
             extra[key] = body[key]
@@ -223,7 +228,8 @@ class ResponsesDialect:
                 "namespaces": namespaces, "summary": summary, "include": request.include or []}
         return Call(model=request.model, messages=_messages(request, body), stream=request.stream,
                     max_tokens=request.max_output_tokens, temperature=request.temperature,
-                    extra=_extra(request, body, tools), echo=echo, session=request.prompt_cache_key)
+                    extra=_extra(request, body, tools), echo=echo, session=request.prompt_cache_key,
+                    route=route_options(body))
 
     def error_body(self, err: ApiError) -> bytes:
         return err.body()

@@ -8,14 +8,18 @@ what was expected, quoting a little of what came.
 
 from __future__ import annotations
 
+import math
 from typing import Any, TypeVar
 
 import orjson
 from pydantic import TypeAdapter, ValidationError
 
+from backends.client_fields import not_the_clients, operator_owned, refusal
+from policies.selection import PREFER_CHOICES
 from router.server.errors import ApiError
 
-__all__ = ["MAX_DEPTH", "bad_request", "decode", "depth_exceeds", "validated"]
+__all__ = ["MAX_DEPTH", "ROUTE_FIELDS", "bad_request", "decode", "depth_exceeds", "route_options", "sent_fields",
+           "validated"]
 
 MAX_DEPTH = 64  # nested objects and arrays in one body: tool schemas are the deepest real thing
 _SHOWN_INPUT = 80  # characters of a refused value quoted back
@@ -65,6 +69,45 @@ def validated(adapter: TypeAdapter[T], body: dict[str, Any], reference: str) -> 
         return adapter.validate_python(body)
     except ValidationError as exc:
         raise _refusal(exc, body, reference) from None
+
+
+# Route's own request fields, in every protocol: the Python API's options of the same names.
+ROUTE_FIELDS = ("deadline_s", "prefer", "max_cost_usd")
+
+
+def route_options(body: dict[str, Any]) -> dict[str, Any]:
+    """The route fields a body sets, checked: a 400 naming the field for a value the router
+    cannot use (`deadline_s: "soon"`, `prefer: "free"`, `max_cost_usd: -1`), or for a field that
+    is the operator's (`api_base`, `api_key`, `extra_headers`...: backends/client_fields.py),
+    which no protocol takes from a client."""
+    for key in body:
+        if operator_owned(key):
+            raise bad_request(not_the_clients(key), key)
+    return {name: _route_value(name, body[name]) for name in ROUTE_FIELDS if body.get(name) is not None}
+
+
+def _route_value(name: str, value: Any) -> Any:
+    if name == "prefer":
+        if value not in PREFER_CHOICES:
+            raise bad_request(f"`prefer` must be one of {', '.join(PREFER_CHOICES)} (got {_shown(value)}): fast "
+                              "picks the quickest backend that is good enough, cheap the cheapest that meets the "
+                              "deadline, best the strongest", name)
+        return value
+    number = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+    if not number or (value <= 0 if name == "deadline_s" else value < 0):
+        what = "seconds, a number above 0" if name == "deadline_s" else "dollars, a number of at least 0"
+        raise bad_request(f"`{name}` must be {what} (got {_shown(value)})", name)
+    return value
+
+
+def sent_fields(extra: dict[str, Any]) -> dict[str, Any]:
+    """`extra` (what a request sends upstream), or a 400 naming the first field no client may
+    send: the operator's (an endpoint, a key, a header), a priced service tier, a malformed
+    `anthropic_beta` (backends/client_fields.py)."""
+    refused = refusal(extra)
+    if refused is not None:
+        raise bad_request(refused[1], refused[0])
+    return extra
 
 
 # -- refusals ---------------------------------------------------------------------------------

@@ -22,13 +22,17 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from router.ports import RouterService
+    from router.server.auth import KeyAttempts
 
 __all__ = ["mount_ui"]
 
 
-def mount_ui(app: Any, router: RouterService, tokens: Mapping[str, str]) -> None:
+def mount_ui(app: Any, router: RouterService, tokens: Mapping[str, str], attempts: KeyAttempts, *,
+             body_timeout_s: float | None = None) -> None:
     """Serve the web view at /ui on `app` (the `route serve` app), for the keys in `tokens`
-    (name -> key; none: open, as the rest of a loopback server without keys is).
+    (name -> key; none: open, as the rest of a loopback server without keys is); a sign-in
+    body has `body_timeout_s` to arrive, as the API's bodies do, and a wrong key counts against
+    the API's throttle (`attempts`).
 
     Registers a request and an attempt observer on `router`, and puts the outermost layer around
     the app's chain of layers (`app.chain`, which every request passes): the /ui routes, and each
@@ -41,5 +45,6 @@ def mount_ui(app: Any, router: RouterService, tokens: Mapping[str, str]) -> None
     live = LiveView(router)
     router.add_request_observer(live.observe)
     router.add_observer(live.attempt)
-    app.chain = RequestScope(app.chain, view=view_app(router, live, ViewAuth(tokens)))
+    view = view_app(router, live, ViewAuth(tokens), attempts, body_timeout_s=body_timeout_s)
+    app.chain = RequestScope(app.chain, view=view)
     app.state.live_view = live

@@ -73,10 +73,15 @@ class ViewAuth:
             return None
         return name if hmac.compare_digest(mac, self._mac(name, expires)) else None
 
+    @staticmethod
+    def key_in(headers: Mapping[str, str]) -> str:
+        """The key a request presents in a header, as the API takes it ("" when none)."""
+        scheme, _, bearer = headers.get("authorization", "").partition(" ")
+        return bearer.strip() if scheme.lower() == "bearer" else headers.get("x-api-key", "").strip()
+
     def signed_in(self, headers: Mapping[str, str], cookies: Mapping[str, str]) -> str | None:
         """The key name a request to the view is signed in as: its header, else its cookie."""
-        scheme, _, bearer = headers.get("authorization", "").partition(" ")
-        given = bearer.strip() if scheme.lower() == "bearer" else headers.get("x-api-key", "").strip()
+        given = self.key_in(headers)
         if given:
             return self.name_of_key(given)
         value = cookies.get(COOKIE)

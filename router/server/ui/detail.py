@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from router.server.ui.render import decision_view, request_row
@@ -90,9 +91,13 @@ def _content_note(router: RouterService, row: dict[str, Any] | None) -> str | No
     return None
 
 
-def request_detail(router: RouterService, entry: LiveRequest | None, lookup: Lookup) -> dict[str, Any] | None:
-    """The request in full; None when neither this process nor the log knows it."""
+def request_detail(router: RouterService, entry: LiveRequest | None, lookup: Lookup,
+                   sees: Callable[[str | None], bool] | None = None) -> dict[str, Any] | None:
+    """The request in full; None when neither this process nor the log knows it (with `sees`,
+    a logged request of a key it does not see is one the log does not know)."""
     row = _logged(router, lookup)
+    if row is not None and sees is not None and not sees(row.get("key_name")):
+        row = None
     if row is None and entry is None:
         return None
     out: dict[str, Any] = {"id": row.get("id") if row else None, "content_note": _content_note(router, row)}

@@ -162,13 +162,15 @@ class LiveView:
 
     # -- reading --------------------------------------------------------------------------
 
-    def since(self, seq: int, limit: int) -> list[LiveRequest]:
-        """Requests numbered above `seq`, newest first, at most `limit`."""
+    def since(self, seq: int, limit: int, sees: Callable[[str | None], bool] | None = None) -> list[LiveRequest]:
+        """Requests numbered above `seq`, newest first, at most `limit`; with `sees`, only those
+        whose key it sees."""
         out: list[LiveRequest] = []
         for entry in reversed(self.requests):
             if entry.seq <= seq or len(out) >= limit:
                 break
-            out.append(entry)
+            if sees is None or sees(entry.key):
+                out.append(entry)
         return out
 
     def find(self, seq: int) -> LiveRequest | None:

@@ -149,7 +149,8 @@ function apply(data) {
 // -- sign-in -------------------------------------------------------------------------------
 
 function showUser(auth) {
-  $("signed-in").textContent = auth.required ? (auth.key ? `signed in as ${auth.key}` : "") : "open: this server has no keys";
+  const scope = auth.admin ? "" : " (your requests only)";
+  $("signed-in").textContent = auth.required ? (auth.key ? `signed in as ${auth.key}${scope}` : "") : "open: this server has no keys";
   $("sign-out").hidden = !auth.required;
 }
 
