@@ -142,6 +142,14 @@ class Backend:
         """The error context every BackendError of this backend carries."""
         return {"backend": self.name, "model": self.model}
 
+    @property
+    def shape(self) -> str:
+        """How this backend writes a request: two backends of one shape send a request the same
+        way, so one's refusal of it (the request's fault) stands for the other's, and the router
+        does not try it (backends/faults.py, "a different shape"). The kind, unless a kind writes
+        differently per upstream; a composite backend (a consortium) is a shape of its own."""
+        return f"{self.kind}:{self.name}" if self.capabilities.composite else self.kind
+
     # -- what a provider implements ---------------------------------------------------------
 
     def _wire(self, request: Request, deadline: Deadline, *, stream: bool) -> AsyncIterator[Delta]:

@@ -77,14 +77,15 @@ class Router:
         self._request_observers: list[RequestObserver] = []
         self._sync_loop: asyncio.AbstractEventLoop | None = None
         breaker = self.config.routing.breaker
-        self.breakers = BreakerBoard(time.monotonic, BreakerSettings(breaker.failures, breaker.cooldown_ms / 1000))
+        self.breakers = BreakerBoard(time.monotonic, BreakerSettings(breaker.failures, breaker.cooldown_ms / 1000,
+                                                                     breaker.probe_ms / 1000))
         # Every model call, routed or not, goes through this one path (router/calls.py).
         # Every string that leaves the process is scrubbed of the secrets this config refers to.
         self.redactor = Redactor.for_config(self.config)
         self.rate_limits = _rate_limits(loaded)
         self.calls = CallPath(self.backend, breakers=self.breakers, max_concurrency=self.config.routing.max_concurrency,
                               retry_per_class={str(k): v for k, v in self.config.routing.retries.items()},
-                              redactor=self.redactor, limits=self.rate_limits,
+                              redactor=self.redactor, limits=self.rate_limits, retry_unheard=source != "server",
                               retry_budget=RetryBudget(RetryBudgetSettings(self.config.routing.retry_budget.tokens,
                                                                            self.config.routing.retry_budget.ratio)))
         # The live latency model learns from every attempt anywhere: routed, member or arbiter.

@@ -15,6 +15,7 @@ from typing import Any
 
 from backends.anthropic_events import MessageEvents
 from backends.anthropic_format import STOP_REASONS, Unsupported, chat_messages, chat_tool_choice, chat_tools, tool_input
+from backends.simulator.refusals import refusal_body, refused_field
 
 __all__ = ["Messages"]
 
@@ -116,6 +117,21 @@ class Messages:
     def __init__(self, chat: Any):
         self.chat = chat
 
+    async def _refused(self, body: dict[str, Any], scope: Any, send: Any) -> bool:
+        """Refuse, as Anthropic would, a request carrying a field its model's profile refuses
+        (refusals.py); the chat endpoint never sees it, so it is counted here."""
+        state = self.chat.state
+        model = str(body.get("model"))
+        profile = state.profile(model)
+        field = refused_field(profile.refuses, body, scope["headers"]) if profile.refuses else None
+        if field is None:
+            return False
+        state.count(model, "requests")
+        status, refusal = refusal_body(field, profile.refusal, anthropic=True, headers=scope["headers"])
+        await _send(send, status, json.dumps(refusal).encode())
+        state.count(model, "completed")
+        return True
+
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         raw = b""
         while True:
@@ -124,9 +140,12 @@ class Messages:
             if not message.get("more_body"):
                 break
         try:
-            chat = json.dumps(_chat_body(json.loads(raw))).encode()
+            body = json.loads(raw)
+            chat = json.dumps(_chat_body(body)).encode()
         except (ValueError, TypeError, Unsupported) as exc:
             await _send(send, 400, _error(400, json.dumps({"error": {"message": str(exc)}}).encode()))
+            return
+        if await self._refused(body, scope, send):
             return
         handed = False
 

@@ -19,6 +19,7 @@ import uuid
 from collections.abc import AsyncGenerator, Callable
 from typing import Any, ClassVar
 
+from backends import errors as error_tree
 from backends.base import Backend, BackendSettings
 from backends.capabilities import Capabilities
 from backends.deadline import Deadline
@@ -322,8 +323,9 @@ class _Run:
         errors: list[Exception] = []
         for r in records:
             for a in r.attempts:
-                errors.append(BackendError(f"{r.label} attempt {a['attempt']}: {a['error']}: {a['message']}",
-                                           backend=r.member))
+                # Of the attempt's own class, so whose fault it was survives (a refused request stays a 400).
+                errors.append(_error_class(a["error"])(f"{r.label} attempt {a['attempt']}: {a['error']}: "
+                                                       f"{a['message']}", backend=r.member))
             if r.status == "cancelled":
                 errors.append(BackendError(f"{r.label}: {r.note or 'cancelled'}", backend=r.member))
         total = len(records)
@@ -368,3 +370,9 @@ class _Run:
         return Completion(text=answer, backend=self.c.name, model=self.c.model, finish_reason=finish,
                           usage=self.usage, timings=Timings(ttft_s=None, total_s=wall), cost_usd=self.cost,
                           tool_calls=tool_calls, metadata=metadata)
+
+
+def _error_class(name: str) -> type[BackendError]:
+    """The class of backends/errors.py called `name`; BackendError when none is."""
+    kind = getattr(error_tree, name, None)
+    return kind if isinstance(kind, type) and issubclass(kind, BackendError) else BackendError
