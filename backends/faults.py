@@ -53,19 +53,19 @@ from backends.errors import (
     BackendError,
     BackendUnavailable,
     BadRequest,
+    Fault,
     NotServed,
     RateLimited,
     Where,
 )
 from backends.http_errors import parse_retry_after
 
-__all__ = ["Detail", "client_header", "detail_of", "error_for_status", "failed_writing", "refused", "scrub",
-           "stream_error"]
+__all__ = ["Detail", "client_header", "detail_of", "error_for_status", "failed_writing", "field_named", "refused",
+           "scrub", "stream_error"]
 
 _BODY_LIMIT = 2000  # characters of an error body kept on the error (never shown whole)
 _SHOWN = 300  # characters of an upstream's message a client is shown
 
-_REQUEST = frozenset({400, 413, 422, 451})
 _CREDENTIAL = frozenset({401, 402, 403, 407})
 _NOT_THERE = frozenset({404, 405, 410})  # the config's URL or model, unless the body names a field
 
@@ -82,8 +82,10 @@ _NAMED = (
     re.compile(r"Unrecognized request arguments? supplied: ([\w.\-]+)"),  # OpenAI, unknown field
     re.compile(r"Unsupported (?:parameter|value): '([\w.\-]+)'"),  # OpenAI, reasoning models
     re.compile(r"for the `([\w.\-]+)` header"),  # Anthropic, an unknown beta
-    re.compile(r"^([a-z_][\w]*(?:\.[\w]+)*): "),  # Anthropic: "max_tokens: Field required"
+    re.compile(r"^([a-z_][a-z0-9_]*(?:\.[a-z0-9_]+)*): "),  # Anthropic: "max_tokens: Field required"
 )
+_NOT_FIELDS = frozenset({"error", "warning", "message", "detail", "exception", "litellm", "openai", "anthropic",
+                         "http", "https"})
 _CONTEXT = re.compile(r"context[_ ]length|context window|prompt is too long|maximum context|too many tokens",
                       re.IGNORECASE)
 _POLICY = re.compile(r"content[_ ](?:policy|filter|management)|safety system|moderation", re.IGNORECASE)
@@ -138,13 +140,21 @@ def _detail(message: str, param: Any, code: Any, kind: Any) -> Detail:
                   kind if isinstance(kind, str) and kind != "None" else None)
 
 
-def _named(message: str) -> str | None:
+def field_named(text: str) -> str | None:
+    """The request field named in `text`, which quotes an upstream's message somewhere inside
+    (an error's own message: "b: the upstream refused the request (HTTP 401: Rejected ...)")."""
+    return _named(text, whole=False)
+
+
+def _named(message: str, *, whole: bool = True) -> str | None:
+    """The field `message` names; `whole`: it is the upstream's message itself, so a leading
+    "field: ..." (Anthropic's way) names one too."""
     rejected = _REJECTED.search(message)
     if rejected:
         return rejected.group(1)
-    for pattern in _NAMED:
+    for pattern in _NAMED if whole else _NAMED[:-1]:
         found = pattern.search(message.strip())
-        if found:
+        if found and found.group(1).split(".")[0] not in _NOT_FIELDS:
             return found.group(1)
     return None
 
@@ -157,21 +167,32 @@ def error_for_status(status: int, headers: Mapping[str, str], body: str, *, back
     detail = detail_of(body)
     shown = f"HTTP {status}: {detail.message}" if detail.message else f"HTTP {status}"
     where = Where(backend=backend, model=model)
-    rejected = _REJECTED.search(body)
-    if status in _REQUEST or (rejected and status < 500) or (status in _NOT_THERE and _names_a_field(detail)):
+    fault = _status_fault(status, detail, body)
+    if fault == "request":
         return _request_fault(f"the upstream refused the request ({shown})", detail, status, body, where)
-    if status == 429 and detail.code != "insufficient_quota":
+    if fault == "pressure":
         retry_after = parse_retry_after(headers.get("retry-after"))
         return RateLimited(f"rate limited ({shown})", retry_after=retry_after, status=status, body=body, **where)
-    if status in _CREDENTIAL or status == 429:
+    if fault == "credential":
         return AuthError(f"the server refused the API key ({shown}); check the key's environment variable",
                          status=status, body=body, **where)
-    if status < 500 and status not in (408, 409) and status not in _NOT_THERE:
-        return _request_fault(f"the upstream refused the request ({shown})", detail, status, body, where)
     if status in _NOT_THERE:
         return NotServed(f"nothing is served there ({shown}); check the backend's base_url and model", status=status,
                          body=body, **where)
     return BackendUnavailable(f"server error ({shown})", status=status, body=body, **where)
+
+
+def _status_fault(status: int, detail: Detail, body: str) -> Fault:
+    """Whose fault an error status is, given what its body says (the table above)."""
+    if status < 500 and _REJECTED.search(body):
+        return "request"
+    if status in _NOT_THERE:
+        return "request" if _names_a_field(detail) else "backend"
+    if status == 429:
+        return "credential" if detail.code == "insufficient_quota" else "pressure"
+    if status in _CREDENTIAL:
+        return "credential"
+    return "backend" if status >= 500 or status in (408, 409) else "request"  # 400, 413, 422, 451 and the rest
 
 
 def _names_a_field(detail: Detail) -> bool:

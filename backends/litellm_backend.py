@@ -18,7 +18,15 @@ from backends.assembly import Delta
 from backends.base import Backend, Health
 from backends.capabilities import Capabilities
 from backends.deadline import Deadline
-from backends.errors import AuthError, BackendError, BackendTimeout, BackendUnavailable, MalformedResponse, Unreachable
+from backends.errors import (
+    AuthError,
+    BackendError,
+    BackendTimeout,
+    BackendUnavailable,
+    MalformedResponse,
+    Unreachable,
+    Where,
+)
 from backends.faults import client_header, error_for_status, failed_writing, scrub
 from backends.http_errors import connection_failure, parse_retry_after
 from backends.openai_fields import OPENAI_CHAT_FIELDS
@@ -89,20 +97,11 @@ class LiteLLMBackend(Backend):
 
     def _translate(self, exc: Exception) -> BackendError:
         """litellm's exception in our tree, by backends/faults.py: what the provider answered
-        by its status; what never reached it by what stopped it (a refused connection, a key
-        that is not there, a request litellm could not write for the provider)."""
+        by its status; what never reached it by what stopped it (`_unanswered`)."""
         where = self.where()
-        if isinstance(exc, TimeoutError) or type(exc).__name__ == "Timeout":
-            return BackendTimeout(f"no answer within the deadline ({type(exc).__name__})", **where)
-        refused = connection_failure(exc)  # litellm calls these HTTP 500: they are no server's answer
-        if refused is not None:
-            return Unreachable(f"cannot connect ({refused})", **where)
-        local = _local_failure(exc)
-        if local is not None:
-            if _about_credentials(local):
-                return AuthError(f"no usable API key for the provider ({scrub(str(local))}); check the backend's "
-                                 "api_key", **where)
-            return failed_writing(local, where)
+        unanswered = _unanswered(exc, where)
+        if unanswered is not None:
+            return unanswered
         status = getattr(exc, "status_code", None)
         response = getattr(exc, "response", None)
         headers = getattr(response, "headers", None) or getattr(exc, "headers", None) or {}
@@ -158,6 +157,23 @@ class LiteLLMBackend(Backend):
                          reasoning=getattr(choice.message, "reasoning_content", None) or "")
         except (AttributeError, IndexError, TypeError) as exc:
             raise MalformedResponse(f"unexpected response shape: {response!r:.200}", **self.where()) from exc
+
+
+def _unanswered(exc: BaseException, where: Where) -> BackendError | None:
+    """The error when no provider answered: a timeout, a refused connection (litellm calls these
+    HTTP 500), a key that is not there, a request litellm could not write for the provider."""
+    if isinstance(exc, TimeoutError) or type(exc).__name__ == "Timeout":
+        return BackendTimeout(f"no answer within the deadline ({type(exc).__name__})", **where)
+    refused = connection_failure(exc)
+    if refused is not None:
+        return Unreachable(f"cannot connect ({refused})", **where)
+    local = _local_failure(exc)
+    if local is None:
+        return None
+    if _about_credentials(local):
+        return AuthError(f"no usable API key for the provider ({scrub(str(local))}); check the backend's api_key",
+                         **where)
+    return failed_writing(local, where)
 
 
 # Errors that are Python's own, raised while litellm wrote the request (no provider answered).

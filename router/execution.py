@@ -178,15 +178,21 @@ class Executor:
     def _soonest(self, decision: Decision, failures: list[BackendError]) -> float | None:
         """Seconds until any of the decision's candidates may be called again: 0 while one's
         breaker is closed, a rate limit's wait for one that met it; with every breaker open,
-        when the last-resort probe is due (every one's probe; a probe in flight: its first wait)."""
-        limited = {e.backend: e.retry_after for e in failures if isinstance(e, RateLimited) and e.retry_after is not None}
-        breakers = self._calls.breakers
-        probes = {name: breakers[name].probe_in() for name in decision.candidates}
-        if not probes:
+        when the last-resort probe is due (every one's probe is)."""
+        names = decision.candidates
+        if not names:
             return None
-        if all(breakers[name].state != "closed" for name in probes):
-            return max(breakers.settings.probe_initial_s if wait is None else wait for wait in probes.values())
-        return min(max(probes[name] or 0.0, limited.get(name, 0.0)) for name in probes)
+        limited = {e.backend: e.retry_after for e in failures if isinstance(e, RateLimited) and e.retry_after is not None}
+        waits = [self._called_in(name, limited) for name in names]
+        every_open = all(self._calls.breakers[name].state != "closed" for name in names)
+        return max(waits) if every_open else min(waits)
+
+    def _called_in(self, name: str, limited: dict[str, float]) -> float:
+        breaker = self._calls.breakers[name]
+        if breaker.state == "closed":
+            return limited.get(name, 0.0)
+        probe = breaker.probe_in()
+        return self._calls.breakers.settings.probe_initial_s if probe is None else probe  # None: a probe in flight
 
     def _next(self, plan: _Plan, failures: list[BackendError], *, weaker: bool = True) -> str | None:
         """The next candidate to start, breaker permitting, or None when there is none; one

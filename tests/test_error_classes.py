@@ -126,3 +126,34 @@ def test_thinking_blocks_litellm_cannot_write_are_the_requests_fault_and_show_no
     message = refused.json()["error"]["message"]
     assert "Traceback" not in message and "site-packages" not in message and ".py" not in message, message
     assert "could not be written" in message
+
+
+def test_a_consortium_whose_members_refuse_the_request_answers_400_and_opens_no_breaker(sim, keys):
+    sim.update_profile(MODEL, ttft_s=0.0, tokens_per_s=None, answer_tokens=4, refuses=["top_p"],
+                       refusal="litellm-proxy")
+    config = {"backends": {"b": {"kind": "openai", "model": MODEL, "base_url": sim.base_url},
+                           "judge": {"kind": "openai", "model": "judge-m", "base_url": sim.base_url}},
+              "routing": {"tiers": [{"name": "all", "backends": ["b"]}]},
+              "consortia": {"panel": {"members": ["b*2"], "arbiter": "judge", "retries": 1}},
+              "server": {"keys": {"a": {"key": "${ERR_KEY_A}"}, "b": {"key": "${ERR_KEY_B}"}}},
+              "log": {"enabled": False}}
+    router = Router(load_config(config), source="server")
+    with RouteServer(router) as server:
+        for _ in range(6):
+            refused = _ask(server, "chat", KEY_A, model="panel", top_p=0.5)
+            assert refused.status_code == 400 and refused.json()["error"]["param"] == "top_p", refused.text
+        assert router.breakers["b"].state == "closed"
+        answered = _ask(server, "chat", KEY_B, model="panel")
+    assert answered.status_code == 200, answered.text
+    assert sim.stats(MODEL)["requests"] == 12 + 2  # each member once per request: refusals are not retried
+
+
+@pytest.mark.parametrize("protocol", ["chat", "messages", "responses"])
+def test_every_503_says_when_to_ask_again_in_every_protocol(sim, keys, protocol):
+    sim.update_profile(MODEL, ttft_s=0.0, fault="500")
+    router = _router(sim, "openai")
+    with RouteServer(router) as server:
+        for stream in (False, True):
+            failed = _ask(server, protocol, KEY_A, stream=stream)
+            assert failed.status_code == 503, failed.text
+            assert failed.headers["retry-after"] == "0" and 0 <= int(failed.headers["retry-after-ms"]) <= 500

@@ -28,13 +28,16 @@ _BETA = "anthropic-beta"
 
 def refused_field(refuses: Iterable[str], body: Mapping[str, Any], headers: Iterable[tuple[bytes, bytes]]) -> str | None:
     """The first field of `refuses` the request carries, or None."""
-    messages = body.get("messages")
-    keys = {key for m in messages if isinstance(m, Mapping) for key in m} if isinstance(messages, list) else set()
-    sent_beta = any(name.lower() == _BETA.encode() for name, _ in headers)
-    for field in refuses:
-        if field in body or field in keys or (field == _BETA and sent_beta):
-            return field
-    return None
+    carried = set(body) | _message_keys(body.get("messages"))
+    if any(name.lower() == _BETA.encode() for name, _ in headers):
+        carried.add(_BETA)
+    return next((field for field in refuses if field in carried), None)
+
+
+def _message_keys(messages: object) -> set[str]:
+    if not isinstance(messages, list):
+        return set()
+    return {key for m in messages if isinstance(m, Mapping) for key in m}
 
 
 def refusal_body(field: str, style: Refusal, *, anthropic: bool, headers: Iterable[tuple[bytes, bytes]] = ()

@@ -23,7 +23,8 @@ from backends import errors as error_tree
 from backends.base import Backend, BackendSettings
 from backends.capabilities import Capabilities
 from backends.deadline import Deadline
-from backends.errors import AllBackendsFailed, BackendError, UsageError
+from backends.errors import AllBackendsFailed, BackendError, BadRequest, UsageError
+from backends.faults import field_named
 from backends.types import Chunk, Completion, FinalChunk, Request, TextChunk, Timings, ToolCallChunk, Usage
 from policies.judging import code_metrics, over_budget
 from router.calls import CallPath
@@ -324,8 +325,8 @@ class _Run:
         for r in records:
             for a in r.attempts:
                 # Of the attempt's own class, so whose fault it was survives (a refused request stays a 400).
-                errors.append(_error_class(a["error"])(f"{r.label} attempt {a['attempt']}: {a['error']}: "
-                                                       f"{a['message']}", backend=r.member))
+                errors.append(_error(a["error"], f"{r.label} attempt {a['attempt']}: {a['error']}: {a['message']}",
+                                     r.member))
             if r.status == "cancelled":
                 errors.append(BackendError(f"{r.label}: {r.note or 'cancelled'}", backend=r.member))
         total = len(records)
@@ -372,7 +373,10 @@ class _Run:
                           tool_calls=tool_calls, metadata=metadata)
 
 
-def _error_class(name: str) -> type[BackendError]:
-    """The class of backends/errors.py called `name`; BackendError when none is."""
+def _error(name: str, message: str, member: str) -> BackendError:
+    """A member's failed attempt as an error of its own class (backends/errors.py `name`), so
+    whose fault it was survives; a refused request keeps the field it named."""
     kind = getattr(error_tree, name, None)
-    return kind if isinstance(kind, type) and issubclass(kind, BackendError) else BackendError
+    if kind is BadRequest:
+        return BadRequest(message, backend=member, param=field_named(message))
+    return (kind if isinstance(kind, type) and issubclass(kind, BackendError) else BackendError)(message, backend=member)
