@@ -16,11 +16,12 @@ For one call to one backend it owns, in this order per attempt:
                  consortium's `max_concurrency`, so nesting cannot multiply either
     deadline     the attempt gets the time left; a stream is cut at the deadline too
     retries      the one retry policy (backends/retry.py), within the deadline; a stream is
-                 retried only before its first chunk reached the caller. A retry bets on a blip:
-                 none for a backend already failing when the call starts, and, when a client
-                 retries on its own (`route serve`: `retry_unheard` False), none for a backend
-                 not yet heard answering -- the client's retry is the retry, so a dead upstream
-                 costs one call per client request, as going direct would
+                 retried only before its first chunk reached the caller. Unless the caller says
+                 how often (CallOptions.retries), a retry bets on a blip: none for a backend
+                 already failing when the call starts, and, when a client retries on its own
+                 (`route serve`: `retry_unheard` False), none for a backend not yet heard
+                 answering -- the client's retry is the retry, so a dead upstream costs one
+                 call per client request, as going direct would
     observers    every attempt -- answered, failed or cancelled -- reaches the attempt observers
                  (latency learning, metrics) with its elapsed time
     verdicts     only the backend's faults and pressure (backends/faults.py) count against it:
@@ -76,7 +77,8 @@ class CallOptions:
     it is no evidence against the backend); `check_breaker` False when the caller already asked
     the breaker (the router's fallback order tries open breakers last, deliberately);
     `attempt_timeout_s` limits each attempt (a consortium's member_timeout_s) inside `deadline`;
-    `on_error(error, elapsed_s)` hears of every failed attempt (a consortium's trace)."""
+    `on_error(error, elapsed_s)` hears of every failed attempt (a consortium's trace); `once`:
+    never retried, whatever any limit says (the router's fallbacks, hedges and probes)."""
 
     deadline: Deadline
     decision: Decision | None = None
@@ -87,6 +89,7 @@ class CallOptions:
     check_breaker: bool = True
     attempt_timeout_s: float | None = None
     on_error: Callable[[BaseException, float], None] | None = None
+    once: bool = False
 
     def attempt_deadline(self) -> Deadline:
         return self.deadline.within(self.attempt_timeout_s)
@@ -154,10 +157,11 @@ class CallPath:
     # -- one attempt ------------------------------------------------------------------------
 
     def _policy(self, backend: Backend, options: CallOptions) -> RetryPolicy:
-        breaker = self.breakers[backend.name]
-        if breaker.failing or not (breaker.answered or self.retry_unheard):  # no blip to bet on, whatever the class
-            return RetryPolicy(0, backend.settings.backoff_initial_s)
         retries = backend.settings.max_retries if options.retries is None else options.retries
+        breaker = self.breakers[backend.name]
+        blip = not breaker.failing and (breaker.answered or self.retry_unheard)  # what a retry bets on
+        if options.once or (options.retries is None and not blip):
+            return RetryPolicy(0, backend.settings.backoff_initial_s)  # none, whatever `routing.retries` says
         return RetryPolicy(retries, backend.settings.backoff_initial_s, self._retry_per_class,
                            budget=lambda: self.retry_budget.allows_retry(backend.name))
 

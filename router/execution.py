@@ -115,9 +115,9 @@ class Executor:
     def _options(self, plan: _Plan, decision: Decision, name: str) -> CallOptions:
         # The breaker was asked when the candidate was picked (open ones go last, on purpose).
         # Retries: the first candidate's own; a fallback, a hedge or a last-resort probe gets none.
-        retries = None if plan.started == [name] and name != plan.probe else 0
+        once = plan.started != [name] or name == plan.probe
         return CallOptions(deadline=plan.deadline, decision=decision, p95_s=plan.p95.get(name),
-                           check_breaker=False, retries=retries)
+                           check_breaker=False, once=once)
 
     def _failed(self, plan: _Plan, failures: list[BackendError], error: BackendError) -> None:
         """Note a failed call; the request's fault takes every candidate of the same shape with it."""
