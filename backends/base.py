@@ -27,6 +27,7 @@ from backends.assembly import Assembly, Delta
 from backends.capabilities import Capabilities
 from backends.deadline import Deadline, Watchdog
 from backends.errors import AuthError, BackendError, BackendTimeout, BackendUnavailable, MalformedResponse, Where
+from backends.faults import scrub
 from backends.params import NoOptions
 from backends.secrets import MissingVariable, expand_all
 from backends.types import Chunk, Completion, FinalChunk, Price, Request, TextChunk, ThinkingChunk, Usage
@@ -159,7 +160,7 @@ class Backend:
 
     def _translate(self, exc: Exception) -> BackendError:
         """A third-party error from `_wire` in our error tree."""
-        return BackendUnavailable(f"{type(exc).__name__}: {str(exc)[:300]}", **self.where())
+        return BackendUnavailable(f"{type(exc).__name__}: {scrub(str(exc))}", **self.where())
 
     def current_capabilities(self) -> Capabilities:
         """What this backend can take now: the kind's `capabilities`, unless its model decides

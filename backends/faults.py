@@ -7,10 +7,11 @@ backends/errors.py.
     --------------------------------------------  -----------------------------  ---------------------------------
     400, 413, 422, 451; an error event of type    BadRequest (request)           a 400 to the client in its own
     invalid_request_error; context too long;                                     protocol, naming the field when
-    content policy; a 404 that names a field;                                    the upstream did; never retried;
-    a value this kind cannot write                                               no breaker, no latency sample;
-    (`anthropic_beta: 5`, a line break in a                                      no other backend of the same
-    header); a library that fails writing the                                    shape is tried (below)
+    content policy; a thinking block refused                                     the upstream did; never retried;
+    (`refuses_thinking`); a 404 naming a field;                                  no breaker, no latency sample;
+    a value this kind cannot write                                               no other backend of the same
+    (`anthropic_beta: 5`, a line break in a                                      shape is tried (below)
+    header); a library that fails writing the
     request before sending it; a LiteLLM
     proxy's "Rejected Request: <field> ..."
     401, 402, 403, 407; a key that is not set;    AuthError (credential)         the next backend is tried (it may
@@ -18,13 +19,19 @@ backends/errors.py.
                                                                                  ANTHROPIC_API_KEY a weaker tier
                                                                                  answers, and says so); never
                                                                                  retried; no breaker, no latency
-    5xx (529 too), 408, 409; timeouts; refused    BackendUnavailable, Timeout,   retried if the backend was not
-    connections (Unreachable, not retried);       Unreachable, Malformed,        already failing; breaker, latency,
-    answers that do not parse; 404, 405, 410      NotServed (backend)            failover; a 503 with Retry-After
+    5xx (529 too), 408, 409; timeouts; refused    BackendUnavailable, Timeout,   retried if it is a blip's (calls.py);
+    connections (Unreachable, not retried);       Unreachable, Malformed,        breaker, latency, failover; a 503
+    answers that do not parse; 404, 405, 410      NotServed (backend)            with Retry-After
     naming no field (NotServed: the config
     points at nothing there; not retried)
     429                                           RateLimited (pressure)         retried after its Retry-After;
                                                                                  breaker, failover; a 429
+
+A refused thinking block (`refuses_thinking`) is the request's fault like any other refused
+field: a signed block only the model that wrote it can read, sent where it cannot be verified
+(another model, another provider, an edited block). What to do about it -- resend without the
+signed blocks, or go to the backend that signed them -- is the sessions' business; here it is only
+never the backend's failure, so it moves no breaker and is never a silent downgrade.
 
 A different shape. A request one backend refused is not sent to another that would write it the
 same way: the same `Backend.shape` (router/calls.py asks it), which is the kind and the dialect
@@ -61,7 +68,7 @@ from backends.errors import (
 from backends.http_errors import parse_retry_after
 
 __all__ = ["Detail", "client_header", "detail_of", "error_for_status", "failed_writing", "field_named", "refused",
-           "scrub", "stream_error"]
+           "refuses_thinking", "scrub", "stream_error"]
 
 _BODY_LIMIT = 2000  # characters of an error body kept on the error (never shown whole)
 _SHOWN = 300  # characters of an upstream's message a client is shown
@@ -226,6 +233,18 @@ def stream_error(kind: str | None, message: str, where: Where) -> BackendError:
     if kind in _PRESSURE_TYPES:
         return RateLimited(f"rate limited ({shown})", **where)
     return BackendUnavailable(f"the stream failed ({shown})", **where)
+
+
+_THINKING = re.compile(r"thinking|signature|redacted_thinking|reasoning", re.IGNORECASE)
+
+
+def refuses_thinking(error: BaseException) -> bool:
+    """Whether `error` is an upstream refusing the request's thinking blocks (Anthropic: 400
+    "messages.1.content.0.thinking.signature: Invalid `signature` in `thinking` block"; litellm
+    failing to write `thinking_blocks`): the request's fault, about its signed thinking."""
+    if not isinstance(error, BadRequest):
+        return False
+    return bool(_THINKING.search(error.param or "") or _THINKING.search(str(error)))
 
 
 def refused(message: str, *, param: str | None, where: Where) -> BadRequest:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from backends.errors import BackendError, BackendUnavailable, MalformedResponse, Where
-from backends.faults import error_for_status, failed_writing
+from backends.faults import error_for_status, failed_writing, scrub
 from backends.http_errors import is_transport_error, translate_transport_error
 from backends.http_session import Sessions, sse_data
 
@@ -76,7 +76,7 @@ class HttpTransport:
         """A failure of the connection in our error tree; other errors as unavailable."""
         if is_transport_error(exc):
             return translate_transport_error(exc, url=self.shown, **self.where)
-        return BackendUnavailable(f"{type(exc).__name__}: {str(exc)[:300]}", **self.where)
+        return BackendUnavailable(f"{type(exc).__name__}: {scrub(str(exc))}", **self.where)
 
     @contextlib.asynccontextmanager
     async def post(self, url: str, payload: Mapping[str, Any], headers: Mapping[str, str],

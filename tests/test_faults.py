@@ -16,7 +16,7 @@ from backends.errors import (
     RateLimited,
     fault_of,
 )
-from backends.faults import client_header, detail_of, error_for_status, scrub, stream_error
+from backends.faults import client_header, detail_of, error_for_status, refuses_thinking, scrub, stream_error
 
 pytestmark = pytest.mark.unit
 
@@ -122,3 +122,14 @@ def test_a_header_value_a_client_sent_is_refused_naming_its_field(values):
     assert refused.value.param == "anthropic_beta" and fault_of(refused.value) == "request"
     assert client_header("anthropic-beta", ["a-2025-01-01", "b"], param="anthropic_beta", where=WHERE) == [
         "a-2025-01-01", "b"]
+
+
+def test_a_refused_thinking_block_is_the_requests_fault_and_says_so():
+    """What the sessions' reasoning round trip reads: a signature the provider will not verify."""
+    body = {"type": "error", "error": {"type": "invalid_request_error", "message":
+            "messages.1.content.0.thinking.signature: Invalid `signature` in `thinking` block"}}
+    error = _error(400, body)
+    assert isinstance(error, BadRequest) and error.param == "messages.1.content.0.thinking.signature"
+    assert refuses_thinking(error) and fault_of(error) == "request"
+    assert not refuses_thinking(_error(400, {"error": {"message": "max_tokens: too large"}}))
+    assert not refuses_thinking(_error(500, {"error": {"message": "thinking failed on our side"}}))
