@@ -8,8 +8,7 @@ The cooldown is how long an open backend is passed over while others can answer.
 with nothing else left may still probe it sooner, as a last resort (`probe_in`, `claim_probe`):
 after `probe_initial_s`, doubling with each failure in a row, never later than the cooldown.
 So a client retrying against a dead upstream costs at most one upstream call per request, at a
-pace the router chooses, and hears honestly when the next try can go (`route serve`'s
-Retry-After) instead of waiting out a cooldown nobody else needed.
+pace the router chooses, and is never kept waiting out a cooldown nobody else needed.
 
 The clock is injected (seconds, monotonic) so tests step time by hand; no threads, no I/O.
 A board's `on_change(name, state)` hears of every transition this process's own calls cause
