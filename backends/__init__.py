@@ -28,7 +28,9 @@ if TYPE_CHECKING:
         ConfigError,
         CostLimitExceeded,
         DeadlineAtRisk,
+        Fault,
         MalformedResponse,
+        NotServed,
         RateLimited,
         RateLimitExceeded,
         RouteError,
@@ -62,7 +64,7 @@ _HOMES = {
     "backends.errors": (
         "AllBackendsFailed", "AtRateLimit", "AuthError", "BackendError", "BackendTimeout",
         "BackendUnavailable", "BadRequest", "BreakerOpen", "ConfigError", "CostLimitExceeded", "DeadlineAtRisk",
-        "MalformedResponse", "RateLimited", "RateLimitExceeded", "RouteError", "Unreachable", "Unsupported",
+        "Fault", "MalformedResponse", "NotServed", "RateLimited", "RateLimitExceeded", "RouteError", "Unreachable", "Unsupported",
         "UsageError", "Where",
     ),
     "backends.registry": ("build_backend", "kinds", "register_kind"),

@@ -17,9 +17,10 @@ from backends.anthropic_thinking import SignedThinking, unsigned_tool_turn, with
 from backends.assembly import Delta, Fold
 from backends.base import Backend, BackendSettings, Health
 from backends.capabilities import Capabilities
-from backends.client_fields import beta_names, settled
+from backends.client_fields import settled
 from backends.deadline import Deadline
-from backends.errors import BackendError, BackendUnavailable, BadRequest, MalformedResponse, RateLimited
+from backends.errors import BackendError, MalformedResponse, Where
+from backends.faults import client_header, failed_writing, stream_error
 from backends.http_transport import HttpTransport, Reply, json_event
 from backends.params import AnthropicParams
 from backends.types import Request
@@ -63,7 +64,7 @@ class AnthropicBackend(Backend):
 
     def _headers(self, request: Request | None = None) -> dict[str, str]:
         headers = {"anthropic-version": _VERSION, **self.settings.resolve(self.settings.headers)}
-        betas = _betas(request)
+        betas = _betas(request, self.where())
         if betas:  # the client's beta features, and structured output when a schema is asked for
             configured = [b for b in headers.get("anthropic-beta", "").split(",") if b]
             headers["anthropic-beta"] = ",".join(dict.fromkeys([*configured, *betas]))
@@ -93,8 +94,12 @@ class AnthropicBackend(Backend):
         return Health(True, f"anthropic model {self.model} at {self.endpoint} (key present; not called)")
 
     async def _wire(self, request: Request, deadline: Deadline, *, stream: bool) -> AsyncIterator[Delta]:
-        payload = self._payload(request, stream=stream)
-        async with self._http.post(self.settings.url("/messages", _DEFAULT_BASE_URL), payload, self._headers(request),
+        try:
+            headers = self._headers(request)  # first: it names a bad anthropic_beta before anything trips on it
+            payload = self._payload(request, stream=stream)
+        except (TypeError, ValueError, AttributeError) as exc:  # a value of the client's it cannot write
+            raise failed_writing(exc, self.where()) from exc
+        async with self._http.post(self.settings.url("/messages", _DEFAULT_BASE_URL), payload, headers,
                                    deadline.remaining(), self.settings.timeout_s) as reply:
             if not stream or reply.whole:
                 for delta in self._answer(await reply.body(), reply.simulated):
@@ -131,9 +136,7 @@ class AnthropicBackend(Backend):
         event = json_event(data, self.where())
         if event.get("type") == "error":  # a failure after the 200: overloaded, mostly
             error = event.get("error") or {}
-            kind = {"rate_limit_error": RateLimited, "invalid_request_error": BadRequest}.get(
-                str(error.get("type")), BackendUnavailable)
-            raise kind(f"{error.get('type')}: {error.get('message')}", **self.where())
+            raise stream_error(error.get("type"), str(error.get("message") or ""), self.where())
         return event
 
     async def aclose(self) -> None:
@@ -161,10 +164,11 @@ def _unsampled_while_thinking(payload: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
-def _betas(request: Request | None) -> list[str]:
+def _betas(request: Request | None, where: Where) -> list[str]:
     if request is None:
         return []
-    betas = beta_names(request.extra.get("anthropic_beta"))
+    given = request.extra.get("anthropic_beta") or ()
+    betas = [b for b in client_header("anthropic-beta", given, param="anthropic_beta", where=where) if b]
     if request.extra.get("response_format") and not request.extra.get("output_config"):
         betas.append(_STRUCTURED_OUTPUTS)  # response_format is sent as output_config.format
     return betas

@@ -27,6 +27,7 @@ from backends.assembly import Assembly, Delta
 from backends.capabilities import Capabilities
 from backends.deadline import Deadline, Watchdog
 from backends.errors import AuthError, BackendError, BackendTimeout, BackendUnavailable, MalformedResponse, Where
+from backends.faults import scrub
 from backends.params import NoOptions
 from backends.secrets import MissingVariable, expand_all
 from backends.types import Chunk, Completion, FinalChunk, Price, Request, TextChunk, ThinkingChunk, Usage
@@ -153,6 +154,14 @@ class Backend:
         """The error context every BackendError of this backend carries."""
         return {"backend": self.name, "model": self.model}
 
+    @property
+    def shape(self) -> str:
+        """How this backend writes a request: two backends of one shape send a request the same
+        way, so one's refusal of it (the request's fault) stands for the other's, and the router
+        does not try it (backends/faults.py, "a different shape"). The kind, unless a kind writes
+        differently per upstream; a composite backend (a consortium) is a shape of its own."""
+        return f"{self.kind}:{self.name}" if self.capabilities.composite else self.kind
+
     # -- what a provider implements ---------------------------------------------------------
 
     def _wire(self, request: Request, deadline: Deadline, *, stream: bool) -> AsyncIterator[Delta]:
@@ -162,7 +171,7 @@ class Backend:
 
     def _translate(self, exc: Exception) -> BackendError:
         """A third-party error from `_wire` in our error tree."""
-        return BackendUnavailable(f"{type(exc).__name__}: {str(exc)[:300]}", **self.where())
+        return BackendUnavailable(f"{type(exc).__name__}: {scrub(str(exc))}", **self.where())
 
     def current_capabilities(self) -> Capabilities:
         """What this backend can take now: the kind's `capabilities`, unless its model decides

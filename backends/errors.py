@@ -10,10 +10,11 @@
     │   │   └── AtRateLimit         skipped: its configured rpm/tpm is used up (never retried)
     │   ├── BackendUnavailable      5xx, dropped stream                      (retryable)
     │   │   ├── Unreachable         refused or unresolvable connection: fail over at once (not retried)
+    │   │   ├── NotServed           404/405/410: nothing is served at the configured URL or model (not retried)
     │   │   └── BreakerOpen         skipped: its circuit breaker is open     (never retried)
     │   ├── MalformedResponse       the server answered something unparseable
-    │   ├── BadRequest              HTTP 4xx other than auth and 429         (never retried)
-    │   └── AuthError               missing key, HTTP 401/403                (never retried)
+    │   ├── BadRequest              the request's fault: a refused field or shape (never retried)
+    │   └── AuthError               the credential's: missing key, HTTP 401/403 (never retried)
     ├── AllBackendsFailed           every candidate failed; also an ExceptionGroup of them
     │   └── RateLimitExceeded       ... every one at a rate limit; `retry_after_s`
     ├── DeadlineAtRisk              `on_deadline_risk: fail` and no backend at the prompt's quality
@@ -22,14 +23,16 @@
                                     (predicted cost), or before the next call of a consortium (running cost)
 
 Third-party errors (httpx, litellm) are translated into these in one place per backend,
-with ``raise ... from exc``; retry and fallback rules look only at these types.
+with ``raise ... from exc``; retry and fallback rules look only at these types. Which of them
+is whose fault -- the request's, the credential's, the backend's, or pressure -- is each
+class's `fault`; what an upstream's answer maps to is backends/faults.py, in one table.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TypedDict
+from typing import Literal, TypedDict
 
 __all__ = [
     "AllBackendsFailed",
@@ -44,14 +47,21 @@ __all__ = [
     "ConfigError",
     "CostLimitExceeded",
     "DeadlineAtRisk",
+    "Fault",
     "MalformedResponse",
+    "NotServed",
     "RateLimitExceeded",
     "RateLimited",
     "RouteError",
     "Unsupported",
     "Unreachable",
     "UsageError",
+    "fault_of",
 ]
+
+# Whose fault a failed call was (backends/faults.py has the table): only "backend" and
+# "pressure" count against a backend (breaker, learned latency, retry budget).
+Fault = Literal["request", "credential", "backend", "pressure"]
 
 
 class Where(TypedDict):
@@ -95,9 +105,11 @@ class Unsupported(UsageError):
 
 
 class BackendError(RouteError):
-    """A backend failed to answer. `retryable` tells retry and fallback code what to do."""
+    """A backend failed to answer. `retryable` tells retry and fallback code what to do;
+    `fault` whose fault it was."""
 
     retryable = False
+    fault: Fault = "backend"
 
     def __init__(
         self,
@@ -122,6 +134,7 @@ class BackendTimeout(BackendError):
 
 class RateLimited(BackendError):
     retryable = True
+    fault: Fault = "pressure"
 
     def __init__(self, message: str, *, retry_after: float | None = None, backend: str = "", model: str = "",
                  status: int | None = None, body: str | None = None):
@@ -149,6 +162,14 @@ class Unreachable(BackendUnavailable):
     retryable = False
 
 
+class NotServed(BackendUnavailable):
+    """The upstream answered that it serves nothing at the configured URL or model (404, 405,
+    410, naming no request field): the config's doing, the same for every request. Not retried;
+    the breaker counts it, so the router stops calling it while other backends answer."""
+
+    retryable = False
+
+
 class BreakerOpen(BackendUnavailable):
     """Not called at all: the backend's breaker is open. Retrying before the cooldown is
     pointless; `retry_after` is the seconds until it ends (when known)."""
@@ -167,26 +188,51 @@ class MalformedResponse(BackendError):
 
 
 class BadRequest(BackendError):
+    """The request's fault: an upstream (or this backend kind, writing it) refused a field or the
+    request's shape -- an invalid value, context too long, content policy. `param` names the
+    field when the upstream did; `code` is its reason in OpenAI's terms (`context_length_exceeded`,
+    `content_policy_violation`, `invalid_request`)."""
+
     retryable = False
+    fault: Fault = "request"
+
+    def __init__(self, message: str, *, backend: str = "", model: str = "", status: int | None = None,
+                 body: str | None = None, param: str | None = None, code: str | None = None):
+        self.param = param
+        self.code = code
+        super().__init__(message, backend=backend, model=model, status=status, body=body)
 
 
 class AuthError(BackendError):
+    """The credential's fault: no key, or the upstream refused the one sent (401/403, no quota)."""
+
     retryable = False
+    fault: Fault = "credential"
+
+
+def fault_of(exc: BaseException) -> Fault | None:
+    """Whose fault `exc` is, for a BackendError; None for anything else (a usage error, a bug, a
+    cancellation), which is no evidence about the backend either."""
+    return exc.fault if isinstance(exc, BackendError) else None
 
 
 class AllBackendsFailed(RouteError, ExceptionGroup):
-    """Every candidate backend failed. `.exceptions` holds one BackendError per attempt."""
+    """Every candidate backend failed. `.exceptions` holds one BackendError per attempt.
+    `retry_after_s`: the soonest any candidate may be called again, when the router knows
+    (0: now; `route serve` sends it as Retry-After)."""
 
     exit_code = 3
+    retry_after_s: float | None = None
 
-    def __new__(cls, message: str, errors: Sequence[Exception]):
+    def __new__(cls, message: str, errors: Sequence[Exception], *, retry_after_s: float | None = None):
         return super().__new__(cls, message, errors)
 
-    def __init__(self, message: str, errors: Sequence[Exception]):
+    def __init__(self, message: str, errors: Sequence[Exception], *, retry_after_s: float | None = None):
         super().__init__(message, errors)
+        self.retry_after_s = retry_after_s
 
     def derive(self, excs):
-        return AllBackendsFailed(self.message, list(excs))
+        return AllBackendsFailed(self.message, list(excs), retry_after_s=self.retry_after_s)
 
     def __str__(self) -> str:
         lines = [self.message]
@@ -202,8 +248,7 @@ class RateLimitExceeded(AllBackendsFailed):
         return super().__new__(cls, message, errors)
 
     def __init__(self, message: str, errors: Sequence[Exception], *, retry_after_s: float | None = None):
-        super().__init__(message, errors)
-        self.retry_after_s = retry_after_s
+        super().__init__(message, errors, retry_after_s=retry_after_s)
 
     def derive(self, excs):
         return RateLimitExceeded(self.message, list(excs), retry_after_s=self.retry_after_s)

@@ -1,27 +1,15 @@
 """Translate HTTP client failures (aiohttp's, as the openai and anthropic kinds call with it)
-and HTTP error statuses into the project's error tree, in one place."""
+into the project's error tree, in one place. What an error status means is backends/faults.py."""
 
 from __future__ import annotations
 
 import email.utils
 import sys
 import time
-from collections.abc import Mapping
 
-from backends.errors import (
-    AuthError,
-    BackendError,
-    BackendTimeout,
-    BackendUnavailable,
-    BadRequest,
-    RateLimited,
-    Unreachable,
-    Where,
-)
+from backends.errors import BackendError, BackendTimeout, BackendUnavailable, Unreachable, Where
 
-__all__ = ["error_for_status", "is_transport_error", "parse_retry_after", "translate_transport_error"]
-
-_BODY_LIMIT = 2000  # characters of an error body kept for the message
+__all__ = ["connection_failure", "is_transport_error", "parse_retry_after", "translate_transport_error"]
 
 
 def parse_retry_after(value: str | None) -> float | None:
@@ -36,25 +24,6 @@ def parse_retry_after(value: str | None) -> float | None:
     if parsed is None:
         return None
     return max(0.0, parsed.timestamp() - time.time())
-
-
-def error_for_status(status: int, headers: Mapping[str, str], body: str, *, backend: str,
-                     model: str) -> BackendError:
-    """`headers` looked up in lower case: pass a case-insensitive mapping (aiohttp's, httpx's)."""
-    body = body[:_BODY_LIMIT]
-    detail = f"HTTP {status}: {body.strip()[:300]}" if body.strip() else f"HTTP {status}"
-    if status == 429:
-        retry_after = parse_retry_after(headers.get("retry-after"))
-        return RateLimited(f"rate limited ({detail})", retry_after=retry_after, backend=backend, model=model,
-                           status=status, body=body)
-    kind: type[BackendError]
-    if status in (401, 403):
-        kind, what = AuthError, f"the server refused the API key ({detail}); check the key's environment variable"
-    elif status in (408, 409) or status >= 500:
-        kind, what = BackendUnavailable, f"server error ({detail})"
-    else:
-        kind, what = BadRequest, f"the server rejected the request ({detail})"
-    return kind(what, backend=backend, model=model, status=status, body=body)
 
 
 def is_transport_error(exc: BaseException) -> bool:
@@ -85,8 +54,10 @@ def connection_failure(exc: BaseException) -> str | None:
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
+        # By type, never by litellm's APIConnectionError: litellm raises that for any failure of
+        # its own too (a request it could not write), and a real refusal is in the chain anyway.
         if isinstance(current, (httpx.ConnectError, ConnectionRefusedError, ConnectionResetError)) or \
-                type(current).__name__ in ("ClientConnectorError", "gaierror", "APIConnectionError"):
+                type(current).__name__ in ("ClientConnectorError", "gaierror"):
             return f"{type(current).__name__}: {current}"[:300]
         current = current.__cause__ or current.__context__
     return None

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from backends.errors import BackendError, BackendUnavailable, MalformedResponse, Where
-from backends.http_errors import error_for_status, is_transport_error, translate_transport_error
+from backends.faults import error_for_status, failed_writing, scrub
+from backends.http_errors import is_transport_error, translate_transport_error
 from backends.http_session import Sessions, sse_data
 
 if TYPE_CHECKING:
@@ -75,7 +76,7 @@ class HttpTransport:
         """A failure of the connection in our error tree; other errors as unavailable."""
         if is_transport_error(exc):
             return translate_transport_error(exc, url=self.shown, **self.where)
-        return BackendUnavailable(f"{type(exc).__name__}: {str(exc)[:300]}", **self.where)
+        return BackendUnavailable(f"{type(exc).__name__}: {scrub(str(exc))}", **self.where)
 
     @contextlib.asynccontextmanager
     async def post(self, url: str, payload: Mapping[str, Any], headers: Mapping[str, str],
@@ -83,7 +84,10 @@ class HttpTransport:
         """POST `payload` as JSON; an error status is raised as ours. The caller enforces the
         deadline (Backend._next); here only connecting is capped, by the time left."""
         limit = timeout_s if remaining_s is None else max(0.001, remaining_s)
-        body = orjson.dumps(payload, option=orjson.OPT_NON_STR_KEYS)  # YAML params may have int keys (logit_bias)
+        try:
+            body = orjson.dumps(payload, option=orjson.OPT_NON_STR_KEYS)  # YAML params may have int keys (logit_bias)
+        except TypeError as exc:  # a value of the caller's that is not JSON: the request's, not the upstream's
+            raise failed_writing(exc, self.where) from exc
         async with self._sessions.request("POST", url, data=body, headers={**headers, "Content-Type": "application/json"},
                                           connect_s=min(limit, _CONNECT_CAP_S)) as response:
             if response.status >= 400:

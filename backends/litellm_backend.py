@@ -9,16 +9,27 @@ call and the translation of litellm's exceptions.
 from __future__ import annotations
 
 import os
+import sys
+import traceback
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, ClassVar
 
 from backends.assembly import Delta
 from backends.base import Backend, Health
 from backends.capabilities import Capabilities
-from backends.client_fields import beta_names, settled
+from backends.client_fields import settled
 from backends.deadline import Deadline
-from backends.errors import BackendError, BackendTimeout, BackendUnavailable, MalformedResponse, Unreachable
-from backends.http_errors import connection_failure, error_for_status, parse_retry_after
+from backends.errors import (
+    AuthError,
+    BackendError,
+    BackendTimeout,
+    BackendUnavailable,
+    MalformedResponse,
+    Unreachable,
+    Where,
+)
+from backends.faults import client_header, error_for_status, failed_writing, scrub
+from backends.http_errors import connection_failure, parse_retry_after
 from backends.openai_fields import OPENAI_CHAT_FIELDS
 from backends.params import ChatParams
 from backends.types import Price, Request, Usage
@@ -27,8 +38,10 @@ __all__ = ["LiteLLMBackend", "load_litellm"]
 
 
 def load_litellm() -> Any:
-    """Import litellm quietly and offline (no cost-map fetch, no telemetry)."""
+    """Import litellm quietly and offline (no cost-map fetch, no telemetry, none of the catalogs
+    it would fetch on its own, such as Anthropic's beta headers on a first Anthropic call)."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    os.environ.setdefault("LITELLM_OFFLINE_MODE", "True")
     import litellm
 
     litellm.telemetry = False
@@ -40,6 +53,12 @@ class LiteLLMBackend(Backend):
     kind = "litellm"
     capabilities: ClassVar[Capabilities] = Capabilities(tools=True, seed=True, vision=True)
     params_model = ChatParams
+
+    @property
+    def shape(self) -> str:
+        # litellm writes a request per provider: `anthropic/...` and `openai/...` differently.
+        provider = self.model.split("/", 1)[0] if "/" in self.model else "default"
+        return f"litellm:{provider}"
 
     def _kwargs(self, request: Request, deadline: Deadline, *, stream: bool) -> dict[str, Any]:
         # The client's OpenAI fields (and Anthropic's `thinking`, which litellm maps per provider);
@@ -62,9 +81,9 @@ class LiteLLMBackend(Backend):
         if self.settings.base_url:
             kwargs["api_base"] = self.settings.resolve(self.settings.base_url)
         headers = dict(self.settings.resolve(self.settings.headers))
-        betas = beta_names(request.extra.get("anthropic_beta"))
-        if betas:  # litellm sends it on to Anthropic models
-            headers["anthropic-beta"] = ",".join(betas)
+        if request.extra.get("anthropic_beta"):  # litellm sends it on to Anthropic models
+            headers["anthropic-beta"] = ",".join(client_header("anthropic-beta", request.extra["anthropic_beta"],
+                                                               param="anthropic_beta", where=self.where()))
         if headers:
             kwargs["extra_headers"] = headers
         key = self.settings.api_key()
@@ -82,12 +101,12 @@ class LiteLLMBackend(Backend):
         return Health(True, f"litellm model {self.model}{where} ({note}; not called, to spend nothing)")
 
     def _translate(self, exc: Exception) -> BackendError:
+        """litellm's exception in our tree, by backends/faults.py: what the provider answered
+        by its status; what never reached it by what stopped it (`_unanswered`)."""
         where = self.where()
-        if isinstance(exc, TimeoutError) or type(exc).__name__ == "Timeout":
-            return BackendTimeout(f"no answer within the deadline ({type(exc).__name__})", **where)
-        refused = connection_failure(exc)  # litellm calls these HTTP 500: they are no server's answer
-        if refused is not None:
-            return Unreachable(f"cannot connect ({refused})", **where)
+        unanswered = _unanswered(exc, where)
+        if unanswered is not None:
+            return unanswered
         status = getattr(exc, "status_code", None)
         response = getattr(exc, "response", None)
         headers = getattr(response, "headers", None) or getattr(exc, "headers", None) or {}
@@ -95,11 +114,11 @@ class LiteLLMBackend(Backend):
         if isinstance(status, int) and status >= 400:
             import httpx
 
-            error = error_for_status(status, httpx.Headers(dict(headers)), message, **where)
+            error = error_for_status(status, httpx.Headers(dict(headers)), _provider_body(response, message), **where)
             if status == 429 and getattr(error, "retry_after", None) is None:
                 error.retry_after = parse_retry_after(dict(headers).get("retry-after"))  # type: ignore[attr-defined]
             return error
-        return BackendUnavailable(f"{type(exc).__name__}: {message[:300]}", **where)
+        return BackendUnavailable(f"{type(exc).__name__}: {scrub(message)}", **where)
 
     def cost(self, usage: Usage) -> float:
         price = self.settings.price
@@ -159,6 +178,85 @@ def _sealed(block: Mapping[str, Any]) -> Delta:
     if block.get("type") == "redacted_thinking":
         return Delta(redacted=(str(block.get("data", "")),))
     return Delta(reasoning=str(block.get("thinking") or ""), signature=str(block.get("signature") or ""))
+
+
+def _unanswered(exc: BaseException, where: Where) -> BackendError | None:
+    """The error when no provider answered: a timeout, a refused connection (litellm calls these
+    HTTP 500), a key that is not there, a request litellm could not write for the provider."""
+    if isinstance(exc, TimeoutError) or type(exc).__name__ == "Timeout":
+        return BackendTimeout(f"no answer within the deadline ({type(exc).__name__})", **where)
+    refused = connection_failure(exc)
+    if refused is not None:
+        return Unreachable(f"cannot connect ({refused})", **where)
+    local = _local_failure(exc)
+    if local is None:
+        return None
+    if _about_credentials(local):
+        return AuthError(f"no usable API key for the provider ({scrub(str(local))}); check the backend's api_key",
+                         **where)
+    return failed_writing(local, where)
+
+
+# Errors that are Python's own, raised while litellm wrote the request (no provider answered).
+_LOCAL = (TypeError, AttributeError, KeyError, IndexError, ValueError)
+# litellm's function names say which side of the call failed: writing the request, or reading an answer.
+_READING = ("response", "chunk", "stream", "__anext__", "iter")
+_WRITING = ("request", "param", "message", "prompt", "tool", "content")
+
+
+def _local_failure(exc: BaseException) -> BaseException | None:
+    """The error that stopped litellm before any provider answered, however deeply litellm
+    wrapped it (it reports a request it could not write as APIConnectionError, a missing key
+    as a 500): a plain Python error raised while writing the request, or the OpenAI SDK's own
+    (not an HTTP answer). None when an answer is in the chain, or the error came up reading one."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if _answered(current):
+            return None
+        if type(current).__name__ == "OpenAIError" and type(current).__module__.startswith("openai"):
+            return current
+        if isinstance(current, _LOCAL) and _while_writing(current):
+            return current
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def _answered(exc: BaseException) -> bool:
+    """Whether `exc` is an HTTP answer's error (the SDK's or httpx's), not one litellm made up
+    (litellm's own exceptions subclass the SDK's, with a response of their making)."""
+    if type(exc).__module__.startswith("litellm"):
+        return False
+    openai, httpx = sys.modules.get("openai"), sys.modules.get("httpx")
+    return (openai is not None and isinstance(exc, openai.APIStatusError)) or (
+        httpx is not None and isinstance(exc, httpx.HTTPStatusError))
+
+
+def _while_writing(exc: BaseException) -> bool:
+    """Whether `exc` came up writing the request, by the innermost of litellm's functions that
+    say which side they are on (transform_request vs transform_response, a stream's chunks)."""
+    for frame, _ in reversed(list(traceback.walk_tb(exc.__traceback__))):
+        name = frame.f_code.co_name.lower()
+        if any(word in name for word in _READING):
+            return False
+        if any(word in name for word in _WRITING):
+            return True
+    return False
+
+
+def _about_credentials(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return "credentials" in text or "api_key" in text or "api key" in text
+
+
+def _provider_body(response: Any, message: str) -> str:
+    """The provider's own error body when litellm kept its response, else litellm's message."""
+    text = getattr(response, "text", None)
+    try:
+        return text if isinstance(text, str) and text.strip().startswith("{") else message
+    except Exception:  # a streamed response litellm never read: its message says the same
+        return message
 
 
 def _event(event: Any) -> Delta:

@@ -19,6 +19,7 @@ from backends.capabilities import Capabilities
 from backends.client_fields import settled
 from backends.deadline import Deadline
 from backends.errors import BackendError, MalformedResponse
+from backends.faults import failed_writing
 from backends.http_errors import is_transport_error
 from backends.http_transport import HttpTransport, json_event
 from backends.openai_fields import chat_messages, is_openai_itself, request_fields
@@ -48,6 +49,11 @@ class OpenAIBackend(Backend):
     @property
     def endpoint(self) -> str:
         return self._http.shown
+
+    @property
+    def shape(self) -> str:
+        # OpenAI's own API is sent its schema's fields only; other servers everything (openai_fields.py).
+        return "openai:strict" if self._strict else "openai:compatible"
 
     def _headers(self) -> dict[str, str]:
         headers = self.settings.resolve(self.settings.headers)
@@ -108,7 +114,10 @@ class OpenAIBackend(Backend):
     # -- the wire call ----------------------------------------------------------------------
 
     async def _wire(self, request: Request, deadline: Deadline, *, stream: bool) -> AsyncIterator[Delta]:
-        payload = self._payload(request, stream=stream)
+        try:
+            payload = self._payload(request, stream=stream)
+        except (TypeError, ValueError, AttributeError) as exc:  # a value of the client's it cannot write
+            raise failed_writing(exc, self.where()) from exc
         async with self._http.post(self.settings.url("/chat/completions", _DEFAULT_BASE_URL), payload,
                                    self._headers(), deadline.remaining(), self.settings.timeout_s) as reply:
             if not stream or reply.whole:

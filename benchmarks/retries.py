@@ -1,7 +1,8 @@
-"""Retries that add up, measured: what a retrying client costs a dead upstream, and what a
-refused connection adds before the fallback answers.
+"""Retries that add up, measured: what a retrying client costs a dead upstream, how long it
+takes to show its user the error, and what a refused connection adds before the fallback answers.
 
-    python benchmarks/retries.py [--cooldown-ms 1000] [--requests 50]
+    python benchmarks/retries.py [--cooldown-ms 1000] [--requests 50] [--clients codex,aider,...]
+                                 [--backends 1] [--seed 38]
 
 1. A client retrying at once, 30 times (as Codex does), against `route serve` whose only
    backend answers 500: upstream calls per breaker cooldown, and the statuses and Retry-After
@@ -9,8 +10,19 @@ refused connection adds before the fallback answers.
 2. A routed request whose first choice refuses the connection (nothing listening), falling
    back to a healthy backend, against the same request routed to the healthy one alone, in the
    same run, interleaved: the added milliseconds (median, p90). Target: under 50 ms.
+3. Real clients' retry schedules (benchmarks/client_schedules.py: Codex honouring Retry-After,
+   aider through litellm's OpenAI SDK, OpenCode through the AI SDK, Claude Code), each against
+   an upstream that answers every request 500: first going direct (the baseline, this run),
+   then through `route serve` (default breaker settings; `--backends 3` puts three tiers on
+   the one dead upstream). Targets, per client: upstream calls at most the client's own
+   requests, and time until it gives up at most 1.2x going direct.
 
-Everything runs against the simulated server on loopback.
+   Time is virtual where waiting would take minutes: a client's backoff does not sleep, it
+   advances a clock (real monotonic time plus the waits so far), and the router's breakers
+   read the same clock, so their probes fall due as they would had the client really waited.
+   A client's time to the error = the real time its requests took + the waits it slept.
+
+Everything runs against the simulated server on loopback. Exits 1 when a target is missed.
 """
 
 from __future__ import annotations
@@ -18,15 +30,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import random
 import socket
 import statistics
+import sys
 import time
+from collections.abc import Callable
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import httpx
 
 from backends.simulator import SimServer
+from benchmarks.client_schedules import CLIENTS, Reply
+from policies.breaker import BreakerBoard
 from router import Router
 from router.config_loader import load_config
 from router.server import RouteServer
@@ -38,7 +55,7 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
-def dead_upstream(cooldown_ms: float) -> None:
+def dead_upstream(cooldown_ms: float) -> bool:
     with SimServer(profiles={"dead": {"ttft_s": 0.0, "fault": "500"}}) as sim:
         config = {"backends": {"only": {"kind": "openai", "model": "dead", "base_url": sim.base_url}},
                   "routing": {"tiers": [{"name": "all", "backends": ["only"]}],
@@ -52,9 +69,12 @@ def dead_upstream(cooldown_ms: float) -> None:
     cooldowns = max(1.0, window_s / (cooldown_ms / 1000))
     statuses = sorted({a.status_code for a in answers})
     waits = sorted({a.headers.get("retry-after") for a in answers if a.headers.get("retry-after")})
+    met = calls / cooldowns <= 5 and all(a.headers.get("retry-after") is not None for a in answers)
     print(f"dead upstream: 30 client retries in {window_s:.2f} s ({cooldowns:.1f} breaker cooldowns of "
           f"{cooldown_ms:.0f} ms) cost {calls} upstream calls: {calls / cooldowns:.1f} per cooldown "
-          f"(target <= 5); statuses {statuses}, Retry-After {waits or '-'}")
+          f"(target <= 5, Retry-After on every 503); statuses {statuses}, Retry-After {waits or '-'}"
+          f"{'' if met else '  MISSED'}")
+    return met
 
 
 async def _timed(router: Router) -> float:
@@ -64,7 +84,7 @@ async def _timed(router: Router) -> float:
     return time.perf_counter() - started
 
 
-async def refused_failover(requests: int) -> None:
+async def refused_failover(requests: int) -> bool:
     with SimServer(profiles={"ok": {"ttft_s": 0.0, "tokens_per_s": None, "answer_tokens": 8}}) as sim:
         ok = {"kind": "openai", "model": "ok", "base_url": sim.base_url}
         gone = {"kind": "openai", "model": "ok", "base_url": f"http://127.0.0.1:{_closed_port()}/v1"}
@@ -87,17 +107,120 @@ async def refused_failover(requests: int) -> None:
         await failover.aclose()
     added.sort()
     p90 = added[int(0.9 * (len(added) - 1))]
+    met = statistics.median(added) < 50
     print(f"refused connection, then fallback: adds {statistics.median(added):.1f} ms median, {p90:.1f} ms p90 "
-          f"over {requests} interleaved requests (target < 50 ms)")
+          f"over {requests} interleaved requests (target < 50 ms){'' if met else '  MISSED'}")
+    return met
+
+
+class VirtualClock:
+    """Real monotonic time plus the waits the replayed client slept instead of sleeping."""
+
+    def __init__(self) -> None:
+        self.waited = 0.0
+
+    def now(self) -> float:
+        return time.monotonic() + self.waited
+
+    def sleep(self, seconds: float) -> None:
+        self.waited += max(0.0, seconds)
+
+
+_PATHS = {"chat": "/chat/completions", "messages": "/messages", "responses": "/responses"}
+
+
+def _body(protocol: str) -> dict:
+    if protocol == "responses":
+        return {"model": "auto", "input": "fix the failing test", "stream": True}
+    body = {"model": "dead", "messages": [{"role": "user", "content": "fix the failing test"}], "stream": True}
+    return {**body, "max_tokens": 256} if protocol == "messages" else body
+
+
+def _sender(http: httpx.Client, base_url: str, protocol: str, model: str) -> tuple[Callable[[], Reply], list[int]]:
+    """`send` for a replay, and the list its requests are counted in."""
+    sent: list[int] = []
+    body = {**_body(protocol), "model": model}
+
+    def send() -> Reply:
+        sent.append(1)
+        with http.stream("POST", base_url + _PATHS[protocol], json=body) as response:
+            response.read()
+            return Reply(response.status_code, {k.lower(): v for k, v in response.headers.items()})
+
+    return send, sent
+
+
+def _replay(name: str, send: Callable[[], Reply], seed: int) -> float:
+    """Run client `name` to its end; its virtual seconds until it gave up."""
+    replay, _, _ = CLIENTS[name]
+    clock = VirtualClock()
+    started = clock.now()
+    replay(send, clock.sleep, random.Random(seed))
+    return clock.now() - started
+
+
+def _route_config(sim: SimServer, backends: int) -> dict:
+    names = [f"b{i}" for i in range(backends)]
+    specs = {name: {"kind": "openai", "model": "dead", "base_url": sim.base_url} for name in names}
+    tiers = [{"name": f"t{i}", "below": round((i + 1) / backends, 3), "backends": [name]} for i, name in enumerate(names)]
+    tiers[-1].pop("below")
+    return {"backends": specs, "routing": {"tiers": tiers}, "log": {"enabled": False}}
+
+
+def _through_route(sim: SimServer, name: str, backends: int, seed: int) -> tuple[int, int, float]:
+    """(client requests, upstream calls, virtual seconds) for `name` through a fresh `route serve`."""
+    _, protocol, _ = CLIENTS[name]
+    router = Router(load_config(_route_config(sim, backends)), source="server")
+    clock = VirtualClock()
+    # The breakers on the client's clock: a probe falls due when it would have, had the client slept.
+    router.breakers = router.calls.breakers = BreakerBoard(clock.now, router.breakers.settings)
+    before = sim.stats("dead")["requests"]
+    with RouteServer(router) as srv, httpx.Client(timeout=30) as http:
+        send, sent = _sender(http, srv.base_url, protocol, "auto")
+        replay, _, _ = CLIENTS[name]
+        started = clock.now()
+        replay(send, clock.sleep, random.Random(seed))
+        elapsed = clock.now() - started
+    return len(sent), sim.stats("dead")["requests"] - before, elapsed
+
+
+def clients_against_dead_upstream(names: list[str], backends: int, seed: int) -> bool:
+    met = True
+    print(f"real clients against a dead upstream (HTTP 500), direct vs through route serve ({backends} backend(s) "
+          "on it); time is virtual (the waits), plus the real time of the requests")
+    print(f"  {'client':<12} {'requests':>8}  {'direct: calls':>13} {'time':>8}  {'route: calls':>12} {'time':>8}  "
+          f"{'time ratio':>10}  target: calls <= requests, time <= 1.2x direct")
+    with SimServer(profiles={"dead": {"ttft_s": 0.0, "fault": "500"}}) as sim, httpx.Client(timeout=30) as http:
+        for name in names:
+            _, protocol, _ = CLIENTS[name]
+            direct_protocol = "messages" if protocol == "messages" else "chat"  # the simulator has no /responses
+            before = sim.stats("dead")["requests"]
+            send, sent = _sender(http, sim.base_url, direct_protocol, "dead")
+            direct_s = _replay(name, send, seed)
+            direct_calls = sim.stats("dead")["requests"] - before
+            requests, calls, route_s = _through_route(sim, name, backends, seed)
+            ok = calls <= requests and route_s <= 1.2 * direct_s
+            met = met and ok
+            print(f"  {name:<12} {requests:>8}  {direct_calls:>13} {direct_s:>7.1f}s  {calls:>12} {route_s:>7.1f}s  "
+                  f"{route_s / direct_s:>10.2f}  {'met' if ok else 'MISSED'} (direct made {len(sent)} requests)")
+    return met
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cooldown-ms", type=float, default=1000.0)
     parser.add_argument("--requests", type=int, default=50)
+    parser.add_argument("--clients", default=",".join(CLIENTS), help=f"of {', '.join(CLIENTS)}")
+    parser.add_argument("--backends", type=int, default=1, help="backends (tiers) on the one dead upstream")
+    parser.add_argument("--seed", type=int, default=38, help="the clients' jitter, the same direct and through route")
     args = parser.parse_args()
-    dead_upstream(args.cooldown_ms)
-    asyncio.run(refused_failover(args.requests))
+    unknown = set(args.clients.split(",")) - set(CLIENTS)
+    if unknown or args.backends < 1:
+        sys.exit(f"--clients takes {', '.join(CLIENTS)} (got {', '.join(sorted(unknown))}); --backends at least 1")
+    met = dead_upstream(args.cooldown_ms)
+    met = asyncio.run(refused_failover(args.requests)) and met
+    met = clients_against_dead_upstream(args.clients.split(","), args.backends, args.seed) and met
+    sys.exit(0 if met else 1)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,12 @@
     open ──(cooldown_s passed)──> half-open: one probe request at a time is let through
     half-open ──probe succeeds──> closed;  ──probe fails──> open again, cooldown restarts
 
+The cooldown is how long an open backend is passed over while others can answer. A request
+with nothing else left may still probe it sooner, as a last resort (`probe_in`, `claim_probe`):
+after `probe_initial_s`, doubling with each failure in a row, never later than the cooldown.
+So a client retrying against a dead upstream costs at most one upstream call per request, at a
+pace the router chooses, and is never kept waiting out a cooldown nobody else needed.
+
 The clock is injected (seconds, monotonic) so tests step time by hand; no threads, no I/O.
 A board's `on_change(name, state)` hears of every transition this process's own calls cause
 (to "open" or to "closed"), so a caller can share verdicts beyond the process; `hold_open` and
@@ -26,6 +32,7 @@ BreakerListener = Callable[[str, State], None]
 class BreakerSettings:
     failure_threshold: int = 3
     cooldown_s: float = 30.0
+    probe_initial_s: float = 0.25  # the first last-resort probe's wait after the breaker opens
 
 
 class CircuitBreaker:
@@ -40,6 +47,7 @@ class CircuitBreaker:
         self._failures = 0  # consecutive
         self._opened_at: float | None = None
         self._probing = False  # a half-open probe is in flight
+        self.answered = False  # it has answered a call (here, or by a verdict reached elsewhere)
 
     @property
     def state(self) -> State:
@@ -65,6 +73,33 @@ class CircuitBreaker:
             return None
         return max(0.0, self._opened_at + self.settings.cooldown_s - self._clock())
 
+    @property
+    def failing(self) -> bool:
+        """Whether its last call failed (or it is held open): a retry now is no blip's."""
+        return self._failures > 0 or self._opened_at is not None
+
+    def probe_in(self) -> float | None:
+        """Seconds until a last-resort call may go to it (0: now; always 0 while closed); None
+        while a probe is in flight, whose outcome decides."""
+        if self._opened_at is None:
+            return 0.0
+        if self._probing:
+            return None
+        return max(0.0, self._opened_at + self._probe_spacing() - self._clock())
+
+    def _probe_spacing(self) -> float:
+        settings = self.settings
+        doublings = min(max(0, self._failures - settings.failure_threshold), 30)  # 2**30 s: past any cooldown
+        return min(settings.probe_initial_s * 2 ** doublings, settings.cooldown_s)
+
+    def claim_probe(self) -> bool:
+        """Claim the probe slot for a last-resort call, when one is due (`probe_in` is 0)."""
+        if self.probe_in() != 0.0:
+            return False
+        if self._opened_at is not None:
+            self._probing = True
+        return True
+
     def would_allow(self) -> bool:
         """`allow()` without claiming the probe slot: for planning, not calling."""
         state = self.state
@@ -72,6 +107,7 @@ class CircuitBreaker:
 
     def record_success(self) -> None:
         was_open = self._opened_at is not None
+        self.answered = True
         self._failures = 0
         self._opened_at = None
         self._probing = False
@@ -103,6 +139,7 @@ class CircuitBreaker:
 
     def reset(self) -> None:
         """Closed, by a verdict reached elsewhere (another replica's probe succeeded)."""
+        self.answered = True
         self._failures = 0
         self._opened_at = None
         self._probing = False

@@ -16,9 +16,17 @@ For one call to one backend it owns, in this order per attempt:
                  consortium's `max_concurrency`, so nesting cannot multiply either
     deadline     the attempt gets the time left; a stream is cut at the deadline too
     retries      the one retry policy (backends/retry.py), within the deadline; a stream is
-                 retried only before its first chunk reached the caller
+                 retried only before its first chunk reached the caller. Unless the caller says
+                 how often (CallOptions.retries), a retry bets on a blip: none for a backend
+                 already failing when the call starts, and, when a client retries on its own
+                 (`route serve`: `retry_unheard` False), none for a backend not yet heard
+                 answering -- the client's retry is the retry, so a dead upstream costs one
+                 call per client request, as going direct would
     observers    every attempt -- answered, failed or cancelled -- reaches the attempt observers
                  (latency learning, metrics) with its elapsed time
+    verdicts     only the backend's faults and pressure (backends/faults.py) count against it:
+                 the request's fault and the credential's leave its breaker and retry budget
+                 as they were
     redaction    errors, completions and streams lose every secret the router holds
                  (router/redaction.py), a stream as one text: a key split across chunks is found
 
@@ -37,7 +45,7 @@ from typing import TYPE_CHECKING
 
 from backends.base import Backend
 from backends.deadline import Deadline, Watchdog
-from backends.errors import AtRateLimit, BackendError, BackendTimeout, BadRequest, BreakerOpen, MalformedResponse
+from backends.errors import AtRateLimit, BackendError, BackendTimeout, BreakerOpen, MalformedResponse, fault_of
 from backends.per_loop import PerLoop
 from backends.retry import RetryPolicy, call_with_retries
 from backends.types import Chunk, Completion, FinalChunk, Request
@@ -69,7 +77,8 @@ class CallOptions:
     it is no evidence against the backend); `check_breaker` False when the caller already asked
     the breaker (the router's fallback order tries open breakers last, deliberately);
     `attempt_timeout_s` limits each attempt (a consortium's member_timeout_s) inside `deadline`;
-    `on_error(error, elapsed_s)` hears of every failed attempt (a consortium's trace)."""
+    `on_error(error, elapsed_s)` hears of every failed attempt (a consortium's trace); `once`:
+    never retried, whatever any limit says (the router's fallbacks, hedges and probes)."""
 
     deadline: Deadline
     decision: Decision | None = None
@@ -80,6 +89,7 @@ class CallOptions:
     check_breaker: bool = True
     attempt_timeout_s: float | None = None
     on_error: Callable[[BaseException, float], None] | None = None
+    once: bool = False
 
     def attempt_deadline(self) -> Deadline:
         return self.deadline.within(self.attempt_timeout_s)
@@ -90,8 +100,10 @@ class CallPath:
 
     def __init__(self, resolve: Callable[[str], Backend], *, breakers: BreakerBoard, max_concurrency: int = 128,
                  retry_per_class: dict[str, int] | None = None, redactor: Redactor | None = None,
-                 limits: RateLimiter | None = None, retry_budget: RetryBudget | None = None):
+                 limits: RateLimiter | None = None, retry_budget: RetryBudget | None = None,
+                 retry_unheard: bool = True):
         self._resolve = resolve
+        self.retry_unheard = retry_unheard
         self.breakers = breakers
         self.limits = limits
         self.redactor = redactor or Redactor()
@@ -105,6 +117,11 @@ class CallPath:
 
     def add_observer(self, observer: AttemptObserver) -> None:
         self.observers.append(observer)
+
+    def shape(self, name: str) -> str:
+        """How backend `name` writes a request (Backend.shape): one that refused a request stands
+        for every backend of its shape."""
+        return self._resolve(name).shape
 
     # -- public -----------------------------------------------------------------------------
 
@@ -141,6 +158,10 @@ class CallPath:
 
     def _policy(self, backend: Backend, options: CallOptions) -> RetryPolicy:
         retries = backend.settings.max_retries if options.retries is None else options.retries
+        breaker = self.breakers[backend.name]
+        blip = not breaker.failing and (breaker.answered or self.retry_unheard)  # what a retry bets on
+        if options.once or (options.retries is None and not blip):
+            return RetryPolicy(0, backend.settings.backoff_initial_s)  # none, whatever `routing.retries` says
         return RetryPolicy(retries, backend.settings.backoff_initial_s, self._retry_per_class,
                            budget=lambda: self.retry_budget.allows_retry(backend.name))
 
@@ -290,8 +311,8 @@ class CallPath:
     def _verdict(self, name: str, exc: BaseException, elapsed: float, options: CallOptions) -> None:
         breaker = self.breakers[name]
         p95 = options.p95_s if options.p95_s is not None else 0.0
-        if isinstance(exc, (asyncio.CancelledError, GeneratorExit, BadRequest)):
-            breaker.release()  # the caller's doing or the request's fault, not the backend's
+        if isinstance(exc, (asyncio.CancelledError, GeneratorExit)) or fault_of(exc) in ("request", "credential"):
+            breaker.release()  # the caller's doing, the request's fault or the key's: nothing about the backend
         elif isinstance(exc, BackendTimeout) and elapsed < p95:
             breaker.release()  # cut short by a tight overall deadline: no evidence against it
         elif not isinstance(exc, BreakerOpen | AtRateLimit):  # not called at all: no evidence either

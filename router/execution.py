@@ -7,12 +7,20 @@
         its p95, or the next candidate must start now to meet the deadline at its own p95
     a call finishes                            -> it wins; every other call is cancelled
     the deadline passes                        -> everything is cancelled
-    a candidate behind an open breaker         -> not called: it fails at once (BreakerOpen, with
-                                                  the seconds its cooldown has left), so a client
-                                                  retrying against a dead upstream costs one probe
-                                                  per cooldown, not one call per retry
-    nothing worked                             -> AllBackendsFailed (an exception group);
-                                                  RateLimitExceeded when every one was rate-limited
+    a candidate behind an open breaker         -> passed over (BreakerOpen) while another can be
+                                                  tried; a request left with nothing else, and
+                                                  that called nothing yet, probes the first whose
+                                                  probe is due (policies/breaker.py), once, never
+                                                  retried: a client retrying against a dead
+                                                  upstream costs at most one call per request
+    a call failed by the request's fault       -> no candidate of the same shape is tried
+                                                  (backends/faults.py): it would refuse it too
+    the first call failed                      -> later candidates are tried once each: the request
+                                                  placed its retry bet on the first
+    nothing worked                             -> AllBackendsFailed (an exception group), with the
+                                                  soonest any candidate may be called again
+                                                  (`retry_after_s`); RateLimitExceeded when every
+                                                  one was rate-limited
 
 Unless the plan's `on_deadline_risk` is `downgrade`, a weaker tier's candidate is never hedged
 in nor moved ahead of an at-quality one to fit the time left: it starts only once every
@@ -43,6 +51,7 @@ from backends.errors import (
     MalformedResponse,
     RateLimited,
     RateLimitExceeded,
+    fault_of,
 )
 from backends.types import Chunk, Completion, FinalChunk, Request, TextChunk, ToolCallChunk
 from policies.selection import Candidate
@@ -105,8 +114,20 @@ class Executor:
 
     def _options(self, plan: _Plan, decision: Decision, name: str) -> CallOptions:
         # The breaker was asked when the candidate was picked (open ones go last, on purpose).
+        # Retries: the first candidate's own; a fallback, a hedge or a last-resort probe gets none.
+        once = plan.started != [name] or name == plan.probe
         return CallOptions(deadline=plan.deadline, decision=decision, p95_s=plan.p95.get(name),
-                           check_breaker=False)
+                           check_breaker=False, once=once)
+
+    def _failed(self, plan: _Plan, failures: list[BackendError], error: BackendError) -> None:
+        """Note a failed call; the request's fault takes every candidate of the same shape with it."""
+        failures.append(error)
+        if fault_of(error) != "request" or not error.backend:
+            return
+        shape = self._calls.shape(error.backend)
+        same = [name for name in plan.queue if self._calls.shape(name) == shape]
+        plan.queue = [name for name in plan.queue if name not in same]
+        plan.skipped += same
 
     # -- public ---------------------------------------------------------------------------
 
@@ -149,7 +170,29 @@ class Executor:
                 yield chunk
                 if isinstance(chunk, FinalChunk):
                     return
-        raise _all_failed(decision, failures, untried=plan.queue)
+        error = _all_failed(decision, failures, untried=plan.queue, skipped=plan.skipped)
+        if not isinstance(error, RateLimitExceeded):
+            error.retry_after_s = self._soonest(decision, failures)
+        raise error
+
+    def _soonest(self, decision: Decision, failures: list[BackendError]) -> float | None:
+        """Seconds until any of the decision's candidates may be called again: 0 while one's
+        breaker is closed, a rate limit's wait for one that met it; with every breaker open,
+        when the last-resort probe is due (every one's probe is)."""
+        names = decision.candidates
+        if not names:
+            return None
+        limited = {e.backend: e.retry_after for e in failures if isinstance(e, RateLimited) and e.retry_after is not None}
+        waits = [self._called_in(name, limited) for name in names]
+        every_open = all(self._calls.breakers[name].state != "closed" for name in names)
+        return max(waits) if every_open else min(waits)
+
+    def _called_in(self, name: str, limited: dict[str, float]) -> float:
+        breaker = self._calls.breakers[name]
+        if breaker.state == "closed":
+            return limited.get(name, 0.0)
+        probe = breaker.probe_in()
+        return self._calls.breakers.settings.probe_initial_s if probe is None else probe  # None: a probe in flight
 
     def _next(self, plan: _Plan, failures: list[BackendError], *, weaker: bool = True) -> str | None:
         """The next candidate to start, breaker permitting, or None when there is none; one
@@ -161,21 +204,50 @@ class Executor:
                 plan.queue.insert(0, name)
                 return None
             if self._allow(name):
+                plan.started.append(name)
                 return name
             failures.append(self._breaker_open(name))
+            plan.refused.append(name)
+        return self._last_resort(plan, failures) if weaker else None
+
+    def _unstart(self, plan: _Plan, name: str) -> None:
+        """`name` was picked but the deadline passed first: back in the queue, its probe slot freed."""
+        plan.queue.insert(0, name)
+        plan.started.remove(name)
+        if name == plan.probe:
+            self._calls.breakers[name].release()
+
+    def _last_resort(self, plan: _Plan, failures: list[BackendError]) -> str | None:
+        """With every candidate behind an open breaker and nothing called yet, one of them, once
+        every one's probe is due (policies/breaker.py): one call, so a retrying client is answered
+        by the upstream, not by a cooldown. All due, not any: backends behind one dead upstream
+        are probed at the pace of one, not once each."""
+        if plan.started or plan.deadline.expired():
+            return None
+        breakers = self._calls.breakers
+        if any(breakers[name].probe_in() != 0.0 for name in plan.refused):
+            return None
+        for name in plan.refused:
+            if breakers[name].claim_probe():
+                failures[:] = [e for e in failures if not (isinstance(e, BreakerOpen) and e.backend == name)]
+                plan.refused.remove(name)
+                plan.started.append(name)
+                plan.probe = name
+                return name
         return None
 
     def _breaker_open(self, name: str) -> BreakerOpen:
-        left = self._calls.breakers[name].cooldown_left()
-        when = f"; it is tried again in {left:.1f} s" if left is not None else "; another request is probing it"
+        breaker = self._calls.breakers[name]
+        probe = breaker.probe_in()
+        when = f"; a request may probe it in {probe:.1f} s" if probe is not None else "; a request is probing it now"
         return BreakerOpen(f"not called: its circuit breaker is open after repeated failures{when}",
-                           retry_after=left, backend=name)
+                           retry_after=probe, backend=name)
 
     async def _one_by_one(self, plan: _Plan, request: Request, failures: list[BackendError]) -> AsyncGenerator[Chunk, None]:
         """Plain calls in turn, no streams: the cheapest path when nothing is hedged."""
         while (name := self._next(plan, failures)) is not None:
             if plan.deadline.expired():
-                plan.queue.insert(0, name)  # never tried: the failure says so, apart from the attempts
+                self._unstart(plan, name)  # never tried: the failure says so, apart from the attempts
                 return
             completion = await self._call(name, request, plan, failures)
             if completion is not None:
@@ -190,7 +262,7 @@ class Executor:
         caller's task, a task switch less per chunk; the call path keeps the deadline."""
         while (name := self._next(plan, failures)) is not None:
             if plan.deadline.expired():
-                plan.queue.insert(0, name)  # never tried: the failure says so, apart from the attempts
+                self._unstart(plan, name)  # never tried: the failure says so, apart from the attempts
                 return
             held: list[Chunk] | None = []  # None once committed
             try:
@@ -211,14 +283,14 @@ class Executor:
             except BackendError as exc:
                 if held is None:
                     raise  # text already reached the caller: no fallback now
-                failures.append(exc)
+                self._failed(plan, failures, exc)
 
     async def _call(self, name: str, request: Request, plan: _Plan, failures: list[BackendError]) -> Completion | None:
         """One plain (non-streamed) call with the time that is left."""
         try:
             return await self._calls.complete(name, request, self._options(plan, plan.decision, name))
         except BackendError as exc:
-            failures.append(exc)
+            self._failed(plan, failures, exc)
             return None
 
     async def _race(self, plan: _Plan, request: Request, failures: list[BackendError],
@@ -260,7 +332,7 @@ class Executor:
         if name is None:
             return False
         if plan.deadline.expired():
-            plan.queue.insert(0, name)  # never tried: the failure says so, apart from the attempts
+            self._unstart(plan, name)  # never tried: the failure says so, apart from the attempts
             return False
         options = self._options(plan, plan.decision, name)
         race.lanes.append(_Lane(name, self._calls, race.request, options, race.queue))
@@ -310,7 +382,7 @@ class Executor:
             raise item
         if lane is race.committed:
             raise item  # text already reached the caller; no fallback now
-        race.failures.append(item)
+        self._failed(race.plan, race.failures, item)
         if not race.lanes:
             self._start(race)  # fall back: the next candidate, now
 
@@ -394,6 +466,10 @@ class _Plan:
         self.queue = list(decision.candidates)
         # Weaker tiers' candidates, when downgrading is not allowed: started only after failures.
         self.held_back = _held_back(decision)
+        self.started: list[str] = []  # called, in order
+        self.refused: list[str] = []  # passed over: breaker open
+        self.skipped: list[str] = []  # not sent: a backend of the same shape refused the request
+        self.probe: str | None = None  # the last-resort call, if one was made
 
     def _index(self) -> int:
         """The first queued candidate that may still fit in the time left, else the first; while
@@ -439,22 +515,25 @@ def _refusal(decision: Decision) -> str:
             "`downgrade` (answer from a faster, weaker tier, marked as a downgrade).")
 
 
-def _all_failed(decision: Decision, failures: list[BackendError], untried: Sequence[str] = ()) -> AllBackendsFailed:
+def _all_failed(decision: Decision, failures: list[BackendError], untried: Sequence[str] = (),
+                skipped: Sequence[str] = ()) -> AllBackendsFailed:
     """RateLimitExceeded when every attempt met a rate limit (ours or the provider's), with the
     soonest known time to try again; else AllBackendsFailed. `untried`: candidates never started
-    because the deadline had passed."""
-    if failures and not untried and all(isinstance(e, RateLimited) for e in failures):
+    because the deadline had passed; `skipped`: not sent, another of their shape refused it."""
+    if failures and not untried and not skipped and all(isinstance(e, RateLimited) for e in failures):
         waits = [e.retry_after for e in failures if isinstance(e, RateLimited) and e.retry_after is not None]
         return RateLimitExceeded("every backend this request may go to is at a rate limit", failures,
                                  retry_after_s=min(waits) if waits else None)
-    return AllBackendsFailed(_failure_summary(decision, untried), failures)
+    return AllBackendsFailed(_failure_summary(decision, untried, skipped), failures)
 
 
-def _failure_summary(decision: Decision, untried: Sequence[str] = ()) -> str:
+def _failure_summary(decision: Decision, untried: Sequence[str] = (), skipped: Sequence[str] = ()) -> str:
     """Names the backends tried -- one reason each follows -- apart from those never started."""
-    tried = [name for name in decision.candidates if name not in untried]
-    if not untried:
-        return f"no backend could answer (tried {', '.join(tried)})"
-    late = f"the deadline passed before {', '.join(untried)} could be tried"
-    return f"no backend could answer (tried {', '.join(tried)}; {late})" if tried else f"no backend could answer ({late})"
+    tried = [name for name in decision.candidates if name not in untried and name not in skipped]
+    notes = [f"not sent to {', '.join(skipped)}, which would write it the same way"] if skipped else []
+    if untried:
+        notes.append(f"the deadline passed before {', '.join(untried)} could be tried")
+    listed = f"tried {', '.join(tried)}" if tried else ""
+    inside = "; ".join(part for part in (listed, *notes) if part)
+    return f"no backend could answer ({inside})"
 

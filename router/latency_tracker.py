@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from backends.errors import BackendTimeout
+from backends.errors import BackendTimeout, fault_of
 from policies.latency import LatencyModel, Prior
 from router.decision import Attempt, Decision
 from router.queueing import queue_wait_s  # queue hook
@@ -238,6 +238,8 @@ class LatencyTracker:
 
 
 def _learn(model: LatencyModel, attempt: Attempt, now: float) -> None:
+    if attempt.error is not None and fault_of(attempt.error) in ("request", "credential"):
+        return  # the request's fault or the key's: nothing about how fast or how well the backend answers
     completion = attempt.completion
     if completion is not None:
         timings = completion.timings

@@ -102,13 +102,16 @@ def wire(loaded: LoadedConfig, *, backends: Mapping[str, Backend] | None = None,
     config = loaded.config
     table = BackendTable(config, backends)
     settings = config.routing.breaker
-    breakers = BreakerBoard(time.monotonic, BreakerSettings(settings.failures, settings.cooldown_ms / 1000))
+    breakers = BreakerBoard(time.monotonic, BreakerSettings(settings.failures, settings.cooldown_ms / 1000,
+                                                            settings.probe_ms / 1000))
     redactor = Redactor.for_config(config)  # every string that leaves the process is scrubbed of secrets
     rate_limits = rate_limits or _rate_limits(loaded)
     budget = config.routing.retry_budget
     calls = CallPath(table.get, breakers=breakers, max_concurrency=config.routing.max_concurrency,
                      retry_per_class={str(k): v for k, v in config.routing.retries.items()},
                      redactor=redactor, limits=rate_limits,
+                     # a server's clients retry on their own: a backend not yet heard from is not retried
+                     retry_unheard=source != "server",
                      retry_budget=RetryBudget(RetryBudgetSettings(budget.tokens, budget.ratio)))
     table.calls = calls
     # Learned latency is keyed by what each backend is, so configs sharing a store do not mix it up.

@@ -219,19 +219,39 @@ async def test_falls_back_on_failure_and_the_breaker_then_skips_the_broken_backe
     await router.aclose()
 
 
-async def test_an_open_breaker_with_nothing_else_left_fails_at_once_saying_when_to_come_back(sim):
-    """Not called while open, even as the last candidate (issue 29: a client retrying against a
-    dead upstream made three upstream calls per retry); the probe goes after the cooldown."""
+async def test_an_open_breaker_with_nothing_else_left_fails_at_once_until_its_probe_is_due(sim):
+    """Not called while its probe is not due, even as the last candidate (issue 29: a client
+    retrying against a dead upstream made three upstream calls per retry); the failure says when
+    a request may probe it (issue 38: at most the cooldown, not always all of it)."""
     sim.update_profile("ok-m", answer_tokens=5)
-    router = Router.from_config(config(sim, {"only": {"model": "ok-m"}}, breaker={"failures": 1,
-                                                                                  "cooldown_ms": 60_000}))
+    router = Router.from_config(config(sim, {"only": {"model": "ok-m"}}, breaker={
+        "failures": 1, "cooldown_ms": 60_000, "probe_ms": 50_000}))
     router.breakers["only"].record_failure()
     assert router.breakers["only"].state == "open"
     with pytest.raises(AllBackendsFailed) as failed:
         await router.acomplete("hi")
     [error] = failed.value.exceptions
-    assert isinstance(error, BreakerOpen) and 59 < error.retry_after <= 60
+    assert isinstance(error, BreakerOpen) and 49 < error.retry_after <= 50
+    assert 49 < failed.value.retry_after_s <= 50
     assert sim.stats("ok-m")["requests"] == 0
+    await router.aclose()
+
+
+async def test_with_nothing_else_left_a_request_is_the_probe_once_it_is_due(sim):
+    """Issue 38: a client retrying against a dead upstream costs at most one upstream call per
+    request -- the probe, never retried -- and each failed probe doubles the wait before the next."""
+    sim.update_profile("dead-m", fault="500")
+    router = Router.from_config(config(sim, {"only": {"model": "dead-m", "max_retries": 2}}, breaker={
+        "failures": 1, "cooldown_ms": 60_000, "probe_ms": 0.001}))
+    router.breakers["only"].record_failure()
+    with pytest.raises(AllBackendsFailed) as failed:
+        await router.acomplete("hi")
+    assert [type(e).__name__ for e in failed.value.exceptions] == ["BackendUnavailable"]
+    assert sim.stats("dead-m")["requests"] == 1  # the probe, not retried though max_retries is 2
+    assert router.breakers["only"].state == "open" and router.breakers["only"].probe_in() is not None
+    sim.update_profile("dead-m", fault=None)  # recovered: the next request's probe (due 2 µs later) finds it
+    result = await router.acomplete("hi")
+    assert result.backend == "only" and router.breakers["only"].state == "closed"
     await router.aclose()
 
 

@@ -18,6 +18,7 @@ from backends.errors import (
     BackendUnavailable,
     BadRequest,
     MalformedResponse,
+    NotServed,
     RateLimited,
 )
 from backends.http_errors import parse_retry_after
@@ -86,7 +87,9 @@ async def test_missing_key_fails_before_any_request(monkeypatch, _mock_backend):
     assert calls == []
 
 
-@pytest.mark.parametrize("status, error", [(400, BadRequest), (401, AuthError), (403, AuthError), (404, BadRequest)])
+# 404 naming no field: nothing is served at the configured URL or model (the config's doing, not
+# the request's: issue 38), and no retry finds it either.
+@pytest.mark.parametrize("status, error", [(400, BadRequest), (401, AuthError), (403, AuthError), (404, NotServed)])
 async def test_client_errors_are_never_retried(status, error, _mock_backend):
     calls = []
 

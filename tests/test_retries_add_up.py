@@ -34,12 +34,17 @@ def _config(sim, **backends) -> dict:
                                            "breaker": {"failures": 3, "cooldown_ms": 60_000}}}
 
 
-def test_a_client_retrying_30_times_against_a_dead_upstream_costs_three_upstream_calls(sim):
-    """Before: every client retry cost three upstream calls (90 for Codex's 30). Now the first
-    request's attempts open the breaker; the other 29 are answered 503 at once, with Retry-After
-    from the cooldown, and reach nothing until the probe."""
+def test_a_client_retrying_30_times_against_a_dead_upstream_costs_one_call_per_request_until_known_dead(sim):
+    """Issue 29: every client retry cost three upstream calls (90 for Codex's 30). Issue 38: the
+    server leaves a backend not yet heard answering to its client's own retries (one call per
+    request, as going direct), its breaker opens after three, and until its next probe is due
+    (a minute here) the other 27 are answered 503 at once, calling nothing. Every 503 says when
+    to ask again: never later than half a second (router/server/errors.py), so a client that
+    honours Retry-After shows its user the error no later than going direct would."""
     sim.update_profile("dead-m", fault="500")
-    router = Router(load_config(_config(sim, dead=("dead-m", None))), source="server")
+    config = _config(sim, dead=("dead-m", None))
+    config["routing"]["breaker"]["probe_ms"] = 60_000
+    router = Router(load_config(config), source="server")
     with RouteServer(router) as srv:
         client = openai.OpenAI(base_url=srv.base_url, api_key="-", max_retries=0)
         statuses, waits = [], []
@@ -47,10 +52,27 @@ def test_a_client_retrying_30_times_against_a_dead_upstream_costs_three_upstream
             with pytest.raises(openai.APIStatusError) as failed:
                 client.chat.completions.create(model="auto", messages=[{"role": "user", "content": "hi"}])
             statuses.append(failed.value.status_code)
-            waits.append(failed.value.response.headers.get("retry-after"))
+            headers = failed.value.response.headers
+            waits.append((headers.get("retry-after"), headers.get("retry-after-ms")))
     assert sim.stats("dead-m")["requests"] == 3
     assert set(statuses) == {503}
-    assert waits[0] is None and all(wait is not None and 55 <= int(wait) <= 60 for wait in waits[1:])
+    assert waits[:2] == [("0", "0")] * 2  # the breaker still closed: ask again now
+    assert set(waits[2:]) == {("0", "500")}  # the third opened it, its probe a minute away: in half a second
+
+
+def test_the_first_request_to_three_dead_backends_costs_one_call_each(sim):
+    """Issue 38: it cost nine (three attempts each) and 3.8 s; a backend not yet heard answering
+    is failed over at once, and `route serve`'s client retries on its own."""
+    sim.update_profile("dead-m", fault="500")
+    config = _config(sim, a=("dead-m", None), b=("dead-m", None), c=("dead-m", None))
+    config["routing"]["tiers"] = [{"name": "t1", "below": 0.3, "backends": ["a"]},
+                                  {"name": "t2", "below": 0.6, "backends": ["b"]}, {"name": "t3", "backends": ["c"]}]
+    router = Router(load_config(config), source="server")
+    with RouteServer(router) as srv:
+        failed = httpx.post(f"{srv.base_url}/chat/completions", timeout=30,
+                            json={"model": "auto", "messages": [{"role": "user", "content": "hi"}]})
+    assert failed.status_code == 503 and failed.headers["retry-after"] == "0"
+    assert sim.stats("dead-m")["requests"] == 3
 
 
 def test_the_retry_budget_stops_retries_across_requests_before_any_breaker():

@@ -16,6 +16,7 @@ from typing import Any
 
 from backends.anthropic_events import MessageEvents
 from backends.anthropic_format import STOP_REASONS, Unsupported, chat_messages, chat_tool_choice, chat_tools, tool_input
+from backends.simulator.refusals import refusal_body, refused_field
 from backends.simulator.thinking import Signer, budget_refusal, thinking_on
 
 __all__ = ["Messages"]
@@ -125,6 +126,21 @@ class Messages:
     def __init__(self, chat: Any):
         self.chat = chat
 
+    async def _refused(self, body: dict[str, Any], scope: Any, send: Any) -> bool:
+        """Refuse, as Anthropic would, a request carrying a field its model's profile refuses
+        (refusals.py); the chat endpoint never sees it, so it is counted here."""
+        state = self.chat.state
+        model = str(body.get("model"))
+        profile = state.profile(model)
+        field = refused_field(profile.refuses, body, scope["headers"]) if profile.refuses else None
+        if field is None:
+            return False
+        state.count(model, "requests")
+        status, refusal = refusal_body(field, profile.refusal, anthropic=True, headers=scope["headers"])
+        await _send(send, status, json.dumps(refusal).encode())
+        state.count(model, "completed")
+        return True
+
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         raw = b""
         while True:
@@ -138,6 +154,8 @@ class Messages:
             thinking = self._thinking(body)
         except (ValueError, TypeError, Unsupported) as exc:
             await _send(send, 400, _error(400, json.dumps({"error": {"message": str(exc)}}).encode()))
+            return
+        if await self._refused(body, scope, send):
             return
         handed = False
 

@@ -9,6 +9,7 @@ time the router, not the simulator: a zero-delay profile must cost well under a 
     GET  /v1/models             every profiled model, owned_by "simulated"; unless the app is
                                 strict about names, `x-sim-any-model: true` says others are answered too
     GET  /healthz
+    (a profile's `refuses`: requests carrying those fields are refused as the provider would: refusals.py)
     POST /sim/faults            {"model", "sequence": ["500", null, ...]}  one per request
     POST /sim/script            {"model", "replies": [...]}  exact replies, cycling; a reply is a string
                                 or {"content", "tool_calls": [{"name", "arguments"}]} (simulator/tools.py)
@@ -49,6 +50,7 @@ from backends.simulator.anthropic import Messages
 from backends.simulator.drafts import drafts
 from backends.simulator.profiles import DEFAULT_PROFILES, FALLBACK_PROFILE, FAULT_KINDS, SimProfile
 from backends.simulator.prompt_cache import PromptCache
+from backends.simulator.refusals import refusal_body, refused_field
 from backends.simulator.thinking import Signer
 from backends.simulator.tools import Reply, argument_pieces, check_reply, split_reply
 
@@ -183,6 +185,13 @@ class ChatCompletions:
         client = _Client(receive)
         outcome = "cancelled"
         try:
+            profile = state.profile(model)
+            field = refused_field(profile.refuses, body, scope["headers"]) if profile.refuses else None
+            if field is not None:  # as its provider would, before any fault: the request's shape decides
+                status, refusal = refusal_body(field, profile.refusal, anthropic=False)
+                await _send_json(send, status, refusal)
+                outcome = "completed"
+                return
             fault = state.choose_fault(model, header, number)
             if fault is not None:
                 state.count(model, "faults")

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from backends.errors import ConfigError
+from backends.simulator.refusals import REFUSAL_STYLES, Refusal
 from backends.simulator.tools import Reply, check_reply
 from backends.types import Message
 
@@ -51,6 +52,8 @@ class SimProfile:
     (a thinking block it did not sign, or a tool-use turn sent back without the signed thinking it
     came with while thinking is on, is Anthropic's 400: simulator/thinking.py). Its answers are
     signed whatever this says, and its thought is `thinking_tokens` words (12 when that is 0).
+    `refuses`: request fields it refuses as its provider would (`refusal`: "provider", or a
+    LiteLLM proxy's 401 "Rejected Request"; simulator/refusals.py).
     """
 
     ttft_s: float = 0.0
@@ -69,6 +72,8 @@ class SimProfile:
     stream_interval_s: float = 0.0
     prompt_cache_ttl_s: float = 0.0
     signed_thinking: bool = False
+    refuses: tuple[str, ...] = ()
+    refusal: Refusal = "provider"
     replies: tuple[Reply, ...] | None = None  # a string, or {content, tool_calls: [{name, arguments}]}
     # In-process only (not serialisable): wins over `replies`.
     responder: Responder | None = field(default=None, compare=False, repr=False)
@@ -82,6 +87,9 @@ class SimProfile:
             raise ConfigError("canvas_length >= 1, answer_tokens >= 0, thinking_tokens >= 0, 0 <= fault_rate <= 1")
         if self.fault is not None:
             object.__setattr__(self, "fault", str(self.fault))  # YAML may hand us 500 as an int
+        if self.refusal not in REFUSAL_STYLES or isinstance(self.refuses, str):
+            raise ConfigError(f"refuses is a list of field names; refusal one of {sorted(REFUSAL_STYLES)}")
+        object.__setattr__(self, "refuses", tuple(str(f) for f in self.refuses))  # JSON hands us a list
         if self.replies is not None:
             object.__setattr__(self, "replies", _checked_replies(self.replies))
 

@@ -19,10 +19,12 @@ import uuid
 from collections.abc import AsyncGenerator, Callable
 from typing import Any, ClassVar
 
+from backends import errors as error_tree
 from backends.base import Backend, BackendSettings
 from backends.capabilities import Capabilities
 from backends.deadline import Deadline
-from backends.errors import AllBackendsFailed, BackendError, UsageError
+from backends.errors import AllBackendsFailed, BackendError, BadRequest, UsageError
+from backends.faults import field_named
 from backends.types import Chunk, Completion, FinalChunk, Request, TextChunk, Timings, ToolCallChunk, Usage
 from policies.judging import code_metrics, over_budget
 from router.calls import CallPath
@@ -322,8 +324,9 @@ class _Run:
         errors: list[Exception] = []
         for r in records:
             for a in r.attempts:
-                errors.append(BackendError(f"{r.label} attempt {a['attempt']}: {a['error']}: {a['message']}",
-                                           backend=r.member))
+                # Of the attempt's own class, so whose fault it was survives (a refused request stays a 400).
+                errors.append(_error(a["error"], f"{r.label} attempt {a['attempt']}: {a['error']}: {a['message']}",
+                                     r.member))
             if r.status == "cancelled":
                 errors.append(BackendError(f"{r.label}: {r.note or 'cancelled'}", backend=r.member))
         total = len(records)
@@ -368,3 +371,12 @@ class _Run:
         return Completion(text=answer, backend=self.c.name, model=self.c.model, finish_reason=finish,
                           usage=self.usage, timings=Timings(ttft_s=None, total_s=wall), cost_usd=self.cost,
                           tool_calls=tool_calls, metadata=metadata)
+
+
+def _error(name: str, message: str, member: str) -> BackendError:
+    """A member's failed attempt as an error of its own class (backends/errors.py `name`), so
+    whose fault it was survives; a refused request keeps the field it named."""
+    kind = getattr(error_tree, name, None)
+    if kind is BadRequest:
+        return BadRequest(message, backend=member, param=field_named(message))
+    return (kind if isinstance(kind, type) and issubclass(kind, BackendError) else BackendError)(message, backend=member)

@@ -1,5 +1,16 @@
 """The server's errors: `ApiError` (a status and an OpenAI-shaped body; each protocol dialect
 writes it in its own shape), and the one rule that maps a routing failure to a status.
+
+Whose fault a failure was (backends/faults.py) decides first: the request's is a 400 naming the
+field, whatever else failed beside it (the client can fix it; a retry cannot).
+
+Every 503 says when to ask again: the soonest any candidate may be called (0 while a breaker is
+closed; an open one's next probe, policies/breaker.py), but never more than half a second. The
+router's probes keep a dead upstream to one call per probe whatever clients do, so a longer wait
+would only hold back the error a client is about to show its user (Codex honours Retry-After:
+told 29 s, it took 433 s to give up where going direct takes 24 s), or an answer once a probe
+finds the upstream back. `retry-after-ms` is exact (OpenAI's and Anthropic's SDKs and the AI
+SDK read it first); `Retry-After` whole seconds, rounded down: "0".
 """
 
 from __future__ import annotations
@@ -25,7 +36,7 @@ from backends.errors import (
     UsageError,
 )
 
-__all__ = ["ApiError", "error_body", "error_for_failure", "internal_error", "usage_error"]
+__all__ = ["ASK_AGAIN_S", "ApiError", "error_body", "error_for_failure", "internal_error", "refused_request", "usage_error"]
 
 
 class ApiError(Exception):
@@ -50,8 +61,8 @@ def error_body(message: str, kind: str, code: str | None = None, param: str | No
 
 
 # (every failure is one of these types, status, error type, code), first match wins.
+# (The request's fault comes before these: `refused_request`.)
 _STATUS_RULES = (
-    ((BadRequest,), 400, "invalid_request_error", "upstream_bad_request"),  # the request's own fault
     ((AtRateLimit,), 429, "rate_limit_error", "rate_limit_exceeded"),  # this router's own rpm / tpm
     ((RateLimited,), 429, "rate_limit_error", "upstream_rate_limited"),
     ((BackendTimeout,), 504, "server_error", "upstream_timeout"),
@@ -62,7 +73,8 @@ _NEED_PARAMS = {"tools": "tools", "vision": "messages", "context": "messages", "
 
 def error_for_failure(exc: BaseException) -> ApiError:
     """Map a routing failure to a status: the request's fault (its own cost limit too) 400, rate
-    limits 429, timeouts 504, unreachable or failing backends 503, anything else from upstream 502."""
+    limits 429, timeouts 504, unreachable or failing backends 503 (with Retry-After), anything else
+    from upstream 502."""
     errors = list(getattr(exc, "exceptions", None) or [exc])
     message = str(exc)
     if isinstance(exc, DeadlineAtRisk):
@@ -74,12 +86,25 @@ def error_for_failure(exc: BaseException) -> ApiError:
     if isinstance(exc, CostLimitExceeded):  # the request's own max_cost_usd leaves no candidate
         return ApiError(400, message, code="cost_limit_exceeded", param="max_cost_usd")
     if isinstance(exc, BackendError | AllBackendsFailed):
+        refused = next((e for e in errors if isinstance(e, BadRequest)), None)
+        if refused is not None:
+            return refused_request(refused)
         for types, status, kind, code in _STATUS_RULES:
             if all(isinstance(e, types) for e in errors):
-                return ApiError(status, message, kind=kind, code=code, headers=_retry_after(errors))
+                headers = _retry_after(errors, getattr(exc, "retry_after_s", None), status)
+                return ApiError(status, message, kind=kind, code=code, headers=headers)
         code = "upstream_auth_failed" if any(isinstance(e, AuthError) for e in errors) else "upstream_error"
         return ApiError(502, message, kind="server_error", code=code)
     return internal_error(exc)
+
+
+def refused_request(error: BadRequest) -> ApiError:
+    """The request's fault, as the upstream (or the backend kind writing it) said it: a 400 naming
+    the field when it was named, with the upstream's reason as its code (context_length_exceeded
+    lets a client compact and resend)."""
+    named = f" (the field: {error.param})" if error.param and error.param not in str(error) else ""
+    return ApiError(400, f"{error}{named}. The request was not retried: fix it and send it again.",
+                    code=error.code or "invalid_request", param=error.param)
 
 
 def usage_error(exc: UsageError) -> ApiError:
@@ -95,9 +120,20 @@ def internal_error(exc: BaseException) -> ApiError:
     return ApiError(500, f"internal error: {type(exc).__name__}", kind="server_error", code="internal_error")
 
 
-def _retry_after(errors: list[BaseException]) -> dict[str, str] | None:
-    """`Retry-After` when every failure says when to come back: a rate limit's wait, an open
-    breaker's cooldown (so a retrying client waits for the probe instead of hammering)."""
+# The longest a 503 asks a client to wait (seconds); also the wait when nothing says when.
+ASK_AGAIN_S = 0.5
+
+
+def _retry_after(errors: list[BaseException], soonest_s: float | None, status: int) -> dict[str, str] | None:
+    """When to come back. A 429: the rate limits' wait, whole seconds rounded up (a client that
+    waits exactly that long finds room), when they said. A 503, always (the module docstring):
+    the soonest any candidate may be called again, as the router worked it out (`soonest_s`),
+    else what the failures say, at most ASK_AGAIN_S."""
     waits = [e.retry_after for e in errors if isinstance(e, RateLimited | BreakerOpen) and e.retry_after is not None]
-    # Whole seconds, rounded up: a client that waits exactly that long finds room.
-    return {"retry-after": f"{max(1, math.ceil(min(waits) - 1e-9))}"} if waits else None
+    if status == 429:
+        return {"retry-after": f"{max(1, math.ceil(min(waits) - 1e-9))}"} if waits else None
+    if status != 503:
+        return None
+    known = soonest_s if soonest_s is not None else (min(waits) if waits else ASK_AGAIN_S)
+    wait = min(max(0.0, known), ASK_AGAIN_S)
+    return {"retry-after": f"{math.floor(wait)}", "retry-after-ms": f"{math.ceil(wait * 1000)}"}

@@ -24,7 +24,7 @@ from typing import Any
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from router.server.coalesced import CoalescedWrites
-from router.server.errors import error_body
+from router.server.errors import ASK_AGAIN_S, error_body
 from router.server.limits import ServerLimits
 
 __all__ = ["guarded_protocol"]
@@ -36,7 +36,9 @@ _LINGER_S = 2.0  # after a refusal, how long to keep draining a client that goes
 
 def _refusal(status: int, message: str, code: str) -> bytes:
     body = error_body(message, "invalid_request_error" if status < 500 else "server_error", code)
-    return b"".join([STATUS_LINE[status], b"content-type: application/json\r\n",
+    # Every 503 says when to ask again (router/server/errors.py): a connection frees up any moment.
+    wait = f"retry-after: 0\r\nretry-after-ms: {round(ASK_AGAIN_S * 1000)}\r\n".encode() if status == 503 else b""
+    return b"".join([STATUS_LINE[status], b"content-type: application/json\r\n", wait,
                      b"content-length: " + str(len(body)).encode() + b"\r\n", b"connection: close\r\n\r\n", body])
 
 
