@@ -182,11 +182,14 @@ def _load(path: Path) -> Harness | None:
         return None
     prompt, start = found
     end, first_result = _answer_span(items, start)
+    # the tool results alone: a second-turn recording goes on with the model's text and the
+    # user's next turn, which a tool round must not carry into every later request
+    last_result = next((i for i in range(first_result, len(items)) if not _is_result(items[i])), len(items))
     tool, call_id, output, said = _recorded_call(dialect.parse(orjson.dumps(body)))
     return Harness(
         name=path.stem, client=record["client"], path=record["path"], body={k: v for k, v in body.items() if k != items_key},
         items_key=items_key, prefix=items[:start], task_item=_replace(items[start], prompt, _SENTINEL),
-        trailer=items[start + 1:end], answer=items[end:first_result], result=items[first_result:],
+        trailer=items[start + 1:end], answer=items[end:first_result], result=items[first_result:last_result],
         call_id=call_id, output=output, tool=tool, answer_text=said, dialect=dialect)
 
 

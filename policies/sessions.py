@@ -13,7 +13,8 @@ Evidence that the tier is failing the task moves a session up one tier, and it s
 The evidence is what the client sends next, never the router's guess:
 
     tool-errors   tool results failing again and again (ERRORS_TO_ESCALATE in a row): an error
-                  prefix, Claude Code's <tool_use_error>, a shell's non-zero exit code
+                  prefix, Claude Code's <tool_use_error>, a shell's non-zero exit code, a
+                  traceback, a command not found, failing tests
     repeated      the very same turn sent again after it was answered (a user asking for another
                   answer; never a retry after an error, which was not answered)
     correction    the user's next turn says the answer was wrong ("that's wrong", "still failing")
@@ -39,6 +40,12 @@ SIGNALS = ("tool-errors", "repeated", "correction", "refusal", "empty")
 _ERROR_PREFIXES = ("error", "traceback", "exception", "fatal", "failed", "<tool_use_error>")
 # A shell tool's exit status, as Codex (text and JSON) and most agents report it.
 _EXIT_CODE = re.compile(r"(?:exited with code|exit code:?|\"exit_code\":)\s*(-?\d+)", re.IGNORECASE)
+# What a failing command prints on a line of its own, whatever tool wraps it: a shell that
+# found no such command or file, a Python traceback, a test run with failures.
+_FAILURE_LINE = re.compile(
+    r"^(?:\S+:[^\n]*: (?:command not found|No such file or directory|Permission denied)$"
+    r"|Traceback \(most recent call last\)|(?:error|fatal)(?:\[\w+\])?:|FAILED |=+ \d+ failed)",
+    re.IGNORECASE | re.MULTILINE)
 # What users write when an answer did not do the job. Read only at the start of a later turn,
 # where a correction stands; the same words inside a task description are not one.
 _CORRECTION = re.compile(
@@ -67,12 +74,15 @@ class Turn:
 
 
 def is_tool_error(text: str) -> bool:
-    """A tool result that reports failure: an error prefix or a non-zero exit status."""
-    head = text.lstrip()[:400]
-    if head.lower().startswith(_ERROR_PREFIXES):
+    """A tool result that reports failure: an error prefix, a non-zero exit status, or a line a
+    failing command prints (looked for in its first 2,000 characters: bounded work)."""
+    head = text.lstrip()[:2000]
+    if head[:40].lower().startswith(_ERROR_PREFIXES):
         return True
     code = _EXIT_CODE.search(head)
-    return code is not None and code.group(1) != "0"
+    if code is not None:
+        return code.group(1) != "0"
+    return _FAILURE_LINE.search(head) is not None
 
 
 def correction(text: str) -> bool:

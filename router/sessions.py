@@ -318,8 +318,9 @@ def _parts(placed: Placement, why: str) -> tuple[int, str, Score | None, tuple[C
 
 
 def _digest(messages: list[Message]) -> str:
-    """The conversation as far as this call goes: its length and its last message."""
-    last = messages[-1] if messages else {}
+    """The conversation as far as this call goes: its length and its last message (past the
+    system reminders some clients put after every turn)."""
+    last = next((m for m in reversed(messages) if m.get("role") not in ("system", "developer")), {})
     return turn_digest(f"{len(messages)}\0{last.get('role')}\0{content_text(last.get('content'))}")
 
 
@@ -335,8 +336,9 @@ def _repeated(key: SessionKey, state: SessionState | None, turn: Turn, messages:
         return True
     if turn.continuation or len(turn.text.split()) < _RETYPED_WORDS:
         return False  # "ok", "continue" twice is a conversation going on, not a complaint
+    # the user's words within an earlier turn as the client sent it (a harness wraps, never edits, them)
     users = [content_text(m.get("content")) for m in messages if m.get("role") == "user"]
-    return turn.text in users[:-1]
+    return any(turn.text in earlier for earlier in users[:-1])
 
 
 def _value(score: Score | None) -> str:
