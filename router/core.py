@@ -34,7 +34,7 @@ from policies.selection import PREFER_CHOICES, Prefer, RouteInputs, forced_plan,
 from policies.tiers import Tier, fallback_order
 from router.config_loader import LoadedConfig, load_config
 from router.cost_limit import spending_limit, within_cost
-from router.decision import Attempt, Decision, Outcome, RouteResult
+from router.decision import Attempt, Decision, Downgrade, Outcome, RouteResult
 from router.execution import Executor
 from router.interrupt import run_interruptibly
 from router.options import ResolvedOptions, RouteOptions, resolve_options
@@ -507,6 +507,7 @@ class RouteStream:
 
     def __init__(self, router: Router, messages: list[Message], opts: ResolvedOptions):
         self.result: RouteResult | None = None
+        self.answering: str | None = None  # the backend the stream committed to, once it has
         self._router = router
         self._messages = messages
         self._opts = opts
@@ -518,6 +519,14 @@ class RouteStream:
         if self._decision is None:
             self._decision = await self._router._prepared(self._messages, self._opts)
         return self._decision
+
+    @property
+    def downgrade(self) -> Downgrade | None:
+        """Set once the stream committed to a backend of a weaker tier than the prompt's
+        (planned, or after the stronger ones failed before their first text)."""
+        if self._decision is None or self.answering is None:
+            return None
+        return self._decision.downgrade_to(self.answering)
 
     @property
     def decision(self) -> Decision:
@@ -557,9 +566,12 @@ class RouteStream:
         def keep(result: RouteResult) -> None:
             self.result = result
 
+        def committed(name: str) -> None:
+            self.answering = name
+
         try:
             with spending_limit(self._opts.max_cost_usd):
-                async with contextlib.aclosing(executor.stream(decision, request, keep)) as chunks:
+                async with contextlib.aclosing(executor.stream(decision, request, keep, committed)) as chunks:
                     async for chunk in chunks:
                         yield chunk
         finally:

@@ -142,12 +142,13 @@ class Executor:
             raise AllBackendsFailed(_failure_summary(decision), failures)
         return RouteResult(completion, decision, tuple(failures))
 
-    async def stream(self, decision: Decision, request: Request,
-                     on_result: Callable[[RouteResult], None]) -> AsyncGenerator[Chunk, None]:
-        """Chunks of the one backend that answered; `on_result` gets the RouteResult before the
-        FinalChunk is yielded."""
+    async def stream(self, decision: Decision, request: Request, on_result: Callable[[RouteResult], None],
+                     on_commit: Callable[[str], None] | None = None) -> AsyncGenerator[Chunk, None]:
+        """Chunks of the one backend that answered; `on_commit` hears which backend that is as
+        the stream commits to it (before its first text goes out), `on_result` gets the
+        RouteResult before the FinalChunk is yielded."""
         failures: list[BackendError] = []
-        async for chunk in self._run(decision, request, failures, streaming=True):
+        async for chunk in self._run(decision, request, failures, streaming=True, on_commit=on_commit):
             if isinstance(chunk, FinalChunk):
                 on_result(RouteResult(chunk.completion, decision, tuple(failures)))
             yield chunk
@@ -155,10 +156,11 @@ class Executor:
     # -- the loop -------------------------------------------------------------------------
 
     async def _run(self, decision: Decision, request: Request, failures: list[BackendError], *,
-                   streaming: bool) -> AsyncGenerator[Chunk, None]:
+                   streaming: bool, on_commit: Callable[[str], None] | None = None) -> AsyncGenerator[Chunk, None]:
         if decision.plan.refused is not None:
             raise DeadlineAtRisk(_refusal(decision), tier=decision.tier, deadline_s=decision.deadline_s)
         plan = _Plan(decision, self._hedge)
+        plan.on_commit = on_commit
         if streaming and (not plan.hedges or len(plan.queue) < 2):  # nothing to hedge with
             body = self._streams_in_turn(plan, request, failures)
         elif streaming or plan.hedges:
@@ -273,6 +275,8 @@ class Executor:
                             if not isinstance(chunk, _COMMITS):
                                 held.append(chunk)
                                 continue
+                            if plan.on_commit is not None:
+                                plan.on_commit(name)
                             for early in held:
                                 yield early
                             held = None
@@ -389,6 +393,8 @@ class Executor:
     async def _commit(self, race: _Race, lane: _Lane) -> list[Chunk]:
         """Commit to `lane`, cancel the others, and hand back the chunks it held until now."""
         race.committed = lane
+        if race.plan.on_commit is not None:
+            race.plan.on_commit(lane.name)
         await self._cancel_losers(race.lanes, lane)
         held, lane.buffer = lane.buffer, []
         return held
@@ -470,6 +476,7 @@ class _Plan:
         self.refused: list[str] = []  # passed over: breaker open
         self.skipped: list[str] = []  # not sent: a backend of the same shape refused the request
         self.probe: str | None = None  # the last-resort call, if one was made
+        self.on_commit: Callable[[str], None] | None = None  # a stream's: told which backend it commits to
 
     def _index(self) -> int:
         """The first queued candidate that may still fit in the time left, else the first; while

@@ -174,3 +174,20 @@ def test_on_deadline_risk_is_checked_when_the_config_loads(tmp_path):
     with pytest.raises(ConfigError) as caught:
         load_config(str(path))
     assert "on_deadline_risk" in str(caught.value) and "bad.yaml:" in str(caught.value)
+
+
+def test_a_stream_that_falls_back_to_a_weaker_tier_says_so_in_its_headers(sim):
+    """Headers go out with a stream's first content, by when the answering backend is known: a
+    heavy prompt whose heavy tier fails before its first text, answered by the light tier, is
+    a downgrade the client is told of (before, the headers named the planned backend only)."""
+    fast(sim, "m-light")
+    for model in ("m-heavy-a", "m-heavy-b"):
+        sim.update_profile(model, fault="500")
+    router = Router(load_config(config(sim)), source="server", log=False)
+    with RouteServer(router) as server, httpx.stream(
+            "POST", f"{server.base_url}/chat/completions", timeout=10,
+            json={"model": "auto", "stream": True, "messages": [{"role": "user", "content": HEAVY}]}) as streamed:
+        streamed.read()
+    assert streamed.status_code == 200
+    assert streamed.headers["x-route-tier"] == "heavy" and streamed.headers["x-route-answered-by"] == "light"
+    assert streamed.headers["x-route-downgraded"] == "heavy->light"

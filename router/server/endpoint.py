@@ -145,8 +145,8 @@ Handler = Dialect | Plain
 
 
 def decision_headers(decision: Decision, downgrade: Downgrade | None) -> list[tuple[bytes, bytes]]:
-    """`downgrade`: what answered, for a plain call; for a stream (headers go out with the first
-    text) the planned one."""
+    """`downgrade`: a weaker tier answering, as known when the headers go out: for a plain call
+    what answered, for a stream the backend it committed to with its first content."""
     headers = [(b"x-route-backend", decision.chosen.encode()),
                (b"x-route-tier", (decision.tier or ("forced" if decision.forced else "-")).encode()),
                (b"x-route-candidates", ",".join(decision.candidates).encode())]
@@ -327,8 +327,10 @@ class Endpoint:
                 first = await _first_content(chunks, drafts=bool(call.echo.get("diffusing")))
             except RouteError as exc:
                 return await _send_error(send, dialect, self._failure(exc))
+            # Headers go out with the first content: who answers is known by then, a fallback too.
+            answering = [(b"x-route-answered-by", route_stream.answering.encode())] if route_stream.answering else []
             await send({"type": "http.response.start", "status": 200,
-                        "headers": [*SSE, *decision_headers(decision, decision.downgrade)]})
+                        "headers": [*SSE, *answering, *decision_headers(decision, route_stream.downgrade)]})
             failure = await _pump(writer, first, chunks, send, watch, self._failure)
         result = route_stream.result
         return _Outcome(200, result.completion.backend if result is not None else decision.chosen,
