@@ -25,6 +25,8 @@ whole and is redacted whole, found by field rather than listed.
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import re
 from collections.abc import Hashable, Iterable, Sequence
@@ -35,7 +37,7 @@ from backends.errors import BackendError
 from backends.secrets import env_references
 from backends.types import Chunk, Completion, FinalChunk, TextChunk, ThinkingChunk, ToolCallChunk
 
-__all__ = ["MARK", "ChunkRedactor", "Redactor", "Secrets", "StreamRedactor"]
+__all__ = ["MARK", "ChunkRedactor", "Redactor", "Secrets", "StreamRedactor", "encoded_forms"]
 
 MARK = "[REDACTED]"
 _SHORTEST = 6  # shorter values would redact ordinary words; no real credential is this short
@@ -105,6 +107,26 @@ class Secrets:
         if not spans and upto == len(joined):
             return list(pieces), []
         return _rebuild(pieces, spans, upto), _slice(pieces, upto, len(joined))
+
+
+def encoded_forms(secret: str) -> list[str]:
+    """`secret` as it is written, and as an upstream may echo it encoded: percent-encoded (a URL,
+    a form body), JSON-escaped, and in base64 or base64url at each of the three alignments it
+    can take inside a longer encoded text (an `Authorization: Basic` header echoed back, a
+    token holding it): each alignment's middle part, where no neighbouring byte reaches, is
+    found whatever surrounds the secret."""
+    from urllib.parse import quote
+
+    forms = {secret, quote(secret, safe=""), json.dumps(secret)[1:-1]}
+    raw = secret.encode("utf-8")
+    for pad in range(3):
+        encoded = base64.b64encode(b"\0" * pad + raw).decode("ascii")
+        start = -(-pad * 4 // 3)  # the characters the padding bytes reach into
+        end = len(encoded) - (0 if (pad + len(raw)) % 3 == 0 else 4)  # the last group, shared with what follows
+        middle = encoded[start:end]
+        if len(middle) >= 2 * _SHORTEST:  # shorter would match ordinary base64 by chance
+            forms.update({middle, middle.replace("+", "-").replace("/", "_")})
+    return [form for form in forms if len(form) >= _SHORTEST]
 
 
 def _prefixes(secret: str) -> str:
@@ -333,7 +355,7 @@ class Redactor:
         """The values to redact now (the compiled search is reused while they stay the same)."""
         values = tuple(sorted({v for v in map(os.environ.get, self.variables) if v and len(v) >= _SHORTEST}))
         if values != self._cached[0]:
-            self._cached = (values, Secrets(values))
+            self._cached = (values, Secrets(form for value in values for form in encoded_forms(value)))
         return self._cached[1]
 
     def text(self, text: str) -> str:

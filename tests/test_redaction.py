@@ -5,6 +5,9 @@ be turning into one."""
 
 from __future__ import annotations
 
+import base64
+import json
+import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from backends.types import Completion, FinalChunk, TextChunk, ThinkingChunk, ToolCallChunk
-from router.redaction import MARK, Redactor, Secrets, StreamRedactor
+from router.redaction import MARK, Redactor, Secrets, StreamRedactor, encoded_forms
 
 pytestmark = pytest.mark.unit
 
@@ -169,3 +172,26 @@ def test_every_field_of_every_chunk_is_redacted_whole_ids_signatures_and_new_one
     assert [c.signature for c in chunks if isinstance(c, ThinkingChunk) and c.signature] == ["sig-" + MARK]
     sealed = next(c for c in chunks if isinstance(c, _SealedBlock))
     assert (sealed.data, sealed.blocks, sealed.index) == ("enc-" + MARK, ({"signature": MARK},), 3)
+
+
+@pytest.mark.parametrize("encode", [
+    lambda k: "Authorization: Basic " + base64.b64encode(f"user:{k}".encode()).decode(),
+    lambda k: "token " + base64.urlsafe_b64encode(f"{{\"key\": \"{k}\", \"n\": 1}}".encode()).decode(),
+    lambda k: "GET /v1/models?key=" + urllib.parse.quote(k, safe=""),
+    lambda k: json.dumps({"echo": k + "\n"}),
+])
+def test_a_key_echoed_encoded_is_redacted_too(monkeypatch, encode):
+    key = "sk-ant/api03+AbCd=Ef0123456789xyz"
+    monkeypatch.setenv("ROUTE_TEST_K", key)
+    redactor = Redactor(["ROUTE_TEST_K"])
+    text = encode(key)
+    out = redactor.text(text)
+    assert MARK in out
+    assert not any(form in out for form in encoded_forms(key))
+    stream = redactor.stream()
+    assert stream is not None
+    streamed = "".join(c.text for piece in (text[:17], text[17:]) for c in stream.chunk(TextChunk(piece))
+                       if isinstance(c, TextChunk))
+    streamed += "".join(c.text for c in stream.chunk(FinalChunk(Completion(text="", backend="b", model="m")))
+                        if isinstance(c, TextChunk))
+    assert MARK in streamed and not any(form in streamed for form in encoded_forms(key))

@@ -198,3 +198,19 @@ def test_fuzz_no_body_gets_a_5xx_and_every_error_is_json(served, body):
     assert response.status_code < 500, (body[:300], response.status_code, response.text[:300])
     if response.status_code != 200:
         assert isinstance(response.json()["error"], dict), response.text[:300]
+
+
+@pytest.mark.parametrize(("path", "body"), [
+    ("/v1/chat/completions", {**GOOD, "stream": False, "stream_options": {"include_usage": True}}),
+    ("/v1/chat/completions", {**GOOD, "stream_options": {"include_usage": True}}),
+    ("/v1/responses", {"model": "auto", "input": "hi", "stream_options": {"include_obfuscation": False}}),
+    ("/v1/messages", {"model": "auto", "max_tokens": 16, "stream": True, "stream_options": {"include_usage": True},
+                      "messages": [{"role": "user", "content": "hi"}]}),
+])
+def test_stream_options_without_a_stream_or_outside_its_protocol_is_a_400_naming_it(sim, path, body):
+    """OpenAI refuses `stream_options` unless `stream` is true, and Anthropic has no such field: the
+    router says so, in the protocol's shape, rather than pass on a request its upstream refuses."""
+    with RouteServer(make_router(sim)) as srv:
+        response = httpx.post(f"{srv.url}{path}", json=body, timeout=30)
+    assert response.status_code == 400, response.text
+    assert "stream_options" in response.text and response.json()["error"]["type"] == "invalid_request_error"

@@ -183,6 +183,8 @@ class ChatDialect:
         request = validated(CHAT_REQUEST, body, _REFERENCE)
         if request.n not in (None, 1):
             raise bad_request("`n` > 1 is not supported; send one request per answer, or use a consortium model", "n")
+        if request.stream_options is not None and not request.stream:
+            raise bad_request("`stream_options` is only allowed with `stream: true`; drop it, or stream", "stream_options")
         _log_extra_keys(request)
         return self._call(request, body)
 

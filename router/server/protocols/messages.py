@@ -181,6 +181,9 @@ class MessagesDialect:
     def parse(self, raw: bytes) -> Call:
         body = decode(raw, _WHAT)
         request = validated(MESSAGES_REQUEST, body, _REFERENCE)
+        if "stream_options" in body:  # an OpenAI field: Anthropic's API refuses it, so does its protocol here
+            raise bad_request("`stream_options` is not a Messages field (it is OpenAI's); a streamed Message "
+                              "always ends with its usage: drop it", "stream_options")
         messages, tools = _translated(body)
         extra: dict[str, Any] = {}
         if tools:

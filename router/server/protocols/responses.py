@@ -222,6 +222,8 @@ class ResponsesDialect:
 
     def parse(self, raw: bytes) -> Call:
         request, body = _parse(raw)
+        if body.get("stream_options") is not None and not request.stream:
+            raise _bad("`stream_options` is only allowed with `stream: true`; drop it, or stream", "stream_options")
         tools, namespaces = _tools(body.get("tools"))
         summary = request.reasoning.summary if request.reasoning is not None else None
         echo = {"instructions": request.instructions, "tools": body.get("tools"), "tool_choice": body.get("tool_choice"),
