@@ -275,8 +275,7 @@ class Executor:
                             if not isinstance(chunk, _COMMITS):
                                 held.append(chunk)
                                 continue
-                            if plan.on_commit is not None:
-                                plan.on_commit(name)
+                            plan.commit(name)
                             for early in held:
                                 yield early
                             held = None
@@ -393,8 +392,7 @@ class Executor:
     async def _commit(self, race: _Race, lane: _Lane) -> list[Chunk]:
         """Commit to `lane`, cancel the others, and hand back the chunks it held until now."""
         race.committed = lane
-        if race.plan.on_commit is not None:
-            race.plan.on_commit(lane.name)
+        race.plan.commit(lane.name)
         await self._cancel_losers(race.lanes, lane)
         held, lane.buffer = lane.buffer, []
         return held
@@ -477,6 +475,11 @@ class _Plan:
         self.skipped: list[str] = []  # not sent: a backend of the same shape refused the request
         self.probe: str | None = None  # the last-resort call, if one was made
         self.on_commit: Callable[[str], None] | None = None  # a stream's: told which backend it commits to
+
+    def commit(self, name: str) -> None:
+        """A stream commits to `name`: whoever asked to hear it (RouteStream's headers) hears it."""
+        if self.on_commit is not None:
+            self.on_commit(name)
 
     def _index(self) -> int:
         """The first queued candidate that may still fit in the time left, else the first; while

@@ -12,9 +12,13 @@ import os
 import socket
 import sys
 import threading
+from typing import TYPE_CHECKING
 
 from router.config_loader import LoadedConfig
 from router.core import Router
+
+if TYPE_CHECKING:
+    from router.state.group import GroupShare
 
 __all__ = ["serving_router"]
 
@@ -24,23 +28,25 @@ def serving_router(loaded: LoadedConfig, *, keep_log: bool, api_key_env: str | N
     """The Router a server process serves. `group`: the table a `--workers` supervisor shares
     among its workers (limits and breakers), used unless Redis shares them already."""
     redis = loaded.config.state.backend == "redis"
-    share = None
-    if group is not None and not redis:
-        from router.state.group import open_group
-
-        opened = open_group(loaded.config, group, latency=keep_log)
-        share = None if isinstance(opened, str) else opened
+    share = _group_share(loaded, group, latency=keep_log) if group is not None and not redis else None
     router = Router(loaded, source="server", log=None if keep_log else False,
                     rate_limits=share.limiter if share is not None else None)
-    for variable in [api_key_env, *(k.env for k in loaded.config.server.keys.values())]:
-        if variable:
-            router.redactor.add(variable)  # clients' keys: never echoed either
+    for variable in filter(None, [api_key_env, *(k.env for k in loaded.config.server.keys.values())]):
+        router.redactor.add(variable)  # clients' keys: never echoed either
     if share is not None:
         router.persist(state=share.state)
     elif keep_log or redis:  # Redis needs no local file
         # What earlier runs learned about latency; the app's shutdown (router.aclose) saves it back.
         router.persist()
     return router
+
+
+def _group_share(loaded: LoadedConfig, group: str, *, latency: bool) -> GroupShare | None:
+    """What this worker shares with its `--workers` group; None when it cannot (said once)."""
+    from router.state.group import open_group
+
+    opened = open_group(loaded.config, group, latency=latency)
+    return None if isinstance(opened, str) else opened
 
 
 def main() -> int:

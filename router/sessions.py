@@ -239,17 +239,18 @@ class Sessions:
         index, why, score, crossings = _tier_for(model, state, turn)
         # Tool errors in a row: this turn's, added to the session's until a turn has none.
         errors = (state.tool_errors if state else 0) + turn.tool_errors if turn.tool_errors else 0
-        if state is not None and (state.refused or state.empty) and not turn.continuation:
-            turn = dataclasses.replace(turn, refusal=turn.refusal or state.refused, empty=turn.empty or state.empty)
-        step = escalation(index, model.top, turn, errors_in_a_row=errors,
+        step = escalation(index, model.top, _with_last_answer(turn, state), errors_in_a_row=errors,
                           repeated=_repeated(key, state, turn, messages, digest),
                           answered=state is not None and state.calls > 0)
         signal = None
         if step is not None:
             index, why, signal = step.tier, f"escalated ({step.signal}): {step.why}", step.signal
-        backend = state.backend if state is not None and self._same_backend(state) else None
-        return SessionPlan(key.id, index, why, turn, score, crossings, state, errors, backend, self._cached(state),
-                           len(messages), key.label, model.version, signal, digest, task)
+        return SessionPlan(key.id, index, why, turn, score, crossings, state, errors, self._kept(state),
+                           self._cached(state), len(messages), key.label, model.version, signal, digest, task)
+
+    def _kept(self, state: SessionState | None) -> str | None:
+        """The backend the session keeps: the one that answered it last, if it is the same here."""
+        return state.backend if state is not None and self._same_backend(state) else None
 
     def _same_backend(self, state: SessionState) -> bool:
         """The session's backend is the one this router calls by that name (state written before
@@ -315,6 +316,14 @@ def _tier_for(model: RoutingModel, state: SessionState | None,
 
 def _parts(placed: Placement, why: str) -> tuple[int, str, Score | None, tuple[Crossing, ...]]:
     return placed.index, why, placed.score, placed.crossings
+
+
+def _with_last_answer(turn: Turn, state: SessionState | None) -> Turn:
+    """`turn`, with what the session's last answer was (a refusal, empty or cut short) when the
+    client's new turn does not show it itself."""
+    if state is None or not (state.refused or state.empty) or turn.continuation:
+        return turn
+    return dataclasses.replace(turn, refusal=turn.refusal or state.refused, empty=turn.empty or state.empty)
 
 
 def _digest(messages: list[Message]) -> str:

@@ -277,9 +277,7 @@ class Learner:
         weights, found = await self.refitter.adapt(
             base.to_json(), [r.record() for r in rows], None if incumbent is base else incumbent.to_json(),
             {r.ref for r in rows if r.id <= seen}, z)
-        summary = {**found, "sources": dict(Counter(r.source for r in rows)), "refit": attempt, "z": round(z, 3),
-                   "label_ids": id_ranges(r.id for r in rows),
-                   "givers": dict(Counter(r.giver or "-" for r in rows if not r.trusted))}
+        summary = _summary(found, rows, attempt, z)
         self.counts.last_refit[boundary] = {"ts": time.time(), **summary}
         self.counts.refits["adopted" if found["adopted"] else "kept"] += 1
         if not found["adopted"]:
@@ -336,6 +334,14 @@ class Learner:
             if not pending:
                 return
             await asyncio.gather(*pending, return_exceptions=True)
+
+
+def _summary(found: dict[str, Any], rows: list[LabelRow], attempt: int, z: float) -> dict[str, Any]:
+    """What a refit found, and what it was fitted on: every label by its id (as runs), how many
+    of each source, how many from each client key not trusted (an adopted version names them)."""
+    return {**found, "sources": dict(Counter(r.source for r in rows)), "refit": attempt, "z": round(z, 3),
+            "label_ids": id_ranges(r.id for r in rows),
+            "givers": dict(Counter(r.giver or "-" for r in rows if not r.trusted))}
 
 
 def usable(rows: list[LabelRow], quarantined: set[str], per_key: int) -> list[LabelRow]:
