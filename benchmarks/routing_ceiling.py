@@ -148,6 +148,14 @@ def _bootstrap_se(scores: Sequence[float], records: Sequence[dict[str, Any]]) ->
     return float(np.std(values))
 
 
+def best_family(records: Sequence[dict[str, Any]]) -> tuple[str, list[Any], Callable[[Any, Any], Any]]:
+    """The family with the best cross-validated APGR on `records`: (its name, its out-of-fold
+    scores per shuffle, its `predict(train_idx, test_idx)`), for benchmarks/adaptation.py."""
+    found = {label: (predict, _cross_validated(predict, len(records))) for label, predict in families(records).items()}
+    label = max(found, key=lambda x: sum(set_apgr(list(run), records) for run in found[x][1]))
+    return label, found[label][1], found[label][0]
+
+
 def ceiling(name: str, records: Sequence[dict[str, Any]]) -> Ceiling:
     length = [float(len(r["prompt"])) for r in records]
     found = {}

@@ -18,6 +18,7 @@ import pytest
 from policies.complexity import ComplexityScorer, Weights
 from policies.complexity.domain import BUCKETS, domain_value, tokens
 from policies.complexity.training.adapt import AdaptOptions, adapt, estimate
+from policies.complexity.training.gate import ADOPT_Z, FoldGain, corrected_gain, fold_gain
 from policies.complexity.training.leave_one_out import set_apgr
 from policies.complexity.training.terms import Stats, prepare
 
@@ -86,16 +87,70 @@ def test_the_domain_part_is_explained_and_adds_up(adapted) -> None:
 
 
 def test_labels_that_say_nothing_about_the_prompt_are_not_adopted() -> None:
-    # The same prompts with their labels dealt out at random: nothing to learn. (One-off
-    # calibration takes a gain beyond one standard error, so now and then such a deal gets
-    # through; these deals do not, and must keep not doing so.)
+    # The same prompts with their labels dealt out at random: nothing to learn. (A one-off
+    # calibration takes a gain beyond ADOPT_Z standard errors, so now and then such a deal
+    # gets through; these deals do not, and must keep not doing so. Deal 5 got through the
+    # gate before issue 36: t = 1.05 against an error bootstrapped with the folds' scores fixed.)
     records = _records()[:200]
     shipped = Weights.load()
-    for seed in (0, 2):
+    for seed in (0, 2, 5):
         labels = [(r["local"], r["hosted"]) for r in records]
         random.Random(seed).shuffle(labels)
         found = adapt(shipped, [{**r, "local": lo, "hosted": hi} for r, (lo, hi) in zip(records, labels)])
         assert not found.adopted and found.weights is shipped, (seed, found.reason)
+
+
+def test_a_folds_gain_is_the_apgr_difference_on_its_labels() -> None:
+    records = _records()[:150]
+    gains = [r["hosted"] - r["local"] for r in records]
+    gap = sum(gains) / len(gains)
+    shipped = ComplexityScorer(Weights.load())
+    before = [round(shipped.score_text(r["prompt"]), 2) for r in records]  # rounded: ties too
+    after = [float(len(r["prompt"]) // 40) for r in records]
+    found = fold_gain(gains, after, before, range(len(records)))
+    assert found.area / gap == pytest.approx(set_apgr(after, records) - set_apgr(before, records), abs=1e-12)
+    assert found.variance > 0 and found.labels == 150
+
+
+def _moved_up(labels: int) -> tuple[float, float]:
+    """(gain, error) of an order that differs from the incumbent's only by sending `labels`
+    prompts that gain from the stronger tier to the top: folds x repeats as `adapt` draws them."""
+    rng = random.Random(0)
+    n = 300
+    gains = [rng.choice([0.0] * 7 + [1.0, 1.0, -1.0]) for _ in range(n)]
+    before = [rng.random() for _ in range(n)]
+    after = list(before)
+    for i in [i for i in range(n) if gains[i] > 0][:labels]:
+        after[i] = 2.0
+    runs = []
+    for repeat in range(3):
+        folds: dict[int, list[int]] = {}
+        for i in range(n):
+            folds.setdefault(random.Random(f"{repeat}:{i}").randrange(5), []).append(i)
+        runs.append([fold_gain(gains, after, before, held) for held in folds.values()])
+    found = corrected_gain(runs, sum(gains) / n, 5)
+    return found.value, found.se
+
+
+def test_a_gain_resting_on_a_few_labels_does_not_pass() -> None:
+    # Before issue 36 the error was bootstrapped over the labels with the orders fixed: a gain
+    # from 1, 2 or 3 prompts moved up came out 1.01, 1.20, 1.57 errors (passing its bar of 1).
+    # An exact sign test says 3 of 3 in favour happens one time in eight by luck.
+    t = [value / se for value, se in map(_moved_up, (1, 2, 3, 5, 8, 20))]
+    assert t == sorted(t), t  # the more labels differ, the surer: the error never shrinks faster than the gain
+    assert max(t[:3]) < ADOPT_Z < t[3], t
+
+
+def test_the_error_is_no_smaller_than_each_folds_own_labels_give() -> None:
+    same = [[FoldGain(0.01, 0.0004, 40) for _ in range(5)] for _ in range(3)]
+    found = corrected_gain(same, 0.5, 5)  # the folds agree exactly: their spread says nothing
+    assert found.value == pytest.approx(0.02)
+    assert found.se == pytest.approx(math.sqrt((1 / 15 + 1 / 4) * 0.0004) / 0.5)
+    spread = [[FoldGain(a, 0.0001, 40) for a in (0.0, 0.04, -0.02, 0.06, 0.02)] for _ in range(3)]
+    wide = corrected_gain(spread, 0.5, 5)  # folds that disagree more than their labels explain
+    areas = [a for run in spread for a in (f.area for f in run)]
+    mean = sum(areas) / 15
+    assert wide.se == pytest.approx(math.sqrt((1 / 15 + 1 / 4) * sum((a - mean) ** 2 for a in areas) / 14) / 0.5)
 
 
 def test_few_labels_move_nothing() -> None:

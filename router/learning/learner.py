@@ -58,12 +58,14 @@ MAX_LABELS = 3000  # a refit reads a boundary's most recent labels, at most this
 def online_z(attempt: int) -> float:
     """How many standard errors the `attempt`-th refit since the last adoption must gain by.
 
-    A one-off calibration may take a gain beyond one standard error (about one set of labels
-    in six that say nothing passes). Refitting every N labels asks again and again, and every
+    A one-off calibration takes a gain beyond `ADOPT_Z` standard errors (one set of labels in
+    ten that say nothing passes). Refitting every N labels asks again and again, and every
     asking is another chance for noise to pass; the bar rises as sqrt(2 ln(attempt + 1)), a
     boundary whose false passes stay few however long the router runs, while a real gain's
     t grows with the square root of the labels and still clears it."""
-    return max(1.0, math.sqrt(2.0 * math.log(attempt + 1)))
+    from policies.complexity.training.gate import ADOPT_Z
+
+    return max(ADOPT_Z, math.sqrt(2.0 * math.log(attempt + 1)))
 
 
 @dataclass

@@ -9,12 +9,13 @@ folds they were not fitted on support.
 
 Whether to adopt is judged by nested cross-validation: in each of `folds` folds (`repeats`
 times over, folds drawn by hash), the steps are chosen on the other folds only, the terms
-fitted on them, and the fold scored. APGR of those out-of-fold scores against the current
-weights' APGR on the same prompts is the gain; its standard error is bootstrapped over the
-prompts (plus the spread between repeats). The adapted weights are adopted only when the
-gain exceeds `z` standard errors, and only with at least `min_informative` labels on which
-the two tiers' answers differ (fewer cannot tell a better order from luck). No label is ever
-scored by a model that saw it, so few labels give wide errors and move nothing.
+fitted on them, and the fold scored. The gain over the weights in use is measured fold by
+fold on the labels the weights in use were not fitted on, and its standard error is that of
+a corrected repeated cross-validation test with a floor for few differing labels (`gate.py`
+says which and why). The adapted weights are adopted only when the gain exceeds `z` standard
+errors, and only with at least `min_informative` labels on which the two tiers' answers
+differ (fewer cannot tell a better order from luck). No label is ever scored by a model that
+saw it, so few labels give wide errors and move nothing.
 
 The adapted weights keep the current score scale (mean and spread of the logit over the
 labelled prompts) and hosted share (a stored threshold moves to the same quantile), so score
@@ -24,7 +25,6 @@ bands in a config keep their meaning. Pure Python; deterministic for given recor
 from __future__ import annotations
 
 import hashlib
-import math
 import random
 from collections import defaultdict
 from collections.abc import Collection, Sequence
@@ -33,6 +33,7 @@ from typing import Any
 
 from policies.complexity.features import FEATURES
 from policies.complexity.model import ComplexityScorer, Weights
+from policies.complexity.training.gate import ADOPT_Z, Estimate, FoldGain, corrected_gain, fold_gain
 from policies.complexity.training.terms import Fit, Labelled, Stats, TermOptions, choose_steps, fit, logit, prepare, sd
 from policies.routing_eval import quality_curve
 
@@ -41,32 +42,19 @@ __all__ = ["AdaptOptions", "Adaptation", "Estimate", "Labelled", "adapt", "adapt
 
 @dataclass(frozen=True, slots=True)
 class AdaptOptions:
-    """`folds` x `repeats`: the nested cross-validation; `bootstrap`: resamples for the errors;
-    `z`: the gain must exceed this many standard errors; `min_labels` and `min_informative`:
-    below these nothing is fitted (the error would swamp any gain)."""
+    """`folds` x `repeats`: the nested cross-validation; `bootstrap`: resamples for the errors
+    of the APGR before and after; `z`: the gain must exceed this many standard errors (`ADOPT_Z`,
+    a one-sided test at 10 %); `min_labels` and `min_informative`: below these nothing is
+    fitted (the error would swamp any gain)."""
 
     folds: int = 5
     repeats: int = 3
     bootstrap: int = 300
-    z: float = 1.0
+    z: float = ADOPT_Z
     min_labels: int = 30
     min_informative: int = 40
     seed: int = 0
     terms: TermOptions = field(default_factory=TermOptions)
-
-
-@dataclass(frozen=True, slots=True)
-class Estimate:
-    """An APGR (or a difference of two) and its standard error."""
-
-    value: float
-    se: float
-
-    def as_dict(self) -> dict[str, float]:
-        return {"value": round(self.value, 4), "se": round(self.se, 4)}
-
-    def __str__(self) -> str:
-        return f"{self.value:.3f} ± {self.se:.3f}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,24 +153,31 @@ def _out_of_fold(d: Labelled, repeat: int, opts: AdaptOptions) -> list[float]:
 def _judge(d: Labelled, on: list[int], runs: list[list[float]], opts: AdaptOptions) -> tuple[Estimate, Estimate, Estimate]:
     """(before, after, gain) on the prompts `on`, each with its standard error.
 
-    The bootstrap resamples prompts and recomputes the areas under the quality curves; APGR is
-    an area less the local quality, over the gap (hosted - local), and the gap of the labels at
-    hand normalises every figure (resampling the normaliser too would let a resample with
-    almost no gap swamp the error of a set whose gap is small). The gain's error adds the
-    spread of the gain between repeats (which folds a label fell in)."""
+    The gain is measured fold by fold with the corrected error of `gate.py`. Before and after
+    are the APGR of the incumbent's order and of the pooled out-of-fold order, their errors
+    bootstrapped over the prompts; after is reported as before + gain, the figure the gate
+    judges. The gap of the labels at hand normalises every figure (resampling the normaliser
+    too would let a resample with almost no gap swamp the error of a set whose gap is small)."""
     areas = _Areas(d, on, runs)
     n = len(on)
-    before, after_each = areas([1] * n)
-    after = sum(after_each) / len(after_each)
+    before, _ = areas([1] * n)
     rng = random.Random(opts.seed)
     samples = [areas(_resample(rng, n)) for _ in range(opts.bootstrap)]
-    befores = [b for b, _ in samples]
-    afters = [sum(a) / len(a) for _, a in samples]
-    between = sd([a - before for a in after_each], after - before) ** 2 / len(after_each)
     gap = areas.gap
-    return (Estimate(before / gap, _spread(befores) / gap), Estimate(after / gap, _spread(afters) / gap),
-            Estimate((after - before) / gap, math.sqrt(_spread([a - b for b, a in zip(befores, afters)]) ** 2
-                                                       + between) / gap))  # fmt: skip
+    gain = corrected_gain([_fold_gains(d, on, run, r, opts) for r, run in enumerate(runs)], gap, opts.folds)
+    after_se = _spread([sum(a) / len(a) for _, a in samples]) / gap
+    return (Estimate(before / gap, _spread([b for b, _ in samples]) / gap),
+            Estimate(before / gap + gain.value, after_se), gain)  # fmt: skip
+
+
+def _fold_gains(d: Labelled, on: list[int], run: list[float], repeat: int, opts: AdaptOptions) -> list[FoldGain]:
+    """The area `run` (one repeat's out-of-fold scores) gains over the incumbent in each of
+    that repeat's folds, on the labels of `on` in it."""
+    judged = set(on)
+    gains = [h - lo for h, lo in zip(d.hosted, d.local)]
+    folds = _atoms(d, opts.folds, f"adapt-{opts.seed}-{repeat}")
+    return [fold_gain(gains, run, d.before, held) for held in ([i for i in f if i in judged] for f in folds.values())
+            if held]
 
 
 def _spread(values: Sequence[float]) -> float:
@@ -303,8 +298,8 @@ def adapt(
     if steps == (0.0, 0.0):
         return keep("cross-validation gave both terms step 0: the labels do not move the weights", candidate, **figures)
     if gain.value <= options.z * gain.se:
-        return keep(f"the cross-validated gain {gain.value:+.3f} is within {options.z:g} standard error "
-                    f"({gain.se:.3f}) of none; more labels narrow the error", candidate, **figures)
+        return keep(f"the cross-validated gain {gain.value:+.3f} does not exceed {options.z:g} standard errors "
+                    f"({gain.se:.3f} each); more labels narrow the error", candidate, **figures)
     return Adaptation(candidate, candidate, True, f"cross-validated gain {gain}", n, len(on), **figures)  # type: ignore[arg-type]
 
 

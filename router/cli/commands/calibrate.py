@@ -43,7 +43,7 @@ def calibrate(
 
     The weights move towards what the labels show, no further than cross-validation inside them
     supports; the cross-validated APGR before and after is reported with its standard error, and
-    the file is written only when the gain exceeds that error (docs/guide/learning.md)."""
+    the file is written only when the gain exceeds 1.28 errors (docs/guide/learning.md)."""
     report = Output(json_mode=json_output)
     if out is None:
         raise UsageError("route calibrate needs --out FILE: where to write the weights.")
@@ -95,7 +95,7 @@ def _threshold_only(data: Path, out: Path, hosted_share: float, holdout: float, 
 
 def _adapt(report: Output, current: ScorerWeights, records: list[dict[str, Any]], out: Path, hosted_share: float, where: str) -> dict[str, Any]:
     """Adapt `current` to `records` (policies/complexity/training/adapt.py); write `out` only
-    when the cross-validated gain exceeds its standard error."""
+    when the cross-validated gain passes the adoption test (policies/complexity/training/gate.py)."""
     from dataclasses import replace
 
     from policies.complexity.training.adapt import adapt
