@@ -106,7 +106,8 @@ async def test_after_the_cooldown_one_replica_probes_and_its_verdict_closes_ever
     assert b.breakers["alpha"].state == "open"
 
     redis = Redis.from_url(redis_server.url)
-    while redis.pttl("route:breaker:alpha:open") > 0:  # the shared cooldown ends when its key expires
+    # the shared cooldown ends when its key (under what alpha is) expires
+    while redis.pttl(f"route:breaker:{a.latency.identity('alpha')}:open") > 0:
         await asyncio.sleep(0.02)
     await a.refresh()  # A asks first: it wins the probe
     await b.refresh()
@@ -149,7 +150,8 @@ def test_redis_stopped_mid_run_fails_no_request_and_sharing_resumes_when_it_retu
     redis = Redis.from_url(redis_server.url)
     with RouteServer(a) as server, caplog.at_level(logging.WARNING, logger="router.state.redis_link"):
         assert _ask(server, model="beta") == 200
-        assert eventually(lambda: redis.get("route:latency:beta") is not None)  # A's flush landed
+        # A's flush landed, under what beta is (a namesake in another config has a key of its own)
+        assert eventually(lambda: redis.get(f"route:latency:{a.latency.identity('beta')}") is not None)
         assert _metric(server, up) == 1.0 and _metric(server, outages) == 0.0
 
         redis_server.stop()
@@ -166,7 +168,7 @@ def test_redis_stopped_mid_run_fails_no_request_and_sharing_resumes_when_it_retu
         assert _ask(server) == 200
         assert _metric(server, up) == 1.0 and _metric(server, outages) == 1.0
         # The breaker verdict reached while Redis was down is written once it answers again.
-        assert eventually(lambda: redis.pttl("route:breaker:alpha:open") > 0)
+        assert eventually(lambda: redis.pttl(f"route:breaker:{a.latency.identity('alpha')}:open") > 0)
     # Shutdown flushed: what was learned since Redis went away is there (10 answers from beta
     # while it was down, 1 since), and alpha's failure. The answer from before went with the old
     # Redis (it saved nothing), and A, having merged into the new one, holds the same view.
@@ -198,7 +200,7 @@ async def test_redis_down_at_start_routes_on_local_state_then_joins_when_it_come
     await a.shared.flush()
     assert a.shared.status().shared
     redis = Redis.from_url(redis_server.url)
-    assert redis.get("route:latency:alpha") is not None
+    assert redis.get(f"route:latency:{a.latency.identity('alpha')}") is not None
     b = Router(load_config(_config(sim)), log=False)
     b.persist(state=RedisState(RedisLink(redis_server.url, timeout_s=30), refresh_s=0))
     await b.refresh()
@@ -248,7 +250,7 @@ async def test_a_replica_that_goes_quiet_after_a_burst_still_publishes_what_it_l
     redis = Redis.from_url(redis_server.url)
 
     def published() -> int:
-        raw = redis.get("route:latency:alpha")
+        raw = redis.get(f"route:latency:{quiet.latency.identity('alpha')}")
         model = LatencyModel()
         return model.samples if raw is not None and model.load_dict(json.loads(raw)) else 0
 
