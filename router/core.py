@@ -22,7 +22,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 from backends.base import Backend
 from backends.errors import Unsupported, UsageError
@@ -44,6 +44,9 @@ from router.sessions import Session, SessionKey, SessionPlan
 from router.state.base import SharedState
 from router.state.rate_limits import RateLimiter, estimate_tokens
 from router.wiring import persist, wire
+
+if TYPE_CHECKING:
+    from router.store.feedback import Feedback
 
 __all__ = ["RouteStream", "Router"]
 
@@ -148,7 +151,7 @@ class Router:
         self._parts.observe_requests(observer)
 
     @property
-    def verdicts(self) -> Any:
+    def verdicts(self) -> Feedback:
         """Verdicts on logged requests and the rules for who may give them (router/store/feedback.py)."""
         return self._parts.feedback()
 

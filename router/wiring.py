@@ -14,7 +14,6 @@ here makes a request; the stores open their files lazily.
 
 from __future__ import annotations
 
-import dataclasses
 import random
 import time
 from collections.abc import Callable, Mapping
@@ -218,8 +217,3 @@ def _scorer(loaded: LoadedConfig, spec: ScorerConfig, at: tuple) -> Scorer:
     except (ValueError, TypeError, OSError) as exc:
         raise ConfigError(f"{'.'.join(map(str, at))} is invalid: {exc}", path=loaded.path,
                           line=loaded.line_of(*at)) from None
-
-
-def with_tiers(model: RoutingModel, tiers: tuple[Tier, ...]) -> RoutingModel:
-    """`model` deciding over `tiers` (the same tiers, some backends left out for one request)."""
-    return dataclasses.replace(model, ladder=dataclasses.replace(model.ladder, tiers=tiers))

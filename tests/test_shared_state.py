@@ -259,3 +259,38 @@ async def test_a_replica_that_goes_quiet_after_a_burst_still_publishes_what_it_l
         assert time.monotonic() < deadline, f"{published()} of 3 samples reached Redis"
         await asyncio.sleep(0.02)  # the replica's loop runs meanwhile: nothing else happens on it
     await quiet.aclose()
+
+
+@pytest.mark.parametrize("path", ["astream", "session", "langchain", "openai-agents", "pydantic-ai"])
+async def test_a_stream_decides_on_what_the_fleet_knows_as_a_call_does(replicas, sim, path):
+    """Every decision path refreshes before it decides: a stream (and a session's, and each
+    framework adapter's) skips a backend another replica found broken, as acomplete does. Before,
+    only acomplete refreshed: a stream chose the broken backend, and its first call found out."""
+    a, b = replicas(), replicas()
+    await _open_alpha_through(a, sim)
+    hi = [{"role": "user", "content": "hi"}]
+    if path in ("astream", "session"):
+        stream = b.astream(hi) if path == "astream" else b.session("s").astream(hi)
+        chunks = [chunk async for chunk in stream]
+        assert chunks and stream.decision.chosen == "beta"
+    elif path == "langchain":
+        from router.integrations.langchain import ChatRouter
+
+        assert [c async for c in ChatRouter(router=b).astream("hi")]
+    elif path == "openai-agents":
+        from agents import ModelSettings
+        from agents.models.interface import ModelTracing
+
+        from router.integrations.openai_agents import RouterModel
+
+        events = RouterModel(b).stream_response(None, "hi", ModelSettings(), [], None, [], ModelTracing.DISABLED)
+        assert [e async for e in events]
+    else:
+        from pydantic_ai import Agent
+
+        from router.integrations.pydantic_ai import RouterModel as PydanticRouterModel
+
+        async with Agent(PydanticRouterModel(b)).run_stream("hi") as run:
+            assert await run.get_output()
+    assert b.breakers["alpha"].state == "open"
+    assert sim.stats("alpha-model")["requests"] == 1  # A's failed call, none of B's

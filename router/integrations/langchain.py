@@ -106,7 +106,7 @@ class ChatRouter(BaseChatModel):
                        run_manager: AsyncCallbackManagerForLLMRun | None = None,
                        **kwargs: Any) -> AsyncIterator[ChatGenerationChunk]:
         route_stream = self.router.astream(_openai(messages), **self._options(stop, kwargs))
-        decided = decision_facts(route_stream.decision)
+        decided = decision_facts(await route_stream.start())  # decided as a call is: on the fleet's latest state
         async with contextlib.aclosing(route_stream.__aiter__()) as chunks:
             async for chunk in chunks:
                 # The RouteResult is set before the FinalChunk arrives: fallbacks and downgrades included.

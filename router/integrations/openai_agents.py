@@ -104,12 +104,12 @@ class RouterModel(Model):
                               prompt: Any | None = None) -> AsyncIterator[TResponseStreamEvent]:
         messages, options = self._call(system_instructions, input, model_settings, tools, output_schema, handoffs)
         route_stream = self.router.astream(messages, **options)
+        decision = await route_stream.start()  # decided as a call is: on the fleet's latest state
         response = Response(id=FAKE_RESPONSES_ID, created_at=time.time(), model=self.model, object="response",
                             output=[], tool_choice="auto", top_p=model_settings.top_p,
                             temperature=model_settings.temperature, tools=[],
                             parallel_tool_calls=bool(model_settings.parallel_tool_calls), reasoning=None,
-                            metadata=string_facts({"chosen": route_stream.decision.chosen,
-                                                   "tier": route_stream.decision.tier}))
+                            metadata=string_facts({"chosen": decision.chosen, "tier": decision.tier}))
         # Closing this generator (a run that stops early) closes the route stream: the upstream call ends.
         async with contextlib.aclosing(route_stream.__aiter__()) as chunks:
             # The handler only iterates its stream: the router's chunks, as the chunks it reads, will do.

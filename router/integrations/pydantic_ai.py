@@ -98,6 +98,7 @@ class RouterModel(Model):
         model_settings, params = self.prepare_request(model_settings, model_request_parameters)
         chat, options = self._call(messages, model_settings, params)
         route_stream = self.router.astream(chat, **options)
+        await route_stream.start()  # decided as a call is: on the fleet's latest state
         streamed = RouterStreamedResponse(model_request_parameters=params, _route_stream=route_stream)
         try:
             yield streamed
