@@ -347,12 +347,19 @@ def merged(chunks: list[Chunk]) -> list[Chunk]:
         last = out[-1] if out else None
         if isinstance(chunk, TextChunk) and isinstance(last, TextChunk):
             out[-1] = TextChunk(last.text + chunk.text)
-        elif (isinstance(chunk, ThinkingChunk) and isinstance(last, ThinkingChunk) and last.signature is None
-              and last.redacted is None and chunk.redacted is None):
+        elif _continues(last, chunk):
+            assert isinstance(last, ThinkingChunk) and isinstance(chunk, ThinkingChunk)
             out[-1] = ThinkingChunk(last.text + chunk.text, signature=chunk.signature)  # a signature ends a block
         else:
             out.append(chunk)
     return out
+
+
+def _continues(last: Chunk | None, chunk: Chunk) -> bool:
+    """`chunk` is more of the thinking block `last` holds: one still open (no signature yet),
+    neither of them a redacted block (opaque data, whole)."""
+    return (isinstance(chunk, ThinkingChunk) and isinstance(last, ThinkingChunk) and last.signature is None
+            and last.redacted is None and chunk.redacted is None)
 
 
 class _WireTask:

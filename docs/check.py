@@ -69,6 +69,15 @@ def blocks(paths: list[Path] | None = None) -> Iterator[Block]:
         yield from _blocks_of(path)
 
 
+def _comment(lines: list[str], number: int) -> tuple[str, int]:
+    """The HTML comment opening on line `number` (1-based, already read), and the line after it."""
+    comment = [lines[number - 1].strip().removeprefix("<!--")]
+    while "-->" not in comment[-1] and number < len(lines):
+        comment.append(lines[number].strip())
+        number += 1
+    return "\n".join(comment).split("-->")[0].strip(), number
+
+
 def _blocks_of(path: Path) -> Iterator[Block]:
     lang, start, body = None, 0, []
     note: str | None = None  # an HTML comment, kept until the next line that is not blank
@@ -86,11 +95,7 @@ def _blocks_of(path: Path) -> Iterator[Block]:
         elif lang is not None:
             body.append(line)
         elif line.strip().startswith("<!--"):
-            comment = [line.strip().removeprefix("<!--")]
-            while "-->" not in comment[-1] and number < len(lines):
-                comment.append(lines[number].strip())
-                number += 1
-            note = "\n".join(comment).split("-->")[0].strip()
+            note, number = _comment(lines, number)
         elif line.strip():
             note = None
 

@@ -44,7 +44,7 @@ import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,21 +87,27 @@ class Run:
 def parse_note(note: str, where: str) -> tuple[list[tuple[list[str], list[str]]], list[str]]:
     """(command words, outcomes) per line of an `outcomes` comment, and what is wrong with it."""
     lines, problems = [], []
-    for line in note.splitlines()[1:]:
-        if not line.strip():
-            continue
-        command, arrow, stated = line.partition(" => ")
-        outcomes = [o.strip() for o in stated.split(";") if o.strip()]
-        bad = [o for o in outcomes if not _OUTCOME.match(o)]
-        if not arrow or not outcomes or bad:
-            problems.append(f"{where}: outcome line `{line.strip()}` is not `COMMAND => OUTCOME; ...` with outcomes "
-                            f"from docs/outcomes.py{f' (unknown: {bad[0]})' if bad else ''}")
-            continue
-        try:
-            lines.append((shlex.split(command.strip()), outcomes))
-        except ValueError as exc:
-            problems.append(f"{where}: outcome line `{line.strip()}`: {exc}")
+    for line in filter(str.strip, note.splitlines()[1:]):
+        parsed = _note_line(line, where)
+        if isinstance(parsed, str):
+            problems.append(parsed)
+        else:
+            lines.append(parsed)
     return lines, problems
+
+
+def _note_line(line: str, where: str) -> tuple[list[str], list[str]] | str:
+    """One `COMMAND => OUTCOME; ...` line as (command words, outcomes), or what is wrong with it."""
+    command, arrow, stated = line.partition(" => ")
+    outcomes = [o.strip() for o in stated.split(";") if o.strip()]
+    bad = [o for o in outcomes if not _OUTCOME.match(o)]
+    if not arrow or not outcomes or bad:
+        return (f"{where}: outcome line `{line.strip()}` is not `COMMAND => OUTCOME; ...` with outcomes "
+                f"from docs/outcomes.py{f' (unknown: {bad[0]})' if bad else ''}")
+    try:
+        return shlex.split(command.strip()), outcomes
+    except ValueError as exc:
+        return f"{where}: outcome line `{line.strip()}`: {exc}"
 
 
 def claims(block, commands: list[list[str]]) -> tuple[list[Claim], list[str]]:
@@ -257,29 +263,58 @@ def _decision(run: Run) -> str:
 def _differs(outcome: str, run: Run) -> str | None:
     """How `run` differs from `outcome`, or None when it does what the page says."""
     kind, _, value = outcome.partition(" ")
-    if kind == "exit":
-        return None if run.code == int(value) else f"exited {run.code}, not {value}"
-    if kind == "backend":
-        who = answered_by(run)
-        return None if who == value else f"{who or 'no backend'} answered, not {value}{_decision(run)}"
-    if kind == "tier":
-        tier = routed_tier(run)
-        return None if tier == value else f"was routed to tier {tier!r}, not {value!r}{_decision(run)}"
-    if outcome in ("downgraded", "not downgraded"):
-        note = downgrade_note(run)
-        if outcome == "downgraded":
-            return None if note else f"printed no downgrade note ({answered_by(run)} answered){_decision(run)}"
-        return None if note is None else f"printed a downgrade note: {note}"
-    if outcome in ("judged", "unjudged"):
+    check = _CHECKS.get(outcome) or _CHECKS.get(kind)
+    # `nothing connected` and `needs a model` are how it runs, not what it does
+    return check(value, run) if check is not None else None
+
+
+def _exit(value: str, run: Run) -> str | None:
+    return None if run.code == int(value) else f"exited {run.code}, not {value}"
+
+
+def _backend(value: str, run: Run) -> str | None:
+    who = answered_by(run)
+    return None if who == value else f"{who or 'no backend'} answered, not {value}{_decision(run)}"
+
+
+def _tier(value: str, run: Run) -> str | None:
+    tier = routed_tier(run)
+    return None if tier == value else f"was routed to tier {tier!r}, not {value!r}{_decision(run)}"
+
+
+def _downgraded(_: str, run: Run) -> str | None:
+    note = downgrade_note(run)
+    return None if note else f"printed no downgrade note ({answered_by(run)} answered){_decision(run)}"
+
+
+def _not_downgraded(_: str, run: Run) -> str | None:
+    note = downgrade_note(run)
+    return None if note is None else f"printed a downgrade note: {note}"
+
+
+def _judging(unjudged: bool) -> Callable[[str, Run], str | None]:
+    def check(_: str, run: Run) -> str | None:
         line = verdict(run)
-        unjudged = line is not None and "unjudged" in line
         if line is None:
             return "printed no verdict line"
-        return None if unjudged == (outcome == "unjudged") else f"printed `{line}`"
-    if kind in ("stdout", "stderr"):
+        return None if ("unjudged" in line) == unjudged else f"printed `{line}`"
+
+    return check
+
+
+def _printed(stream: str) -> Callable[[str, Run], str | None]:
+    def check(value: str, run: Run) -> str | None:
         text = value.removeprefix('has "').removesuffix('"')
-        return None if text in getattr(run, kind) else f"did not print {text!r} on {kind}"
-    return None  # `nothing connected` and `needs a model` are how it runs, not what it does
+        return None if text in getattr(run, stream) else f"did not print {text!r} on {stream}"
+
+    return check
+
+
+_CHECKS: dict[str, Callable[[str, Run], str | None]] = {
+    "exit": _exit, "backend": _backend, "tier": _tier, "downgraded": _downgraded,
+    "not downgraded": _not_downgraded, "judged": _judging(False), "unjudged": _judging(True),
+    "stdout": _printed("stdout"), "stderr": _printed("stderr"),
+}
 
 
 def compare(claim: Claim, run: Run) -> list[str]:

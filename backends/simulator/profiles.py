@@ -79,12 +79,7 @@ class SimProfile:
     responder: Responder | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.fault is not None and str(self.fault) not in FAULT_KINDS:
-            raise ConfigError(f"unknown fault {self.fault!r}; expected one of {sorted(FAULT_KINDS)}")
-        if self.decoding not in ("autoregressive", "diffusion"):
-            raise ConfigError(f"unknown decoding {self.decoding!r}")
-        if self.canvas_length < 1 or self.answer_tokens < 0 or self.thinking_tokens < 0 or not 0 <= self.fault_rate <= 1:
-            raise ConfigError("canvas_length >= 1, answer_tokens >= 0, thinking_tokens >= 0, 0 <= fault_rate <= 1")
+        self._check_ranges()
         if self.fault is not None:
             object.__setattr__(self, "fault", str(self.fault))  # YAML may hand us 500 as an int
         if self.refusal not in REFUSAL_STYLES or isinstance(self.refuses, str):
@@ -92,6 +87,14 @@ class SimProfile:
         object.__setattr__(self, "refuses", tuple(str(f) for f in self.refuses))  # JSON hands us a list
         if self.replies is not None:
             object.__setattr__(self, "replies", _checked_replies(self.replies))
+
+    def _check_ranges(self) -> None:
+        if self.fault is not None and str(self.fault) not in FAULT_KINDS:
+            raise ConfigError(f"unknown fault {self.fault!r}; expected one of {sorted(FAULT_KINDS)}")
+        if self.decoding not in ("autoregressive", "diffusion"):
+            raise ConfigError(f"unknown decoding {self.decoding!r}")
+        if self.canvas_length < 1 or self.answer_tokens < 0 or self.thinking_tokens < 0 or not 0 <= self.fault_rate <= 1:
+            raise ConfigError("canvas_length >= 1, answer_tokens >= 0, thinking_tokens >= 0, 0 <= fault_rate <= 1")
 
     def updated(self, **changes: Any) -> SimProfile:
         """A copy with `changes`; unknown field names are a ConfigError."""

@@ -81,20 +81,29 @@ def backends_panel(router: RouterService, live: LiveView) -> list[dict[str, Any]
 def cost_panel(router: RouterService, live: LiveView, owner: str | None = None) -> dict[str, Any]:
     """Spend per 10 s over the last hour, per backend and per key, beside always-hosted. With
     `owner`, the key named is the only one shown (the totals stay the server's)."""
-    buckets = [{"t": t, "requests": b.requests, "cost": b.cost, "hosted": b.hosted,
-                "backends": {k: v[1] for k, v in b.backends.items()},
-                "keys": {k: v[1] for k, v in b.keys.items() if owner is None or k == owner}}
-               for t, b in live.last_hour()]
-    configured = [*router.config.server.keys]
-    keys = [{"key": name, "requests": int(n), "cost_usd": cost,
-             "rate_limits": _limits(router, name, "key") if name in configured else []}
-            for name, (n, cost) in sorted(_hour_totals(live, "keys").items()) if owner is None or name == owner]
+    buckets = _buckets(live, owner)
     return {
         "window_s": HOUR_S, "bucket_s": BUCKET_S, "buckets": buckets,
         "hosted_backend": _hosted_name(live),
         "total": sum(b["cost"] for b in buckets), "hosted_total": sum(b["hosted"] for b in buckets),
-        "keys": keys,
+        "keys": _key_totals(router, live, owner),
     }
+
+
+def _buckets(live: LiveView, owner: str | None) -> list[dict[str, Any]]:
+    """Each 10 s of the last hour: requests, cost, always-hosted's, per backend and per key shown."""
+    return [{"t": t, "requests": b.requests, "cost": b.cost, "hosted": b.hosted,
+             "backends": {k: v[1] for k, v in b.backends.items()},
+             "keys": {k: v[1] for k, v in b.keys.items() if owner is None or k == owner}}
+            for t, b in live.last_hour()]
+
+
+def _key_totals(router: RouterService, live: LiveView, owner: str | None) -> list[dict[str, Any]]:
+    """Per key shown, the hour's requests and cost, and its rate limits when it is configured."""
+    configured = router.config.server.keys
+    return [{"key": name, "requests": int(n), "cost_usd": cost,
+             "rate_limits": _limits(router, name, "key") if name in configured else []}
+            for name, (n, cost) in sorted(_hour_totals(live, "keys").items()) if owner is None or name == owner]
 
 
 def _hosted_name(live: LiveView) -> str | None:
