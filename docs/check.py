@@ -292,7 +292,10 @@ def check_site() -> list[str]:
     if result.returncode == 0:
         return problems
     lines = [line for line in (result.stdout + result.stderr).splitlines() if "WARNING" in line or "ERROR" in line]
-    return problems + ([f"mkdocs build --strict: {line.strip()}" for line in lines] or ["mkdocs build --strict failed"])
+    # Without a WARNING line the build stopped before building (mkdocs missing, a plugin's error): say its last words.
+    last = [line.strip() for line in (result.stdout + result.stderr).splitlines() if line.strip()][-1:]
+    return problems + ([f"mkdocs build --strict: {line.strip()}" for line in lines]
+                       or [f"mkdocs build --strict failed: {' '.join(last) or 'no output'}"])
 
 
 def published_sources(site: Path) -> list[str]:
