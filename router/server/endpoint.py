@@ -257,7 +257,7 @@ class Endpoint:
                 return _Outcome(200)
             call = handler.parse(raw)
             sent_fields(call.extra)
-            model = self.names.resolve(call.model)
+            model = self.names[call.model]
             session = self._session(scope, call)
             _anthropic_betas(scope, call)
         except ApiError as err:
