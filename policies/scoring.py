@@ -58,8 +58,11 @@ class Score:
         return self._features or {}
 
     def top(self, n: int = 5) -> list[tuple[str, float]]:
-        """The n contributions of largest magnitude, largest first."""
-        return sorted(self.contributions.items(), key=lambda kv: abs(kv[1]), reverse=True)[:n]
+        """The n contributions of largest magnitude, largest first (ties in their order)."""
+        items = list(self.contributions.items())
+        # Sorted by a list's __getitem__, not a lambda: no Python call per feature (every logged request asks).
+        magnitudes = [abs(value) for _, value in items]
+        return [items[i] for i in sorted(range(len(items)), key=magnitudes.__getitem__, reverse=True)[:n]]
 
     def __repr__(self) -> str:
         return f"Score(value={self.value!r}, base={self.base!r}, scorer={self.scorer!r})"
