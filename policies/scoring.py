@@ -59,10 +59,13 @@ class Score:
 
     def top(self, n: int = 5) -> list[tuple[str, float]]:
         """The n contributions of largest magnitude, largest first (ties in their order)."""
-        items = list(self.contributions.items())
-        # Sorted by a list's __getitem__, not a lambda: no Python call per feature (every logged request asks).
-        magnitudes = [abs(value) for _, value in items]
-        return [items[i] for i in sorted(range(len(items)), key=magnitudes.__getitem__, reverse=True)[:n]]
+        contributions = self.contributions
+        # Positions sorted by a list's __getitem__, not by a lambda: no Python call per feature,
+        # and every logged request asks.
+        magnitudes = list(map(abs, contributions.values()))
+        order = sorted(range(len(magnitudes)), key=magnitudes.__getitem__, reverse=True)[:n]
+        items = list(contributions.items())
+        return [items[i] for i in order]
 
     def __repr__(self) -> str:
         return f"Score(value={self.value!r}, base={self.base!r}, scorer={self.scorer!r})"
