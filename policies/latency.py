@@ -32,8 +32,10 @@ onto another's state, which is how several processes share one store without clo
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any, Literal
 
 __all__ = ["DecayedHistogram", "LatencyModel", "Prediction", "Prior", "QueueState", "answer_tokens"]
@@ -67,9 +69,11 @@ class DecayedHistogram:
     """Log-binned histogram; every new sample first multiplies older weights by `keep`.
 
     `weight` is the decayed sample mass (it saturates at 1/(1-keep), ~29 for a half-life of 20);
-    `count` is how many samples were ever added, used to replay fresh samples onto other state."""
+    `count` is how many samples were ever added, used to replay fresh samples onto other state.
+    `bins` changes only through these methods: quantiles read a cumulative table made once per
+    change (every decision asks for four, and a sample is added once per call)."""
 
-    __slots__ = ("keep", "bins", "weight", "total", "count")
+    __slots__ = ("keep", "bins", "weight", "total", "count", "_cdf")
 
     def __init__(self, half_life: float = 20.0):
         self.keep = 0.5 ** (1.0 / half_life)
@@ -77,21 +81,31 @@ class DecayedHistogram:
         self.weight = 0.0
         self.total = 0.0  # decayed sum of values, for the mean
         self.count = 0
+        # (bin indexes in order, their running sums in that order, the sum of the weights), or None
+        self._cdf: tuple[list[int], list[float], float] | None = None
 
     def add(self, value: float) -> None:
-        self.decay(1)
-        index = _bin(value)
-        self.bins[index] = self.bins.get(index, 0.0) + 1.0
+        # decay(1) and _bin(value), written out: every request adds eight samples.
+        bins = self.bins
+        if bins:
+            keep = self.keep
+            self.bins = bins = {i: kept for i, w in bins.items() if (kept := w * keep) > _PRUNE}
+            self.weight *= keep
+            self.total *= keep
+        index = max(0, math.floor(math.log10(max(value, _FLOOR) / _FLOOR) * _BINS_PER_DECADE))
+        bins[index] = bins.get(index, 0.0) + 1.0
         self.weight += 1.0
         self.total += value
         self.count += 1
+        self._cdf = None
 
     def decay(self, samples: int) -> None:
         """Age the weights as if `samples` newer samples had arrived."""
         if samples <= 0 or not self.bins:
             return
         factor = self.keep**samples
-        self.bins = {i: w * factor for i, w in self.bins.items() if w * factor > _PRUNE}
+        self.bins = {i: kept for i, w in self.bins.items() if (kept := w * factor) > _PRUNE}
+        self._cdf = None
         self.weight *= factor
         self.total *= factor
 
@@ -99,16 +113,22 @@ class DecayedHistogram:
         """The q-quantile (0..1), interpolated geometrically inside its bin; None when empty."""
         if self.weight <= _PRUNE:
             return None
-        target = q * sum(self.bins.values())
-        running = 0.0
-        for index in sorted(self.bins):
-            w = self.bins[index]
-            if running + w >= target:
-                fraction = (target - running) / w if w else 0.5
-                low, high = _edge(index), _edge(index + 1)
-                return low * (high / low) ** fraction
-            running += w
-        return _edge(max(self.bins) + 1)
+        cdf = self._cdf
+        if cdf is None:
+            bins = self.bins
+            order = sorted(bins)
+            # Running sums added in the order a walk up the bins adds them: the same floats.
+            cdf = self._cdf = (order, list(accumulate(map(bins.__getitem__, order))), sum(bins.values()))
+        order, running_sums, total = cdf
+        target = q * total
+        at = bisect_left(running_sums, target)  # the first bin whose running sum reaches the target
+        if at == len(order):
+            return _edge(max(self.bins) + 1)
+        index, running = order[at], running_sums[at - 1] if at else 0.0
+        w = self.bins[index]
+        fraction = (target - running) / w if w else 0.5
+        low, high = _edge(index), _edge(index + 1)
+        return low * (high / low) ** fraction
 
     def mean(self) -> float | None:
         return self.total / self.weight if self.weight > _PRUNE else None
@@ -122,12 +142,13 @@ class DecayedHistogram:
         out.weight += fresh.weight
         out.total += fresh.total
         out.count += fresh.count
+        out._cdf = None
         return out
 
     def copy(self) -> DecayedHistogram:
         out = DecayedHistogram.__new__(DecayedHistogram)
         out.keep, out.bins, out.count = self.keep, dict(self.bins), self.count
-        out.weight, out.total = self.weight, self.total
+        out.weight, out.total, out._cdf = self.weight, self.total, self._cdf
         return out
 
     def to_dict(self) -> dict[str, Any]:

@@ -130,7 +130,10 @@ class Plan:
         return tuple(c.name for c in self.candidates)
 
     def candidate(self, name: str) -> Candidate | None:
-        return next((c for c in self.candidates if c.name == name), None)
+        for c in self.candidates:  # a loop, not next() over a generator: asked several times a request
+            if c.name == name:
+                return c
+        return None
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"prefer": self.prefer, "on_deadline_risk": self.on_deadline_risk, "why": self.why,

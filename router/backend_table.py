@@ -36,10 +36,16 @@ def backend_identity(config: Config, name: str) -> str:
 
 
 class BackendTable:
+    """Every backend and consortium of one config by name: `table[name]` builds one on first use
+    (UsageError for a name the config does not have); `built` holds those built so far."""
+
     def __init__(self, config: Config, prebuilt: Mapping[str, Backend] | None = None):
         self.config = config
-        self.built: dict[str, Backend] = dict(prebuilt or {})
+        self.built = _Built(self, prebuilt or {})
         self.calls: CallPath | None = None  # set once the call path exists (consortia call through it)
+        # The built backends that keep a queue of their own (router/queueing.py): the in-process
+        # engine. Empty for every other kind, so deciding reads no queue at all.
+        self.queued: dict[str, Backend] = {n: b for n, b in self.built.items() if _keeps_queue(b)}
 
     def names(self) -> list[str]:
         """Every name usable as `model`: backends, then consortia."""
@@ -54,9 +60,9 @@ class BackendTable:
 
     def get(self, name: str) -> Backend:
         """The backend (or consortium) called `name`, built on first use."""
-        backend = self.built.get(name)
-        if backend is not None:
-            return backend
+        return self.built[name]
+
+    def _build(self, name: str) -> Backend:
         if name in self.config.backends:
             spec = self.config.backends[name]
             backend = build_backend(spec.kind, spec.settings(name))
@@ -67,9 +73,27 @@ class BackendTable:
             backend = Consortium(name, self.config.consortia[name], resolve=self.get, calls=self.calls)
         else:
             raise self.unknown(name)
-        self.built[name] = backend
+        if _keeps_queue(backend):
+            self.queued[name] = backend
         return backend
 
     async def aclose(self) -> None:
         for backend in self.built.values():
             await backend.aclose()
+
+
+class _Built(dict[str, Backend]):
+    """Name -> backend, built on the first lookup of a name (`built[name]`; `built.get(name)`
+    only looks): every call resolves its backend through here, with a dict lookup."""
+
+    def __init__(self, table: BackendTable, prebuilt: Mapping[str, Backend]):
+        super().__init__(prebuilt)
+        self._table = table
+
+    def __missing__(self, name: str) -> Backend:
+        backend = self[name] = self._table._build(name)
+        return backend
+
+
+def _keeps_queue(backend: Backend) -> bool:
+    return callable(getattr(backend, "queue_state", None))

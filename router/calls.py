@@ -52,7 +52,7 @@ from backends.types import Chunk, Completion, FinalChunk, Request
 from policies.breaker import BreakerBoard
 from policies.retry_budget import RetryBudget
 from router import cost_limit
-from router.consortium.budget import Reservation, current_run
+from router.consortium.budget import CURRENT_RUN, Reservation
 from router.decision import Attempt, Decision
 from router.redaction import Redactor
 from router.state.rate_limits import estimate_tokens
@@ -170,25 +170,29 @@ class CallPath:
         budget, then the breaker's permission (which, half-open, makes this call its probe).
         Returns the tokens charged to the backend's limits (None: it has none)."""
         breaker = self.breakers[backend.name]
-        cost_limit.admit(backend, request)  # the request's max_cost_usd, against what it spent so far
+        spending = cost_limit.SPENDING.get()
+        if spending is not None:
+            cost_limit.admit(spending, backend, request)  # the request's max_cost_usd, against what it spent so far
         if options.check_breaker and not breaker.would_allow():
             raise BreakerOpen("circuit breaker is open after repeated failures; skipped until its cooldown ends",
                               retry_after=breaker.cooldown_left(), **backend.where())
-        charged = await self._take_rate(backend, request, options)
-        what = options.label or backend.name
-        run = current_run().get()
+        limits = self.limits
+        charged = (await self._take_rate(backend, request, options)
+                   if limits is not None and ("backend", backend.name) in limits.limits else None)
         if options.reservation is not None:
-            options.reservation.spend(what)
-        elif run is not None:
-            run.budget.take(what)
+            options.reservation.spend(options.label or backend.name)
+        else:
+            run = CURRENT_RUN.get()
+            if run is not None:
+                run.budget.take(options.label or backend.name)
         if options.check_breaker:
             breaker.allow()
         return charged
 
-    async def _take_rate(self, backend: Backend, request: Request, options: CallOptions) -> int | None:
-        """One request off the backend's rpm, its estimate off tpm; AtRateLimit when either is spent."""
-        if self.limits is None or self.limits.limits_of(backend.name) is None:
-            return None
+    async def _take_rate(self, backend: Backend, request: Request, options: CallOptions) -> int:
+        """One request off the rpm of a backend that has limits, its estimate off tpm; AtRateLimit
+        when either is spent."""
+        assert self.limits is not None
         tokens = estimate_tokens(request.messages, request.max_tokens)
         refused = await self.limits.take(backend.name, tokens)
         if refused is None:
@@ -197,17 +201,17 @@ class CallPath:
             self.breakers[backend.name].release()  # the caller claimed a half-open probe it will not make
         raise AtRateLimit(refused.describe(), retry_after=refused.free_in_s, **backend.where())
 
-    async def _settle(self, name: str, charged: int | None, completion: Completion) -> None:
+    async def _settle(self, name: str, charged: int, completion: Completion) -> None:
         """tpm pays for what the answer really used (the admission charged an estimate)."""
         used = completion.usage.input_tokens + completion.usage.output_tokens
-        if charged is not None and used and self.limits is not None:
+        if used and self.limits is not None:
             await self.limits.settle(name, charged, used)
 
     @contextlib.asynccontextmanager
     async def _slot(self) -> AsyncIterator[None]:
         """A slot in the global limit and in every enclosing consortium's, outermost first (one
         order for every call, so two calls never wait on each other's slots)."""
-        run = current_run().get()
+        run = CURRENT_RUN.get()
         if run is None or not run.limits:  # the common case, one semaphore: no exit stack to build
             async with self._slots.get():
                 self._enter()
@@ -248,7 +252,8 @@ class CallPath:
             self._failed(backend.name, exc, started, options, streamed=False)
             raise
         self._answered(backend.name, completion, started, options, streamed=False)
-        await self._settle(backend.name, charged, completion)
+        if charged is not None:  # a backend with rate limits
+            await self._settle(backend.name, charged, completion)
         return completion
 
     async def _open(self, backend: Backend, request: Request, options: CallOptions, *,
@@ -282,7 +287,9 @@ class CallPath:
         if not composite:
             self.breakers[name].record_success()
             self.retry_budget.record(name, ok=True)
-            cost_limit.spent(completion.cost_usd)
+            spending = cost_limit.SPENDING.get()
+            if spending is not None:
+                cost_limit.spent(spending, completion.cost_usd)
         self._notify(Attempt(name, time.perf_counter() - started, completion=completion, streamed=streamed),
                      options)
 
@@ -367,7 +374,8 @@ class _StreamAttempt:
             self.done = True
             self.path._answered(self.backend.name, chunk.completion, self.started, self.options, streamed=True,
                                 composite=self.composite)
-            await self.path._settle(self.backend.name, self.charged, chunk.completion)
+            if self.charged is not None:  # a backend with rate limits
+                await self.path._settle(self.backend.name, self.charged, chunk.completion)
         return chunk
 
     def _fail(self, exc: BaseException) -> None:

@@ -33,7 +33,7 @@ from policies.scoring import Score, Scorer
 from policies.selection import PREFER_CHOICES, Prefer, RouteInputs, forced_plan, plan_route
 from policies.tiers import Tier, fallback_order
 from router.config_loader import LoadedConfig, load_config
-from router.cost_limit import spending_limit, within_cost
+from router.cost_limit import SPENDING, spending_limit, within_cost
 from router.decision import Attempt, Decision, Downgrade, Outcome, RouteResult
 from router.execution import Executor
 from router.interrupt import run_interruptibly
@@ -114,13 +114,17 @@ class Router:
         """Adopt what other processes learned (latency, open breakers), at most every
         `state.refresh_ms`, and what the fleet knows of `session`. Every call and stream does
         this itself before it decides; call it before `decide` or `explain`."""
-        sessions = self._parts.sessions
-        if session is not None and sessions is not None:
+        parts = self._parts
+        sessions = parts.sessions
+        if session is not None and sessions is not None and sessions.shared is not None:
             await sessions.load(session)
         # In turn, not gathered: both are no-ops between refreshes, and a gather's tasks would
-        # cost every request more than the rare second round trip does.
-        await self._parts.shared.refresh()
-        await self._parts.rate_limits.refresh()
+        # cost every request more than the rare second round trip does. State kept in this
+        # process (in memory, the local store) has nothing to refresh: not called at all.
+        if parts.shared.refreshes:
+            await parts.shared.refresh()
+        if parts.rate_limits.refreshes:
+            await parts.rate_limits.refresh()
 
     def session(self, key: str | None = None) -> Session:
         """One task's calls as one session (router/sessions.py): they keep one backend while it is
@@ -139,7 +143,7 @@ class Router:
 
     def backend(self, name: str) -> Backend:
         """The backend (or consortium) called `name`, built on first use."""
-        return self._parts.backends.get(name)
+        return self._parts.backends.built[name]
 
     def add_observer(self, observer: Observer) -> None:
         """Called after every backend attempt anywhere (routed, consortium member or arbiter;
@@ -299,7 +303,9 @@ class Router:
                               need=need)
         if deadline_s is None:
             deadline_s = _seconds(self.config.routing.deadline_ms)
-        learned = with_queue(self.latency.model(model), table.built.get(model))  # queue hook
+        learned = self.latency.model(model)
+        if model in table.queued:  # queue hook (router/queueing.py): a backend with a line of its own
+            with_queue(learned, table.queued[model])
         plan = forced_plan(model, learned.predict(max_tokens))
         return Decision(plan=plan, reason=plan.why, forced=True, deadline_s=deadline_s,
                         version=self._parts.model.current.version)
@@ -318,11 +324,13 @@ class Router:
         states = {name: parts.breakers[name].state for name in names}
         settings = self.config.routing.latency
         chars = sum(len(str(m.get("content") or "")) for m in messages)
-        tokens = estimate_tokens(messages, max_tokens)  # what a call would take from a backend's tpm
-        built = parts.backends.built
-        return RouteInputs(
+        models = {name: parts.latency.model(name) for name in names}
+        queued = parts.backends.queued
+        for name in queued.keys() & models.keys() if queued else ():
             # queue hook (router/queueing.py): a backend's own line of requests is part of its prediction
-            models={name: with_queue(parts.latency.model(name), built.get(name)) for name in names},
+            with_queue(models[name], queued[name])
+        return RouteInputs(
+            models=models,
             prices=parts.prices,
             input_tokens=chars // 4,  # ~4 characters per token: close enough for a cost estimate
             max_tokens=max_tokens,
@@ -338,10 +346,19 @@ class Router:
             explore_roll=parts.random.random(),
             hedge=self.config.routing.hedge,
             on_deadline_risk=self.config.routing.on_deadline_risk,
-            limited={n: refused for n in names if (refused := parts.rate_limits.peek(n, tokens)) is not None},
+            limited=self._limited(names, messages, max_tokens),
             sticky=session.sticky if session is not None else None,
             cached_tokens=session.cached if session is not None else {},
         )
+
+    def _limited(self, names: list[str], messages: list[Message], max_tokens: int | None) -> dict[str, Any]:
+        """The candidates at their rate limits for this request (none without limits: nothing read)."""
+        limiter = self._parts.rate_limits
+        limited = [name for name in names if ("backend", name) in limiter.limits]
+        if not limited:
+            return {}
+        tokens = estimate_tokens(messages, max_tokens)  # what a call would take from a backend's tpm
+        return {n: refused for n in limited if (refused := limiter.peek(n, tokens)) is not None}
 
     def explain(self, prompt_or_messages: str | list[Message], **options: Unpack[RouteOptions]) -> Decision:
         """The decision `acomplete` would make for this request, and why; calls no model. Give
@@ -360,7 +377,10 @@ class Router:
         """What every call and stream does before its first model call: adopt what other
         processes learned (and the fleet's view of its session), check the spend cap, decide."""
         key = self._session_key(opts.session, messages, opts.extra.get("tools"))
-        await self.refresh(session=key.id if key is not None else None)
+        parts = self._parts
+        if (parts.shared.refreshes or parts.rate_limits.refreshes
+                or (key is not None and parts.sessions is not None and parts.sessions.shared is not None)):
+            await self.refresh(session=key.id if key is not None else None)
         if self.spend_cap is not None:
             await self.spend_cap.check()
         return self._decision(messages, opts, key)
@@ -381,7 +401,7 @@ class Router:
         request = self._request(messages, opts)
         started = time.perf_counter()
         try:
-            with spending_limit(opts.max_cost_usd):
+            with _spending(opts.max_cost_usd):
                 result = await self._attempt_in_order(decision, request)
         except (Exception, asyncio.CancelledError) as exc:  # a caller that gave up is an outcome too
             self._finish(Outcome(decision, messages, self.source, time.perf_counter() - started, error=exc))
@@ -501,6 +521,17 @@ def _seconds(ms: float | None) -> float | None:
     return ms / 1000 if ms else None
 
 
+_NO_LIMIT: contextlib.nullcontext[None] = contextlib.nullcontext()
+
+
+def _spending(max_cost_usd: float | None) -> contextlib.AbstractContextManager[Any]:
+    """The request's spending limit (router/cost_limit.py); without one, and none left set in
+    this context, nothing to set and nothing entered there."""
+    if max_cost_usd is None and SPENDING.get() is None:
+        return _NO_LIMIT
+    return spending_limit(max_cost_usd)
+
+
 _NEED_WORDS = {"tools": "`tools`", "vision": "image input", "context": "a prompt this long",
                "structured": "`response_format`", "output": "a `max_tokens` this large"}
 
@@ -573,7 +604,7 @@ class RouteStream:
             self.answering = name
 
         try:
-            with spending_limit(self._opts.max_cost_usd):
+            with _spending(self._opts.max_cost_usd):
                 async with contextlib.aclosing(executor.stream(decision, request, keep, committed)) as chunks:
                     async for chunk in chunks:
                         yield chunk

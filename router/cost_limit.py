@@ -9,8 +9,10 @@ and against the running cost before each further model call of the request.
                   when max_tokens bounds it) must stay within the limit; each answer's cost is
                   added as it arrives
 
-The running total lives in a ContextVar set for the request: consortium runs and the executor's
-lanes are tasks started inside it, so they share the one total.
+The running total lives in a ContextVar set for the request (`SPENDING`): consortium runs and the
+executor's lanes are tasks started inside it, so they share the one total. A request without a
+limit sets nothing, and the call path reads the variable itself before calling in here, so
+such a request never enters this module.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ if TYPE_CHECKING:
     from router.decision import Decision
     from router.wiring import Parts
 
-__all__ = ["Spending", "admit", "current_spending", "spent", "spending_limit", "within_cost"]
+__all__ = ["SPENDING", "Spending", "admit", "current_spending", "spent", "spending_limit", "within_cost"]
 
 
 @dataclass
@@ -43,33 +45,31 @@ class Spending:
     calls: int = 0
 
 
-_CURRENT: contextvars.ContextVar[Spending | None] = contextvars.ContextVar("route_spending", default=None)
+SPENDING: contextvars.ContextVar[Spending | None] = contextvars.ContextVar("route_spending", default=None)
 
 
 def current_spending() -> Spending | None:
-    return _CURRENT.get()
+    return SPENDING.get()
 
 
 @contextlib.contextmanager
 def spending_limit(limit_usd: float | None) -> Iterator[Spending | None]:
     """The request's spending for the calls made inside; None (no limit) is set too, so a limit
-    never leaks from one request into the next made in the same task."""
+    never leaks from one request into the next made in the same task (the Router skips this
+    when there is no limit and none is set)."""
     spending = Spending(limit_usd) if limit_usd is not None else None
-    token = _CURRENT.set(spending)
+    token = SPENDING.set(spending)
     try:
         yield spending
     finally:
         # A stream closed from another context (a finalizer) cannot reset: its own context ends anyway.
         with contextlib.suppress(ValueError):
-            _CURRENT.reset(token)
+            SPENDING.reset(token)
 
 
-def admit(backend: Backend, request: Request) -> None:
-    """Before an upstream call: CostLimitExceeded when the request's running cost leaves no
-    room for it."""
-    spending = _CURRENT.get()
-    if spending is None:
-        return
+def admit(spending: Spending, backend: Backend, request: Request) -> None:
+    """Before an upstream call of a request with a limit (`SPENDING.get()`): CostLimitExceeded
+    when its running cost leaves no room for it."""
     smallest = backend.cost(Usage(estimate_tokens(request.messages, None), request.max_tokens or 0))
     if spending.spent_usd + smallest > spending.limit_usd:
         raise CostLimitExceeded(
@@ -79,12 +79,10 @@ def admit(backend: Backend, request: Request) -> None:
             limit_usd=spending.limit_usd, spent_usd=spending.spent_usd)
 
 
-def spent(cost_usd: float) -> None:
-    """After an upstream call answered: add its cost to the request's running total."""
-    spending = _CURRENT.get()
-    if spending is not None:
-        spending.spent_usd += cost_usd
-        spending.calls += 1
+def spent(spending: Spending, cost_usd: float) -> None:
+    """After an upstream call of a request with a limit answered: add its cost to its running total."""
+    spending.spent_usd += cost_usd
+    spending.calls += 1
 
 
 def within_cost(parts: Parts, decision: Decision, messages: list[Message], max_tokens: int | None,

@@ -88,9 +88,10 @@ class Decision:
         """The decision as `--json`, the log and the web view show it; `task` adds what was
         scored and what was set aside (a pass over the whole conversation: asked for by
         `--explain` and the web view, not by every request's log record)."""
+        names = self.plan.names
         out: dict[str, Any] = {
-            "chosen": self.chosen,
-            "candidates": list(self.candidates),
+            "chosen": names[0],
+            "candidates": list(names),
             "reason": self.reason,
             "tier": self.tier,
             "forced": self.forced,

@@ -246,7 +246,8 @@ def _learn(model: LatencyModel, attempt: Attempt, now: float) -> None:
         # attempt.elapsed_s includes the backend's own retries; they belong in the estimate, and a
         # retry delays the first token as much as the total.
         retried = max(0.0, attempt.elapsed_s - timings.total_s)
-        queued = queue_wait_s(completion)  # queue hook: the wait is predicted from the queue, not learned
+        # queue hook: the wait is predicted from the queue, not learned (only an engine's answer has one)
+        queued = queue_wait_s(completion) if "queue" in completion.metadata else 0.0
         first = max(0.0, timings.ttft_s + retried - queued) if timings.ttft_s is not None else None
         canvases = completion.diffusion.canvases if completion.diffusion is not None else None
         model.observe(max(attempt.elapsed_s, timings.total_s) - queued, first_s=first,

@@ -159,9 +159,14 @@ class SessionTable:
     def forget(self, key: str) -> None:
         self._states.pop(key, None)
 
-    def put(self, key: str, state: SessionState, **changes: Any) -> SessionState:
-        """Store `state` with `changes` (fields of SessionState) as used now; returns what was stored."""
-        stored = self._states[key] = dataclasses.replace(state, updated=self._clock(), **changes)
+    def put(self, key: str, state: SessionState | None, **changes: Any) -> SessionState:
+        """Store `state` with `changes` (fields of SessionState) as used now; returns what was
+        stored. `state` None: a state of `changes` alone (what they leave out at its default)."""
+        now = self._clock()
+        # A new state when nothing is carried over: a frozen dataclass's replace() costs twice that.
+        stored = SessionState(**changes, updated=now) if state is None else dataclasses.replace(state, updated=now,
+                                                                                               **changes)
+        self._states[key] = stored
         self._states.move_to_end(key)
         while len(self._states) > self.max_entries:
             self._states.popitem(last=False)
@@ -226,7 +231,7 @@ class Sessions:
         if self.shared is not None:
             await self.shared.load(key)
 
-    def _put(self, key: str, state: SessionState, **changes: Any) -> None:
+    def _put(self, key: str, state: SessionState | None, **changes: Any) -> None:
         stored = self.table.put(key, state, **changes)
         if self.shared is not None:
             self.shared.save(key, stored)
@@ -268,17 +273,18 @@ class Sessions:
     def remember(self, plan: SessionPlan, completion: Completion | None) -> None:
         """After the call: who answered (a fallback becomes the session's backend), what it has
         cached now, and the tier the session reached."""
-        state = plan.state or SessionState(tier=plan.index)
-        moved = plan.state is None or plan.index > plan.state.tier
-        changes: dict[str, Any] = {"tier": plan.index, "since": plan.why if moved else state.since,
+        state = plan.state
+        kept = state is not None and plan.index <= state.tier
+        changes: dict[str, Any] = {"tier": plan.index, "since": state.since if kept and state else plan.why,
                                    "tool_errors": plan.tool_errors, "version": plan.version,
-                                   "escalations": state.escalations + (plan.signal is not None)}
+                                   "escalations": (state.escalations if state else 0) + (plan.signal is not None)}
         if completion is None:  # nothing answered: the tier holds, the backend stays to be tried again
             self._put(plan.key, state, **changes)
             return
         said_nothing = not completion.text.strip() and not completion.tool_calls
-        self._put(plan.key, state, backend=completion.backend, backend_id=self.identity(completion.backend),
-                  calls=state.calls + 1,
+        # Every field is given: a new state, nothing carried over from the old one.
+        self._put(plan.key, None, backend=completion.backend, backend_id=self.identity(completion.backend),
+                  calls=(state.calls if state else 0) + 1,
                   cached_tokens=completion.usage.input_tokens, cached_at=self._clock(), turn=plan.digest,
                   refused=completion.finish_reason == "content_filter",
                   empty=completion.finish_reason == "length" or said_nothing, **changes)

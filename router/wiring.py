@@ -106,7 +106,7 @@ def wire(loaded: LoadedConfig, *, backends: Mapping[str, Backend] | None = None,
     redactor = Redactor.for_config(config)  # every string that leaves the process is scrubbed of secrets
     rate_limits = rate_limits or _rate_limits(loaded)
     budget = config.routing.retry_budget
-    calls = CallPath(table.get, breakers=breakers, max_concurrency=config.routing.max_concurrency,
+    calls = CallPath(table.built.__getitem__, breakers=breakers, max_concurrency=config.routing.max_concurrency,
                      retry_per_class={str(k): v for k, v in config.routing.retries.items()},
                      redactor=redactor, limits=rate_limits,
                      # a server's clients retry on their own: a backend not yet heard from is not retried

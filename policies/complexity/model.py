@@ -31,7 +31,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import repeat
-from operator import mul
+from operator import mul, sub
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +64,7 @@ VOCABULARY = "vocabulary"  # the feature holding the mean learned word weight
 EXAM_VOCABULARY = "vocabulary_exam"  # the same, in prompts that offer lettered choices (else 0)
 MODEL_FEATURES: tuple[str, ...] = (*FEATURES, VOCABULARY, EXAM_VOCABULARY)
 DOMAIN = "domain"  # the explanation's name for the hashed domain vocabulary's part of the logit
+_NAMES = (*MODEL_FEATURES, DOMAIN)  # an explanation's keys, in order
 _CHOICES = FEATURES.index("choices")
 _LOGIT_CAP = 30.0  # keeps exp() finite; sigmoid(30) = 1 - 1e-13
 
@@ -227,7 +228,7 @@ class ComplexityScorer:
 
     def _parts(self, values: list[float]) -> list[float]:
         """Each feature's part of the logit: the logit is the bias plus their sum."""
-        parts = [w * (x - m) for w, x, m in zip(self._w, values, self._m)]
+        parts = list(map(mul, self._w, map(sub, values, self._m)))  # w * (x - m), in C: once per logged request
         cap = self._cap
         parts[-2] = max(-cap, min(cap, parts[-2]))  # the vocabulary terms
         parts[-1] = max(-cap, min(cap, parts[-1]))
@@ -258,7 +259,6 @@ class ComplexityScorer:
             parts = self._parts(values)
             delta = sum(parts)
             ratio = (value - base) / delta if abs(delta) > 1e-12 else base * (1.0 - base)
-            names = (*MODEL_FEATURES, DOMAIN)
-            return dict(zip(names, [p * ratio for p in parts])), dict(zip(names, values))
+            return dict(zip(_NAMES, map(mul, parts, repeat(ratio)))), dict(zip(_NAMES, values))
 
         return Score(value, base, None, None, self.name, explain)

@@ -16,7 +16,7 @@ from typing import Any
 
 from backends.errors import BackendError
 
-__all__ = ["BudgetExhausted", "CallBudget", "Reservation", "RunContext", "current_run", "emit"]
+__all__ = ["CURRENT_RUN", "BudgetExhausted", "CallBudget", "Reservation", "RunContext", "current_run", "emit"]
 
 # Consortia inside consortia, below the outermost one. The config loader refuses deeper graphs
 # (and cycles), so this stops only code-built ones.
@@ -125,11 +125,13 @@ class RunContext:
     limits: tuple[asyncio.Semaphore, ...] = ()
 
 
-_CURRENT: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar("consortium_run", default=None)
+# The run the current task is part of; None outside any consortium. Read directly (`CURRENT_RUN.get()`)
+# by the call path on every model call: a function around it would cost every call a frame.
+CURRENT_RUN: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar("consortium_run", default=None)
 
 
 def current_run() -> contextvars.ContextVar[RunContext | None]:
-    return _CURRENT
+    return CURRENT_RUN
 
 
 def emit(run: RunContext, event: dict[str, Any]) -> None:

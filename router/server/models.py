@@ -19,23 +19,25 @@ if TYPE_CHECKING:
 __all__ = ["ModelNames"]
 
 
-class ModelNames:
-    """Resolves requested model names and lists what can be requested."""
+class ModelNames(dict[str, str]):
+    """Requested model name -> the route name it means (`names[requested]`), and what can be
+    requested (`listing`). A dict: exact names resolve with one lookup; a name none matches
+    exactly goes through the aliases' globs, or is an ApiError 404 naming the fix."""
 
     def __init__(self, router: RouterService):
-        self._router = router
-        self._names = frozenset(router.names())
         aliases = dict(router.config.aliases)
         self._exact = {k: v for k, v in aliases.items() if not _is_glob(k)}
         self._globs = [(k, v) for k, v in aliases.items() if _is_glob(k)]
+        super().__init__({**self._exact, **{name: name for name in router.names()}, "auto": "auto"})
+        self._router = router
 
     def resolve(self, requested: str) -> str:
         """The route name for `requested`; ApiError 404 naming the fix when there is none."""
-        if requested == "auto" or requested in self._names:
-            return requested
-        target = self._exact.get(requested)
-        if target is None:
-            target = next((v for k, v in self._globs if fnmatch.fnmatchcase(requested, k)), None)
+        return self[requested]
+
+    def __missing__(self, requested: str) -> str:
+        # Not kept: a client could fill the table with names a glob matches.
+        target = next((v for k, v in self._globs if fnmatch.fnmatchcase(requested, k)), None)
         if target is None:
             raise ApiError(404, f"unknown model {requested!r}; GET /v1/models lists `auto`, every backend and every "
                                 f"consortium, or map this name in the config: `aliases: {{{requested}: auto}}`",

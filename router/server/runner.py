@@ -109,11 +109,11 @@ def _log_requests() -> None:
     """The endpoint's `route.access` lines to stderr, in uvicorn's own format."""
     import logging
 
+    from router.server.endpoint import AccessLines
+
     access = logging.getLogger("route.access")
     if not access.handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
-        access.addHandler(handler)
+        access.addHandler(AccessLines())
     access.setLevel(logging.INFO)
     access.propagate = False
 

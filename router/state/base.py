@@ -14,7 +14,7 @@ end; `status` feeds /metrics and `route doctor`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from policies.breaker import BreakerBoard
@@ -37,6 +37,13 @@ class SharedState:
     """State kept in this Router's memory: nothing shared, nothing to refresh."""
 
     kind = "memory"
+    # Whether `refresh` does anything: a kind that overrides it does. The Router reads this
+    # before every decision, and calls nothing for the kinds that keep state here.
+    refreshes: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.refreshes = cls.refresh is not SharedState.refresh
 
     def attach(self, latency: LatencyTracker, breakers: BreakerBoard) -> str | None:
         """Start sharing `latency` and `breakers`; why that is impossible, or None."""

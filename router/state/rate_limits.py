@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from backends.types import Message
 from policies.rate_limit import Buckets, Limited, RateLimits, request_cost
@@ -117,6 +117,13 @@ class RateLimiter:
     """Buckets in this process. `clock` (seconds, monotonic) may be swapped by tests."""
 
     link: RedisLink | None = None
+    # Whether `refresh` does anything (a kind that overrides it does): read by the Router before
+    # every decision, which calls nothing for buckets kept here.
+    refreshes: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.refreshes = cls.refresh is not RateLimiter.refresh
 
     def __init__(self, limits: Mapping[tuple[Kind, str], RateLimits], *, clock: Clock | None = None):
         self.limits = {k: v for k, v in limits.items() if v}

@@ -58,7 +58,7 @@ COLUMNS = tuple(f.name for f in fields(RequestRecord))  # the `requests` columns
 _INT64 = 2**63
 # row_for fills every column but the decision (JSON text, not a cell) in order, then inserts it.
 _PLAIN = tuple(c for c in COLUMNS if c != "decision")
-_TS, _DECISION = _PLAIN.index("ts"), COLUMNS.index("decision")
+_TS, _SIMULATED, _DECISION = _PLAIN.index("ts"), _PLAIN.index("simulated"), COLUMNS.index("decision")
 _DEFAULTS = {f.name: f.default for f in fields(RequestRecord)}
 # positions in a row, for the spend table
 TS, COST, SIMULATED = COLUMNS.index("ts"), COLUMNS.index("cost_usd"), COLUMNS.index("simulated")
@@ -93,7 +93,17 @@ def row_of(values: Mapping[str, Any]) -> tuple:
     if not isinstance(values.get("source"), str) or not isinstance(values.get("status"), str):
         raise TypeError("source and status must be strings")
     get = values.get
-    cells = [_cell(get(c, _DEFAULTS[c])) if c != "simulated" else int(bool(get(c))) for c in _PLAIN]
+    cells = []
+    for column in _PLAIN:
+        value = get(column, _DEFAULTS[column])
+        kind = type(value)
+        # The cells stored as they are (most of every row) without a call each; the rest through _cell.
+        if value is None or (kind is str and value.isascii()) or (kind is float and math.isfinite(value)) or (
+                kind is int and -_INT64 <= value < _INT64):
+            cells.append(value)
+        else:
+            cells.append(_cell(value) if column != "simulated" else value)
+    cells[_SIMULATED] = int(bool(cells[_SIMULATED]))  # any value: stored as a flag
     cells[_TS] = cells[_TS] or time.time()
     decision = get("decision")
     cells.insert(_DECISION, _json(decision) if decision else None)
