@@ -68,6 +68,14 @@ MALFORMED = {
     "content part type 5": ("/v1/responses", _input({"role": "user", "content": [{"type": 5}]}),
                             "input[0].content[0]"),
     "input 5": ("/v1/responses", {"model": "auto", "input": 5}, "input"),
+    # roles the protocol does not have: a client of another protocol's habits, refused by name
+    "messages role tool": ("/v1/messages", {**GOOD_MESSAGES, "messages": [{"role": "tool", "content": "42"}]},
+                           "messages[0].role"),
+    "messages role developer": ("/v1/messages", {**GOOD_MESSAGES, "messages": [
+        {"role": "developer", "content": "be brief"}, {"role": "user", "content": "hi"}]}, "messages[0].role"),
+    "responses role tool": ("/v1/responses", _input({"type": "message", "role": "tool", "content": "42"}),
+                            "input[0].role"),
+    "responses role function": ("/v1/responses", _input({"role": "function", "content": "42"}), "input[0].role"),
     "tools string": ("/v1/responses", {**GOOD_RESPONSES, "tools": "x"}, "tools"),
 }
 
