@@ -28,6 +28,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from backends.types import Request
+
 __all__ = ["ALIASES", "OPERATOR_FIELDS", "PRICED_TIERS", "beta_names", "not_the_clients", "operator_owned", "refusal",
            "settled"]
 
@@ -64,6 +66,19 @@ _BETA = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 def operator_owned(name: str) -> bool:
     """Whether a field named `name` decides where a request goes or with which credential."""
     return name in OPERATOR_FIELDS or _OPERATOR_PATTERN.search(name) is not None
+
+
+def openai_shaped(payload: dict[str, Any], request: Request, operator: Mapping[str, Any]) -> dict[str, Any]:
+    """An OpenAI-shaped `payload` (the client's fields over the config's) with the request's own
+    sampling settings, then the operator's values over all of it (`settled`)."""
+    # A client that wrote max_completion_tokens (OpenAI's reasoning models refuse max_tokens) keeps it.
+    if request.max_tokens is not None and "max_completion_tokens" not in payload:
+        payload["max_tokens"] = request.max_tokens
+    if request.temperature is not None:
+        payload["temperature"] = request.temperature
+    if request.stop:
+        payload["stop"] = request.stop
+    return settled(payload, operator)
 
 
 def settled(payload: dict[str, Any], operator: Mapping[str, Any]) -> dict[str, Any]:

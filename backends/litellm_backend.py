@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 from backends.assembly import Delta
 from backends.base import Backend, Health
 from backends.capabilities import Capabilities
-from backends.client_fields import settled
+from backends.client_fields import openai_shaped
 from backends.deadline import Deadline
 from backends.errors import (
     AuthError,
@@ -67,14 +67,7 @@ class LiteLLMBackend(Backend):
         # own arguments (where, with which key, no retries of its own) over everything.
         fields = {k: v for k, v in request.extra.items() if k in OPENAI_CHAT_FIELDS or k == "thinking"}
         configured, fixed = self.settings.configured()
-        kwargs: dict[str, Any] = {**configured, **fields}
-        if request.max_tokens is not None and "max_completion_tokens" not in kwargs:
-            kwargs["max_tokens"] = request.max_tokens
-        if request.temperature is not None:
-            kwargs["temperature"] = request.temperature
-        if request.stop:
-            kwargs["stop"] = request.stop
-        settled(kwargs, fixed)
+        kwargs = openai_shaped({**configured, **fields}, request, fixed)
         kwargs.update(model=self.model, messages=request.messages, num_retries=0, max_retries=0, drop_params=True)
         remaining = deadline.remaining()
         kwargs["timeout"] = self.settings.timeout_s if remaining is None else max(0.001, remaining)

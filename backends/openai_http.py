@@ -16,7 +16,7 @@ import orjson
 from backends.assembly import Delta, Fold
 from backends.base import Backend, BackendSettings, Health
 from backends.capabilities import Capabilities
-from backends.client_fields import settled
+from backends.client_fields import openai_shaped
 from backends.deadline import Deadline
 from backends.errors import BackendError, MalformedResponse
 from backends.faults import failed_writing
@@ -64,15 +64,7 @@ class OpenAIBackend(Backend):
         """The client's fields as backends/openai_fields.py says, under the config's
         (backends/client_fields.py: what the config sets, the config decides)."""
         configured, fixed = self.settings.configured()
-        payload: dict[str, Any] = {**configured, **request_fields(request.extra, strict=self._strict)}
-        # A client that wrote max_completion_tokens (OpenAI's reasoning models refuse max_tokens) keeps it.
-        if request.max_tokens is not None and "max_completion_tokens" not in payload:
-            payload["max_tokens"] = request.max_tokens
-        if request.temperature is not None:
-            payload["temperature"] = request.temperature
-        if request.stop:
-            payload["stop"] = request.stop
-        settled(payload, fixed)
+        payload = openai_shaped({**configured, **request_fields(request.extra, strict=self._strict)}, request, fixed)
         payload["model"] = self.model
         payload["messages"] = chat_messages(request.messages, strict=self._strict)
         if stream:

@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 
-__all__ = ["Handler", "answering"]
+__all__ = ["Handler", "answering", "serving"]
 
 Handler = Callable[[httpx.Request], httpx.Response]
 _FRAMING = {"content-length", "transfer-encoding", "connection", "content-encoding"}
@@ -50,7 +50,14 @@ def _request_handler(handler: Handler) -> type[BaseHTTPRequestHandler]:
 @contextlib.contextmanager
 def answering(handler: Handler) -> Iterator[str]:
     """The server's base URL (`http://127.0.0.1:PORT/v1`) while the block runs."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _request_handler(handler))
+    with serving(_request_handler(handler)) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def serving(request_handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """`answering` for a test that writes its own request handler (one that paces its writes)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), request_handler)
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

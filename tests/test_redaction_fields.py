@@ -13,11 +13,10 @@ quoting the key.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import httpx
@@ -27,6 +26,7 @@ from backends.types import Chunk, ThinkingChunk, ToolCallChunk
 from router import Router
 from router.config_loader import load_config
 from router.server import RouteServer
+from tests.answering import serving
 
 pytestmark = pytest.mark.integration
 
@@ -123,20 +123,6 @@ class _Upstream(BaseHTTPRequestHandler):
         pass
 
 
-@contextlib.contextmanager
-def _upstream() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Upstream)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
-
-
 def _config(url: str) -> dict[str, Any]:
     def backend(kind: str, model: str) -> dict[str, Any]:
         return {"kind": kind, "model": model, "base_url": url, "api_key": f"${{{VAR}}}", "max_retries": 0}
@@ -149,7 +135,7 @@ def _config(url: str) -> dict[str, Any]:
 @pytest.fixture
 def router(monkeypatch) -> Iterator[Router]:
     monkeypatch.setenv(VAR, KEY)
-    with _upstream() as url:
+    with serving(_Upstream) as url:
         router = Router(load_config(_config(url)), log=False)
         yield router
         router.close()
