@@ -54,12 +54,14 @@ class Reply:
         yielded); then the rest of the body is drained."""
         async with contextlib.aclosing(sse_data(self._response.content.iter_any())) as body:
             async for batch in body:
-                for i, data in enumerate(batch):
-                    if last(data):
-                        if i:
-                            yield batch[:i]
-                        await _drain(body)
-                        return
+                # Scanned without a Python frame per event when `last` is a builtin (bytes.__eq__).
+                ends = list(map(last, batch))
+                if True in ends:
+                    i = ends.index(True)
+                    if i:
+                        yield batch[:i]
+                    await _drain(body)
+                    return
                 yield batch
 
 
@@ -105,14 +107,15 @@ class HttpTransport:
         await self._sessions.aclose()
 
 
-def json_event(data: bytes, where: Where) -> dict[str, Any]:
-    """One SSE event's data as the JSON object both providers send; MalformedResponse otherwise."""
+def json_event(data: bytes, where: Callable[[], Where]) -> dict[str, Any]:
+    """One SSE event's data as the JSON object both providers send; MalformedResponse otherwise,
+    with the error context `where()` gives (asked only then: this runs once per token)."""
     try:
         event = orjson.loads(data)
     except ValueError as exc:
-        raise MalformedResponse(f"unparseable stream event: {data[:200]!r}", **where) from exc
-    if not isinstance(event, dict):
-        raise MalformedResponse(f"unexpected stream event: {data[:200]!r}", **where)
+        raise MalformedResponse(f"unparseable stream event: {data[:200]!r}", **where()) from exc
+    if type(event) is not dict:
+        raise MalformedResponse(f"unexpected stream event: {data[:200]!r}", **where())
     return event
 
 
