@@ -21,7 +21,7 @@ from backends.deadline import Deadline
 from backends.errors import BackendError, MalformedResponse
 from backends.faults import failed_writing
 from backends.http_errors import is_transport_error
-from backends.http_transport import HttpTransport, json_event
+from backends.http_transport import HttpTransport, json_event, json_events
 from backends.openai_fields import chat_messages, is_openai_itself, request_fields
 from backends.params import ChatParams
 from backends.served import not_served_hint, served_models
@@ -154,9 +154,7 @@ class OpenAIBackend(Backend):
         hundred tokens costs the layers above one chunk. The common event, one choice with a
         piece of content, costs a parse and three lookups."""
         fold = Fold(simulated)
-        where = self.where  # for an error's context; bound once per read, not per event
-        for data in batch:
-            event = json_event(data, where)
+        for event in json_events(batch, self.where):
             for choice in event.get("choices") or ():
                 delta = choice.get("delta") or {}
                 fold.finish = choice.get("finish_reason") or fold.finish
