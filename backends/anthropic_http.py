@@ -133,7 +133,7 @@ class AnthropicBackend(Backend):
         self._signed.remember(reader.tool_ids, reader.sealed)
 
     def _parse_event(self, data: bytes) -> dict[str, Any]:
-        event = json_event(data, self.where())
+        event = json_event(data, self.where)
         if event.get("type") == "error":  # a failure after the 200: overloaded, mostly
             error = event.get("error") or {}
             raise stream_error(error.get("type"), str(error.get("message") or ""), self.where())

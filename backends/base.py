@@ -92,8 +92,10 @@ class BackendSettings:
 
     def url(self, path: str, default_base: str) -> str:
         """`path` under the base URL, inserted before any query string (`?key=${KEY}` stays a query)."""
-        parts = urlsplit(self.resolve(self.base_url or default_base))
-        return urlunsplit(parts._replace(path=parts.path.rstrip("/") + path))
+        base = self.base_url or default_base
+        if "${" in base:  # resolved per call, and its value never kept
+            return _join(self.resolve(base), path)
+        return _joined(base, path)
 
     def api_key(self) -> str | None:
         """The key from the environment, read at call time; AuthError if it is configured but unset."""
@@ -108,6 +110,15 @@ class BackendSettings:
                 model=self.model,
             )
         return key
+
+
+def _join(base: str, path: str) -> str:
+    parts = urlsplit(base)
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + path))
+
+
+# A base URL without references is the same on every call: split and joined once, not per request.
+_joined = functools.lru_cache(maxsize=256)(_join)
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import ssl
 import weakref
@@ -111,10 +112,8 @@ class Sessions:
     async def request(self, method: str, url: str, *, total_s: float | None = None, connect_s: float | None = None,
                       **kwargs: Any) -> AsyncIterator[aiohttp.ClientResponse]:
         """One request on this loop's session, through the environment's proxy for `url`."""
-        import aiohttp
-
         proxy, proxy_auth = self._proxy(url)
-        timeout = aiohttp.ClientTimeout(total=total_s, sock_connect=connect_s)
+        timeout = _timeout(total_s, connect_s)
         async with (await self.get()).request(method, url, proxy=proxy, proxy_auth=proxy_auth, timeout=timeout,
                                               **kwargs) as response:
             yield response
@@ -125,6 +124,15 @@ class Sessions:
         loop = asyncio.get_running_loop()
         for other in [other for other in self.by_loop if other is loop or other.is_closed()]:
             await self.by_loop.pop(other).close()
+
+
+@functools.lru_cache(maxsize=64)
+def _timeout(total_s: float | None, connect_s: float | None) -> aiohttp.ClientTimeout:
+    """aiohttp's timeout of these two limits: frozen, and nearly always the same pair (the
+    connect cap, no total), so made once rather than per request."""
+    import aiohttp
+
+    return aiohttp.ClientTimeout(total=total_s, sock_connect=connect_s)
 
 
 def _abandon(sessions: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession]) -> None:

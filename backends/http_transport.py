@@ -26,7 +26,7 @@ from backends.http_session import Sessions, sse_data
 if TYPE_CHECKING:
     import aiohttp
 
-__all__ = ["HttpTransport", "Reply", "json_event"]
+__all__ = ["HttpTransport", "Reply", "json_event", "json_events"]
 
 _CONNECT_CAP_S = 10.0  # connecting alone never takes longer than this, whatever the deadline
 _DRAIN_S = 0.05  # how long to read past the last event for the connection's sake
@@ -54,12 +54,14 @@ class Reply:
         yielded); then the rest of the body is drained."""
         async with contextlib.aclosing(sse_data(self._response.content.iter_any())) as body:
             async for batch in body:
-                for i, data in enumerate(batch):
-                    if last(data):
-                        if i:
-                            yield batch[:i]
-                        await _drain(body)
-                        return
+                # Scanned without a Python frame per event when `last` is a builtin (bytes.__eq__).
+                ends = list(map(last, batch))
+                if True in ends:
+                    i = ends.index(True)
+                    if i:
+                        yield batch[:i]
+                    await _drain(body)
+                    return
                 yield batch
 
 
@@ -105,15 +107,29 @@ class HttpTransport:
         await self._sessions.aclose()
 
 
-def json_event(data: bytes, where: Where) -> dict[str, Any]:
-    """One SSE event's data as the JSON object both providers send; MalformedResponse otherwise."""
+def json_event(data: bytes, where: Callable[[], Where]) -> dict[str, Any]:
+    """One SSE event's data as the JSON object both providers send; MalformedResponse otherwise,
+    with the error context `where()` gives (asked only then: this runs once per token)."""
     try:
         event = orjson.loads(data)
     except ValueError as exc:
-        raise MalformedResponse(f"unparseable stream event: {data[:200]!r}", **where) from exc
-    if not isinstance(event, dict):
-        raise MalformedResponse(f"unexpected stream event: {data[:200]!r}", **where)
+        raise MalformedResponse(f"unparseable stream event: {data[:200]!r}", **where()) from exc
+    if type(event) is not dict:
+        raise MalformedResponse(f"unexpected stream event: {data[:200]!r}", **where())
     return event
+
+
+def json_events(batch: list[bytes], where: Callable[[], Where]) -> list[dict[str, Any]]:
+    """json_event of each of a read's events, parsed as one JSON array: one parser call per
+    read rather than one per token. A read that does not come back as that many objects is
+    parsed event by event, so the bad one is named as json_event names it."""
+    try:
+        events = orjson.loads(b"[" + b",".join(batch) + b"]")
+    except ValueError:
+        events = None
+    if events is None or len(events) != len(batch) or set(map(type, events)) != {dict}:  # checked in C
+        return [json_event(data, where) for data in batch]
+    return events
 
 
 async def _drain(body: AsyncIterator[list[bytes]]) -> None:

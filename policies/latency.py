@@ -45,6 +45,9 @@ Decoding = Literal["autoregressive", "diffusion"]
 _BINS_PER_DECADE = 24  # ~10% wide bins: finer than the noise of any network call
 _FLOOR = 1e-6  # smallest value a bin can hold (seconds per token on a fast GPU is ~1e-3)
 _PRUNE = 1e-9  # weights below this are dropped so state stays small
+# A histogram's stored weights are brought back to scale once its decay factor falls below
+# this: about every 200 samples at a half-life of 20.
+_RESCALE_BELOW = 1e-3
 _PRIOR_SPREAD = 1.5  # prior p95 = prior p50 x this: an honest "we do not know yet"
 # Evidence-based widening of a measured p95: x (1 + _WIDEN / sqrt(n)) for n samples' worth.
 _WIDEN = 0.5
@@ -70,30 +73,55 @@ class DecayedHistogram:
 
     `weight` is the decayed sample mass (it saturates at 1/(1-keep), ~29 for a half-life of 20);
     `count` is how many samples were ever added, used to replay fresh samples onto other state.
-    `bins` changes only through these methods: quantiles read a cumulative table made once per
-    change (every decision asks for four, and a sample is added once per call)."""
 
-    __slots__ = ("keep", "bins", "weight", "total", "count", "_cdf")
+    The decay is kept as one factor rather than applied to every bin: the stored weights times
+    `_scale` are the weights (`bins`), so a sample costs a multiplication, not a pass over the
+    bins (every request adds eight). They are brought back to scale, and those too small to
+    matter dropped, when the factor gets small or `bins` is read. Quantiles do not need it:
+    they are ratios of weights, the same at any scale, read from a cumulative table made once
+    per change (every decision asks for four)."""
+
+    __slots__ = ("keep", "_stored", "_scale", "weight", "total", "count", "_cdf")
 
     def __init__(self, half_life: float = 20.0):
         self.keep = 0.5 ** (1.0 / half_life)
-        self.bins: dict[int, float] = {}
+        self._stored: dict[int, float] = {}
+        self._scale = 1.0
         self.weight = 0.0
         self.total = 0.0  # decayed sum of values, for the mean
         self.count = 0
         # (bin indexes in order, their running sums in that order, the sum of the weights), or None
         self._cdf: tuple[list[int], list[float], float] | None = None
 
+    @property
+    def bins(self) -> dict[int, float]:
+        """Bin index -> decayed weight."""
+        if self._scale != 1.0:
+            self._rescale()
+        return self._stored
+
+    @bins.setter
+    def bins(self, bins: dict[int, float]) -> None:
+        self._stored, self._scale, self._cdf = bins, 1.0, None
+
+    def _rescale(self) -> None:
+        scale = self._scale
+        self._stored = {i: kept for i, w in self._stored.items() if (kept := w * scale) > _PRUNE}
+        self._scale = 1.0
+        self._cdf = None
+
     def add(self, value: float) -> None:
-        # decay(1) and _bin(value), written out: every request adds eight samples.
-        bins = self.bins
-        if bins:
+        stored = self._stored
+        if stored:
             keep = self.keep
-            self.bins = bins = {i: kept for i, w in bins.items() if (kept := w * keep) > _PRUNE}
+            self._scale *= keep
             self.weight *= keep
             self.total *= keep
-        index = max(0, math.floor(math.log10(max(value, _FLOOR) / _FLOOR) * _BINS_PER_DECADE))
-        bins[index] = bins.get(index, 0.0) + 1.0
+            if self._scale < _RESCALE_BELOW:
+                self._rescale()
+                stored = self._stored
+        index = max(0, math.floor(math.log10(max(value, _FLOOR) / _FLOOR) * _BINS_PER_DECADE))  # _bin(value)
+        stored[index] = stored.get(index, 0.0) + 1.0 / self._scale
         self.weight += 1.0
         self.total += value
         self.count += 1
@@ -101,11 +129,11 @@ class DecayedHistogram:
 
     def decay(self, samples: int) -> None:
         """Age the weights as if `samples` newer samples had arrived."""
-        if samples <= 0 or not self.bins:
+        if samples <= 0 or not self._stored:
             return
         factor = self.keep**samples
-        self.bins = {i: kept for i, w in self.bins.items() if (kept := w * factor) > _PRUNE}
-        self._cdf = None
+        self._scale *= factor
+        self._rescale()
         self.weight *= factor
         self.total *= factor
 
@@ -114,18 +142,18 @@ class DecayedHistogram:
         if self.weight <= _PRUNE:
             return None
         cdf = self._cdf
+        stored = self._stored
         if cdf is None:
-            bins = self.bins
-            order = sorted(bins)
-            # Running sums added in the order a walk up the bins adds them: the same floats.
-            cdf = self._cdf = (order, list(accumulate(map(bins.__getitem__, order))), sum(bins.values()))
+            order = sorted(stored)
+            # Running sums added in the order a walk up the bins adds them.
+            cdf = self._cdf = (order, list(accumulate(map(stored.__getitem__, order))), sum(stored.values()))
         order, running_sums, total = cdf
         target = q * total
         at = bisect_left(running_sums, target)  # the first bin whose running sum reaches the target
         if at == len(order):
-            return _edge(max(self.bins) + 1)
+            return _edge(max(stored) + 1)
         index, running = order[at], running_sums[at - 1] if at else 0.0
-        w = self.bins[index]
+        w = stored[index]
         fraction = (target - running) / w if w else 0.5
         low, high = _edge(index), _edge(index + 1)
         return low * (high / low) ** fraction
@@ -147,7 +175,7 @@ class DecayedHistogram:
 
     def copy(self) -> DecayedHistogram:
         out = DecayedHistogram.__new__(DecayedHistogram)
-        out.keep, out.bins, out.count = self.keep, dict(self.bins), self.count
+        out.keep, out._stored, out._scale, out.count = self.keep, dict(self._stored), self._scale, self.count
         out.weight, out.total, out._cdf = self.weight, self.total, self._cdf
         return out
 

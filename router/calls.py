@@ -244,7 +244,7 @@ class CallPath:
                 guard = contextlib.nullcontext() if backend.keeps_deadline else asyncio.timeout(remaining)
                 async with guard:
                     completion = self.redactor.completion(
-                        await backend.complete(request.with_options(timeout_s=remaining)))
+                        await backend.complete(request.with_timeout(remaining)))
         except TimeoutError as exc:
             self._failed(backend.name, exc, started, options, streamed=False)
             raise BackendTimeout("no answer within the request's deadline", **backend.where()) from exc
@@ -273,7 +273,7 @@ class CallPath:
         started = time.perf_counter()
         try:
             completion = self.redactor.completion(
-                await backend.complete(request.with_options(timeout_s=options.deadline.remaining())))
+                await backend.complete(request.with_timeout(options.deadline.remaining())))
         except BaseException as exc:
             self._failed(backend.name, exc, started, options, streamed=False, composite=True)
             raise
@@ -338,7 +338,7 @@ class _StreamAttempt:
                  composite: bool):
         self.path, self.backend, self.options, self.composite = path, backend, options, composite
         self.deadline = options.attempt_deadline()
-        self.request = request.with_options(timeout_s=self.deadline.remaining())
+        self.request = request.with_timeout(self.deadline.remaining())
         self.started = time.perf_counter()
         self.first: Chunk | None = None
         self.first_s: float | None = None  # seconds to the first chunk, once it came

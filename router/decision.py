@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from backends.errors import BackendError
@@ -136,6 +136,12 @@ class RouteResult:
     completion: Completion
     decision: Decision
     failures: tuple[BackendError, ...] = ()
+    # Set when a weaker tier than the prompt's answered (planned, or after failures). Found once:
+    # the answer's headers, the request log and the web view each read it.
+    downgrade: Downgrade | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "downgrade", self.decision.downgrade_to(self.completion.backend))
 
     @property
     def text(self) -> str:
@@ -144,11 +150,6 @@ class RouteResult:
     @property
     def backend(self) -> str:
         return self.completion.backend
-
-    @property
-    def downgrade(self) -> Downgrade | None:
-        """Set when a weaker tier than the prompt's answered (planned, or after failures)."""
-        return self.decision.downgrade_to(self.completion.backend)
 
     @property
     def downgrade_note(self) -> str | None:

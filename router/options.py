@@ -69,6 +69,8 @@ class RouteOptions(ModelOptions, total=False):
 ROUTER_OPTIONS = ("model", "max_tokens", "temperature", "stop", "deadline_s", "prefer", "max_cost_usd", "session")
 PROVIDER_OPTIONS = ("tools", "tool_choice", "parallel_tool_calls", "response_format", "seed", "top_p")
 _ALL = (*ROUTER_OPTIONS, *PROVIDER_OPTIONS, "extra")
+_KNOWN = frozenset(_ALL)  # every call is checked against it: one set comparison when all is well
+_ROUTERS = frozenset((*ROUTER_OPTIONS, "extra"))  # never sent upstream
 
 # Names people reach for from other APIs (litellm, the OpenAI SDK, our own config) that difflib
 # would not find: each maps to the option that does what they meant.
@@ -104,11 +106,12 @@ def resolve_options(method: str, options: Mapping[str, Any]) -> ResolvedOptions:
     """`options` checked: TypeError for an unknown keyword (with the option meant) or a value of
     the wrong type, ValueError for a negative or NaN number and for a field of `extra` no client
     may set. `method` names the callable in messages ("Router.acomplete")."""
-    unknown = [name for name in options if name not in _ALL]
-    if unknown:
-        raise TypeError(_unknown_message(method, unknown))
+    if not options.keys() <= _KNOWN:
+        raise TypeError(_unknown_message(method, [name for name in options if name not in _KNOWN]))
     for name, kind in _NUMBERS.items():
-        _check_number(method, name, options.get(name), kind)
+        value = options.get(name)
+        if value is not None:  # most are not given: no call for those
+            _check_number(method, name, value, kind)
     stop = options.get("stop")
     if isinstance(stop, str):
         stop = [stop]
@@ -139,8 +142,6 @@ def _unknown_message(method: str, unknown: list[str]) -> str:
 
 
 def _check_number(method: str, name: str, value: Any, kind: type) -> None:
-    if value is None:
-        return
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not isinstance(value, int)):
         raise TypeError(f"{method}(): {name} must be {'an integer' if kind is int else 'a number'} "
                         f"(got {type(value).__name__} {value!r})")
@@ -159,7 +160,7 @@ def _upstream(method: str, options: Mapping[str, Any]) -> dict[str, Any]:
         raise TypeError(f"{method}(): extra must be a mapping of provider parameters "
                         f"(got {type(given).__name__})")
     extra = dict(given or {})
-    ours = [name for name in extra if name in ROUTER_OPTIONS or name == "extra"]
+    ours = [name for name in extra if name in _ROUTERS]
     if ours:
         raise TypeError(f"{method}(): {', '.join(map(repr, ours))} in extra= is the router's own option, "
                         "never sent upstream; pass it as a keyword instead")

@@ -60,6 +60,27 @@ def test_a_client_that_stalls_in_its_head_is_dropped_after_the_header_timeout(li
     assert waited >= limits.header_timeout_s * 0.9  # not before the timeout (timer granularity aside)
 
 
+def test_a_keep_alive_connections_later_head_that_stalls_is_dropped_too(limited, sim):
+    """The head timer is one per connection (re-armed when it fires, not per request): a second
+    request's head still gets its full timeout, counted from its own first byte, and no more."""
+    srv, limits = limited
+    body = b'{"model": "auto", "messages": [{"role": "user", "content": "hi"}]}'
+    with connect(srv) as sock:
+        sock.sendall(HEAD + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        first = b""
+        while b"\r\n\r\n" not in first:
+            first += sock.recv(65536)
+        assert first.startswith(b"HTTP/1.1 200")
+        time.sleep(limits.header_timeout_s * 0.6)  # into the timer the connection's opening armed
+        sock.sendall(HEAD[:30])
+        started = time.monotonic()
+        reply = read_until_closed(sock)
+        waited = time.monotonic() - started
+    status, error = status_and_error(reply[reply.index(b"HTTP/1.1 408"):])
+    assert status == 408 and error["code"] == "request_timeout"
+    assert waited >= limits.header_timeout_s * 0.9  # its own timeout, not what was left of the first's
+
+
 def test_a_silent_connection_is_dropped_too(limited):
     srv, _ = limited
     with connect(srv) as sock:

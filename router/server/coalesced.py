@@ -53,6 +53,11 @@ class CoalescedWrites:
         self._held = []
         self._transport.abort()
 
+    def is_closing(self) -> bool:
+        # Asked once per response: spelled out, as a miss that reaches __getattr__ first raises
+        # and catches an AttributeError.
+        return self._transport.is_closing()
+
     def get_write_buffer_size(self) -> int:
         return self._transport.get_write_buffer_size() + sum(map(len, self._held))
 

@@ -57,6 +57,7 @@ class _GuardedHttp(HttpToolsProtocol):
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self._head_timer: asyncio.TimerHandle | None = None
+        self._head_since: float | None = None  # loop time the current head began; None between heads
         self._head_bytes = 0  # bytes of the current request head seen so far
         self._in_head = True  # between a request's first byte and its headers' end
         self._tail = b""  # the last bytes of the head so far, to find "\r\n\r\n" across reads
@@ -75,23 +76,40 @@ class _GuardedHttp(HttpToolsProtocol):
         self._arm_head_timer()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm_head_timer()
+        self._cancel_head_timer()
         if self.transport is not None:  # None when refused in connection_made
             super().connection_lost(exc)
 
     # -- the request head -------------------------------------------------------------------
 
+    # One timer per connection, not one per request: a head that ends only clears `_head_since`,
+    # and the timer, when it fires, checks the head in progress (if any) and waits on for it.
+    # On a keep-alive connection that is one timer every header_timeout_s rather than a timer
+    # made and cancelled for every request.
+
     def _arm_head_timer(self) -> None:
+        if self._head_since is None:  # a head already in progress (since the connection opened) keeps its start
+            self._head_since = self.loop.time()
         if self._head_timer is None:
-            self._head_timer = self.loop.call_later(self.limits.header_timeout_s, self._head_too_slow)
+            self._head_timer = self.loop.call_at(self._head_since + self.limits.header_timeout_s, self._check_head)
 
     def _disarm_head_timer(self) -> None:
+        self._head_since = None
+
+    def _cancel_head_timer(self) -> None:
+        self._head_since = None
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None
 
-    def _head_too_slow(self) -> None:
+    def _check_head(self) -> None:
         self._head_timer = None
+        if self._head_since is None:
+            return  # between requests: the next head arms it again
+        due = self._head_since + self.limits.header_timeout_s
+        if self.loop.time() < due:
+            self._head_timer = self.loop.call_at(due, self._check_head)
+            return
         self._refuse(408, f"the request head did not arrive within {self.limits.header_timeout_s:g} s "
                           "(route serve --header-timeout)", "request_timeout")
 
@@ -103,7 +121,7 @@ class _GuardedHttp(HttpToolsProtocol):
         if self.transport.is_closing() or self._discarding:
             return
         self._discarding = True
-        self._disarm_head_timer()
+        self._cancel_head_timer()
         self.transport.write(_refusal(status, message, code))
         _hang_up(self.transport, self.loop)
 

@@ -79,9 +79,10 @@ class LiveRequest:
         return self.decision.crossings
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Sample:
-    """One call to one backend (routed, consortium member or arbiter)."""
+    """One call to one backend (routed, consortium member or arbiter). Not frozen, as
+    LiveRequest: one is built per call, and nothing changes it once built."""
 
     ts: float
     ok: bool
@@ -119,7 +120,9 @@ def _cut(text: str) -> str:
 
 
 def _failures(errors: Any) -> tuple[tuple[str, str, str], ...]:
-    return tuple((str(getattr(e, "backend", "") or "-"), type(e).__name__, _cut(str(e))) for e in errors or ())
+    if not errors:  # most requests: no generator to start
+        return ()
+    return tuple((str(getattr(e, "backend", "") or "-"), type(e).__name__, _cut(str(e))) for e in errors)
 
 
 class LiveView:
