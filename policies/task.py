@@ -30,7 +30,7 @@ is the one full pass, made only when asked for.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from backends.types import Message, content_text
@@ -72,6 +72,13 @@ class Task:
     harness_only: bool = False
     tools: Any = field(default=None, repr=False, compare=False)  # the request's tool schemas
     conversation: list[Message] = field(default_factory=list, repr=False, compare=False)  # as given
+    kept: bool = field(default=True, compare=False)  # whether `conversation` is still held
+
+    def forgotten(self) -> Task:
+        """This task without the conversation it was read from (what a list of past requests
+        keeps: an agent's conversation is often hundreds of kilobytes); what was set aside is
+        then unknown, not empty."""
+        return replace(self, conversation=[], tools=None, kept=False)
 
     @property
     def set_aside(self) -> tuple[Aside, ...]:
@@ -91,7 +98,7 @@ class Task:
     def explain(self) -> dict[str, Any]:
         """What was scored and what was set aside, for `--explain` and the web view."""
         return {"scored_chars": len(self.latest), "first_chars": len(self.first),
-                "set_aside": self.set_aside_chars(), "harness_only": self.harness_only}
+                "set_aside": self.set_aside_chars() if self.kept else None, "harness_only": self.harness_only}
 
     def describe(self) -> str:
         """The same in a line: "scored 2 characters of the user's words; set aside: system 6649,
@@ -99,6 +106,8 @@ class Task:
         scored = (f"scored the latest user turn whole ({len(self.latest)} characters): no words of the user's "
                   "found outside the client's harness" if self.harness_only
                   else f"scored {len(self.latest)} characters of the user's words")
+        if not self.kept:
+            return f"{scored}; what was set aside is no longer kept"
         aside = ", ".join(f"{kind} {n}" for kind, n in self.set_aside_chars().items())
         return f"{scored}; set aside: {aside}" if aside else scored
 

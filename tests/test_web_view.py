@@ -254,6 +254,27 @@ def test_a_request_in_full_comes_from_the_log_with_its_prompt_and_answer(server,
 
 
 @pytest.mark.integration
+def test_only_the_newest_requests_keep_their_conversation_for_what_was_set_aside(server, sim):
+    """An agent's conversation is often hundreds of kilobytes: 500 of them held for the list is
+    what made `route serve` grow past 200 MiB. The newest 32 keep theirs for the detail's figures."""
+    system = "You are a coding agent. Follow the repository's rules. " * 2000  # ~110 KB of harness
+    def ask(n: int) -> str:  # over the length scorer's 200 characters: the high tier, no rate limit
+        return (f"rename variable {n} in every module that uses it and update its tests and docs " * 3).strip()
+
+    for n in range(40):
+        body = {"model": "auto", "messages": [{"role": "system", "content": system},
+                                              {"role": "user", "content": ask(n)}]}
+        assert _post(server, ALICE, "/v1/chat/completions", body).status_code == 200
+    client = _signed_in(server)
+    newest = client.get("/ui/api/request", params={"seq": 40}).json()["decision"]["task"]
+    oldest = client.get("/ui/api/request", params={"seq": 1}).json()["decision"]["task"]
+    assert newest["set_aside"]["system"] == len(system) and newest["scored_chars"] == len(ask(39))
+    assert oldest["set_aside"] is None and oldest["scored_chars"] == len(ask(0))
+    held = [e.decision.task for e in server.app.state.live_view.requests]
+    assert sum(task.kept for task in held) == 32 and not any(task.conversation for task in held[:8])
+
+
+@pytest.mark.integration
 def test_upstream_errors_echoing_a_secret_are_redacted_in_the_view(server, sim):
     sim.set_faults("m-small", ["echo-key"])
     assert _chat(server, ALICE, "small", "leak?").status_code >= 400

@@ -18,7 +18,7 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from backends.types import Price, Usage
@@ -35,6 +35,9 @@ __all__ = ["BUCKET_S", "HOUR_S", "LiveRequest", "LiveView", "Sample", "slim_trac
 HOUR_S = 3600
 BUCKET_S = 10  # spend is kept per 10 s, so a chart of the last few minutes has bars to show too
 _REQUESTS = 500  # requests kept for the live list (the page shows the newest 200)
+# Requests that keep their whole conversation, for what their detail says was set aside; older
+# ones keep their decision without it, so memory does not grow with 500 agents' conversations.
+_CONVERSATIONS = 32
 _TRACES = 40  # consortium runs kept for the timelines
 _SAMPLES = 200  # calls kept per backend for the observed latency
 _MESSAGE_CHARS = 300
@@ -146,6 +149,7 @@ class LiveView:
         self.seq += 1
         entry = self._entry(outcome, protocol, key)
         self.requests.append(entry)
+        self._forget_conversation()
         if entry.trace is not None:
             self.traces.append(entry)
         self._count(entry)
@@ -183,6 +187,14 @@ class LiveView:
         """(start in unix seconds, figures) of each bucket of the last hour that saw a request, oldest first."""
         now = int(self.clock() // BUCKET_S)
         return sorted((b * BUCKET_S, f) for b, f in self.buckets.items() if (now - b) * BUCKET_S < HOUR_S)
+
+    def _forget_conversation(self) -> None:
+        if len(self.requests) <= _CONVERSATIONS:
+            return
+        older = self.requests[-_CONVERSATIONS - 1]
+        task = older.decision.task
+        if task is not None and task.kept:
+            older.decision = replace(older.decision, task=task.forgotten())
 
     # -- building -------------------------------------------------------------------------
 
