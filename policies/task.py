@@ -73,12 +73,17 @@ class Task:
     tools: Any = field(default=None, repr=False, compare=False)  # the request's tool schemas
     conversation: list[Message] = field(default_factory=list, repr=False, compare=False)  # as given
     kept: bool = field(default=True, compare=False)  # whether `conversation` is still held
+    chars: tuple[int, int] | None = field(default=None, compare=False)  # (first, latest) when forgotten
 
     def forgotten(self) -> Task:
-        """This task without the conversation it was read from (what a list of past requests
-        keeps: an agent's conversation is often hundreds of kilobytes); what was set aside is
-        then unknown, not empty."""
-        return replace(self, conversation=[], tools=None, kept=False)
+        """This task without the texts it was read from, their lengths kept (what a list of past
+        requests holds: an agent's conversation is often hundreds of kilobytes); what was set
+        aside is then unknown, not empty."""
+        return replace(self, first="", latest="", messages=[], conversation=[], tools=None, kept=False,
+                       chars=self.chars or (len(self.first), len(self.latest)))
+
+    def _lengths(self) -> tuple[int, int]:
+        return self.chars or (len(self.first), len(self.latest))
 
     @property
     def set_aside(self) -> tuple[Aside, ...]:
@@ -97,15 +102,17 @@ class Task:
 
     def explain(self) -> dict[str, Any]:
         """What was scored and what was set aside, for `--explain` and the web view."""
-        return {"scored_chars": len(self.latest), "first_chars": len(self.first),
+        first, latest = self._lengths()
+        return {"scored_chars": latest, "first_chars": first,
                 "set_aside": self.set_aside_chars() if self.kept else None, "harness_only": self.harness_only}
 
     def describe(self) -> str:
         """The same in a line: "scored 2 characters of the user's words; set aside: system 6649,
         format_rules 3058, files 326"."""
-        scored = (f"scored the latest user turn whole ({len(self.latest)} characters): no words of the user's "
+        latest = self._lengths()[1]
+        scored = (f"scored the latest user turn whole ({latest} characters): no words of the user's "
                   "found outside the client's harness" if self.harness_only
-                  else f"scored {len(self.latest)} characters of the user's words")
+                  else f"scored {latest} characters of the user's words")
         if not self.kept:
             return f"{scored}; what was set aside is no longer kept"
         aside = ", ".join(f"{kind} {n}" for kind, n in self.set_aside_chars().items())

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from backends.errors import BackendError
@@ -83,6 +83,13 @@ class Decision:
     def downgrade(self) -> Downgrade | None:
         """The planned downgrade: the first candidate is from a weaker tier."""
         return self.downgrade_to(self.chosen) if self.plan.downgrade is not None else None
+
+    def without_texts(self) -> Decision:
+        """This decision without the conversation's texts (what a list of past requests keeps):
+        the task's lengths, the session's digests and counts stay."""
+        task = self.task.forgotten() if self.task is not None else None
+        session = self.session.without_texts() if self.session is not None else None
+        return replace(self, task=task, session=session)
 
     def as_dict(self, *, task: bool = False) -> dict[str, Any]:
         """The decision as `--json`, the log and the web view show it; `task` adds what was

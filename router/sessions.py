@@ -196,6 +196,10 @@ class SessionPlan:
     digest: str = ""  # of this call's conversation: the same one sent again after its answer is a signal
     task: Task | None = None  # what the conversation asks, read from its harness
 
+    def without_texts(self) -> SessionPlan:
+        """This plan without the conversation's words (digests and counts stay)."""
+        return dataclasses.replace(self, turn=dataclasses.replace(self.turn, text="", first=""), task=None)
+
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.label or self.key, "tier_index": self.index, "why": self.why,
                                "kept": self.sticky, "calls_before": self.state.calls if self.state else 0}

@@ -270,8 +270,11 @@ def test_only_the_newest_requests_keep_their_conversation_for_what_was_set_aside
     oldest = client.get("/ui/api/request", params={"seq": 1}).json()["decision"]["task"]
     assert newest["set_aside"]["system"] == len(system) and newest["scored_chars"] == len(ask(39))
     assert oldest["set_aside"] is None and oldest["scored_chars"] == len(ask(0))
-    held = [e.decision.task for e in server.app.state.live_view.requests]
-    assert sum(task.kept for task in held) == 32 and not any(task.conversation for task in held[:8])
+    held = [e.decision for e in server.app.state.live_view.requests]
+    assert sum(d.task.kept for d in held) == 32
+    words = [(d.task.first, d.task.latest, d.task.conversation, d.session.turn.text, d.session.turn.first, d.session.task)
+             for d in held[:8]]
+    assert not any(any(w) for w in words), "an old request's decision still holds its conversation's texts"
 
 
 @pytest.mark.integration

@@ -18,7 +18,7 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from backends.types import Price, Usage
@@ -35,8 +35,9 @@ __all__ = ["BUCKET_S", "HOUR_S", "LiveRequest", "LiveView", "Sample", "slim_trac
 HOUR_S = 3600
 BUCKET_S = 10  # spend is kept per 10 s, so a chart of the last few minutes has bars to show too
 _REQUESTS = 500  # requests kept for the live list (the page shows the newest 200)
-# Requests that keep their whole conversation, for what their detail says was set aside; older
-# ones keep their decision without it, so memory does not grow with 500 agents' conversations.
+# Requests that keep their conversation's texts, for what their detail says was set aside; older
+# ones keep their decision without them, so memory does not grow with 500 agents' conversations
+# (the prompt and answer of any request come from the request log).
 _CONVERSATIONS = 32
 _TRACES = 40  # consortium runs kept for the timelines
 _SAMPLES = 200  # calls kept per backend for the observed latency
@@ -189,12 +190,10 @@ class LiveView:
         return sorted((b * BUCKET_S, f) for b, f in self.buckets.items() if (now - b) * BUCKET_S < HOUR_S)
 
     def _forget_conversation(self) -> None:
-        if len(self.requests) <= _CONVERSATIONS:
-            return
-        older = self.requests[-_CONVERSATIONS - 1]
-        task = older.decision.task
-        if task is not None and task.kept:
-            older.decision = replace(older.decision, task=task.forgotten())
+        # Each entry passes this position once, on the way from the newest to the oldest.
+        if len(self.requests) > _CONVERSATIONS:
+            older = self.requests[-_CONVERSATIONS - 1]
+            older.decision = older.decision.without_texts()
 
     # -- building -------------------------------------------------------------------------
 
