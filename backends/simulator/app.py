@@ -133,13 +133,14 @@ class _Client:
 
     async def sleep_until(self, offset_s: float) -> bool:
         """Sleep until `offset_s` after the request began; False if the client left first."""
-        delay = self.t0 + offset_s - time.perf_counter()
-        if delay <= 0:
-            return not self.gone
-        self._watch()
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(delay):
-                await self._gone.wait()
+        due = self.t0 + offset_s
+        # A loop's timer may fire a little before its time (uvloop keeps a cached, millisecond
+        # clock), and a profile's schedule is a promise of "never sooner": sleep out the rest.
+        while (delay := due - time.perf_counter()) > 0 and not self.gone:
+            self._watch()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(delay):
+                    await self._gone.wait()
         return not self.gone
 
     async def wait_gone(self) -> None:
