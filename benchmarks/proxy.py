@@ -170,8 +170,8 @@ def _open_loop(url: str, rate: float, seconds: float, body: str, env: dict, cpus
     return json.loads(out.strip().splitlines()[-1])
 
 
-def _body(api: str, model: str, stream: bool) -> str:
-    return json.dumps({"model": model, "max_tokens": 16, "stream": stream,
+def _body(api: str, model: str, stream: bool, tokens: int = 16) -> str:
+    return json.dumps({"model": model, "max_tokens": tokens, "stream": stream,
                        "messages": [{"role": "user", "content": "Say something short."}]})
 
 

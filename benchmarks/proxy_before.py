@@ -76,12 +76,13 @@ def earlier_checkout(given: str | Path) -> Path | None:
     return None
 
 
-def simulated_upstream(tmp: Path, env: dict) -> tuple[subprocess.Popen, Path]:
-    """The SIMULATED server (its own process, 16 tokens at once), ready, and a config of one
-    backend on it, written in `tmp`. Stop the process when done."""
+def simulated_upstream(tmp: Path, env: dict, tokens: int = 16) -> tuple[subprocess.Popen, Path]:
+    """The SIMULATED server (its own process, `tokens` tokens at once), ready, and a config of
+    one backend on it, written in `tmp`. Stop the process when done."""
     port = _free_port()
+    profiles = {"bench": {**PROFILE["bench"], "answer_tokens": tokens}}
     sim = subprocess.Popen([sys.executable, "-c", f"from backends.simulator import serve; serve(port={port}, "
-                            f"profiles={PROFILE!r})"], env=env, stdout=(tmp / "sim.log").open("w"),
+                            f"profiles={profiles!r})"], env=env, stdout=(tmp / "sim.log").open("w"),
                            stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
     try:
         _wait_ready(f"http://127.0.0.1:{port}/healthz", sim, 30, tmp / "sim.log")

@@ -1,9 +1,9 @@
 """Instructions `route serve` executes per request, counted by valgrind: a figure a busy box does
 not move, for before/after comparisons that wall and CPU time on a shared machine cannot settle.
 
-    python benchmarks/request_cost.py [--base DIR] [--quiet] [--stream] [--requests 500]
+    python benchmarks/request_cost.py [--base DIR] [--quiet] [--stream] [--tokens 16] [--requests 500]
 
-One SIMULATED OpenAI-compatible server (its own process, 16 tokens at once) answers; in front
+One SIMULATED OpenAI-compatible server (its own process, `--tokens` tokens at once) answers; in front
 of it `route serve` runs under `valgrind --tool=callgrind` as a user starts it (request log and
 access log on; `--quiet`: no access log; `--stream`: each answer streamed). A client sends a warm-up of 20 requests, then 100 in
 one run and 100 + `--requests` in another, `--concurrency` (16) at a time; the difference of the two runs'
@@ -39,9 +39,9 @@ FIRST = 100  # requests in the shorter run
 WARM = 20
 
 
-async def _send(url: str, count: int, key: str, concurrency: int, stream: bool) -> int:
+async def _send(url: str, count: int, key: str, concurrency: int, stream: bool, tokens: int) -> int:
     """`count` requests, `concurrency` at a time; the number that failed."""
-    body = _body("chat", "auto", stream)
+    body = _body("chat", "auto", stream, tokens)
     headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
     failed, left = 0, count
     async with httpx.AsyncClient(timeout=600, limits=httpx.Limits(max_connections=concurrency)) as client:
@@ -69,8 +69,8 @@ def _count(code: Path, config: Path, requests: int, args, env: dict, tmp: Path) 
     try:
         _wait_ready(f"http://127.0.0.1:{port}/healthz", proc, 600, log)
         url = f"http://127.0.0.1:{port}/v1/chat/completions"
-        failed = (asyncio.run(_send(url, WARM, env["BENCH_KEY"], args.concurrency, args.stream))
-                  + asyncio.run(_send(url, requests, env["BENCH_KEY"], args.concurrency, args.stream)))
+        failed = (asyncio.run(_send(url, WARM, env["BENCH_KEY"], args.concurrency, args.stream, args.tokens))
+                  + asyncio.run(_send(url, requests, env["BENCH_KEY"], args.concurrency, args.stream, args.tokens)))
         if failed:
             raise RuntimeError(f"{failed} requests failed: see {log}")
         proc.send_signal(signal.SIGTERM)
@@ -95,7 +95,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", type=Path, help="an earlier checkout to count beside this one")
     parser.add_argument("--quiet", action="store_true", help="route serve --quiet: no access log")
-    parser.add_argument("--stream", action="store_true", help="streamed answers (16 tokens each) instead of plain ones")
+    parser.add_argument("--stream", action="store_true", help="streamed answers instead of plain ones")
+    parser.add_argument("--tokens", type=int, default=16, help="tokens an answer has (1000: a long stream's per-token cost)")
     parser.add_argument("--requests", type=int, default=500, help="the requests the longer run adds")
     parser.add_argument("--concurrency", type=int, default=16, help="requests in flight at once")
     args = parser.parse_args()
@@ -111,7 +112,7 @@ def main() -> int:
         codes["base"] = base
     tmp = Path(tempfile.mkdtemp(prefix="route-request-cost-"))
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "BENCH_KEY": "sk-" + secrets.token_hex(24)}
-    sim, config = simulated_upstream(tmp, env)
+    sim, config = simulated_upstream(tmp, env, args.tokens)
     try:
         with ThreadPoolExecutor(len(codes)) as pool:
             futures = {name: pool.submit(_per_request, code, config, args, env, tmp) for name, code in codes.items()}
@@ -119,7 +120,7 @@ def main() -> int:
     finally:
         _stop(sim)
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"SIMULATED backend, own process: 16 tokens at once; {'streamed' if args.stream else 'plain'} chat completions, {args.concurrency} at a time; "
+    print(f"SIMULATED backend, own process: {args.tokens} tokens at once; {'streamed' if args.stream else 'plain'} chat completions, {args.concurrency} at a time; "
           "request log on, "
           f"access log {'off' if args.quiet else 'on'}; {args.requests} requests counted")
     for name, code in codes.items():
