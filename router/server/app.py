@@ -37,6 +37,7 @@ from router.server.auth import BearerAuth, KeyAttempts, send_error_for
 from router.server.endpoint import Endpoint, Handler, Plain
 from router.server.errors import ApiError, internal_error
 from router.server.feedback import feedback_handler
+from router.server.heap_trim import HeapTrim, malloc_trim
 from router.server.keys import KeyLimits, record_key_usage
 from router.server.metrics import Metrics
 from router.server.models import ModelNames
@@ -142,10 +143,14 @@ def create_app(router: RouterService, *, api_key: str | None = None, body_limit_
     if handlers is None:
         served["/v1/feedback"] = feedback_handler(router)
     endpoint = Endpoint(router, metrics, names, served, body_limit_bytes=body_limit_bytes, body_timeout_s=body_timeout_s)
+    heap = HeapTrim(malloc_trim())
+    router.add_request_observer(heap.saw)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
+        trimming = asyncio.create_task(heap.run())
         yield
+        trimming.cancel()
         if close_router:
             await router.aclose()
         log = getattr(router, "request_log", None)
@@ -168,6 +173,7 @@ def create_app(router: RouterService, *, api_key: str | None = None, body_limit_
         mount_ui(app, router, tokens, attempts, body_timeout_s=body_timeout_s)
     app.state.metrics = metrics
     app.state.router = router
+    app.state.heap = heap
     return app
 
 
