@@ -6,9 +6,11 @@
 
 The cooldown is how long an open backend is passed over while others can answer. A request
 with nothing else left may still probe it sooner, as a last resort (`probe_in`, `claim_probe`):
-after `probe_initial_s`, doubling with each failure in a row, never later than the cooldown.
-So a client retrying against a dead upstream costs at most one upstream call per request, at a
-pace the router chooses, and is never kept waiting out a cooldown nobody else needed.
+after `probe_initial_s`, doubling with each failure in a row up to `probe_max_s` (never later
+than the cooldown). So a client retrying against a dead upstream costs at most one upstream call
+per request, at a pace the router chooses, and is never kept waiting out a cooldown nobody else
+needed; the pace stays short because it is what a 503 tells clients to wait (Retry-After), and
+clients that honour it (Codex) would otherwise take longer to show an error than going direct.
 
 The clock is injected (seconds, monotonic) so tests step time by hand; no threads, no I/O.
 A board's `on_change(name, state)` hears of every transition this process's own calls cause
@@ -33,6 +35,7 @@ class BreakerSettings:
     failure_threshold: int = 3
     cooldown_s: float = 30.0
     probe_initial_s: float = 0.25  # the first last-resort probe's wait after the breaker opens
+    probe_max_s: float = 0.5  # the longest wait between last-resort probes
 
 
 class CircuitBreaker:
@@ -90,7 +93,8 @@ class CircuitBreaker:
     def _probe_spacing(self) -> float:
         settings = self.settings
         doublings = min(max(0, self._failures - settings.failure_threshold), 30)  # 2**30 s: past any cooldown
-        return min(settings.probe_initial_s * 2 ** doublings, settings.cooldown_s)
+        return min(settings.probe_initial_s * 2 ** doublings, max(settings.probe_initial_s, settings.probe_max_s),
+                   settings.cooldown_s)
 
     def claim_probe(self) -> bool:
         """Claim the probe slot for a last-resort call, when one is due (`probe_in` is 0)."""

@@ -185,14 +185,16 @@ class TierConfig(_Strict):
 
 class BreakerConfig(_Strict):
     """Per-backend circuit breaker: open after `failures` in a row, probe again after the cooldown.
-    A request with no other backend left probes sooner (`probe_ms`, doubling per failure, at most
-    the cooldown; policies/breaker.py)."""
+    A request with no other backend left probes sooner (`probe_ms`, doubling per failure up to
+    `probe_max_ms`, at most the cooldown; policies/breaker.py). A 503 tells clients that pace."""
 
     failures: int = Field(3, ge=1, description="failures in a row that open the breaker")
     cooldown_ms: float = Field(30_000, gt=0, description="how long it stays open; then one probe is let through")
     probe_ms: float = Field(250, gt=0, description="with no other backend left, a request may probe an open "
                             "breaker's backend this long after it opened; doubling with each failure, at most "
-                            "cooldown_ms")
+                            "probe_max_ms")
+    probe_max_ms: float = Field(500, gt=0, description="the longest wait between those probes, and so the "
+                                "longest Retry-After a 503 from a dead upstream says; at most cooldown_ms")
 
 
 class RetryBudgetConfig(_Strict):

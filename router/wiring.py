@@ -102,7 +102,7 @@ def wire(loaded: LoadedConfig, *, backends: Mapping[str, Backend] | None = None,
     table = BackendTable(config, backends)
     settings = config.routing.breaker
     breakers = BreakerBoard(time.monotonic, BreakerSettings(settings.failures, settings.cooldown_ms / 1000,
-                                                            settings.probe_ms / 1000))
+                                                            settings.probe_ms / 1000, settings.probe_max_ms / 1000))
     redactor = Redactor.for_config(config)  # every string that leaves the process is scrubbed of secrets
     rate_limits = rate_limits or _rate_limits(loaded)
     budget = config.routing.retry_budget

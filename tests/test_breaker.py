@@ -121,3 +121,27 @@ def test_hold_open_applies_a_verdict_from_elsewhere_without_shortening_its_own()
     assert b.state == "half-open" and b.allow() and not b.allow()
     b.reset()
     assert b.state == "closed" and b.remaining_s() == 0
+
+
+def test_last_resort_probes_come_no_further_apart_than_probe_max():
+    """What a 503 tells a client to wait is the next probe (router/server/errors.py): it doubles
+    from probe_initial_s after each failed probe, but stops at probe_max_s, so the wait stays
+    short however long the upstream stays dead."""
+    clock = Clock()
+    b = CircuitBreaker(BreakerSettings(3, cooldown_s=30.0, probe_initial_s=0.25, probe_max_s=0.5), clock)
+    for _ in range(3):
+        b.record_failure()
+    spacings = []
+    for _ in range(8):  # every probe fails
+        spacings.append(b.probe_in())
+        clock.now += b.probe_in() or 0.0
+        assert b.claim_probe()
+        b.record_failure()
+    assert spacings == [0.25] + [0.5] * 7
+
+
+def test_a_probe_pace_set_longer_than_the_cap_is_kept():
+    clock = Clock()
+    b = CircuitBreaker(BreakerSettings(1, cooldown_s=60.0, probe_initial_s=5.0, probe_max_s=0.5), clock)
+    b.record_failure()
+    assert b.probe_in() == 5.0

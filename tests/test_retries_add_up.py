@@ -10,6 +10,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -39,8 +40,8 @@ def test_a_client_retrying_30_times_against_a_dead_upstream_costs_one_call_per_r
     server leaves a backend not yet heard answering to its client's own retries (one call per
     request, as going direct), its breaker opens after three, and until its next probe is due
     (a minute here) the other 27 are answered 503 at once, calling nothing. Every 503 says when
-    to ask again: never later than half a second (router/server/errors.py), so a client that
-    honours Retry-After shows its user the error no later than going direct would."""
+    to ask again, as the router knows it: now while the breaker is closed, then the probe a
+    minute away (this test's pace; the default pace is the next test's)."""
     sim.update_profile("dead-m", fault="500")
     config = _config(sim, dead=("dead-m", None))
     config["routing"]["breaker"]["probe_ms"] = 60_000
@@ -57,7 +58,33 @@ def test_a_client_retrying_30_times_against_a_dead_upstream_costs_one_call_per_r
     assert sim.stats("dead-m")["requests"] == 3
     assert set(statuses) == {503}
     assert waits[:2] == [("0", "0")] * 2  # the breaker still closed: ask again now
-    assert set(waits[2:]) == {("0", "500")}  # the third opened it, its probe a minute away: in half a second
+    for seconds, ms in waits[2:]:  # the third opened it: its probe a minute away, counting down
+        assert 59_000 < int(ms) <= 60_000 and 0 <= int(ms) - 1000 * int(seconds) <= 1000, waits  # floor and ceil
+
+
+def test_a_client_that_waits_what_a_503_says_reaches_the_upstream_each_time(sim):
+    """Retry-After is true, not a number picked to hurry clients: with the default probe pace
+    (0.25 s, doubling to 0.5 s), each 503 from a dead upstream asks for at most half a second,
+    and a client back after that long is answered by a call to the upstream, not by the breaker."""
+    sim.update_profile("dead-m", fault="500")
+    router = Router(load_config(_config(sim, dead=("dead-m", None))), source="server")
+    with RouteServer(router) as srv, httpx.Client(base_url=srv.base_url, timeout=30) as client:
+        body = {"model": "auto", "messages": [{"role": "user", "content": "hi"}]}
+        for _ in range(3):  # the breaker opens on the third
+            assert client.post("/chat/completions", json=body).status_code == 503
+        waits = []
+        for _ in range(6):
+            failed = client.post("/chat/completions", json=body)
+            answered_at = time.monotonic()
+            assert failed.status_code == 503
+            wait_s = int(failed.headers["retry-after-ms"]) / 1000
+            waits.append(wait_s)
+            calls = sim.stats("dead-m")["requests"]
+            while time.monotonic() < answered_at + wait_s:  # never sooner, even where a timer fires early
+                time.sleep(answered_at + wait_s - time.monotonic())
+            assert client.post("/chat/completions", json=body).status_code == 503
+            assert sim.stats("dead-m")["requests"] == calls + 1, f"told to wait {wait_s} s, then not called"
+    assert all(0 < wait <= 0.5 for wait in waits), waits
 
 
 def test_the_first_request_to_three_dead_backends_costs_one_call_each(sim):

@@ -4,13 +4,14 @@ writes it in its own shape), and the one rule that maps a routing failure to a s
 Whose fault a failure was (backends/faults.py) decides first: the request's is a 400 naming the
 field, whatever else failed beside it (the client can fix it; a retry cannot).
 
-Every 503 says when to ask again: the soonest any candidate may be called (0 while a breaker is
-closed; an open one's next probe, policies/breaker.py), but never more than half a second. The
-router's probes keep a dead upstream to one call per probe whatever clients do, so a longer wait
-would only hold back the error a client is about to show its user (Codex honours Retry-After:
-told 29 s, it took 433 s to give up where going direct takes 24 s), or an answer once a probe
-finds the upstream back. `retry-after-ms` is exact (OpenAI's and Anthropic's SDKs and the AI
-SDK read it first); `Retry-After` whole seconds, rounded down: "0".
+Every 503 says when to ask again, as the router knows it: the soonest any candidate may be
+called (0 while a breaker is closed; with every one open, the next last-resort probe, which
+comes at most `routing.breaker.probe_max_ms` apart, policies/breaker.py). The probes keep a dead
+upstream to one call per probe whatever clients do, and their pace is short because clients wait
+what they are told (Codex honours Retry-After: told the 29 s of a cooldown, it took 433 s to give
+up where going direct takes 24 s). `retry-after-ms` is exact (OpenAI's and Anthropic's SDKs and
+the AI SDK read it first); `Retry-After` is whole seconds, rounded down, so a sub-second wait
+reads "0": a client back sooner than the exact wait gets a 503 that costs no upstream call.
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ def internal_error(exc: BaseException) -> ApiError:
     return ApiError(500, f"internal error: {type(exc).__name__}", kind="server_error", code="internal_error")
 
 
-# The longest a 503 asks a client to wait (seconds); also the wait when nothing says when.
+# A 503's wait (seconds) when nothing the router knows says when (a full connection table).
 ASK_AGAIN_S = 0.5
 
 
@@ -128,12 +129,12 @@ def _retry_after(errors: list[BaseException], soonest_s: float | None, status: i
     """When to come back. A 429: the rate limits' wait, whole seconds rounded up (a client that
     waits exactly that long finds room), when they said. A 503, always (the module docstring):
     the soonest any candidate may be called again, as the router worked it out (`soonest_s`),
-    else what the failures say, at most ASK_AGAIN_S."""
+    else what the failures say, else ASK_AGAIN_S."""
     waits = [e.retry_after for e in errors if isinstance(e, RateLimited | BreakerOpen) and e.retry_after is not None]
     if status == 429:
         return {"retry-after": f"{max(1, math.ceil(min(waits) - 1e-9))}"} if waits else None
     if status != 503:
         return None
     known = soonest_s if soonest_s is not None else (min(waits) if waits else ASK_AGAIN_S)
-    wait = min(max(0.0, known), ASK_AGAIN_S)
+    wait = max(0.0, known)
     return {"retry-after": f"{math.floor(wait)}", "retry-after-ms": f"{math.ceil(wait * 1000)}"}
