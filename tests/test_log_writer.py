@@ -3,6 +3,8 @@ what it keeps, in what order, and how many it drops for room."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from router.store.health import StoreError
@@ -50,3 +52,34 @@ def test_a_record_put_at_the_limit_drops_the_oldest_one():
     for i in range(4):
         writer.put(_Row(f"r{i}"))
     assert writer.pending == 3 and writer.dropped == 1
+
+
+class _Destination:
+    """A working destination that says when rows arrive."""
+
+    def __init__(self):
+        self.rows: list[tuple] = []
+        self.arrived = threading.Event()
+
+    def log_rows(self, rows: list[tuple]) -> list[tuple[int, Exception]]:
+        self.rows += rows
+        self.arrived.set()
+        return []
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_burst_of_records_is_written_before_the_writers_interval():
+    """What waits in the queue is memory (each record holds its request's decision): a burst of
+    256 records wakes the writer at once. It woke at 1,000, and under load the queue held
+    2,700 records."""
+    destination = _Destination()
+    writer = Writer("test destination", lambda: destination)
+    writer.interval_s = 3600.0  # it would not look by itself within the test
+    for i in range(255):
+        writer.put(_Row(f"r{i}"))
+    assert not destination.arrived.wait(0.2)  # fewer than a burst: left for the interval
+    writer.put(_Row("r255"))
+    assert destination.arrived.wait(60), "a burst did not wake the writer"
+    assert writer.flush(timeout_s=60) and len(destination.rows) == 256

@@ -4,11 +4,13 @@ server), written off the caller's thread; content optional; never a key."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import multiprocessing
 import os
 import sqlite3
 import time
+import weakref
 
 import pytest
 
@@ -328,3 +330,29 @@ def test_a_forked_worker_writes_through_the_log_it_inherited(tmp_path):
     assert os.waitstatus_to_exitcode(status) == 0
     assert log.flush()
     assert sorted(r["prompt"] for r in Store(tmp_path / "f.db").recent(10)) == ["child", "parent"]
+
+
+class _Conversation(list):
+    """A message list that can be watched for being let go (a plain list cannot)."""
+
+
+@pytest.mark.integration
+def test_a_record_waiting_for_the_writer_does_not_hold_the_conversation(tmp_path, sim):
+    """Records wait for the writer thread, hundreds of them under load; the decision's task holds
+    the conversation as the client sent it (an agent's is often hundreds of kilobytes), and the
+    record does not show it: a queued record holds the decision without its task."""
+    router = Router(load_config({**_config(sim), "log": {"enabled": False}}))
+    conversation = _Conversation([{"role": "user", "content": "Refactor the parser. " * 500}])
+    made = router.decide(conversation)
+    assert made.task is not None and made.task.conversation is conversation
+    log = RequestLog(str(tmp_path / "route.db"))
+    log._writer.interval_s = 3600.0  # the record stays queued while the test looks
+    log.observe(Outcome(made, conversation, "server", 0.1, error=RuntimeError("x")))
+    watched = weakref.ref(conversation)
+    del made, conversation
+    gc.collect()
+    assert log._writer.pending == 1
+    assert watched() is None, "a queued log record keeps the whole conversation alive"
+    assert log.flush(timeout_s=60)
+    (row,) = Store(str(tmp_path / "route.db")).recent(10)
+    assert row["decision"]["chosen"] == "fast" and row["prompt"].startswith("Refactor the parser.")

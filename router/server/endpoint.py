@@ -105,7 +105,13 @@ async def send_body(send: Any, status: int, body: bytes, headers: Iterable[tuple
 
 
 class ClientWatch:
-    """Cancels the handler's task when the client disconnects before the answer is complete."""
+    """Cancels the handler's task when the client disconnects before the answer is complete.
+
+    `close` lets go of both tasks: the cancelled watcher keeps its CancelledError, whose
+    traceback holds `_watch`'s frame and so this object; were the tasks still held here, each
+    request would leave a reference cycle (its two tasks, their frames, contexts and the
+    connection's receive) for the cyclic collector, which runs rarely: 1,175 of them, pinning
+    pymalloc arenas, were found in a `route serve` idle after a benchmark."""
 
     __slots__ = ("gone", "done", "_task", "_watcher")
 
@@ -114,19 +120,21 @@ class ClientWatch:
         self.done = False  # set before the last send: a disconnect after it is the normal end
         task = asyncio.current_task()
         assert task is not None  # constructed inside the request handler's task
-        self._task = task
-        self._watcher = asyncio.get_running_loop().create_task(self._watch(receive))
+        self._task: asyncio.Task | None = task
+        self._watcher: asyncio.Task | None = asyncio.get_running_loop().create_task(self._watch(receive))
 
     async def _watch(self, receive: Any) -> None:
         while (await receive())["type"] != "http.disconnect":
             pass
-        if not self.done:
+        if not self.done and self._task is not None:
             self.gone = True
             self._task.cancel()
 
     def close(self) -> None:
         self.done = True
-        self._watcher.cancel()
+        if self._watcher is not None:
+            self._watcher.cancel()
+        self._task = self._watcher = None
 
 
 
