@@ -337,14 +337,16 @@ class _Conversation(list):
 
 
 @pytest.mark.integration
-def test_a_record_waiting_for_the_writer_does_not_hold_the_conversation(tmp_path, sim):
-    """Records wait for the writer thread, hundreds of them under load; the decision's task holds
-    the conversation as the client sent it (an agent's is often hundreds of kilobytes), and the
-    record does not show it: a queued record holds the decision without its task."""
+@pytest.mark.parametrize("session", [None, "auto"])
+def test_a_record_waiting_for_the_writer_does_not_hold_the_conversation(tmp_path, sim, session):
+    """Records wait for the writer thread, hundreds of them under load; the decision's task (and
+    a session plan's) holds the conversation as the client sent it (an agent's is often hundreds
+    of kilobytes), and the record does not show it: a queued record holds neither."""
     router = Router(load_config({**_config(sim), "log": {"enabled": False}}))
     conversation = _Conversation([{"role": "user", "content": "Refactor the parser. " * 500}])
-    made = router.decide(conversation)
+    made = router.decide(conversation, session=session)
     assert made.task is not None and made.task.conversation is conversation
+    assert (made.session is None) == (session is None)
     log = RequestLog(str(tmp_path / "route.db"))
     log._writer.interval_s = 3600.0  # the record stays queued while the test looks
     log.observe(Outcome(made, conversation, "server", 0.1, error=RuntimeError("x")))
@@ -356,3 +358,6 @@ def test_a_record_waiting_for_the_writer_does_not_hold_the_conversation(tmp_path
     assert log.flush(timeout_s=60)
     (row,) = Store(str(tmp_path / "route.db")).recent(10)
     assert row["decision"]["chosen"] == "fast" and row["prompt"].startswith("Refactor the parser.")
+    assert ("session" in row["decision"]) == (session is not None)
+    if session is not None:
+        assert row["decision"]["session"]["tier_index"] == 0 and row["decision"]["session"]["calls_before"] == 0

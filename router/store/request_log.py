@@ -78,17 +78,22 @@ def record_from(outcome: Outcome, *, store_content: bool = True, ended_at: float
 class _Captured:
     """What a record needs from a finished request, taken on the caller's thread: the prompt now
     (the caller may reuse its message list), the decision (frozen) to render later, without its
-    task: the record does not show it, and the task holds the whole conversation as the client
-    sent it. Records wait here for the writer thread, hundreds of them under load; holding 200 KB
-    conversations, they kept `route serve` 70 MB larger after a burst (freed, but in pymalloc
-    arenas pinned by the longer-lived objects allocated beside them)."""
+    task and session plan, which hold the whole conversation as the client sent it (the record
+    shows the session's few fields, taken now). Records wait here for the writer thread, up to
+    hundreds under load; holding agents' 200 KB conversations, they kept `route serve` tens of
+    MB larger after a burst (freed, but in pymalloc arenas pinned by the longer-lived objects
+    allocated beside them)."""
 
     __slots__ = ("decision", "extras", "fields")
 
     def __init__(self, fields: dict[str, Any], decision: Decision, extras: dict[str, Any]):
         self.fields = fields
-        self.decision = decision if decision.task is None else replace(decision, task=None)
-        self.extras = extras  # added to the decision's dict: elapsed_s, fallbacks, downgraded, failures
+        session = decision.session
+        if decision.task is not None or session is not None:
+            decision = replace(decision, task=None, session=None)
+        self.decision = decision
+        # added to the decision's dict: the session, elapsed_s, fallbacks, downgraded, failures
+        self.extras = extras if session is None else {"session": session.as_dict(), **extras}
 
     def _decision_info(self) -> dict[str, Any]:
         return {**self.decision.as_dict(), **self.extras}
