@@ -18,8 +18,11 @@ is the large one), and streams of 10 and 1,000 tokens. For each: requests per se
 (closed loop, `--connections`), and CPU per request: the proxy's processes' CPU seconds
 (/proc, children included) over requests answered. CPU per request does not depend on how
 busy the box is; requests per second does, and is only compared within one repetition's run.
-Prints median [min-max] over the repetitions and the issue-26 verdicts: route's req/s ahead of
-Portkey's in every case, and route's CPU per 1,000-token stream at most half of Portkey's.
+Prints median [min-max] over the repetitions and the verdicts, exiting 1 when one is missed:
+issue 26's (route's req/s ahead of Portkey's in every case, and route's CPU per 1,000-token
+stream at most half of Portkey's) and issue 39's (`route serve` with its access log ahead of
+LiteLLM's proxy in every case, resident memory under 100 MiB at the end of the run, and a
+1,000-token stream at no less than 35% of the simulator's own rate).
 
 Portkey 1.15.2 on Node 20 fails every streamed answer with `TypeError: immutable` (it appends
 headers to the upstream fetch Response's headers, which Node makes immutable, through
@@ -227,7 +230,8 @@ def _spread(values: list[float], fmt: str) -> str:
     return f"{statistics.median(finite):{fmt}} [{min(finite):{fmt}}-{max(finite):{fmt}}]"
 
 
-def _report(peers: list[Peer], args, header: str) -> None:
+def _report(peers: list[Peer], args, header: str) -> bool:
+    """Prints the table and the verdicts; whether every target measured was met."""
     print(header)
     width = 24
     print(f"\n{'case':<26}" + "".join(f"{p.name:>{width}}" for p in peers))
@@ -244,27 +248,50 @@ def _report(peers: list[Peer], args, header: str) -> None:
             print(f"{'':<26}failed requests: " + ", ".join(f"{n} {c}" for n, c in failed.items() if c))
     print(f"{'memory (RSS, MiB)':<26}" + "".join(f"{p.figures.get('rss', float('nan')):>{width}.0f}" for p in peers))
     print("* the simulator's own CPU per request")
-    _verdicts(peers)
+    return _verdicts(peers)
 
 
-def _verdicts(peers: list[Peer]) -> None:
+def _verdicts(peers: list[Peer]) -> bool:
+    """Prints the targets' verdicts (issue 26, then issue 39); whether every one measured was met."""
     by_name = {p.name: p for p in peers}
     portkey = by_name.get("portkey")
+    met = True
+
+    def verdict(ok: bool) -> str:
+        nonlocal met
+        met = met and ok
+        return "met" if ok else "NOT met"
+
     print("\nverdicts (issue 26), medians of the repetitions:")
     if portkey is None:
         print("  Portkey was not measured: no verdict")
-        return
-    for name in ("route", "route --quiet"):
+    for name in ("route", "route --quiet") if portkey is not None else ():
         ours = by_name[name]
         for case in CASES:
             mine = statistics.median(ours.figures[case.name, "rps"])
             theirs = statistics.median(portkey.figures[case.name, "rps"])
             print(f"  {name:<14} {case.name:<16} req/s {mine:7.0f} vs Portkey {theirs:7.0f}: x{mine / theirs:.2f} "
-                  f"({'met' if mine > theirs else 'NOT met'}: ahead)")
+                  f"({verdict(mine > theirs)}: ahead)")
         mine = statistics.median(ours.figures[STREAM_CASE, "cpu_ms"])
         theirs = statistics.median(portkey.figures[STREAM_CASE, "cpu_ms"])
         print(f"  {name:<14} {STREAM_CASE:<16} CPU {mine:.2f} vs Portkey {theirs:.2f} ms/req: x{mine / theirs:.2f} "
-              f"({'met' if mine <= 0.5 * theirs else 'NOT met'}: at most x0.50)")
+              f"({verdict(mine <= 0.5 * theirs)}: at most x0.50)")
+    route = by_name["route"]  # as a user starts it: the access log on
+    print("verdicts (issue 39), `route serve` with its access log:")
+    litellm = by_name.get("litellm")
+    if litellm is None:
+        print("  LiteLLM was not measured: no verdict")
+    for case in CASES if litellm is not None else ():
+        mine = statistics.median(route.figures[case.name, "rps"])
+        theirs = statistics.median(litellm.figures[case.name, "rps"])
+        print(f"  {case.name:<16} req/s {mine:7.0f} vs LiteLLM {theirs:7.0f} ({verdict(mine > theirs)}: ahead)")
+    rss = route.figures["rss"]
+    print(f"  memory {rss:.0f} MiB after the run ({verdict(rss < 100)}: under 100)")
+    mine = statistics.median(route.figures[STREAM_CASE, "rps"])
+    ceiling = statistics.median(by_name["simulator alone"].figures[STREAM_CASE, "rps"])
+    print(f"  {STREAM_CASE}: {mine:.0f} req/s, {mine / ceiling:.0%} of the simulator's own {ceiling:.0f} "
+          f"({verdict(mine >= 0.35 * ceiling)}: at least 35%)")
+    return met
 
 
 def run(args, env: dict, tmp: Path, key: str, litellm: Callable[[], list[str] | str]) -> int:
@@ -302,10 +329,10 @@ def run(args, env: dict, tmp: Path, key: str, litellm: Callable[[], list[str] | 
                   f"{os.getloadavg()[0]:.1f} at end ({time.perf_counter() - started:.0f} s)."
                   + ("\nPortkey was started with a preload that gives it mutable upstream response headers "
                      "(see this module's docstring)." if any(p.name == "portkey" for p in peers) else ""))
-        _report(peers, args, header)
+        met = _report(peers, args, header)
     finally:
         for peer in peers:
             if peer.proc is not None:
                 _stop(peer.proc)
         _stop(sim)
-    return 0
+    return 0 if met else 1
