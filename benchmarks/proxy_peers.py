@@ -265,7 +265,29 @@ def _verdicts(peers: list[Peer]) -> bool:
     print("\nverdicts (issue 26), medians of the repetitions:")
     if portkey is None:
         print("  Portkey was not measured: no verdict")
-    for name in ("route", "route --quiet") if portkey is not None else ():
+    else:
+        _ahead_of_portkey(by_name, portkey, verdict)
+    route = by_name["route"]  # as a user starts it: the access log on
+    print("verdicts (issue 39), `route serve` with its access log:")
+    litellm = by_name.get("litellm")
+    if litellm is None:
+        print("  LiteLLM was not measured: no verdict")
+    else:
+        for case in CASES:
+            mine = statistics.median(route.figures[case.name, "rps"])
+            theirs = statistics.median(litellm.figures[case.name, "rps"])
+            print(f"  {case.name:<16} req/s {mine:7.0f} vs LiteLLM {theirs:7.0f} ({verdict(mine > theirs)}: ahead)")
+    rss = route.figures["rss"]
+    print(f"  memory {rss:.0f} MiB after the run ({verdict(rss < 100)}: under 100)")
+    mine = statistics.median(route.figures[STREAM_CASE, "rps"])
+    ceiling = statistics.median(by_name["simulator alone"].figures[STREAM_CASE, "rps"])
+    print(f"  {STREAM_CASE}: {mine:.0f} req/s, {mine / ceiling:.0%} of the simulator's own {ceiling:.0f} "
+          f"({verdict(mine >= 0.35 * ceiling)}: at least 35%)")
+    return met
+
+
+def _ahead_of_portkey(by_name: dict[str, Peer], portkey: Peer, verdict: Callable[[bool], str]) -> None:
+    for name in ("route", "route --quiet"):
         ours = by_name[name]
         for case in CASES:
             mine = statistics.median(ours.figures[case.name, "rps"])
@@ -276,22 +298,6 @@ def _verdicts(peers: list[Peer]) -> bool:
         theirs = statistics.median(portkey.figures[STREAM_CASE, "cpu_ms"])
         print(f"  {name:<14} {STREAM_CASE:<16} CPU {mine:.2f} vs Portkey {theirs:.2f} ms/req: x{mine / theirs:.2f} "
               f"({verdict(mine <= 0.5 * theirs)}: at most x0.50)")
-    route = by_name["route"]  # as a user starts it: the access log on
-    print("verdicts (issue 39), `route serve` with its access log:")
-    litellm = by_name.get("litellm")
-    if litellm is None:
-        print("  LiteLLM was not measured: no verdict")
-    for case in CASES if litellm is not None else ():
-        mine = statistics.median(route.figures[case.name, "rps"])
-        theirs = statistics.median(litellm.figures[case.name, "rps"])
-        print(f"  {case.name:<16} req/s {mine:7.0f} vs LiteLLM {theirs:7.0f} ({verdict(mine > theirs)}: ahead)")
-    rss = route.figures["rss"]
-    print(f"  memory {rss:.0f} MiB after the run ({verdict(rss < 100)}: under 100)")
-    mine = statistics.median(route.figures[STREAM_CASE, "rps"])
-    ceiling = statistics.median(by_name["simulator alone"].figures[STREAM_CASE, "rps"])
-    print(f"  {STREAM_CASE}: {mine:.0f} req/s, {mine / ceiling:.0%} of the simulator's own {ceiling:.0f} "
-          f"({verdict(mine >= 0.35 * ceiling)}: at least 35%)")
-    return met
 
 
 def run(args, env: dict, tmp: Path, key: str, litellm: Callable[[], list[str] | str]) -> int:
