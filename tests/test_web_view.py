@@ -17,9 +17,10 @@ from policies.ladder import Crossing
 from router.config_loader import load_config
 from router.consortium.simulated import arbiter_responder
 from router.core import Router
+from router.decision import Attempt
 from router.server import RouteServer
 from router.server.ui.auth import COOKIE, ViewAuth
-from router.server.ui.live import LiveView, slim_trace
+from router.server.ui.live import WATCH_S, LiveView, slim_trace
 from router.server.ui.reasons import reasons
 from router.server.ui.timeline import timeline
 from tests.helpers import make_router, ok_outcome
@@ -59,11 +60,14 @@ def test_headers_sign_in_as_the_api_does():
 
 # -- reasons and timelines (pure) --------------------------------------------------------------
 
-def _view() -> LiveView:
-    return LiveView(Router(load_config({"backends": {"a": {"kind": "fake", "model": "m"},
-                                                     "b": {"kind": "fake", "model": "m"}},
-                                        "routing": {"tiers": [{"name": "low", "below": 0.5, "backends": ["a"]},
-                                                              {"name": "high", "backends": ["b"]}]}}), log=False))
+def _view(clock=None, *, open_page: bool = True) -> LiveView:
+    router = Router(load_config({"backends": {"a": {"kind": "fake", "model": "m"}, "b": {"kind": "fake", "model": "m"}},
+                                 "routing": {"tiers": [{"name": "low", "below": 0.5, "backends": ["a"]},
+                                                       {"name": "high", "backends": ["b"]}]}}), log=False)
+    live = LiveView(router) if clock is None else LiveView(router, clock=clock)
+    if open_page:
+        live.watch()  # what a page's poll does
+    return live
 
 
 def test_reasons_name_each_boundary_the_latency_against_the_deadline_and_the_fallbacks():
@@ -127,6 +131,33 @@ def test_the_ring_is_bounded_and_spend_is_bucketed():
     assert bucket.requests == 600 and bucket.keys["-"][0] == 600
 
 
+def test_with_no_page_open_requests_are_counted_not_kept_and_a_page_keeps_them_from_when_it_opens():
+    """Recording costs only while someone looks: a closed page's request is a few additions to
+    the hour's spend, no LiveRequest, no sample."""
+    now = [1000.0]
+    live = _view(lambda: now[0], open_page=False)
+    attempt = Attempt("a", 0.2, completion=ok_outcome("x").result.completion)
+    for _ in range(3):
+        live.observe(ok_outcome("x"))
+        live.attempt(attempt, None)
+    assert live.seq == 3 and not live.requests and not live.samples
+    assert live.last_hour()[0][1].requests == 3
+    live.watch()  # a page polls
+    live.observe(ok_outcome("x"))
+    live.attempt(attempt, None)
+    assert [e.seq for e in live.requests] == [4] and len(live.samples["a"]) == 1 and live.recording_since == 1000.0
+    now[0] += WATCH_S - 1  # the page still open: its last poll within WATCH_S
+    live.observe(ok_outcome("x"))
+    assert [e.seq for e in live.requests] == [4, 5]
+    now[0] += 2  # closed: no poll for WATCH_S
+    live.observe(ok_outcome("x"))
+    assert [e.seq for e in live.requests] == [4, 5] and sum(b.requests for _, b in live.last_hour()) == 6
+    now[0] += 100
+    live.watch()  # opened again: what it keeps starts here, with no gap in it
+    live.observe(ok_outcome("x"))
+    assert [e.seq for e in live.requests] == [7] and not live.samples and live.recording_since == now[0]
+
+
 # -- through the app ---------------------------------------------------------------------------
 
 @pytest.fixture
@@ -140,6 +171,7 @@ def server(sim, judged_sim, monkeypatch):
     monkeypatch.setenv("VIEW_SECRET", SECRET)
     router = _router(sim, judged_sim)
     with RouteServer(router, api_keys={"alice": ALICE, "ci": CI}) as srv:
+        _open_page(srv.url, CI)
         yield srv
     router.request_log.flush()
 
@@ -158,6 +190,12 @@ def _router(sim, judged_sim) -> Router:
                     "tiers": [{"name": "low", "below": 0.5, "backends": ["small"]}, {"name": "high", "backends": ["big"]}]},
         "consortia": {"pair": {"members": ["glm*2"], "arbiter": "arbiter", "judging": "rank"}},
     }), source="server")
+
+
+def _open_page(url: str, key: str | None = None) -> None:
+    """What an open page does: poll. The view keeps requests while one does (live.py)."""
+    headers = {"x-api-key": key} if key else {}
+    assert httpx.get(f"{url}/ui/api/poll", headers=headers, timeout=30).status_code == 200
 
 
 def _post(server, key: str, path: str, body: dict) -> httpx.Response:
@@ -292,6 +330,7 @@ def test_upstream_errors_echoing_a_secret_are_redacted_in_the_view(server, sim):
 def test_without_keys_the_view_is_open_and_content_follows_the_log(sim, tmp_path):
     router = make_router(sim, log={"store_content": False, "path": str(tmp_path / "log.db")})
     with RouteServer(router) as server:
+        _open_page(server.url)
         assert httpx.post(f"{server.base_url}/chat/completions", json={
             "model": "auto", "messages": [{"role": "user", "content": "private"}]}).status_code == 200
         data = httpx.get(f"{server.url}/ui/api/poll").json()

@@ -94,17 +94,19 @@ def test_the_rendered_page_shows_backends_reasons_a_breaker_and_a_consortium_and
 
     url, sim, banner = served
     assert f"{url}/ui" in banner  # route serve says where the view is
-    assert _ask(url, "auto", "hello from the browser test") == 200  # routed: small, by score
-    assert _ask(url, "big", "forced by name") == 200
-    sim.set_faults("m-flaky", ["500", "500"])
-    assert [_ask(url, "flaky", "this one fails") for _ in range(2)] == [503, 503]  # two failures open its breaker
-    assert _ask(url, "panel", "a question for two samples and a judge") == 200
 
     for context in chromium_context(viewport={"width": 1440, "height": 900}):
         page = context.new_page()
         page.goto(f"{url}/ui")
         page.fill("#key", KEY)  # signing in: the key goes in a form, never in a URL
         page.click("#login-form button")
+        # The view keeps requests while a page is open: the traffic comes once this one polls.
+        expect(page.locator("#sources")).to_contain_text("kept while a page is open", timeout=WAIT_MS)
+        assert _ask(url, "auto", "hello from the browser test") == 200  # routed: small, by score
+        assert _ask(url, "big", "forced by name") == 200
+        sim.set_faults("m-flaky", ["500", "500"])
+        assert [_ask(url, "flaky", "this one fails") for _ in range(2)] == [503, 503]  # two failures open its breaker
+        assert _ask(url, "panel", "a question for two samples and a judge") == 200
         rows = page.locator("#request-rows tr[data-seq]")
         expect(rows).to_have_count(5, timeout=WAIT_MS)
 
@@ -177,16 +179,16 @@ def test_the_page_shows_a_key_its_own_requests_only_and_an_admin_every_one(keyed
     from playwright.sync_api import expect
 
     url = keyed
-    for name, prompt in (("alice", "alice asks about tides"), ("bob", "bob's private question")):
-        answer = httpx.post(f"{url}/v1/chat/completions", headers={"x-api-key": OWN_KEYS[name]}, timeout=30,
-                            json={"model": "auto", "messages": [{"role": "user", "content": prompt}]})
-        assert answer.status_code == 200, answer.text
-
     for context in chromium_context(viewport={"width": 1440, "height": 900}):
         page = context.new_page()
         page.goto(f"{url}/ui")
         page.fill("#key", OWN_KEYS["alice"])
         page.click("#login-form button")
+        expect(page.locator("#sources")).to_contain_text("kept while a page is open", timeout=WAIT_MS)
+        for name, prompt in (("alice", "alice asks about tides"), ("bob", "bob's private question")):
+            answer = httpx.post(f"{url}/v1/chat/completions", headers={"x-api-key": OWN_KEYS[name]}, timeout=30,
+                                json={"model": "auto", "messages": [{"role": "user", "content": prompt}]})
+            assert answer.status_code == 200, answer.text
         rows = page.locator("#request-rows tr[data-seq]")
         expect(rows).to_have_count(1, timeout=WAIT_MS)
         expect(rows.first).to_contain_text("alice")

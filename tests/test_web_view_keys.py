@@ -47,6 +47,8 @@ def router(sim, monkeypatch) -> Iterator[Router]:
 def server(router) -> Iterator[RouteServer]:
     with RouteServer(router, api_keys=KEYS, limits=ServerLimits(body_timeout_s=BODY_TIMEOUT_S)) as srv:
         srv.app.state.key_attempts.clock = lambda: 1000.0  # time stands still: no wrong key is forgiven mid-test
+        # A page open before any traffic: the view keeps requests while one polls (live.py).
+        assert httpx.get(f"{srv.url}/ui/api/poll", headers={"x-api-key": KEYS["ops"]}, timeout=30).status_code == 200
         yield srv
 
 

@@ -161,6 +161,7 @@ class _View:
         except ValueError:
             return _error(400, "after must be a request number (0: from the start)")
         live = self.live
+        live.watch()
         reset = after > live.seq  # another process, or this one restarted: start over
         after = 0 if reset else after
         body: dict[str, Any] = {"pid": os.getpid(), "seq": live.seq, "now": time.time(), "reset": reset,

@@ -1,12 +1,14 @@
 """What the web view remembers of recent traffic: bounded, in this process's memory.
 
-A request observer (`LiveView.observe`) keeps one `LiveRequest` per finished request -- who sent
-it and over which protocol (router/server/ui/scope.py), the decision's parts, what came of it,
-a consortium's trace without its texts -- and adds it to spend buckets of 10 s for the hour; an attempt
-observer (`LiveView.attempt`) keeps each backend's recent calls (time to first token, decode
-rate, failures) for the observed side of the backends panel. Observing stores references and a
-few numbers; turning them into JSON (router/server/ui/render.py) waits until a page asks, so a
-closed page costs a deque append per request.
+A request observer (`LiveView.observe`) adds every finished request to spend buckets of 10 s
+for the hour and, while a page is open (polled within WATCH_S), keeps one `LiveRequest` for it --
+who sent it and over which protocol (router/server/ui/scope.py), the decision's parts, what came
+of it, a consortium's trace without its texts; an attempt observer (`LiveView.attempt`) keeps,
+while a page is open, each backend's recent calls (time to first token, decode rate, failures)
+for the observed side of the backends panel. Observing stores references and a few numbers;
+turning them into JSON (router/server/ui/render.py) waits until a page asks. With no page open
+a request costs a few additions: the view records only while someone looks (what came before is
+in the request log).
 
 Nothing here is written anywhere: prompts and answers are not kept (the request detail reads
 them from the request log, which decides whether content is stored at all).
@@ -30,7 +32,7 @@ if TYPE_CHECKING:
     from router.decision import Attempt, Decision, Outcome
     from router.ports import RouterService
 
-__all__ = ["BUCKET_S", "HOUR_S", "LiveRequest", "LiveView", "Sample", "slim_trace"]
+__all__ = ["BUCKET_S", "HOUR_S", "WATCH_S", "LiveRequest", "LiveView", "Sample", "slim_trace"]
 
 HOUR_S = 3600
 BUCKET_S = 10  # spend is kept per 10 s, so a chart of the last few minutes has bars to show too
@@ -41,6 +43,9 @@ _REQUESTS = 500  # requests kept for the live list (the page shows the newest 20
 _CONVERSATIONS = 32
 _TRACES = 40  # consortium runs kept for the timelines
 _SAMPLES = 200  # calls kept per backend for the observed latency
+# A page polls about once a second while visible; this long after its last poll, the requests
+# are no longer kept one by one (only counted): a closed page costs no LiveRequest per request.
+WATCH_S = 30.0
 _MESSAGE_CHARS = 300
 _TEXT_FIELDS = frozenset({"text", "reply", "answer"})  # a trace's texts: not needed to draw it
 
@@ -141,24 +146,46 @@ class LiveView:
         self.samples: dict[str, deque[Sample]] = {}
         self.buckets: dict[int, _Bucket] = {}  # start (unix seconds // BUCKET_S) -> figures
         self.hosted = _hosted(router)
+        self.watched_until = -float("inf")  # clock() time; see watch()
+        self.recording_since: float | None = None  # when the open page began to be recorded for
 
     # -- observers ------------------------------------------------------------------------
 
+    def watch(self) -> None:
+        """A page asked for data: keep recording requests for WATCH_S more. After a time with
+        no page open, what was kept before that time is dropped: the list has no gap in it."""
+        now = self.clock()
+        if now >= self.watched_until:
+            self.recording_since = now
+            self.requests.clear()
+            self.traces.clear()
+            self.samples.clear()
+        self.watched_until = now + WATCH_S
+
+    @property
+    def watching(self) -> bool:
+        return self.clock() < self.watched_until
+
     def observe(self, outcome: Outcome) -> None:
-        """The request observer: one LiveRequest per finished request."""
+        """The request observer: every request counts towards the hour's spend; while a page
+        is open, each is kept too, as a LiveRequest."""
         protocol, key = who()
         self.seq += 1
+        if not self.watching:
+            self._count_unwatched(outcome, key)
+            return
         entry = self._entry(outcome, protocol, key)
         self.requests.append(entry)
         self._forget_conversation()
         if entry.trace is not None:
             self.traces.append(entry)
-        self._count(entry)
+        self._count(entry.ts + entry.elapsed_s, entry.backend, entry.key, entry.cost_usd, entry.hosted_cost_usd)
 
     def attempt(self, attempt: Attempt, decision: Decision | None) -> None:
-        """The attempt observer: every call to every backend, for the observed latency."""
-        if attempt.cancelled:
-            return  # a hedge that lost the race says nothing about the backend
+        """The attempt observer: while a page is open, every call to every backend, for the
+        observed latency."""
+        if attempt.cancelled or not self.watching:
+            return  # (a hedge that lost the race says nothing about the backend)
         c = attempt.completion
         timings = c.timings if c is not None else None
         sample = Sample(self.clock(), attempt.error is None, timings.ttft_s if timings else attempt.first_s,
@@ -205,7 +232,7 @@ class LiveView:
             error = outcome.error
             failures = _failures(getattr(error, "exceptions", None))
             status = "cancelled" if isinstance(error, asyncio.CancelledError) else "error"
-            backend = failures[-1][0] if failures else decision.chosen
+            backend = failures[-1][0] if failures else decision.chosen  # the last one tried
             message = str(error) or ("the client went away" if status == "cancelled" else type(error).__name__)
             return LiveRequest(self.seq, ts, protocol, key, status, backend, elapsed_s, decision, total_s=elapsed_s,
                                failures=failures, error=f"{type(error).__name__}: {_cut(message)}")
@@ -226,22 +253,31 @@ class LiveView:
     def _hosted_cost(self, usage: Usage) -> float | None:
         return None if self.hosted is None else self.hosted[1].cost(usage)
 
-    def _count(self, entry: LiveRequest) -> None:
-        index = int((entry.ts + entry.elapsed_s) // BUCKET_S)
+    def _count_unwatched(self, outcome: Outcome, key: str | None) -> None:
+        result = outcome.result
+        if result is None:  # rare: the list's entry is built for its backend, the last one tried
+            entry = self._entry(outcome, "", key)
+            self._count(entry.ts + entry.elapsed_s, entry.backend, key, 0.0, None)
+            return
+        c = result.completion
+        self._count(self.clock(), c.backend, key, c.cost_usd, self._hosted_cost(c.usage))
+
+    def _count(self, ended: float, backend: str | None, key: str | None, cost: float, hosted: float | None) -> None:
+        index = int(ended // BUCKET_S)
         bucket = self.buckets.get(index)
         if bucket is None:
             bucket = self.buckets[index] = _Bucket()
             for old in [b for b in self.buckets if (index - b) * BUCKET_S >= HOUR_S]:
                 del self.buckets[old]
         bucket.requests += 1
-        bucket.cost += entry.cost_usd
-        bucket.hosted += entry.hosted_cost_usd or 0.0
-        for table, name in ((bucket.backends, entry.backend or "-"), (bucket.keys, entry.key or "-")):
+        bucket.cost += cost
+        bucket.hosted += hosted or 0.0
+        for table, name in ((bucket.backends, backend or "-"), (bucket.keys, key or "-")):
             figures = table.get(name)
             if figures is None:
                 figures = table[name] = [0, 0.0]
             figures[0] += 1
-            figures[1] += entry.cost_usd
+            figures[1] += cost
 
 
 def _hosted(router: RouterService) -> tuple[str, Price] | None:

@@ -133,6 +133,7 @@ def _log_words(router: RouterService) -> str:
 def sources(router: RouterService, live: LiveView) -> dict[str, Any]:
     """Where each panel's figures come from (a fleet's view differs per replica)."""
     return {"pid": os.getpid(), "host": socket.gethostname(), "since": live.started, "requests": live.seq,
+            "listed_since": live.recording_since,
             "state": _state_words(router), "log": _log_words(router),
             "rate_limits": "Redis, shared by every replica" if router.rate_limits.link is not None else "this process",
             "config": str(router.loaded.path) if router.loaded.path else "(in memory)"}

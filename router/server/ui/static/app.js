@@ -274,7 +274,8 @@ function detailView(data, row) {
 
 function renderSources(s, seq) {
   $("sources").replaceChildren(
-    h("b", {}, "This view: "), `process ${s.pid} on ${s.host}, since ${clock(s.since)} (${seq} requests) — requests, consortia, observed latency and cost are what it answered. `,
+    h("b", {}, "This view: "), `process ${s.pid} on ${s.host}, since ${clock(s.since)} (${seq} requests) — requests, consortia, observed latency and cost are what it answered; `,
+    `requests, consortia and observed latency are kept while a page is open, here since ${s.listed_since ? clock(s.listed_since) : "–"} (before that: route log). `,
     h("b", {}, "Learned latency & breakers: "), `${s.state}. `,
     h("b", {}, "Rate limits: "), `${s.rate_limits}. `,
     h("b", {}, "Request log: "), `${s.log}.`);
