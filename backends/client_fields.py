@@ -24,6 +24,7 @@ Pure functions on plain data; no project imports.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -63,6 +64,7 @@ ALIASES: Mapping[str, tuple[str, ...]] = {
 _BETA = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 
 
+@functools.lru_cache(maxsize=1024)  # a client sends the same few names on every request; bounded: any name may come
 def operator_owned(name: str) -> bool:
     """Whether a field named `name` decides where a request goes or with which credential."""
     return name in OPERATOR_FIELDS or _OPERATOR_PATTERN.search(name) is not None

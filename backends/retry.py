@@ -32,7 +32,7 @@ T = TypeVar("T")
 _MAX_RETRY_AFTER_S = 60.0
 
 
-@dataclass(frozen=True)
+@dataclass()
 class RetryPolicy:
     """`max_retries` for every retryable error, unless `per_class` (error class name -> retries,
     e.g. {"RateLimited": 4, "BackendTimeout": 0}) says otherwise for that class. `budget`, when

@@ -57,7 +57,8 @@ def content_text(content: Any) -> str:
     return "\n".join(parts)
 
 
-@dataclass(frozen=True, slots=True)
+# Built on every call: not frozen (ARCHITECTURE.md, "Values built per request").
+@dataclass(slots=True)
 class Request:
     """What to ask a backend. `timeout_s` is the whole request's deadline, retries included."""
 
@@ -78,7 +79,8 @@ class Request:
         return Request(self.messages, self.max_tokens, self.temperature, self.stop, timeout_s, self.extra)
 
 
-@dataclass(frozen=True, slots=True)
+# Built on every call: not frozen (ARCHITECTURE.md, "Values built per request").
+@dataclass(slots=True)
 class Usage:
     """Tokens, as OpenAI counts them: `input_tokens` is every prompt token, the ones the
     provider's prompt cache served (`cache_read_tokens`) or stored (`cache_write_tokens`)
@@ -126,7 +128,8 @@ class Price:
         return self.cache_read_per_mtok is not None and self.cache_write_per_mtok is not None
 
 
-@dataclass(frozen=True, slots=True)
+# Built on every call: not frozen (ARCHITECTURE.md, "Values built per request").
+@dataclass(slots=True)
 class Timings:
     """Seconds from sending the request. `decode_tps` is output tokens per second after the
     first token (None when it cannot be measured, e.g. a single chunk)."""
@@ -164,7 +167,8 @@ class DiffusionStats:
         return max(1, math.ceil(tokens / canvas_length))
 
 
-@dataclass(frozen=True, slots=True)
+# Built on every call: not frozen (ARCHITECTURE.md, "Values built per request").
+@dataclass(slots=True)
 class Completion:
     """A finished answer from one backend (or from a consortium acting as one)."""
 
@@ -184,7 +188,8 @@ class Completion:
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+# Built on every call: not frozen (ARCHITECTURE.md, "Values built per request").
+@dataclass(slots=True)
 class TextChunk:
     """Committed text, in order; concatenating every TextChunk gives the final text."""
 
@@ -192,7 +197,8 @@ class TextChunk:
     kind: Literal["text"] = "text"
 
 
-@dataclass(frozen=True, slots=True)
+# Built on every call: not frozen (ARCHITECTURE.md, "Values built per request").
+@dataclass(slots=True)
 class ThinkingChunk:
     """Reasoning text, in order, before the answer. Never part of the final text. `signature`:
     the provider's seal on the thinking so far (Anthropic's), which a client must send back
@@ -206,7 +212,8 @@ class ThinkingChunk:
     redacted: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+# Built on every call: not frozen (ARCHITECTURE.md, "Values built per request").
+@dataclass(slots=True)
 class DraftChunk:
     """An intermediate diffusion canvas: the whole current draft, replaced by the next one.
     For display only: never part of the final text."""
@@ -217,7 +224,8 @@ class DraftChunk:
     kind: Literal["draft"] = "draft"
 
 
-@dataclass(frozen=True, slots=True)
+# Built on every call: not frozen (ARCHITECTURE.md, "Values built per request").
+@dataclass(slots=True)
 class ToolCallChunk:
     """A piece of a tool call as it forms. `index` says which call (a reply may make several);
     a call's first piece carries its `id` and `name`, later pieces add to its `arguments` (JSON
@@ -231,7 +239,8 @@ class ToolCallChunk:
     kind: Literal["tool_call"] = "tool_call"
 
 
-@dataclass(frozen=True, slots=True)
+# Built on every call: not frozen (ARCHITECTURE.md, "Values built per request").
+@dataclass(slots=True)
 class FinalChunk:
     """Always the last item of a stream: the same Completion a plain call returns."""
 

@@ -218,7 +218,8 @@ class QueueState:
         return (1 if self.running else 0) + self.waiting // max(1, self.max_batch)
 
 
-@dataclass(frozen=True, slots=True)
+# Built on every call: not frozen (ARCHITECTURE.md, "Values built per request").
+@dataclass(slots=True)
 class Prediction:
     """Predicted wall time for one request on one backend. Seconds; queue wait included."""
 

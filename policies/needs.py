@@ -21,7 +21,8 @@ SMALL_OUTPUT = 4096
 _CHARS_PER_TOKEN = 4  # a cheap, conservative-enough estimate: no tokenizer on the routing path
 
 
-@dataclass(frozen=True, slots=True)
+# Built on every call: not frozen (ARCHITECTURE.md, "Values built per request").
+@dataclass(slots=True)
 class Needs:
     tools: bool = False
     vision: bool = False

@@ -27,7 +27,8 @@ from policies.tiers import Tier
 __all__ = ["Placement", "RoutingModel"]
 
 
-@dataclass(frozen=True, slots=True)
+# Built on every call: not frozen (ARCHITECTURE.md, "Values built per request").
+@dataclass(slots=True)
 class Placement:
     """Where a prompt lands: the tier's index, the routing score, the boundaries looked at, and
     the task that was scored (None when a turn's own words were handed in)."""

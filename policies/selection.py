@@ -59,7 +59,8 @@ Prefer = Literal["fast", "cheap", "best"]
 PREFER_CHOICES: tuple[Prefer, ...] = get_args(Prefer)
 
 
-@dataclass(frozen=True, slots=True)
+# Built on every call: not frozen (ARCHITECTURE.md, "Values built per request").
+@dataclass(slots=True)
 class RouteInputs:
     """Everything the policy looks at besides the tiers. Times in seconds."""
 
@@ -87,7 +88,8 @@ class RouteInputs:
     cached_tokens: Mapping[str, int] = field(default_factory=dict)  # the session's prompt in each backend's cache
 
 
-@dataclass(frozen=True, slots=True)
+# Built on every call: not frozen (ARCHITECTURE.md, "Values built per request").
+@dataclass(slots=True)
 class Candidate:
     """One backend the plan may try, with what the policy predicted about it. Seconds, dollars."""
 
@@ -112,7 +114,8 @@ class Candidate:
         return out
 
 
-@dataclass(frozen=True, slots=True)
+# Built on every call: not frozen (ARCHITECTURE.md, "Values built per request").
+@dataclass(slots=True)
 class Plan:
     """The candidates in the order to try them; the executor consumes this, displays render it."""
 
@@ -148,7 +151,8 @@ class Plan:
         return out
 
 
-@dataclass(frozen=True, slots=True)
+# Built on every call: not frozen (ARCHITECTURE.md, "Values built per request").
+@dataclass(slots=True)
 class _Row:
     name: str
     tier: int
@@ -161,7 +165,8 @@ class _Row:
     limited: Limited | None = None  # at its rate limit: as good as missing the deadline
 
 
-@dataclass(frozen=True, slots=True)
+# Built on every call: not frozen (ARCHITECTURE.md, "Values built per request").
+@dataclass(slots=True)
 class _Choice:
     """The winner, why, and what the deadline risk made of it."""
 

@@ -58,7 +58,8 @@ _CORRECTION = re.compile(
 _CORRECTION_WINDOW = 120  # characters: a correction opens the turn
 
 
-@dataclass(frozen=True, slots=True)
+# Built on every call: not frozen (ARCHITECTURE.md, "Values built per request").
+@dataclass(slots=True)
 class Turn:
     """What the latest call asks. `text`: the new user turn's own text ("" for a continuation);
     `first`: the conversation's first user turn (the task, for a session the router has not

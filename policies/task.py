@@ -58,7 +58,8 @@ _EXAMPLES_WITHIN = 32  # messages from the start within which aider's example co
 _SYSTEM_ROLES = frozenset({"system", "developer"})
 
 
-@dataclass(frozen=True, slots=True)
+# Built on every call: not frozen (ARCHITECTURE.md, "Values built per request").
+@dataclass(slots=True)
 class Task:
     """What a conversation asks. `first`, `latest`: the user's own words of its first and of its
     latest user turn (the same turn when there is one). `messages`: what the scorer should see --

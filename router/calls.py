@@ -69,7 +69,8 @@ DEADLINE = "route: the request's deadline passed"
 AttemptObserver = Callable[[Attempt, "Decision | None"], None]
 
 
-@dataclass(frozen=True, slots=True)
+# Built on every call: not frozen (ARCHITECTURE.md, "Values built per request").
+@dataclass(slots=True)
 class CallOptions:
     """How one call is made. `retries` overrides the backend's `max_retries` (a consortium's
     `retries`); `label` names the call in budget messages; `reservation` is the budget call a

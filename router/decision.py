@@ -39,7 +39,8 @@ class Downgrade:
         return f"{self.from_tier}->{self.to_tier}"
 
 
-@dataclass(frozen=True, slots=True)
+# Built on every call: not frozen (ARCHITECTURE.md, "Values built per request").
+@dataclass(slots=True)
 class Decision:
     """What to try and why: the policy's typed `plan` (candidates in order, with predictions),
     the score and tier behind it. The executor consumes the plan; --explain, --json and the
@@ -91,6 +92,13 @@ class Decision:
         session = self.session.without_texts() if self.session is not None else None
         return replace(self, task=task, session=session)
 
+    def without_conversation(self) -> Decision:
+        """This decision without its task and session plan, which hold the conversation as the
+        client sent it (what a queued log record keeps; the session's few fields are taken apart).
+        Built field by field: `replace` looks each field up by name, once per request here."""
+        return Decision(self.plan, self.reason, self.score, self.tier, self.forced, self.deadline_s, self.crossings,
+                        None, self.version, None)
+
     def as_dict(self, *, task: bool = False) -> dict[str, Any]:
         """The decision as `--json`, the log and the web view show it; `task` adds what was
         scored and what was set aside (a pass over the whole conversation: asked for by
@@ -124,7 +132,8 @@ class Decision:
         return out
 
 
-@dataclass(frozen=True, slots=True)
+# Built on every call: not frozen (ARCHITECTURE.md, "Values built per request").
+@dataclass(slots=True)
 class Attempt:
     """One call to one backend, successful or not; handed to observers (latency model, log)."""
 
@@ -138,7 +147,8 @@ class Attempt:
     first_s: float | None = None  # a failed or cancelled stream's time to its first chunk, if one came
 
 
-@dataclass(frozen=True, slots=True)
+# Built on every call: not frozen (ARCHITECTURE.md, "Values built per request").
+@dataclass(slots=True)
 class RouteResult:
     completion: Completion
     decision: Decision
@@ -148,7 +158,7 @@ class RouteResult:
     downgrade: Downgrade | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "downgrade", self.decision.downgrade_to(self.completion.backend))
+        self.downgrade = self.decision.downgrade_to(self.completion.backend)
 
     @property
     def text(self) -> str:
@@ -215,7 +225,8 @@ def _failed_backends(failures: tuple[BackendError, ...]) -> str:
     return ", ".join(named[:-1]) + f" and {named[-1]}"
 
 
-@dataclass(frozen=True, slots=True)
+# Built on every call: not frozen (ARCHITECTURE.md, "Values built per request").
+@dataclass(slots=True)
 class Outcome:
     """The end of one routed request, success or failure; handed to request observers (the log).
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 from backends.client_fields import refusal
+from router.sessions import check_key
 
 __all__ = ["PROVIDER_OPTIONS", "ModelOptions", "ROUTER_OPTIONS", "ResolvedOptions", "RouteOptions", "resolve_options"]
 
@@ -86,7 +87,8 @@ _NUMBERS = {"max_tokens": int, "temperature": float, "deadline_s": float, "max_c
             "top_p": float}
 
 
-@dataclass(frozen=True, slots=True)
+# Built on every call: not frozen (ARCHITECTURE.md, "Values built per request").
+@dataclass(slots=True)
 class ResolvedOptions:
     """Checked options: the router's own, and `extra`, everything sent upstream (provider options
     merged into the caller's `extra=`)."""
@@ -108,9 +110,9 @@ def resolve_options(method: str, options: Mapping[str, Any]) -> ResolvedOptions:
     may set. `method` names the callable in messages ("Router.acomplete")."""
     if not options.keys() <= _KNOWN:
         raise TypeError(_unknown_message(method, [name for name in options if name not in _KNOWN]))
-    for name, kind in _NUMBERS.items():
-        value = options.get(name)
-        if value is not None:  # most are not given: no call for those
+    for name, value in options.items():  # the few given, not every option there is
+        kind = _NUMBERS.get(name)
+        if kind is not None and value is not None:
             _check_number(method, name, value, kind)
     stop = options.get("stop")
     if isinstance(stop, str):
@@ -124,11 +126,7 @@ def resolve_options(method: str, options: Mapping[str, Any]) -> ResolvedOptions:
 
 
 def _session(method: str, key: Any) -> str | None:
-    if key is None:
-        return None
-    from router.sessions import check_key
-
-    return check_key(key, f"{method}(): session")
+    return None if key is None else check_key(key, f"{method}(): session")
 
 
 def _unknown_message(method: str, unknown: list[str]) -> str:
@@ -167,8 +165,8 @@ def _upstream(method: str, options: Mapping[str, Any]) -> dict[str, Any]:
     refused = refusal(extra)
     if refused is not None:
         raise ValueError(f"{method}(): extra: {refused[1]}")
-    for name in PROVIDER_OPTIONS:
-        value = options.get(name)
+    for name in PROVIDER_OPTIONS:  # in this order: the same options, the same body upstream
+        value = options[name] if name in options else None
         if value is None:
             continue
         if name in extra:

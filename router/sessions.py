@@ -53,7 +53,8 @@ _RETYPED_WORDS = 4  # a turn this long sent again word for word is the user aski
 _OWNER = "\x1f"  # between a key's name and its session id: check_key refuses it in ids
 
 
-@dataclass(frozen=True, slots=True)
+# Built on every call: not frozen (ARCHITECTURE.md, "Values built per request").
+@dataclass(slots=True)
 class SessionState:
     """What the router knows of one session. Times: unix seconds."""
 
@@ -123,7 +124,8 @@ def turn_digest(text: str) -> str:
     return hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=8).hexdigest()
 
 
-@dataclass(frozen=True, slots=True)
+# Built on every call: not frozen (ARCHITECTURE.md, "Values built per request").
+@dataclass(slots=True)
 class SessionKey:
     """`id`: the session's key in the table (namespaced by the API key); `label`: the id as the
     client knows it (headers, logs); `task`: the conversation's task, when deriving read it."""
@@ -173,7 +175,8 @@ class SessionTable:
         return stored
 
 
-@dataclass(frozen=True, slots=True)
+# Built on every call: not frozen (ARCHITECTURE.md, "Values built per request").
+@dataclass(slots=True)
 class SessionPlan:
     """What a session makes of one call: the tier (`index`), why it is there, the backend to
     keep and what each backend has cached; `state` as it was before this call; `signal` the

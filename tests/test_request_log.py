@@ -361,3 +361,18 @@ def test_a_record_waiting_for_the_writer_does_not_hold_the_conversation(tmp_path
     assert ("session" in row["decision"]) == (session is not None)
     if session is not None:
         assert row["decision"]["session"]["tier_index"] == 0 and row["decision"]["session"]["calls_before"] == 0
+
+
+@pytest.mark.integration
+def test_a_decision_without_its_conversation_keeps_every_other_field(sim):
+    """`without_conversation` builds the copy field by field (it runs on every logged request):
+    a field added to Decision must be carried over too, not silently reset to its default."""
+    import dataclasses
+
+    made = Router(load_config({**_config(sim), "log": {"enabled": False}})).decide(
+        [{"role": "user", "content": "Refactor the parser."}], session="auto", deadline_s=3.0)
+    assert made.session is not None and made.task is not None and made.score is not None
+    assert made.without_conversation() == dataclasses.replace(made, task=None, session=None)
+    changed = {f.name for f in dataclasses.fields(made)
+               if getattr(made, f.name) != getattr(made.without_conversation(), f.name)}
+    assert changed == {"task", "session"}

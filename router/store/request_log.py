@@ -38,7 +38,6 @@ import atexit
 import os
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -90,7 +89,7 @@ class _Captured:
         self.fields = fields
         session = decision.session
         if decision.task is not None or session is not None:
-            decision = replace(decision, task=None, session=None)
+            decision = decision.without_conversation()
         self.decision = decision
         # added to the decision's dict: the session, elapsed_s, fallbacks, downgraded, failures
         self.extras = extras if session is None else {"session": session.as_dict(), **extras}
