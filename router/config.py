@@ -26,6 +26,13 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
+def _section(model: type[BaseModel]) -> Any:
+    """A section's default when the file leaves it out, made without validation (its defaults
+    are valid): an instance made here at import would build that model's validator on every
+    start of every command, ~3 ms each; the file's own sections are validated with the root."""
+    return Field(default_factory=model.model_construct)
+
+
 class PriceConfig(_Strict):
     """What a backend costs, in dollars per million tokens."""
 
@@ -54,7 +61,7 @@ class BackendConfig(_Strict):
     base_url: str | None = Field(None, description="the provider's API root (default per kind); ${NAME} parts "
                                  "are read from the environment")
     api_key: str | None = Field(None, description="an environment reference: ${NAME}")
-    price: PriceConfig = PriceConfig()
+    price: PriceConfig = _section(PriceConfig)
     decoding: Literal["autoregressive", "diffusion"] = Field(
         "autoregressive", description="diffusion: time and cost per canvas of `canvas_length` tokens, not per token")
     canvas_length: int = Field(256, ge=1, le=65536, description="diffusion: tokens a canvas holds")
@@ -252,7 +259,7 @@ class LearnConfig(_Strict):
 class RoutingConfig(_Strict):
     """How a prompt finds its backend: the scorer, the tiers, and what to optimise within them."""
 
-    scorer: ScorerConfig = ScorerConfig()
+    scorer: ScorerConfig = _section(ScorerConfig)
     tiers: list[TierConfig] = Field(min_length=1)
     deadline_ms: float | None = Field(None, gt=0, description="default deadline for every request")
     prefer: Prefer = Field("cheap", description="among backends that meet the deadline: cheap (the fastest of the "
@@ -264,10 +271,10 @@ class RoutingConfig(_Strict):
                                              "backend at the prompt's tier can meet the deadline")
     cost_tolerance: float = Field(0.1, ge=0, description="`cheap`: costs within this fraction of the cheapest tie; the fastest wins")
     hedge: bool = Field(False, description="start the next candidate when the first is past its p95 to first token")
-    breaker: BreakerConfig = BreakerConfig()
-    retry_budget: RetryBudgetConfig = RetryBudgetConfig()
-    sessions: SessionsConfig = SessionsConfig()
-    latency: LatencyModelConfig = LatencyModelConfig()
+    breaker: BreakerConfig = _section(BreakerConfig)
+    retry_budget: RetryBudgetConfig = _section(RetryBudgetConfig)
+    sessions: SessionsConfig = _section(SessionsConfig)
+    latency: LatencyModelConfig = _section(LatencyModelConfig)
     max_concurrency: int = Field(128, ge=1, le=65536, description="upstream requests in flight at once, over "
                                  "every request and consortium of this router")
     retries: dict[Literal["BackendTimeout", "RateLimited", "BackendUnavailable", "MalformedResponse"],
@@ -400,7 +407,7 @@ class Config(_Strict):
     # Model names clients send (an agent's `claude-sonnet-4-5`, a glob like `claude-*`) mapped to
     # `auto`, a backend or a consortium, for `route serve`.
     aliases: dict[str, str] = Field(default_factory=dict, description="client model name or glob -> route name")
-    log: LogConfig = LogConfig()
-    spend: SpendConfig = SpendConfig()
-    state: StateConfig = StateConfig()
-    server: ServerConfig = ServerConfig()
+    log: LogConfig = _section(LogConfig)
+    spend: SpendConfig = _section(SpendConfig)
+    state: StateConfig = _section(StateConfig)
+    server: ServerConfig = _section(ServerConfig)

@@ -1,7 +1,8 @@
 def main():
-    from router.cli.startup import pause_collection
+    from router.cli.startup import pause_collection, skip_validation_plugins
 
     pause_collection()
+    skip_validation_plugins()
     from router.cli.app import run
 
     run()

@@ -12,10 +12,12 @@ consortium run collect as usual.
 from __future__ import annotations
 
 import gc
+import os
 from collections.abc import Callable
 from typing import TypeVar
 
-__all__ = ["ends_startup_itself", "pause_collection", "resume_collection", "resumes_collection"]
+__all__ = ["ends_startup_itself", "pause_collection", "resume_collection", "resumes_collection",
+           "skip_validation_plugins"]
 
 F = TypeVar("F", bound=Callable[..., object])
 
@@ -23,6 +25,14 @@ F = TypeVar("F", bound=Callable[..., object])
 def pause_collection() -> None:
     """The first thing `route` does."""
     gc.disable()
+
+
+def skip_validation_plugins() -> None:
+    """No pydantic plugin observes `route`'s own config models: looking for one reads the entry
+    points of every installed distribution before the first validation (16 ms of a 0.3 s
+    one-shot request with this project's dev environment installed). A user who set
+    PYDANTIC_DISABLE_PLUGINS keeps that setting."""
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 
 def resume_collection() -> None:
