@@ -166,7 +166,7 @@ def _upstream(method: str, options: Mapping[str, Any]) -> dict[str, Any]:
     if refused is not None:
         raise ValueError(f"{method}(): extra: {refused[1]}")
     for name in PROVIDER_OPTIONS:  # in this order: the same options, the same body upstream
-        value = options[name] if name in options else None
+        value = options.get(name)
         if value is None:
             continue
         if name in extra:

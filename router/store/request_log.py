@@ -76,9 +76,9 @@ def record_from(outcome: Outcome, *, store_content: bool = True, ended_at: float
 
 class _Captured:
     """What a record needs from a finished request, taken on the caller's thread: the prompt now
-    (the caller may reuse its message list), the decision (frozen) to render later, without its
-    task and session plan, which hold the whole conversation as the client sent it (the record
-    shows the session's few fields, taken now). Records wait here for the writer thread, up to
+    (the caller may reuse its message list), the decision to render later (nothing changes it),
+    without its task and session plan, which hold the whole conversation as the client sent it
+    (the record shows the session's few fields, taken now). Records wait here for the writer thread, up to
     hundreds under load; holding agents' 200 KB conversations, they kept `route serve` tens of
     MB larger after a burst (freed, but in pymalloc arenas pinned by the longer-lived objects
     allocated beside them)."""

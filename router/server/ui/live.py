@@ -128,6 +128,12 @@ def _cut(text: str) -> str:
     return text if len(text) <= _MESSAGE_CHARS else text[:_MESSAGE_CHARS - 1] + "…"
 
 
+def _last_tried(outcome: Outcome) -> str:
+    """A failed request's backend: the last one tried."""
+    errors = getattr(outcome.error, "exceptions", None)
+    return str(getattr(errors[-1], "backend", "") or "-") if errors else outcome.decision.chosen
+
+
 def _failures(errors: Any) -> tuple[tuple[str, str, str], ...]:
     if not errors:  # most requests: no generator to start
         return ()
@@ -232,7 +238,7 @@ class LiveView:
             error = outcome.error
             failures = _failures(getattr(error, "exceptions", None))
             status = "cancelled" if isinstance(error, asyncio.CancelledError) else "error"
-            backend = failures[-1][0] if failures else decision.chosen  # the last one tried
+            backend = _last_tried(outcome)
             message = str(error) or ("the client went away" if status == "cancelled" else type(error).__name__)
             return LiveRequest(self.seq, ts, protocol, key, status, backend, elapsed_s, decision, total_s=elapsed_s,
                                failures=failures, error=f"{type(error).__name__}: {_cut(message)}")
@@ -255,9 +261,8 @@ class LiveView:
 
     def _count_unwatched(self, outcome: Outcome, key: str | None) -> None:
         result = outcome.result
-        if result is None:  # rare: the list's entry is built for its backend, the last one tried
-            entry = self._entry(outcome, "", key)
-            self._count(entry.ts + entry.elapsed_s, entry.backend, key, 0.0, None)
+        if result is None:
+            self._count(self.clock(), _last_tried(outcome), key, 0.0, None)
             return
         c = result.completion
         self._count(self.clock(), c.backend, key, c.cost_usd, self._hosted_cost(c.usage))
