@@ -1,3 +1,3 @@
-from router.cli import main
+from router.cli import program
 
-main()
+program()

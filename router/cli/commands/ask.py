@@ -317,10 +317,14 @@ def ask(
     messages = _messages(_read_prompt(prompt), system)
     loaded = load_config(config)
     from router.core import Router
-    from router.store.choice import request_log_on
 
-    # --no-log opens no file at all; an unusable store is one warning, then log and learning off.
-    keep = request_log_on(loaded, out, no_log=no_log)
+    # --no-log opens no file at all (nor imports the store); an unusable store is one warning,
+    # then log and learning off.
+    keep = False
+    if not no_log:
+        from router.store.choice import request_log_on
+
+        keep = request_log_on(loaded, out, no_log=False)
     router = Router(loaded, source="cli", log=None if keep else False)
     if keep or loaded.config.state.backend == "redis":  # Redis needs no local file
         _attach_latency_store(router, out)
