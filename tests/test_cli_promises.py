@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from router import Router, Simulator
 from router.cli.app import app
 from router.cli.commands.sim import unasked_profiles
-from router.cli.errors import EXIT_INTERRUPTED, EXIT_NO_BACKEND, EXIT_OK, EXIT_USAGE
+from router.cli.errors import EXIT_INTERRUPTED, EXIT_NO_BACKEND, EXIT_OK, EXIT_OUTPUT_CLOSED, EXIT_USAGE
 from router.cli.verdicts import verdict_lines
 from router.config_loader import load_config
 from tests.ports import free_port, refusing_port
@@ -99,9 +99,27 @@ def test_route_log_says_none_answered_and_what_was_tried(tmp_path):
 
 def test_route_help_names_every_exit_code():
     text = " ".join(CliRunner().invoke(app, ["--help"]).stdout.split())
-    assert ("Exit codes: 0 ok, 2 usage or config error, 3 no backend could answer, 130 interrupted."
-            in text), text
-    assert (EXIT_OK, EXIT_USAGE, EXIT_NO_BACKEND, EXIT_INTERRUPTED) == (0, 2, 3, 130)
+    assert ("Exit codes: 0 ok, 2 usage or config error, 3 no backend could answer, 130 interrupted, 141 output "
+            "closed early (`| head`)." in text), text
+    assert (EXIT_OK, EXIT_USAGE, EXIT_NO_BACKEND, EXIT_INTERRUPTED, EXIT_OUTPUT_CLOSED) == (0, 2, 3, 130, 141)
+
+
+def test_an_answer_whose_reader_went_away_ends_quietly_with_141(tmp_path):
+    """`route "..." | head`: once head has its lines, route's next write meets a closed pipe. Here
+    the pipe has no reader from the start, so the first write of the answer meets it."""
+    with Simulator() as sim:
+        config = tmp_path / "sim.yaml"
+        config.write_text(yaml.safe_dump(sim.config()))
+        reader, writer = os.pipe()
+        os.close(reader)
+        try:
+            done = subprocess.run([ROUTE, "-c", str(config), "--no-log", "-m", "frontier", "hi"], stdout=writer,
+                                  stderr=subprocess.PIPE, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        finally:
+            os.close(writer)
+    assert done.returncode == EXIT_OUTPUT_CLOSED, done.stderr
+    assert "route: " not in done.stderr and "Traceback" not in done.stderr, done.stderr  # no error to show
+    assert "frontier" in done.stderr  # the decision was shown as usual
 
 
 def test_route_init_offers_every_provider_of_the_providers_page(tmp_path):

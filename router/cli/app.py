@@ -96,7 +96,8 @@ app = typer.Typer(
         'Latency-aware LLM router. `route "prompt"` scores the prompt offline and sends it to the '
         "fastest backend that is good enough; `route -m NAME` forces a backend or consortium; "
         '`route --explain "prompt"` shows the decision without calling a model. '
-        "Exit codes: 0 ok, 2 usage or config error, 3 no backend could answer, 130 interrupted."
+        "Exit codes: 0 ok, 2 usage or config error, 3 no backend could answer, 130 interrupted, 141 output "
+        "closed early (`| head`)."
     ),
     no_args_is_help=False,
     add_completion=True,
