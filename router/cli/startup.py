@@ -10,9 +10,9 @@ consortium run collect as usual.
 
 The end: once the command has returned and every exit handler has run (the request log's last
 flush among them), what is left of the interpreter's shutdown is tearing down some 250 modules
-and the objects they hold, to free memory the operating system takes back at once anyway: 20 ms
-of the 0.3 s of `benchmarks/cold_start.py`'s frontier request, timed with it and without, side by
-side. `end_without_teardown` skips it, as Instagram's Python servers did (`os._exit` after the
+and the objects they hold, to free memory the operating system takes back at once anyway: 6-24 ms
+of a 0.3 s request in three runs of `benchmarks/cold_start.py`, whose last line times the same
+request with the teardown and without. `end_without_teardown` skips it, as Instagram's Python servers did (`os._exit` after the
 exit handlers), and keeps what that shutdown does for the program: its exit status, flushed
 output, the exit handlers and the threads it waits for.
 """
