@@ -6,8 +6,8 @@ in tests or CI: it needs the clients installed, see README.md here).
     python tests/data/clients/record.py keep /tmp/rec/claude-code/0007-v1-messages.json \\
         --client "claude-code 2.0.0" --name claude-code-tool-round-trip
 
-`serve` answers as the real APIs do -- OpenAI chat completions, Anthropic Messages and OpenAI
-Responses, each plain or as its event stream -- and saves every request (path, headers, body)
+`serve` answers as the real APIs do -- OpenAI chat completions, Anthropic Messages, OpenAI
+Responses and Gemini's generateContent, each plain or as its event stream -- and saves every request (path, headers, body)
 as one JSON file under --out. It answers a request that offers tools and holds no tool result
 yet with a call of one of them (a shell tool with `echo corpus-ok` where there is one), so an
 agent runs a real tool round trip; and with reasoning (a thinking block, `reasoning_content`, a
@@ -37,11 +37,11 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 REASONING = "The user wants a shell command run; I will call the tool, then report."
 ANSWER = "Done: the command printed corpus-ok."
-SHELL_TOOLS = ("Bash", "bash", "shell", "exec_command", "shell_command", "run_shell", "local_shell")
+SHELL_TOOLS = ("Bash", "bash", "shell", "exec_command", "shell_command", "run_shell", "local_shell", "run_shell_command")
 # headers a provider reads that are neither secret nor transport
 KEPT_HEADERS = ("anthropic-beta", "anthropic-version", "openai-beta", "content-type", "user-agent", "originator",
                 "x-stainless-lang", "x-stainless-package-version", "x-app", "anthropic-dangerous-direct-browser-access",
-                "x-stainless-helper-method", "x-stainless-helper")
+                "x-stainless-helper-method", "x-stainless-helper", "x-goog-api-client")
 
 
 # -- what to answer -------------------------------------------------------------------------------
@@ -296,6 +296,54 @@ def responses(body: dict[str, Any]) -> tuple[bytes, str]:
     return _sse(events), "text/event-stream"
 
 
+# -- Gemini generateContent -----------------------------------------------------------------------
+
+
+def _gemini_tools(body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    return [(d["name"], d.get("parametersJsonSchema") or d.get("parameters") or {})
+            for tool in body.get("tools") or () for d in tool.get("functionDeclarations") or () if d.get("name")]
+
+
+def _gemini_has_result(body: dict[str, Any]) -> bool:
+    return any("functionResponse" in part for c in body.get("contents") or () for part in c.get("parts") or ())
+
+
+def _lowered(schema: Any) -> Any:
+    """Gemini's OpenAPI schemas name types in capitals (`OBJECT`): read as JSON Schema."""
+    if isinstance(schema, dict):
+        return {k: (v.lower() if k == "type" and isinstance(v, str) else _lowered(v)) for k, v in schema.items()}
+    return [_lowered(v) for v in schema] if isinstance(schema, list) else schema
+
+
+def gemini(path: str, body: dict[str, Any]) -> tuple[bytes, str]:
+    if path.endswith(":countTokens"):
+        return json.dumps({"totalTokens": 120}).encode(), "application/json"
+    mode = (((body.get("toolConfig") or {}).get("functionCallingConfig") or {}).get("mode") or "AUTO").upper()
+    wants_tool = mode != "NONE" and not _gemini_has_result(body)
+    picked = _pick([(n, _lowered(s)) for n, s in _gemini_tools(body)]) if wants_tool else None
+    config = body.get("generationConfig") or {}
+    thinks = bool((config.get("thinkingConfig") or {}).get("includeThoughts"))
+    parts: list[dict[str, Any]] = [{"text": REASONING, "thought": True}] if thinks else []
+    if picked:
+        parts.append({"functionCall": {"name": picked[0], "args": picked[1]},
+                      "thoughtSignature": "c2lnbmF0dXJlLXBsYWNlaG9sZGVy"})
+    elif config.get("responseMimeType") == "application/json":
+        parts.append({"text": json.dumps({"reasoning": "The model answered.", "next_speaker": "user"})})
+    else:
+        parts.append({"text": ANSWER})
+    usage = {"promptTokenCount": 120, "candidatesTokenCount": 12, "totalTokenCount": 132}
+    model = path.rsplit("/", 1)[-1].split(":")[0]
+    response = {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
+                "usageMetadata": usage, "modelVersion": model, "responseId": uuid.uuid4().hex[:20]}
+    if ":streamGenerateContent" not in path:
+        return json.dumps(response).encode(), "application/json"
+    chunks = [{"candidates": [{"content": {"role": "model", "parts": [part]}, "index": 0}], "modelVersion": model,
+               "responseId": response["responseId"]} for part in parts[:-1]]
+    chunks.append({**response, "candidates": [{**response["candidates"][0], "content": {"role": "model",
+                                                                                       "parts": parts[-1:]}}]})
+    return "".join(f"data: {json.dumps(c)}\r\n\r\n" for c in chunks).encode(), "text/event-stream"
+
+
 def models() -> bytes:
     names = ["gpt-5", "gpt-4.1", "gpt-4o", "o4-mini", "claude-sonnet-4-5", "claude-haiku-4-5", "corpus-model"]
     return json.dumps({"object": "list", "data": [{"id": n, "object": "model", "type": "model", "created": 0,
@@ -305,6 +353,8 @@ def models() -> bytes:
 
 def answer(path: str, body: dict[str, Any]) -> tuple[int, bytes, str]:
     path = path.split("?")[0].rstrip("/")
+    if "/models/" in path and ":" in path.rsplit("/", 1)[-1]:  # Gemini: /v1beta/models/NAME:METHOD
+        return (200, *gemini(path, body))
     if path.endswith("/messages/count_tokens"):
         return 200, json.dumps({"input_tokens": 120}).encode(), "application/json"
     for suffix, handler in (("/chat/completions", chat), ("/messages", messages), ("/responses", responses)):
