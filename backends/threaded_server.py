@@ -21,6 +21,9 @@ _DEFAULTS: dict[str, Any] = {
     "log_level": "warning",
     "access_log": False,  # a log line per request costs more than most requests
     "lifespan": "on",
+    # uvicorn trusts X-Forwarded-For from loopback unless told otherwise: anyone on this machine
+    # could then claim any address. A server that sits behind a proxy names it (runner.py).
+    "proxy_headers": False,
 }
 
 

@@ -394,8 +394,27 @@ class ServerConfig(_Strict):
 
     keys: dict[str, ApiKeyConfig] = Field(default_factory=dict, description="key name -> its ${ENV} and limits")
     feedback_rpm: int = Field(60, gt=0, description="feedback verdicts a minute each client key may post")
-    failed_key_rpm: int = Field(10, gt=0, description="wrong keys a minute one client address may present (API and "
-                                "web view together, per process) before its requests are refused (429) unchecked")
+    failed_key_rpm: int = Field(10, gt=0, description="wrong keys a minute one client address or one presented key "
+                                "may give (API and web view together, per process) before more wrong keys get a "
+                                "429; a right key is always let in")
+    forwarded_allow_ips: list[str] = Field(default_factory=list, description="the reverse proxies whose "
+                                           "X-Forwarded-For and X-Forwarded-Proto are believed (addresses or "
+                                           "networks, e.g. 10.0.0.5, 10.0.0.0/8); none by default: the client "
+                                           "address is the socket's peer")
+
+    @field_validator("forwarded_allow_ips")
+    @classmethod
+    def _proxies_are_addresses(cls, value: list[str]) -> list[str]:
+        import ipaddress
+
+        for entry in value:
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(f"{entry!r} is not an IP address or network; name each proxy by its address "
+                                 "(10.0.0.5) or its network (10.0.0.0/8), as the server sees the connection "
+                                 "come from") from None
+        return value
 
 
 class Config(_Strict):

@@ -63,12 +63,17 @@ def api_key_from_env(host: str, env_name: str | None) -> str | None:
     return key
 
 
-def _options(drain_timeout_s: float, log_level: str, limits: ServerLimits) -> dict:
+def _options(drain_timeout_s: float, log_level: str, limits: ServerLimits, proxies: list[str]) -> dict:
     import uvicorn
 
     from router.server.http_guard import guarded_protocol
 
     return {
+        # X-Forwarded-For only from the proxies the operator names (server.forwarded_allow_ips): a
+        # client address anyone may claim would let a stranger dodge the wrong-key throttle or
+        # aim it at a chosen tenant.
+        "proxy_headers": bool(proxies),
+        "forwarded_allow_ips": proxies or None,
         "log_config": None if log_level == "warning" else uvicorn.config.LOGGING_CONFIG,
         "log_level": log_level,
         "timeout_graceful_shutdown": drain_timeout_s,
@@ -96,7 +101,9 @@ def serve(router: RouterService, *, host: str = "127.0.0.1", port: int = DEFAULT
         raise UsageError(f"refusing to bind {host} without an API key; see `route serve --help` (--api-key-env)")
     limits = limits or ServerLimits()
     app = _app(router, api_key, body_limit_bytes, limits, api_keys)
-    server = ThreadedServer(app, host=host, port=port, name="route-server", **_options(drain_timeout_s, "info", limits))
+    proxies = router.config.server.forwarded_allow_ips
+    server = ThreadedServer(app, host=host, port=port, name="route-server",
+                            **_options(drain_timeout_s, "info", limits, proxies))
     if sock is not None:
         server.adopt(sock)
     if access_log:
@@ -140,4 +147,5 @@ class RouteServer(ThreadedServer):
         limits = limits or ServerLimits()
         app = _app(router, api_key, body_limit_bytes, limits, api_keys)
         super().__init__(app, host=host, port=port, name="route-server",
-                         **_options(drain_timeout_s, "warning", limits))
+                         **_options(drain_timeout_s, "warning", limits,
+                                    router.config.server.forwarded_allow_ips))

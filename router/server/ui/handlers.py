@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
+from starlette.exceptions import HTTPException
+from starlette.middleware.exceptions import ExceptionMiddleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, Response
 from starlette.routing import Mount, Route, Router
@@ -94,18 +96,17 @@ class _View:
 
     def viewer(self, request: Request) -> _Viewer | Response:
         """Who signed in (anyone, as an admin, when the server has no keys), or the refusal: 401,
-        or 429 for an address out of attempts. A wrong key in a header counts as an attempt; a
-        cookie that fails (expired, from before a key changed) does not: its MAC is no guess."""
+        or 429 for a wrong key from an address (or of a key) out of attempts; a right key always
+        signs in. A wrong key in a header counts as an attempt; a cookie that fails (expired, from
+        before a key changed) does not: its MAC is no guess."""
         if not self.auth.required:
             return _Viewer(None, True)
-        address = client_address(request.scope)
-        refused = self.attempts.refusal(address)
-        if refused is not None:
-            return _error(refused.status, refused.message, refused.headers)
         name = self.auth.signed_in(request.headers, request.cookies)
         if name is None:
-            if self.auth.key_in(request.headers):
-                self.attempts.failed(address)
+            given = self.auth.key_in(request.headers)
+            refused = self.attempts.wrong(client_address(request.scope), given) if given else None
+            if refused is not None:
+                return _error(refused.status, refused.message, refused.headers)
             return _error(401, "sign in with one of this server's keys")
         return _Viewer(name, is_admin(self.router.config, name))
 
@@ -127,10 +128,6 @@ class _View:
         return body
 
     async def login(self, request: Request) -> Response:
-        address = client_address(request.scope)
-        refused = self.attempts.refusal(address) if self.auth.required else None
-        if refused is not None:
-            return _error(refused.status, refused.message, refused.headers)
         body = await self._body(request)
         if isinstance(body, Response):
             return body
@@ -144,7 +141,9 @@ class _View:
             return Response(status_code=204)
         name = self.auth.name_of_key(given.strip())
         if name is None:
-            self.attempts.failed(address)
+            refused = self.attempts.wrong(client_address(request.scope), given.strip())
+            if refused is not None:
+                return _error(refused.status, refused.message, refused.headers)
             return _error(401, "not a key this server accepts (the same keys as the API: --api-key-env, server.keys)")
         secure = request.url.scheme == "https"
         return Response(status_code=204, headers={"set-cookie": self.auth.set_cookie(name, secure=secure)})
@@ -200,8 +199,21 @@ class _View:
 
 
 def view_app(router: RouterService, live: LiveView, auth: ViewAuth, attempts: KeyAttempts, *,
-             body_timeout_s: float | None = None) -> Router:
+             body_timeout_s: float | None = None) -> ExceptionMiddleware:
+    """The view's routes. A path or method it does not serve is answered like its API's other
+    errors (a JSON 404 or 405), not left to escape as a 500: the view is mounted under the
+    server's own dispatch, outside any Starlette application that would catch it."""
     view = _View(router, live, auth, attempts, body_timeout_s)
+    return ExceptionMiddleware(_routes(view), handlers={HTTPException: _http_error})
+
+
+def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)  # the only class it is registered for
+    return _error(exc.status_code, f"{exc.detail}: {request.method} {request.url.path} is not part of the web view "
+                  "(it serves /ui)", dict(exc.headers or {}))
+
+
+def _routes(view: _View) -> Router:
     return Router(routes=[
         Route("/ui", view.index, methods=["GET"]),
         Route("/ui/", view.index, methods=["GET"]),
