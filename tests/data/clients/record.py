@@ -37,7 +37,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 REASONING = "The user wants a shell command run; I will call the tool, then report."
 ANSWER = "Done: the command printed corpus-ok."
-SHELL_TOOLS = ("Bash", "bash", "shell", "exec_command", "shell_command", "run_shell", "local_shell", "run_shell_command")
+SHELL_TOOLS = ("Bash", "bash", "shell", "exec_command", "shell_command", "run_shell", "local_shell", "run_shell_command",
+               "run_commands")
 # headers a provider reads that are neither secret nor transport
 KEPT_HEADERS = ("anthropic-beta", "anthropic-version", "openai-beta", "content-type", "user-agent", "originator",
                 "x-stainless-lang", "x-stainless-package-version", "x-app", "anthropic-dangerous-direct-browser-access",
@@ -57,6 +58,8 @@ def _value(name: str, schema: dict[str, Any]) -> Any:
         item = schema.get("items") or {}
         if name in ("command", "cmd", "argv"):
             return ["bash", "-lc", "echo corpus-ok"]
+        if name == "commands":  # Cline's run_commands: a list of whole command lines
+            return ["echo corpus-ok"]
         return [_value(name, item)] if item else []
     if kind in ("integer", "number"):
         return 1
