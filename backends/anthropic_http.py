@@ -77,12 +77,16 @@ class AnthropicBackend(Backend):
         configured, fixed = self.settings.configured()
         payload: dict[str, Any] = {**configured, **{k: request.extra[k] for k in _SHARED if k in request.extra}}
         payload.update(request_parts(self._signed.restore(request.messages), request.extra, self._configured_betas()))
-        _thinking(payload, request.extra, fixed.get("max_tokens") or request.max_tokens or configured.get("max_tokens"))
+        limit = fixed.get("max_tokens") or request.max_tokens or configured.get("max_tokens")
+        payload.update(request_options(request.extra, limit))
         if request.temperature is not None:
             payload["temperature"] = min(1.0, request.temperature)  # Anthropic's range is 0..1
         if request.stop:
             payload["stop_sequences"] = request.stop
         settled(payload, fixed)
+        # After the operator's fields: thinking that `params:` turns on is thinking too, and a
+        # tool turn whose signed thinking was lost must go without it whoever turned it on.
+        _thinking(payload, limit)
         payload["model"] = self.model
         if stream:
             payload["stream"] = True
@@ -143,15 +147,17 @@ class AnthropicBackend(Backend):
         await self._http.aclose()
 
 
-def _thinking(payload: dict[str, Any], extra: dict[str, Any], limit: int | None) -> None:
-    """The request's options, thinking and `max_tokens`: without a maximum (`limit`), the answer's
-    default room with the thinking budget on top. A tool turn whose signed thinking is lost
-    (backends/anthropic_thinking.py) is sent with thinking off, which Anthropic takes, rather
-    than refused. Only thinking that is `enabled`: under `adaptive` the model may have chosen not
-    to think before its tool calls, and its turn is as it should be."""
-    payload.update(request_options(extra, limit))
-    payload["max_tokens"] = limit or _DEFAULT_MAX_TOKENS + int(payload.get("thinking", {}).get("budget_tokens") or 0)
-    if payload.get("thinking", {}).get("type") == "enabled" and unsigned_tool_turn(payload["messages"]):
+def _thinking(payload: dict[str, Any], limit: int | None) -> None:
+    """Thinking and `max_tokens`, once every field is settled: without a maximum (`limit`), the
+    answer's default room with the thinking budget on top. A tool turn whose signed thinking is
+    lost (backends/anthropic_thinking.py) is sent with thinking off, which Anthropic takes, rather
+    than refused, whether the client or the config turned thinking on. Only thinking that is
+    `enabled`: under `adaptive` the model may have chosen not to think before its tool calls, and
+    its turn is as it should be."""
+    thinking = payload.get("thinking")
+    budget = thinking.get("budget_tokens") if isinstance(thinking, dict) else None
+    payload["max_tokens"] = limit or _DEFAULT_MAX_TOKENS + int(budget or 0)
+    if isinstance(thinking, dict) and thinking.get("type") == "enabled" and unsigned_tool_turn(payload["messages"]):
         without_thinking(payload)
 
 

@@ -47,7 +47,7 @@ __all__ = [
 
 _HOMES = {
     "Router": "router.core",
-    "RouteStream": "router.core",
+    "RouteStream": "router.scope",
     "Attempt": "router.decision",
     "Decision": "router.decision",
     "Downgrade": "router.decision",

@@ -10,13 +10,14 @@ log and metrics.
 
 A stream is redacted as one text, not chunk by chunk: a key may arrive as "A" + key[:15] and
 then key[15:] + "B". Per call, a `StreamRedactor` keeps the pieces of every field (the answer,
-the thinking, each tool call's name and arguments) in the order they arrived and holds back
+the thinking, each tool call's arguments) in the order they arrived and holds back
 only the end that could be the start of a secret, until the next piece shows whether it is (or
 the stream ends: then it is no secret, and goes). The fields are one sequence, so a key split
 across two of them is found as well. What is held back is at most one secret's length less a
 character, and only when the text so far ends like a secret begins. Every other field of a
-chunk -- a tool call's id, a thinking signature, a draft, any field a chunk gains -- arrives
-whole and is redacted whole, found by field rather than listed.
+chunk -- a tool call's id and name, a thinking signature, a draft, any field a chunk gains --
+arrives whole and is redacted whole, found by field rather than listed: a name is written once,
+on the piece that opens its call, so it can never be held back.
 
     redactor.text("key sk-...")        -> "key [REDACTED]"
     stream = redactor.stream()         -> a ChunkRedactor for one call, or None (no secret set)
@@ -221,7 +222,7 @@ class StreamRedactor:
 # the start of a secret (`StreamRedactor`); the FinalChunk's completion is redacted whole by the
 # call path (`Redactor.final`) before any observer sees it.
 _HELD: dict[type, frozenset[str]] = {TextChunk: frozenset({"text"}), ThinkingChunk: frozenset({"text"}),
-                                     ToolCallChunk: frozenset({"name", "arguments"}),
+                                     ToolCallChunk: frozenset({"name", "arguments"}),  # name: _tool_call
                                      FinalChunk: frozenset({"completion"})}
 _WHOLE: dict[type, tuple[str, ...]] = {}  # per kind of chunk: its other fields (_whole_fields)
 
@@ -298,22 +299,25 @@ class ChunkRedactor:
         return out
 
     def _tool_call(self, chunk: ToolCallChunk) -> Sequence[Chunk]:
-        """A tool call's name and arguments are fields of the stream like its text; the piece
-        that opens a call (its id, its name) goes out even while its text is held."""
-        pieces = self._stream.feed(("tool", chunk.index, "name"), chunk.name) if chunk.name else []
+        """A tool call's arguments are a field of the stream like its text. Its name is not: every
+        protocol writes a call's name once, on the piece that opens it, so the name goes out whole
+        on that piece (redacted whole, never held back: a held end would arrive as a name-only
+        piece that no writer writes, and `Bash` would reach the client as `Bas`). A call opening
+        ends the block before it, so what was held of that block goes out first, as it is."""
+        out: list[Chunk] = []
+        if chunk.name or chunk.id is not None:
+            out += self._pieces(self._stream.end())
+            if chunk.name:
+                chunk = replace(chunk, name=self._stream.secrets.sub(chunk.name))
+        arguments = ""
         if chunk.arguments:
-            pieces += self._stream.feed(("tool", chunk.index, "arguments"), chunk.arguments)
-        own = {"name": "", "arguments": ""}
-        before: list[Piece] = []
-        for field, text in pieces:
-            if isinstance(field, tuple) and field[:2] == ("tool", chunk.index):
-                own[field[2]] += text
-            else:
-                before.append((field, text))
-        out = list(self._pieces(before))
-        if own["arguments"] or chunk.id is not None or chunk.name:
-            name = own["name"] or (None if chunk.name is None else "")
-            out.append(replace(chunk, name=name, arguments=own["arguments"]))
+            for field, text in self._stream.feed(("tool", chunk.index, "arguments"), chunk.arguments):
+                if field == ("tool", chunk.index, "arguments"):
+                    arguments += text
+                else:
+                    out += self._pieces([(field, text)])
+        if arguments or chunk.id is not None or chunk.name:
+            out.append(replace(chunk, arguments=arguments))
         return out
 
     @staticmethod
@@ -326,8 +330,8 @@ class ChunkRedactor:
 def _chunk_of(field: Field, text: str) -> Chunk:
     if field == "thinking":
         return ThinkingChunk(text)
-    if isinstance(field, tuple) and field[0] == "tool":  # a tool call's held text, let out later
-        return ToolCallChunk(field[1], text) if field[2] == "arguments" else ToolCallChunk(field[1], name=text)
+    if isinstance(field, tuple) and field[0] == "tool":  # a tool call's held arguments, let out later
+        return ToolCallChunk(field[1], text)
     return TextChunk(text)
 
 

@@ -36,6 +36,7 @@ from router.decision import Outcome
 from router.latency_tracker import LatencyTracker
 from router.model_slot import ModelSlot
 from router.redaction import Redactor
+from router.scope import RequestScope
 from router.sessions import Sessions, SessionTable
 from router.state.base import SharedState
 from router.state.rate_limits import RateLimiter, rate_limiter_for
@@ -93,10 +94,11 @@ class Parts:
 
 
 def wire(loaded: LoadedConfig, *, backends: Mapping[str, Backend] | None = None, source: str = "api",
-         log: bool | None = None, rate_limits: RateLimiter | None = None) -> Parts:
-    """Every part of a router for `loaded`. `backends` replaces built backends by name (tests,
-    the engine's server); `log` overrides `log.enabled` (the CLI's --no-log: no file opened, so
-    nothing learned either); `rate_limits` replaces the config's limiter (a `--workers` group's,
+         log: bool | None = None, rate_limits: RateLimiter | None = None) -> RequestScope:
+    """Every part of a router for `loaded`, and the request scope every entry point goes
+    through (router/scope.py). `backends` replaces built backends by name (tests, the engine's
+    server); `log` overrides `log.enabled` (the CLI's --no-log: no file opened, so nothing
+    learned either); `rate_limits` replaces the config's limiter (a `--workers` group's,
     router/state/group.py)."""
     config = loaded.config
     table = BackendTable(config, backends)
@@ -125,7 +127,7 @@ def wire(loaded: LoadedConfig, *, backends: Mapping[str, Backend] | None = None,
         from router.learning import attach_learning
 
         parts.learner = attach_learning(config, parts.model, calls, breakers, parts.observe_requests)
-    return parts
+    return RequestScope(parts)
 
 
 def _attach_stores(parts: Parts) -> None:

@@ -30,7 +30,7 @@ from router.server.errors import ApiError
 from router.server.protocols.base import Call, Facts
 from router.server.protocols.chat_schema import CHAT_REQUEST, ChatCompletionRequest
 from router.server.protocols.reasoning import Sealer, sealed_blocks
-from router.server.protocols.validation import bad_request, decode, route_options, validated
+from router.server.protocols.validation import bad_request, decode, route_options, session_field, validated
 
 __all__ = ["ChatDialect", "completion_body", "usage_body"]
 
@@ -40,7 +40,7 @@ _REFERENCE = "the OpenAI chat-completions reference"
 # `max_completion_tokens` is both: the limit, and kept as the client wrote it (OpenAI's reasoning
 # models refuse `max_tokens`). The Router's own keyword names are never a client's to set.
 _CONSUMED = frozenset({"model", "messages", "stream", "stream_options", "max_tokens", "temperature", "stop", "n",
-                       "deadline_s", "prefer", "max_cost_usd", "extra"})
+                       "deadline_s", "prefer", "max_cost_usd", "session", "extra"})
 _TYPED = ("tools", "tool_choice", "response_format", "stream_options")  # objects whose extra keys are logged
 
 
@@ -203,7 +203,7 @@ class ChatDialect:
             stop=stop or None,
             extra={k: v for k, v in body.items() if v is not None and self._sent_on(k)},
             echo={"include_usage": include_usage, "diffusing": body.get("diffusing") is True},
-            session=body.get("prompt_cache_key") if isinstance(body.get("prompt_cache_key"), str) else None,
+            session=session_field(body, body.get("prompt_cache_key")),
             route=route_options(body),
         )
 

@@ -34,7 +34,7 @@ from backends.types import Completion, Message, ToolCallChunk
 from router.server.errors import ApiError
 from router.server.protocols.base import Call, Facts
 from router.server.protocols.messages_schema import COUNT_TOKENS_REQUEST, MESSAGES_REQUEST, MessagesRequest
-from router.server.protocols.validation import bad_request, decode, route_options, validated
+from router.server.protocols.validation import bad_request, decode, route_options, session_field, validated
 
 __all__ = ["MessagesDialect", "count_tokens", "error_type", "stop_reason"]
 
@@ -197,7 +197,7 @@ class MessagesDialect:
         extra.update(_options(request, body))
         estimate = max(1, len(orjson.dumps(messages)) // 4)
         # Claude Code's metadata.user_id names its session ("user_..._session_<uuid>").
-        session = request.metadata.user_id if request.metadata is not None else None
+        session = session_field(body, request.metadata.user_id if request.metadata is not None else None)
         return Call(model=request.model, messages=messages, stream=request.stream, max_tokens=request.max_tokens,
                     temperature=request.temperature, stop=request.stop_sequences or None, extra=extra,
                     echo={"input_estimate": estimate}, session=session, route=route_options(body))

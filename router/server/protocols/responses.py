@@ -32,7 +32,7 @@ from router.server.protocols.base import Call, Facts
 from router.server.protocols.reasoning import blocks_from
 from router.server.protocols.responses_events import ResponseEvents, finished
 from router.server.protocols.responses_schema import RESPONSES_REQUEST, ResponsesRequest
-from router.server.protocols.validation import bad_request, decode, route_options, validated
+from router.server.protocols.validation import bad_request, decode, route_options, session_field, validated
 
 __all__ = ["ResponsesDialect"]
 
@@ -230,7 +230,7 @@ class ResponsesDialect:
                 "namespaces": namespaces, "summary": summary, "include": request.include or []}
         return Call(model=request.model, messages=_messages(request, body), stream=request.stream,
                     max_tokens=request.max_output_tokens, temperature=request.temperature,
-                    extra=_extra(request, body, tools), echo=echo, session=request.prompt_cache_key,
+                    extra=_extra(request, body, tools), echo=echo, session=session_field(body, request.prompt_cache_key),
                     route=route_options(body))
 
     def error_body(self, err: ApiError) -> bytes:

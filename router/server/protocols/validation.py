@@ -19,7 +19,7 @@ from policies.selection import PREFER_CHOICES
 from router.server.errors import ApiError
 
 __all__ = ["MAX_DEPTH", "ROUTE_FIELDS", "bad_request", "decode", "depth_exceeds", "route_options", "sent_fields",
-           "validated"]
+           "session_field", "validated"]
 
 MAX_DEPTH = 64  # nested objects and arrays in one body: tool schemas are the deepest real thing
 _SHOWN_INPUT = 80  # characters of a refused value quoted back
@@ -84,6 +84,19 @@ def route_options(body: dict[str, Any]) -> dict[str, Any]:
         if operator_owned(key):
             raise bad_request(not_the_clients(key), key)
     return {name: _route_value(name, body[name]) for name in ROUTE_FIELDS if body.get(name) is not None}
+
+
+def session_field(body: dict[str, Any], protocols_own: Any = None) -> str | None:
+    """The session a body names: route's own `session` field (any protocol; never sent
+    upstream), else the protocol's own id (`protocols_own`: prompt_cache_key, metadata.user_id)
+    when it is a string. A `session` that is not a string is a 400 naming it."""
+    given = body.get("session")
+    if given is None:
+        return protocols_own if isinstance(protocols_own, str) else None
+    if not isinstance(given, str):
+        raise bad_request(f"`session` must be a string, the task's id (got {_shown(given)}); or send the id in "
+                          "the X-Session-Id header", "session")
+    return given
 
 
 def _route_value(name: str, value: Any) -> Any:
