@@ -18,6 +18,8 @@ from router.consortium.spec import DEFAULT_BUDGET, ConsortiumConfig
 __all__ = ["calls_per_run", "check_consortia", "find_cycle", "nesting_depths", "resolve_tree"]
 
 LineOf = Callable[..., int | None]
+# A name from llm or llm-consortium is usually a model no backend serves here yet.
+_ADD = " To add a backend: `route backend add NAME --model MODEL --base-url URL` (see `route backend add --help`)."
 
 
 def check_consortia(consortia: Mapping[str, ConsortiumConfig], backends: Mapping[str, Any],
@@ -29,13 +31,13 @@ def check_consortia(consortia: Mapping[str, ConsortiumConfig], backends: Mapping
             if member.model not in known:
                 raise ConfigError(
                     f"consortium {name!r} has member {member.model!r}, which is neither a backend nor a "
-                    f"consortium.{_hint(member.model, known)} Known: {', '.join(sorted(known))}.",
+                    f"consortium.{_hint(member.model, known)} Known: {', '.join(sorted(known))}.{_ADD}",
                     path=path, line=line_of("consortia", name, "members", index),
                 )
         if spec.arbiter not in known:
             raise ConfigError(
                 f"consortium {name!r} has arbiter {spec.arbiter!r}, which is neither a backend nor a "
-                f"consortium.{_hint(spec.arbiter, known)} Known: {', '.join(sorted(known))}.",
+                f"consortium.{_hint(spec.arbiter, known)} Known: {', '.join(sorted(known))}.{_ADD}",
                 path=path, line=line_of("consortia", name, "arbiter"),
             )
     cycle = find_cycle(consortia)

@@ -18,7 +18,7 @@ import yaml
 from backends.errors import ConfigError, UsageError
 from router.config_loader import LoadedConfig, parse_config
 
-__all__ = ["add_entry", "remove_entry", "write_config"]
+__all__ = ["add_entry", "entry_spans", "remove_entry", "write_config"]
 
 
 def _consortia_node(text: str) -> tuple[yaml.Node | None, yaml.Node | None]:
@@ -37,7 +37,7 @@ def _render(name: str, entry: dict[str, Any], indent: int) -> str:
     return "".join(pad + line + "\n" for line in dumped.splitlines())
 
 
-def _entry_spans(text: str, mapping: yaml.MappingNode) -> dict[str, tuple[int, int]]:
+def entry_spans(text: str, mapping: yaml.MappingNode) -> dict[str, tuple[int, int]]:
     """name -> (start, end) character offsets of each entry, whole lines, without the blank or
     comment lines that trail it (they usually belong to what follows)."""
     lines = text.splitlines(keepends=True)
@@ -64,7 +64,7 @@ def add_entry(text: str, name: str, entry: dict[str, Any], *, replace: bool = Fa
         return text + "\nconsortia:\n" + _render(name, entry, 2)
     if not isinstance(value, yaml.MappingNode) or value.flow_style or not value.value:
         return _rewrite_section(text, key, value, name, entry, replace)
-    spans = _entry_spans(text, value)
+    spans = entry_spans(text, value)
     rendered = _render(name, entry, value.value[0][0].start_mark.column)
     if name not in spans:
         end = max(e for _, e in spans.values())
@@ -102,7 +102,7 @@ def remove_entry(text: str, name: str) -> str:
         del data[name]
         start, end = value.start_mark.index, value.end_mark.index
         return text[:start] + yaml.safe_dump(data, default_flow_style=True).strip() + text[end:]
-    start, end = _entry_spans(text, value)[name]
+    start, end = entry_spans(text, value)[name]
     out = text[:start] + text[end:]
     if len(value.value) == 1:  # leave a valid, empty section rather than `consortia:` with nothing
         out = _empty_section(out)

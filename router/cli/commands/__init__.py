@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "config": "The config in use: where it comes from, and what it says.",
     "learn": "What routing learned from its own traffic: status, history, rollback.",
     "consortium": "Named consortia: N models answer, a fast arbiter ranks or synthesizes.",
+    "backend": "Add a backend to an existing config (as `route init --backend` writes a new one).",
     "log": "The request log (CLI, Python API and server alike): the last requests, or one in full with "
            "`route log show ID`.",
     "engine": "The local DiffusionGemma engine: serve it (needs the `local` extra), inspect a checkpoint "

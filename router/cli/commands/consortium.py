@@ -17,7 +17,7 @@ from router.cli.errors import handle_errors
 from router.cli.options import Config, ConfigToEdit, Json
 from router.cli.output import Output
 
-__all__ = ["app", "list_", "remove", "save", "show"]
+__all__ = ["app", "import_", "list_", "remove", "save", "show"]
 
 app = command_app("consortium", help="Named consortia: N models answer, a fast arbiter ranks or synthesizes.",
                   no_args_is_help=True)
@@ -115,14 +115,21 @@ def _tree(node: dict[str, Any]):
     return root
 
 
-@app.command("save", help="Save a consortium into the user config (members as NAME or NAME*N).")
+@app.command("save", help="Save a consortium into the user config. llm-consortium's flags work: -m MODEL or "
+             "MODEL:N (or MODEL*N), repeated; -n N samples of each; --judging-method rank|synthesis (its `default` "
+             "is synthesis).")
 @handle_errors
 def save(
     name: Annotated[str, typer.Argument(help="The consortium's name, usable as `route -m NAME`.")],
-    members: Annotated[list[str], typer.Option("-m", "--member", help="NAME or NAME*N (N samples); repeat.")],
+    members: Annotated[list[str], typer.Option(
+        "-m", "--member", "--model", help="A backend or consortium: NAME, NAME*N or NAME:N (N samples); repeat.")],
     arbiter: Annotated[str, typer.Option("--arbiter", help="Backend or consortium that judges.")],
-    judging: Annotated[str, typer.Option("--judging", help="rank | synthesis")] = "rank",
-    confidence_threshold: Annotated[float | None, typer.Option("--confidence-threshold", min=0, max=1)] = None,
+    count: Annotated[int, typer.Option("-n", "--count", min=1, max=64,
+                                       help="Samples of each member given without a count.")] = 1,
+    judging: Annotated[str, typer.Option("--judging", "--judging-method",
+                                         help="rank | synthesis (llm-consortium's `default` is synthesis)")] = "rank",
+    confidence_threshold: Annotated[float | None, typer.Option(
+        "--confidence-threshold", help="0..1, or a percent: another round while the arbiter is less sure.")] = None,
     min_iterations: Annotated[int | None, typer.Option("--min-iterations", min=1)] = None,
     max_iterations: Annotated[int | None, typer.Option("--max-iterations", min=1)] = None,
     quorum: Annotated[int | None, typer.Option("--quorum", min=1, help="Answers that are enough.")] = None,
@@ -135,18 +142,25 @@ def save(
 ) -> None:
     from backends.errors import UsageError
     from router.config_loader import parse_config
+    from router.consortium.llm_compat import judging_of, members_of, threshold_of
     from router.consortium.userconfig import add_entry, write_config
 
     out = Output(json_mode=json_output)
-    if judging not in ("rank", "synthesis"):
-        raise UsageError(f"--judging must be rank or synthesis (got {judging!r})")
-    options = dict(confidence_threshold=confidence_threshold, min_iterations=min_iterations,
+    try:
+        judging = judging_of(judging)
+        threshold = None if confidence_threshold is None else threshold_of(confidence_threshold)
+    except ValueError as exc:
+        raise UsageError(f"{exc}.") from None
+    path = _target(config)
+    text = _target_text(path)
+    current = parse_config(text, str(path)).config  # a broken file is reported with its line, not edited
+    known = set(current.backends) | set(current.consortia)
+    members = members_of(members, count, known)
+    options = dict(confidence_threshold=threshold, min_iterations=min_iterations,
                    max_iterations=max_iterations, quorum=quorum, member_timeout_s=member_timeout,
                    budget=budget, system=system)
     entry = _entry(name, members, arbiter, judging, options)
-    path = _target(config)
-    text = _target_text(path)
-    parse_config(text, str(path))  # a broken file is reported with its line, not edited
+    _check_names(name, entry, known, path)
     new_text = _checked(path, add_entry(text, name, entry, replace=force))
     loaded = write_config(path, new_text)
     if json_output:
@@ -155,6 +169,94 @@ def save(
         out.info(f"saved consortium [bold]{name}[/] to {path} (line {loaded.line_of('consortia', name)})")
     if config is None:
         _shadow_note(out)
+
+
+def _check_names(name: str, entry: dict[str, Any], known: set[str], path) -> None:
+    """Members and arbiter must exist in the file being edited; one that does not is told with
+    the command that adds it (a name from llm is usually a model no backend serves here yet)."""
+    from backends.errors import UsageError
+    from router.config_loader import _did_you_mean
+    from router.consortium.spec import parse_member
+
+    names = [parse_member(m)["model"] for m in entry["members"]] + [entry["arbiter"]]
+    missing = [n for n in dict.fromkeys(names) if n not in known and n != name]
+    if not missing:
+        return
+    first = missing[0]
+    hint = _did_you_mean(first, known)
+    where = path if path.is_file() else "the shipped default (the config this save starts from)"
+    raise UsageError(
+        f"consortium {name!r}: {', '.join(repr(m) for m in missing)} "
+        f"{'is' if len(missing) == 1 else 'are'} neither a backend nor a consortium in {where}.{hint} "
+        f"Add {'it' if len(missing) == 1 else 'each'} first, e.g. `route backend add {first} --model MODEL "
+        f"--base-url URL --api-key-env VAR` (or a provider's block by name: `route backend add openrouter`), "
+        "then save again.")
+
+
+@app.command("import", help="Import the consortia llm-consortium saved (`llm consortium save`), nested ones "
+                            "included, into the user config (or the file given with -c).")
+@handle_errors
+def import_(
+    names: Annotated[list[str] | None, typer.Argument(help="Only these (default: every saved consortium).")] = None,
+    db: Annotated[str | None, typer.Option("--db", help="llm-consortium's database (default: found in llm's "
+                                           "user directory, LLM_USER_PATH first).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace consortia of the same name.")] = False,
+    json_output: Json = False,
+    config: ConfigToEdit = None,
+) -> None:
+    from backends.errors import UsageError
+    from router.config_loader import parse_config
+    from router.consortium.llm_compat import entry_from_llm_consortium
+    from router.consortium.llm_import import find_database, saved_consortia
+    from router.consortium.userconfig import add_entry, write_config
+
+    out = Output(json_mode=json_output)
+    source = find_database(db)
+    saved = saved_consortia(source)
+    unknown = [n for n in names or [] if n not in saved]
+    if unknown:
+        raise UsageError(f"{source} has no consortium {unknown[0]!r}; it has {', '.join(saved) or 'none'}.")
+    chosen = {n: saved[n] for n in names} if names else saved
+    if not chosen:
+        raise UsageError(f"{source} holds no saved consortium; `llm consortium save NAME ...` saves one.")
+    path = _target(config)
+    text = _target_text(path)
+    current = parse_config(text, str(path)).config  # a broken file is reported with its line, not edited
+    entries, notes = {}, []
+    for name, data in chosen.items():
+        try:
+            entries[name], left_out = entry_from_llm_consortium(data)
+        except ValueError as exc:
+            raise UsageError(f"{source}: consortium {name!r} cannot be imported: {exc}.") from None
+        notes += [f"{name}: {note}" for note in left_out]
+    _check_imported(entries, set(current.backends) | set(current.consortia), path, source)
+    for name, entry in entries.items():
+        text = add_entry(text, name, entry, replace=force)
+    write_config(path, _checked(path, text))
+    if json_output:
+        out.data({"imported": list(entries), "from": str(source), "path": str(path), "notes": notes})
+        return
+    out.info(f"imported {len(entries)} consortia from {source} into {path}: {', '.join(entries)}. "
+             f"`route consortium show {next(reversed(entries))}` draws one.")
+    for note in notes:
+        out.info(f"[yellow]note:[/] {note}")
+
+
+def _check_imported(entries: dict[str, dict[str, Any]], known: set[str], path, source) -> None:
+    """Every model the imported consortia name is a backend here, or one of them; a model llm
+    knows and no backend serves is told with the command that adds it, before anything is written."""
+    from backends.errors import UsageError
+    from router.consortium.spec import parse_member
+
+    names = [parse_member(m)["model"] for e in entries.values() for m in e["members"]]
+    names += [e["arbiter"] for e in entries.values()]
+    missing = [n for n in dict.fromkeys(names) if n not in known and n not in entries]
+    if missing:
+        where = path if path.is_file() else "the shipped default (the config this import starts from)"
+        raise UsageError(
+            f"the consortia in {source} use {', '.join(missing)}, which "
+            f"{'is not a backend' if len(missing) == 1 else 'are not backends'} in {where}; nothing was written. Add each with `route backend add NAME --model MODEL "
+            "--base-url URL` (or a provider's block, e.g. `route backend add openrouter`), then import again.")
 
 
 @app.command("remove", help="Remove a consortium from the user config (or the file given with -c).")
