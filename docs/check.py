@@ -4,8 +4,9 @@
 
 1. The site builds with `mkdocs build --strict`: a broken link, a missing anchor or a page
    left out of the nav fails it.
-2. The generated references match the code: docs/reference/cli.md (the CLI) and
-   docs/reference/configuration.md (the config schema), regenerated and compared.
+2. The generated references match the code: docs/reference/cli.md (the CLI),
+   docs/reference/configuration.md (the config schema) and docs/reference/consortium.md (a
+   consortium's keys), regenerated and compared.
 3. Every code block runs its check:
    - shell (`sh`, `bash`): each `route ...` command parses against the CLI (options, commands,
      arguments; nothing is run), and each file of this repository a command names exists;
@@ -304,11 +305,12 @@ def published_sources(site: Path) -> list[str]:
 
 
 def check_references() -> list[str]:
-    from router.cli.reference import configuration, reference
+    from router.cli.reference import configuration, consortium, reference
 
     problems = []
     for kind, make, path in (("cli", reference, "docs/reference/cli.md"),
-                             ("config", configuration, "docs/reference/configuration.md")):
+                             ("config", configuration, "docs/reference/configuration.md"),
+                             ("consortium", consortium, "docs/reference/consortium.md")):
         if (ROOT / path).read_text(encoding="utf-8") != make():
             problems.append(f"{path} is out of date: `python -m router.cli.reference {kind} > {path}`")
     return problems

@@ -3,10 +3,12 @@ so the documentation cannot drift from them.
 
     python -m router.cli.reference cli > docs/reference/cli.md                 # regenerate
     python -m router.cli.reference config > docs/reference/configuration.md
+    python -m router.cli.reference consortium > docs/reference/consortium.md
     python -m router.cli.reference --check cli docs/reference/cli.md             # CI: exit 1 when it drifted
 
 `cli`: every command and group of `route`, depth first, with its help, usage and options.
 `config`: every key of the config file (router/config.py), with its type, default and meaning.
+`consortium`: every key of a `consortia:` entry (router/consortium/spec.py), likewise.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 import typer
 
-__all__ = ["configuration", "reference"]
+__all__ = ["configuration", "consortium", "reference"]
 
 _HEADER = """# CLI reference
 
@@ -87,7 +89,7 @@ router/config.py); CI regenerates it and fails when it differs. Every key, its t
 default and what it does; `config.yaml` in the repository is the shipped example, with comments.
 A typo fails at load with the file, the line and a did-you-mean. A backend's `params:` and
 `options:` are checked per kind ([below](#backend-kinds)); a consortium's keys are in
-[consortia](../guide/consortia.md); a block for each common provider is in
+[consortium keys](consortium.md); a block for each common provider is in
 [providers](../guide/providers.md).
 """
 
@@ -163,14 +165,39 @@ def configuration() -> str:
                       *_kinds()]).rstrip() + "\n"
 
 
-_KINDS = {"cli": reference, "config": configuration}
+_CONSORTIUM_HEADER = """# Consortium reference
+
+Generated from the consortium schema itself (`python -m router.cli.reference consortium`, from
+router/consortium/spec.py); CI regenerates it and fails when it differs. Every key of an entry
+of `consortia:`, its type, its default and what it does; [consortia](../guide/consortia.md) shows
+them at work (ranking, synthesis, quorum, budgets, nesting). A typo fails at load with the file,
+the line and a did-you-mean.
+"""
+
+
+def consortium() -> str:
+    """Every key of a `consortia:` entry, then of a member's long form, as Markdown tables."""
+    from router.consortium.spec import ConsortiumConfig, MemberSpec
+
+    head = ["| key | type | default | what |", "|---|---|---|---|"]
+    entry = [row for row in _config_rows(ConsortiumConfig, "") if not row.startswith("| `members[i].")]
+    member = list(_config_rows(MemberSpec, ""))
+    return "\n".join([
+        _CONSORTIUM_HEADER, "## `consortia.NAME`", "", *head, *entry, "",
+        "## A member's long form", "",
+        "`members:` takes `NAME`, `NAME*N` (N samples of NAME: `*` because model names may contain colons, "
+        "`llama3:8b`) or this mapping, for a member with its own system prompt or temperature: "
+        "`{model: k2.6, n: 3, temperature: 0.9}`.", "", *head, *member, ""]).rstrip() + "\n"
+
+
+_KINDS = {"cli": reference, "config": configuration, "consortium": consortium}
 
 
 def main(argv: list[str]) -> int:
     check = argv[:1] == ["--check"]
     args = argv[1:] if check else argv
     if len(args) != (2 if check else 1) or args[0] not in _KINDS:
-        print("usage: python -m router.cli.reference [--check] cli|config [FILE]", file=sys.stderr)
+        print("usage: python -m router.cli.reference [--check] cli|config|consortium [FILE]", file=sys.stderr)
         return 2
     text = _KINDS[args[0]]()
     if not check:

@@ -34,10 +34,12 @@ class _Strict(BaseModel):
 class MemberSpec(_Strict):
     """One member entry: `n` samples of the backend or consortium called `model`."""
 
-    model: str = Field(min_length=1)
-    n: int = Field(1, ge=1, le=MAX_SAMPLES)
-    system: str | None = None
-    temperature: float | None = Field(None, ge=0.0, le=2.0)
+    model: str = Field(min_length=1, description="a backend or consortium of the same config")
+    n: int = Field(1, ge=1, le=MAX_SAMPLES, description=f"samples of it per round, 1..{MAX_SAMPLES} "
+                   "(the short form's `*N`)")
+    system: str | None = Field(None, description="its own system prompt, instead of the consortium's `system`")
+    temperature: float | None = Field(None, ge=0.0, le=2.0, description="its sampling temperature, 0..2; "
+                                      "default: the request's")
 
     def short(self) -> str:
         """The short form when it says everything, else a compact long form (for display)."""
@@ -68,24 +70,31 @@ class ConsortiumConfig(_Strict):
     """One named consortium. Times are seconds; `budget` counts model calls of the whole
     nested run (this consortium's members, arbiter and every consortium inside them)."""
 
-    members: list[MemberSpec] = Field(min_length=1)
-    arbiter: str = Field(min_length=1)
-    judging: Literal["rank", "synthesis"] = "rank"
+    members: list[MemberSpec] = Field(min_length=1, description="who answers, all at once: `NAME` or `NAME*N` "
+                                      "(N samples), or the long form below; NAME is a backend or a consortium")
+    arbiter: str = Field(min_length=1, description="the backend or consortium that judges the answers")
+    judging: Literal["rank", "synthesis"] = Field("rank", description="`rank`: the best answer is returned "
+                                                  "verbatim; `synthesis`: the arbiter writes one from them all")
     system: str | None = Field(None, description="system prompt for every member without its own")
-    confidence_threshold: float = Field(0.8, ge=0.0, le=1.0)
-    min_iterations: int = Field(1, ge=1, le=10)
-    max_iterations: int = Field(1, ge=1, le=10)
-    member_timeout_s: float = Field(120.0, gt=0)
+    confidence_threshold: float = Field(0.8, ge=0.0, le=1.0, description="another round (up to `max_iterations`) "
+                                        "while the arbiter's confidence is below this, 0..1")
+    min_iterations: int = Field(1, ge=1, le=10, description="rounds always run, 1..10")
+    max_iterations: int = Field(1, ge=1, le=10, description="most rounds, 1..10; a later round asks the members to "
+                                "refine the last answer where the arbiter said")
+    member_timeout_s: float = Field(120.0, gt=0, description="seconds one attempt of a member may take; then it "
+                                    "fails, and `retries` may try it again")
     retries: int = Field(1, ge=0, le=5, description="extra attempts for a member that failed")
     quorum: int | None = Field(None, ge=1, description="answers that are enough; default: every member")
     grace_s: float = Field(0.0, ge=0, description="after the quorum, wait this long for the rest")
-    max_concurrency: int = Field(8, ge=1, le=256)
+    max_concurrency: int = Field(8, ge=1, le=256, description="member calls in flight at once, nested "
+                                 "consortia included")
     budget: int | None = Field(None, ge=1, description="most upstream requests (retries included) for the "
                                f"whole nested run; default {DEFAULT_BUDGET}")
     complexity_budget: float | None = Field(
         None, gt=1.0, description="reject a candidate whose code is this many times more complex than the median"
     )
-    arbiter_context_tokens: int | None = Field(None, ge=512, description="default: the arbiter's context_window")
+    arbiter_context_tokens: int | None = Field(None, ge=512, description="tokens the arbiter's prompt may fill (answers "
+                                                  "beyond it are cut); default: the arbiter's context_window")
     arbiter_max_tokens: int = Field(1024, ge=16, description="room kept in the arbiter's context for its reply")
 
     @field_validator("members", mode="before")
