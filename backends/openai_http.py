@@ -24,7 +24,7 @@ from backends.http_errors import is_transport_error
 from backends.http_transport import HttpTransport, json_event, json_events
 from backends.openai_fields import chat_messages, is_openai_itself, request_fields
 from backends.params import ChatParams
-from backends.served import not_served_hint, served_models
+from backends.served import not_served_hint, served_models, serves
 from backends.sse_template import template_runs
 from backends.thinking import reasoning_of  # thinking hook
 from backends.types import Request, Usage
@@ -93,15 +93,19 @@ class OpenAIBackend(Backend):
             return Health(False, f"{base}/models answered HTTP {status}")
         simulated = " [SIMULATED]" if headers.get("x-simulated") == "true" else ""
         try:
-            served = served_models(orjson.loads(body))
+            listed = orjson.loads(body)
         except ValueError:
-            served = []
-        if served and self.model not in served:
+            listed = {}
+        served = served_models(listed)
+        if not serves(self.model, listed):
             problem = f"{base} does not serve {self.model!r}; {not_served_hint(self.model, served)}"
             if headers.get("x-sim-any-model") == "true":
                 # The lenient simulator answers every name; a real server (vLLM) would answer 404.
                 return Health(True, f"reachable at {base}{simulated}, which answers any name, but {problem}")
             return Health(False, problem)
+        if served and self.model not in served:  # llama.cpp: its .gguf's path, answering to our name too
+            return Health(True, f"reachable at {base}{simulated}; llama.cpp serving {', '.join(served)}, "
+                                f"which answers as {self.model!r}")
         return Health(True, f"reachable at {base}{simulated}")
 
     # -- the wire call ----------------------------------------------------------------------

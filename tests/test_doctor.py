@@ -6,6 +6,7 @@ and answers any other with 404; the strict simulator does the same.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -75,3 +76,54 @@ def test_route_doctor_exits_3_and_names_the_served_model(strict_sim, tmp_path: P
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 3, result.stderr
     assert SHOUTED in result.stdout and "did you mean" in result.stdout
+
+
+def _llama_server(files: list[str], owner: str = "llamacpp"):
+    """llama.cpp's llama-server as its wire shows it: /v1/models lists the .gguf paths it loaded;
+    with one, a chat request for any name is answered by it (in router mode, by id, file or stem)."""
+    import httpx
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/models"):
+            return httpx.Response(200, json={"object": "list", "data": [
+                {"id": f, "object": "model", "owned_by": owner} for f in files]})
+        asked = json.loads(request.content)["model"]
+        known = {n for f in files for n in (f, f.rsplit("/", 1)[-1], f.rsplit("/", 1)[-1].removesuffix(".gguf"))}
+        if len(files) > 1 and asked not in known:
+            return httpx.Response(404, json={"error": {"message": f"model {asked} not found"}})
+        return httpx.Response(200, json={"choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"},
+                                                      "finish_reason": "stop"}],
+                                         "usage": {"prompt_tokens": 1, "completion_tokens": 1}})
+    return handler
+
+
+def _asks(base_url: str, model: str) -> bool:
+    from router import Router
+
+    config = {"backends": {"b": {"kind": "openai", "model": model, "base_url": base_url}},
+              "routing": {"tiers": [{"name": "only", "backends": ["b"]}]}}
+    with Router.from_config(config) as router:
+        try:
+            return router.complete("hello", model="b").text == "hi"
+        except Exception:  # any failure to answer is what this tells
+            return False
+
+
+def test_a_llama_cpp_server_listing_its_gguf_path_passes_as_asking_it_works(answering):
+    url = answering(_llama_server(["/models/qwen3-8b-q4_k_m.gguf"]))
+    check = check_backend("llama-cpp", _spec(url, "local-gguf"), timeout_s=5)
+    assert check.ok and "qwen3-8b-q4_k_m.gguf" in check.detail, check.detail
+    assert _asks(url, "local-gguf")  # what the doctor says is what asking does
+
+
+def test_llama_cpp_with_several_models_needs_one_of_their_names(answering):
+    url = answering(_llama_server(["/m/qwen3-8b.gguf", "/m/gemma-3-4b.gguf"]))
+    assert check_backend("q", _spec(url, "qwen3-8b"), timeout_s=5).ok and _asks(url, "qwen3-8b")
+    wrong = check_backend("q", _spec(url, "local-gguf"), timeout_s=5)
+    assert not wrong.ok and "does not serve 'local-gguf'" in wrong.detail and not _asks(url, "local-gguf")
+
+
+def test_vllm_serving_a_gguf_by_its_path_still_needs_that_exact_name(answering):
+    url = answering(_llama_server(["/models/qwen3-8b.gguf"], owner="vllm"))
+    check = check_backend("q", _spec(url, "qwen3-8b"), timeout_s=5)
+    assert not check.ok and "/models/qwen3-8b.gguf" in check.detail
