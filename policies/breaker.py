@@ -9,8 +9,10 @@ with nothing else left may still probe it sooner, as a last resort (`probe_in`, 
 after `probe_initial_s`, doubling with each failure in a row up to `probe_max_s` (never later
 than the cooldown). So a client retrying against a dead upstream costs at most one upstream call
 per request, at a pace the router chooses, and is never kept waiting out a cooldown nobody else
-needed; the pace stays short because it is what a 503 tells clients to wait (Retry-After), and
-clients that honour it (Codex) would otherwise take longer to show an error than going direct.
+needed. The pace is what a 503 tells clients to wait (Retry-After), so it backs off as a client
+would going direct: clients that honour it then spread their retries over an outage as long as
+the one they survive direct (Claude Code's ten retries over a minute and more, not ten seconds),
+and a dead upstream sees one probe per wait, not a storm (benchmarks/retries.py).
 
 The clock is injected (seconds, monotonic) so tests step time by hand; no threads, no I/O.
 A board's `on_change(name, state)` hears of every transition this process's own calls cause
@@ -34,8 +36,8 @@ BreakerListener = Callable[[str, State], None]
 class BreakerSettings:
     failure_threshold: int = 3
     cooldown_s: float = 30.0
-    probe_initial_s: float = 0.25  # the first last-resort probe's wait after the breaker opens
-    probe_max_s: float = 0.5  # the longest wait between last-resort probes
+    probe_initial_s: float = 1.0  # the first last-resort probe's wait after the breaker opens
+    probe_max_s: float = 16.0  # the longest wait between last-resort probes
 
 
 class CircuitBreaker:

@@ -197,10 +197,10 @@ class BreakerConfig(_Strict):
 
     failures: int = Field(3, ge=1, description="failures in a row that open the breaker")
     cooldown_ms: float = Field(30_000, gt=0, description="how long it stays open; then one probe is let through")
-    probe_ms: float = Field(250, gt=0, description="with no other backend left, a request may probe an open "
+    probe_ms: float = Field(1000, gt=0, description="with no other backend left, a request may probe an open "
                             "breaker's backend this long after it opened; doubling with each failure, at most "
                             "probe_max_ms")
-    probe_max_ms: float = Field(500, gt=0, description="the longest wait between those probes, and so the "
+    probe_max_ms: float = Field(16_000, gt=0, description="the longest wait between those probes, and so the "
                                 "longest Retry-After a 503 from a dead upstream says; at most cooldown_ms")
 
 

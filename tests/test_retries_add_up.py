@@ -5,18 +5,19 @@ connection fails over without retries; clients see the backend's name, never its
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import openai
 import pytest
 
+from policies.breaker import BreakerBoard
 from policies.retry_budget import RetryBudget, RetryBudgetSettings
 from router import Router
 from router.config_loader import load_config
@@ -40,8 +41,9 @@ def test_a_client_retrying_30_times_against_a_dead_upstream_costs_one_call_per_r
     server leaves a backend not yet heard answering to its client's own retries (one call per
     request, as going direct), its breaker opens after three, and until its next probe is due
     (a minute here) the other 27 are answered 503 at once, calling nothing. Every 503 says when
-    to ask again, as the router knows it: now while the breaker is closed, then the probe a
-    minute away (this test's pace; the default pace is the next test's)."""
+    to ask again, as the router knows it, never sooner than a second (issue 47: "0" invited a
+    storm): a second while the breaker is closed, then the probe a minute away (this test's
+    pace; the default pace is the next test's)."""
     sim.update_profile("dead-m", fault="500")
     config = _config(sim, dead=("dead-m", None))
     config["routing"]["breaker"]["probe_ms"] = 60_000
@@ -57,34 +59,71 @@ def test_a_client_retrying_30_times_against_a_dead_upstream_costs_one_call_per_r
             waits.append((headers.get("retry-after"), headers.get("retry-after-ms")))
     assert sim.stats("dead-m")["requests"] == 3
     assert set(statuses) == {503}
-    assert waits[:2] == [("0", "0")] * 2  # the breaker still closed: ask again now
+    assert waits[:2] == [("1", "1000")] * 2  # the breaker still closed: the shortest wait, a second
     for seconds, ms in waits[2:]:  # the third opened it: its probe a minute away, counting down
-        assert 59_000 < int(ms) <= 60_000 and 0 <= int(ms) - 1000 * int(seconds) <= 1000, waits  # floor and ceil
+        assert 59_000 < int(ms) <= 60_000 and 0 <= 1000 * int(seconds) - int(ms) < 1000, waits  # both rounded up
+
+
+def _on_a_clock(router: Router) -> list[float]:
+    """The router's breakers on a clock the test moves (monotonic seconds): a client's wait of a
+    minute costs the test nothing, and its probe falls due as it would have."""
+    now = [1000.0]
+    router.breakers = router.calls.breakers = BreakerBoard(lambda: now[0], router.breakers.settings)
+    return now
+
+
+_ASK = {"model": "auto", "messages": [{"role": "user", "content": "hi"}]}
 
 
 def test_a_client_that_waits_what_a_503_says_reaches_the_upstream_each_time(sim):
-    """Retry-After is true, not a number picked to hurry clients: with the default probe pace
-    (0.25 s, doubling to 0.5 s), each 503 from a dead upstream asks for at most half a second,
-    and a client back after that long is answered by a call to the upstream, not by the breaker."""
+    """Retry-After is true, never "0" (issue 47): with the default probe pace each 503 from a dead
+    upstream asks for the wait to the breaker's next probe -- a second, doubling per failed probe
+    to 16 s, as a client backs off going direct -- and a client back after that long is answered
+    by a call to the upstream, not by the breaker."""
     sim.update_profile("dead-m", fault="500")
     router = Router(load_config(_config(sim, dead=("dead-m", None))), source="server")
+    now = _on_a_clock(router)
     with RouteServer(router) as srv, httpx.Client(base_url=srv.base_url, timeout=30) as client:
-        body = {"model": "auto", "messages": [{"role": "user", "content": "hi"}]}
         for _ in range(3):  # the breaker opens on the third
-            assert client.post("/chat/completions", json=body).status_code == 503
+            assert client.post("/chat/completions", json=_ASK).status_code == 503
         waits = []
         for _ in range(6):
-            failed = client.post("/chat/completions", json=body)
-            answered_at = time.monotonic()
+            failed = client.post("/chat/completions", json=_ASK)
             assert failed.status_code == 503
             wait_s = int(failed.headers["retry-after-ms"]) / 1000
+            assert failed.headers["retry-after"] == str(math.ceil(wait_s)), failed.headers
             waits.append(wait_s)
             calls = sim.stats("dead-m")["requests"]
-            while time.monotonic() < answered_at + wait_s:  # never sooner, even where a timer fires early
-                time.sleep(answered_at + wait_s - time.monotonic())
-            assert client.post("/chat/completions", json=body).status_code == 503
+            now[0] += wait_s
+            assert client.post("/chat/completions", json=_ASK).status_code == 503
             assert sim.stats("dead-m")["requests"] == calls + 1, f"told to wait {wait_s} s, then not called"
-    assert all(0 < wait <= 0.5 for wait in waits), waits
+    assert waits == [1, 2, 4, 8, 16, 16]
+
+
+@pytest.mark.parametrize(("client", "retries", "outage_s"), [
+    ("the OpenAI SDK", 2, 2.0),  # 0.5 s then 1 s of its own backoff: direct it gives up before 2 s
+    ("Codex", 29, 10.0),  # 24 s of its own backoff direct; through route it gave up after 2.8 s
+    ("Claude Code", 10, 60.0),  # 0.5 s doubling to 32 s direct, over two minutes
+])
+def test_a_client_obeying_retry_after_finishes_its_task_after_an_outage_it_survives_direct(sim, client, retries,
+                                                                                          outage_s):
+    """The neighbour of every 503: a client whose own retries outlast the outage going direct,
+    obeying Retry-After through route, ends with its answer, not an error."""
+    sim.update_profile("dead-m", fault="500")
+    router = Router(load_config(_config(sim, dead=("dead-m", None))), source="server")
+    now = _on_a_clock(router)
+    back_at = now[0] + outage_s
+    statuses = []
+    with RouteServer(router) as srv, httpx.Client(base_url=srv.base_url, timeout=30) as http:
+        for _ in range(retries + 1):
+            answer = http.post("/chat/completions", json={**_ASK, "model": "dead"})
+            statuses.append(answer.status_code)
+            if answer.status_code == 200:
+                break
+            now[0] += int(answer.headers["retry-after"])
+            if now[0] >= back_at:
+                sim.update_profile("dead-m", fault=None)
+    assert statuses[-1] == 200, f"{client} gave up through route after {statuses}"
 
 
 def test_the_first_request_to_three_dead_backends_costs_one_call_each(sim):
@@ -98,7 +137,7 @@ def test_the_first_request_to_three_dead_backends_costs_one_call_each(sim):
     with RouteServer(router) as srv:
         failed = httpx.post(f"{srv.base_url}/chat/completions", timeout=30,
                             json={"model": "auto", "messages": [{"role": "user", "content": "hi"}]})
-    assert failed.status_code == 503 and failed.headers["retry-after"] == "0"
+    assert failed.status_code == 503 and failed.headers["retry-after"] == "1"
     assert sim.stats("dead-m")["requests"] == 3
 
 

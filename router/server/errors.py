@@ -5,13 +5,15 @@ Whose fault a failure was (backends/faults.py) decides first: the request's is a
 field, whatever else failed beside it (the client can fix it; a retry cannot).
 
 Every 503 says when to ask again, as the router knows it: the soonest any candidate may be
-called (0 while a breaker is closed; with every one open, the next last-resort probe, which
-comes at most `routing.breaker.probe_max_ms` apart, policies/breaker.py). The probes keep a dead
-upstream to one call per probe whatever clients do, and their pace is short because clients wait
-what they are told (Codex honours Retry-After: told the 29 s of a cooldown, it took 433 s to give
-up where going direct takes 24 s). `retry-after-ms` is exact (OpenAI's and Anthropic's SDKs and
-the AI SDK read it first); `Retry-After` is whole seconds, rounded down, so a sub-second wait
-reads "0": a client back sooner than the exact wait gets a 503 that costs no upstream call.
+called (with every breaker open, the next last-resort probe: 1 s after the breaker opened,
+doubling per failed probe to `routing.breaker.probe_max_ms`, policies/breaker.py), and never
+sooner than MIN_RETRY_AFTER_S. A "0" invited a storm: a client obeying it sent thousands of
+requests a second against a dead upstream, and spent its own retries in a few seconds (Codex gave
+up after 2.8 s through route against 26 s of its own backoff direct), so an outage it survives
+direct failed its task through route. The probes keep a dead upstream to one call per probe
+whatever clients do. `Retry-After` is whole seconds, rounded up (a client that waits it finds the
+probe due); `retry-after-ms` (OpenAI's and Anthropic's SDKs and the AI SDK read it first) is the
+same wait in milliseconds.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from backends.errors import (
     UsageError,
 )
 
-__all__ = ["ASK_AGAIN_S", "ApiError", "error_body", "error_for_failure", "internal_error", "refused_request", "usage_error"]
+__all__ = ["ASK_AGAIN_S", "MIN_RETRY_AFTER_S", "ApiError", "error_body", "error_for_failure", "internal_error", "refused_request", "usage_error"]
 
 
 class ApiError(Exception):
@@ -122,7 +124,9 @@ def internal_error(exc: BaseException) -> ApiError:
 
 
 # A 503's wait (seconds) when nothing the router knows says when (a full connection table).
-ASK_AGAIN_S = 0.5
+ASK_AGAIN_S = 1.0
+# The shortest wait a 503 asks for (seconds): a client obeying a shorter one retries in a loop.
+MIN_RETRY_AFTER_S = 1.0
 
 
 def _retry_after(errors: list[BaseException], soonest_s: float | None, status: int) -> dict[str, str] | None:
@@ -136,5 +140,5 @@ def _retry_after(errors: list[BaseException], soonest_s: float | None, status: i
     if status != 503:
         return None
     known = soonest_s if soonest_s is not None else (min(waits) if waits else ASK_AGAIN_S)
-    wait = max(0.0, known)
-    return {"retry-after": f"{math.floor(wait)}", "retry-after-ms": f"{math.ceil(wait * 1000)}"}
+    wait = max(MIN_RETRY_AFTER_S, known)
+    return {"retry-after": f"{math.ceil(wait - 1e-9)}", "retry-after-ms": f"{math.ceil(wait * 1000 - 1e-6)}"}

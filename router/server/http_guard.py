@@ -19,6 +19,7 @@ the app knows when it wants the body. Every refusal here is `{"error": {...}}` w
 from __future__ import annotations
 
 import asyncio
+import math
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
@@ -37,7 +38,8 @@ _LINGER_S = 2.0  # after a refusal, how long to keep draining a client that goes
 def _refusal(status: int, message: str, code: str) -> bytes:
     body = error_body(message, "invalid_request_error" if status < 500 else "server_error", code)
     # Every 503 says when to ask again (router/server/errors.py): a connection frees up any moment.
-    wait = f"retry-after: 0\r\nretry-after-ms: {round(ASK_AGAIN_S * 1000)}\r\n".encode() if status == 503 else b""
+    wait = (f"retry-after: {math.ceil(ASK_AGAIN_S)}\r\nretry-after-ms: {round(ASK_AGAIN_S * 1000)}\r\n".encode()
+            if status == 503 else b"")
     return b"".join([STATUS_LINE[status], b"content-type: application/json\r\n", wait,
                      b"content-length: " + str(len(body)).encode() + b"\r\n", b"connection: close\r\n\r\n", body])
 

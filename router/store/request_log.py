@@ -47,6 +47,7 @@ from router.request_context import CLIENT_KEY
 from router.store import writer as log_writer
 from router.store.choice import LogTarget, log_target, spool_dir_for
 from router.store.records import RequestRecord, row_of
+from router.store.refusals import BreakerRefusals, refused_by_breaker
 from router.store.spool import Spool
 from router.store.sqlite import Store, default_store_path
 from router.store.writer import DEFAULT_INTERVAL_S, DEFAULT_MAX_PENDING, Writer
@@ -201,6 +202,7 @@ class RequestLog:
             self._writer = log_writer.writer_for(("sqlite", resolved), str(resolved), lambda: _open_sqlite(resolved))
         if not self.synchronous:
             self._writer.interval_s = min(self._writer.interval_s, flush_interval_s)
+        self._refusals = BreakerRefusals()
 
     @classmethod
     def for_target(cls, target: LogTarget, **settings: Any) -> RequestLog:
@@ -214,8 +216,12 @@ class RequestLog:
     def observe(self, outcome: Outcome) -> None:
         """Queue `outcome`'s record for writing; with a zero interval, write (or spool) it
         before returning. A request whose record cannot be made is refused here, alone, with a
-        warning."""
+        warning. Requests an open breaker refused are one record per key per second
+        (router/store/refusals.py), written once the second is over."""
         try:
+            if outcome.result is None and refused_by_breaker(outcome.error):
+                self._refused(outcome)
+                return
             captured = _capture(outcome, self.store_content, None, self.max_content_chars, self.store_thinking)
         except Exception as exc:  # the log must never fail a request
             self._writer.refuse(exc)
@@ -225,6 +231,12 @@ class RequestLog:
             self._writer.secure()
 
     __call__ = observe
+
+    def _refused(self, outcome: Outcome) -> None:
+        aggregate = self._refusals.add(CLIENT_KEY.get(), time.time(), lambda: _capture(
+            outcome, self.store_content, None, self.max_content_chars, self.store_thinking))
+        if aggregate is not None:
+            self._writer.put_after(aggregate, aggregate.second + 1.25)  # a late count of its second still joins it
 
     def flush(self, timeout_s: float = 10.0) -> bool:
         """Wait until every record observed so far is written (or dropped), spooled ones

@@ -75,6 +75,8 @@ class Writer:
         self.spool: Spool | None = None  # a server destination's local spool
         self.spill = False  # spool while the destination is down (a synchronous log asked for it)
         self._pending: deque[Pending | tuple] = deque()  # built rows are tuples: kept from a failed write
+        self._later: deque[tuple[float, Pending]] = deque()  # (unix time it is due, record), oldest first
+        self._later_lock = threading.Lock()  # the thread and a flush both take from it
         self._lock = threading.Lock()
         self._settled = threading.Condition(self._lock)
         self._wake = threading.Event()
@@ -94,6 +96,23 @@ class Writer:
             self._ensure_thread()
         if len(self._pending) >= _BURST and self._down_at is None:
             self._wake.set()  # a burst: write now rather than hold it all in memory
+
+    def put_after(self, item: Pending, due: float) -> None:
+        """Queue `item` once `due` (unix seconds) has passed: a record that still counts what
+        arrives until then (router/store/refusals.py). Dues come in order."""
+        self._later.append((due, item))
+        if self._thread is None:  # after the append, as in `put`
+            self._ensure_thread()
+
+    def _take_due(self, everything: bool = False) -> None:
+        now = time.time()
+        due = []
+        with self._later_lock:
+            later = self._later
+            while later and (everything or later[0][0] <= now):
+                due.append(later.popleft()[1])
+        for item in due:
+            self.put(item)
 
     def refuse(self, exc: Exception) -> None:
         """A record that could not be built: counted and warned about, nothing else lost."""
@@ -130,6 +149,7 @@ class Writer:
         queued (or spooled)."""
         started = time.monotonic()
         deadline = started + timeout_s
+        self._take_due(everything=True)  # what was observed so far, its count as it stands
         if self._pending or self._backlog():
             self._ensure_thread()
         with self._lock:
@@ -183,6 +203,8 @@ class Writer:
         parent writes what was queued before the fork; start afresh, keeping this object, which
         the child's RequestLogs hold. The parent's spool files stay the parent's."""
         self._pending = deque()
+        self._later = deque()
+        self._later_lock = threading.Lock()
         self._lock = threading.Lock()
         self._settled = threading.Condition(self._lock)
         self._wake = threading.Event()
@@ -203,6 +225,8 @@ class Writer:
             while True:
                 self._wake.wait(_RETRY_S if self._down_at is not None else self.interval_s)
                 self._wake.clear()
+                if self._later:
+                    self._take_due()
                 if self._backlog():  # spooled records go before any newer one
                     idle_s = 0.0
                     target = self._replay(target)
@@ -240,7 +264,7 @@ class Writer:
         no thread and starts one."""
         with self._lock:
             self._thread = None
-            if not self._pending and not self._backlog():
+            if not self._pending and not self._later and not self._backlog():
                 return True
             self._thread = threading.current_thread()
             return False
