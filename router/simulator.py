@@ -24,7 +24,7 @@ from typing import Any
 
 from backends.simulator import DEFAULT_PROFILES, SimProfile, SimServer, load_profiles
 
-__all__ = ["Simulator", "sim_profiles"]
+__all__ = ["Simulator", "backend_name_note", "sim_profiles"]
 
 # Kinds that call a server over HTTP: the simulator answers as an OpenAI-compatible server (and as
 # Anthropic's Messages API), so a litellm backend is pointed at it as an OpenAI-compatible one.
@@ -42,18 +42,61 @@ def sim_profiles(source: str | Path | Mapping[str, Any] | None = None) -> dict[s
     return {name: replace(p, responder=p.responder or respond) for name, p in profiles.items()}
 
 
+def backend_name_note(what: str, key: str, models: Mapping[str, str]) -> str | None:
+    """The mistake of keying the simulator by a backend's name (`models`: backend name -> its
+    model): it is sent the model, so that key is never asked for. None when `key` is fine."""
+    if key in models.values() or not models.get(key):
+        return None
+    return f"{what} {key!r} is a backend's name; the simulator is sent its model: key the {what} {models[key]!r}"
+
+
 class Simulator(SimServer):
-    """`route sim` on a free loopback port, in this process (a context manager, sync or async)."""
+    """`route sim` on a free loopback port, in this process (a context manager, sync or async).
+
+    A profile, script, fault or profile update keyed by a backend's name instead of the model
+    the backend sends is never used: once `config()` has shown which is which, each such key is
+    warned of (UserWarning), as `route sim --profiles` warns."""
 
     def __init__(self, profiles: str | Path | Mapping[str, Any] | None = None, *, host: str = "127.0.0.1",
                  port: int = 0):
-        super().__init__(sim_profiles(profiles), host=host, port=port)
+        served = sim_profiles(profiles)
+        super().__init__(served, host=host, port=port)
+        self._keys: list[tuple[str, str]] = [("profile", k) for k in served] if profiles is not None else []
+        self._models: dict[str, str] = {}
+
+    def set_faults(self, model: str, sequence: list[str | None]) -> None:
+        self._keyed("fault", model)
+        super().set_faults(model, sequence)
+
+    def script(self, model: str, replies: list[Any]) -> None:
+        self._keyed("script", model)
+        super().script(model, replies)
+
+    def update_profile(self, model: str, **fields: Any) -> dict[str, Any]:
+        self._keyed("profile", model)
+        return super().update_profile(model, **fields)
+
+    def _keyed(self, what: str, key: str) -> None:
+        self._keys.append((what, key))
+        self._warn([(what, key)], stacklevel=5)
+
+    def _warn(self, keys: list[tuple[str, str]], stacklevel: int = 4) -> None:
+        """Warn at the user's line: `stacklevel` counts this frame, its caller and theirs."""
+        import warnings
+
+        for what, key in keys:
+            note = backend_name_note(what, key, self._models)
+            if note:
+                warnings.warn(note, UserWarning, stacklevel=stacklevel - 1)
 
     def config(self, source: str | Path | dict[str, Any] | None = None) -> dict[str, Any]:
         """The config (the search order's by default) as a dict for `Router.from_config`, with every
         `openai`, `anthropic` and `litellm` backend answered by this simulator, keys dropped."""
         data = copy.deepcopy(source) if isinstance(source, dict) else _read(source)
-        for backend in (data.get("backends") or {}).values():
+        backends = data.get("backends") or {}
+        self._models = {name: str(b.get("model")) for name, b in backends.items() if isinstance(b, dict) and b.get("model")}
+        self._warn(list(dict.fromkeys(self._keys)))
+        for backend in backends.values():
             kind = _SERVED_KINDS.get(backend.get("kind"))
             if kind is not None:
                 backend.update(kind=kind, base_url=self.base_url)

@@ -12,6 +12,7 @@ another process (`python -m backends.simulator --port 0` prints its URL) the sam
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ import uvicorn
 from backends.simulator.app import create_app
 from backends.simulator.profiles import SimProfile, load_profiles
 from backends.simulator.tools import Reply
-from backends.threaded_server import ThreadedServer
+from backends.threaded_server import ThreadedServer, bind_socket
 
 __all__ = ["SimControl", "SimServer", "serve"]
 
@@ -102,9 +103,12 @@ class SimServer(ThreadedServer, SimControl):
         await asyncio.to_thread(self.stop)
 
 
-def serve(host: str = "127.0.0.1", port: int = 8000, profiles: ProfilesSource = None) -> None:
-    """Run the simulator in the foreground until interrupted (for `route sim`).
+def serve(host: str = "127.0.0.1", port: int = 8000, profiles: ProfilesSource = None,
+          sock: socket.socket | None = None) -> None:
+    """Run the simulator in the foreground until interrupted (for `route sim`), on `sock` when
+    given (bound by the caller, so a busy port is a usage error before anything starts).
     Port 8000 is vLLM's default, so a config written for a local vLLM reaches it unchanged."""
     app = create_app(None if profiles is None else load_profiles(profiles))
-    uvicorn.run(app, host=host, port=port, log_level="info", access_log=False,
-                timeout_graceful_shutdown=2)
+    config = uvicorn.Config(app, host=host, port=port, log_level="info", access_log=False,
+                            timeout_graceful_shutdown=2)
+    uvicorn.Server(config).run(sockets=[sock if sock is not None else bind_socket(host, port)])

@@ -20,15 +20,16 @@ app = command_app()
 def unasked_profiles(profiles: Iterable[str], backends: Mapping[str, Any]) -> list[str]:
     """One sentence per profile no backend of the config asks for: the simulator is sent a
     backend's `model`, never its name, so a profile keyed otherwise is silently unused."""
-    models = {getattr(b, "model", None): name for name, b in backends.items()}
+    from router.simulator import backend_name_note
+
+    models = {name: b.model for name, b in backends.items() if getattr(b, "model", None)}
     notes = []
     for profile in profiles:
-        if profile in models:
+        if profile in models.values():
             continue
-        backend = backends.get(profile)
-        if backend is not None and getattr(backend, "model", None):
-            notes.append(f"profile {profile!r} is a backend's name; the simulator is sent its model: key the "
-                         f"profile {backend.model!r}")
+        note = backend_name_note("profile", profile, models)
+        if note:
+            notes.append(note)
         else:
             notes.append(f"profile {profile!r} names no model the config in use sends (only a config of your own "
                          "that names it will use it)")
@@ -52,17 +53,20 @@ def _warn_unasked(out: Output, profiles: Iterable[str], config: str | None) -> N
 @app.command("sim", help="Run the SIMULATED OpenAI-compatible model server (for demos and tests).")
 @handle_errors
 def sim(
-    port: Annotated[int, typer.Option("--port", help="8000 is vLLM's default, which config.yaml expects.")] = 8000,
+    port: Annotated[int, typer.Option("--port", min=0, max=65535,
+                                      help="8000 is vLLM's default, which config.yaml expects; 0: any free port.")] = 8000,
     host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
     profiles: Annotated[str | None, typer.Option("--profiles", help="YAML file of model profiles.")] = None,
     config: Config = None,
 ) -> None:
     from backends.simulator import serve
+    from backends.threaded_server import bind_socket
     from router.simulator import sim_profiles
 
     out = Output()
     served = sim_profiles(profiles)
     if profiles:
         _warn_unasked(out, served, config)
-    out.info(f"[bold yellow]SIMULATED[/] model server on http://{host}:{port}/v1 — answers are fake")
-    serve(host=host, port=port, profiles=served)
+    sock = bind_socket(host, port)  # a busy port: a usage error (exit 2), as `route serve` says it
+    out.info(f"[bold yellow]SIMULATED[/] model server on http://{host}:{sock.getsockname()[1]}/v1 — answers are fake")
+    serve(host=host, port=port, profiles=served, sock=sock)
