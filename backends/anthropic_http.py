@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from typing import Any, ClassVar
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -19,7 +20,7 @@ from backends.base import Backend, BackendSettings, Health
 from backends.capabilities import Capabilities
 from backends.client_fields import settled
 from backends.deadline import Deadline
-from backends.errors import BackendError, MalformedResponse, Where
+from backends.errors import BackendError, BackendUnavailable, MalformedResponse, Where
 from backends.faults import client_header, failed_writing, stream_error
 from backends.http_transport import HttpTransport, Reply, json_event
 from backends.params import AnthropicParams
@@ -38,6 +39,12 @@ _DEFAULT_MAX_TOKENS = 4096
 _SHARED = ("top_p",)
 
 
+def _messages_path(base: str) -> str:
+    """`/messages` under a base that ends in /v1 (ours: `https://api.anthropic.com/v1`), else
+    `/v1/messages`, as Anthropic's SDK and LiteLLM take a base (`ANTHROPIC_BASE_URL`) without it."""
+    return "/messages" if urlsplit(base).path.rstrip("/").endswith("/v1") else "/v1/messages"
+
+
 class AnthropicBackend(Backend):
     kind = "anthropic"
     # No seed: N samples of one Claude model differ by temperature alone.
@@ -48,12 +55,18 @@ class AnthropicBackend(Backend):
     def __init__(self, settings: BackendSettings):
         super().__init__(settings)
         # For messages: as configured, so a ${NAME} in it never shows its value.
-        self._http = HttpTransport((settings.base_url or _DEFAULT_BASE_URL).rstrip("/") + "/messages", self.where())
+        base = settings.base_url or _DEFAULT_BASE_URL
+        self._http = HttpTransport(base.rstrip("/") + _messages_path(base), self.where())
+        self._path = None if "${" in base else _messages_path(base)  # else resolved per call
         self._signed = SignedThinking()  # for clients that send thinking back without its signature
 
     @property
     def endpoint(self) -> str:
         return self._http.shown
+
+    def _messages_url(self) -> str:
+        path = self._path or _messages_path(self.settings.resolve(self.settings.base_url or _DEFAULT_BASE_URL))
+        return self.settings.url(path, _DEFAULT_BASE_URL)
 
     def _translate(self, exc: Exception) -> BackendError:
         return self._http.translate(exc)
@@ -103,7 +116,7 @@ class AnthropicBackend(Backend):
             payload = self._payload(request, stream=stream)
         except (TypeError, ValueError, AttributeError) as exc:  # a value of the client's it cannot write
             raise failed_writing(exc, self.where()) from exc
-        async with self._http.post(self.settings.url("/messages", _DEFAULT_BASE_URL), payload, headers,
+        async with self._http.post(self._messages_url(), payload, headers,
                                    deadline.remaining(), self.settings.timeout_s) as reply:
             if not stream or reply.whole:
                 for delta in self._answer(await reply.body(), reply.simulated):
@@ -126,6 +139,7 @@ class AnthropicBackend(Backend):
 
     async def _stream_events(self, reply: Reply) -> AsyncIterator[Delta]:
         reader = StreamReader()
+        finished = False
         async for batch in reply.events(_is_stop):
             fold = Fold(reply.simulated)  # a read of many events goes up as few Deltas (assembly.py)
             for data in batch:
@@ -133,7 +147,12 @@ class AnthropicBackend(Backend):
                 if delta is not None:
                     fold.delta(delta)
             for delta in fold.done():
+                finished = finished or delta.finish_reason is not None
                 yield delta
+        if not (finished or reply.ended):
+            # Neither a stop reason nor message_stop: the connection closed mid-answer.
+            raise BackendUnavailable("the stream ended before the model finished (no stop_reason, no message_stop): "
+                                     "the upstream closed it mid-answer", **self.where())
         self._signed.remember(reader.tool_ids, reader.sealed)
 
     def _parse_event(self, data: bytes) -> dict[str, Any]:

@@ -39,7 +39,8 @@ _KINDS: dict[str, Kind] = {
                          "for a hosted API; `price:` (this kind has no price list)"),
     "anthropic": Kind("backends.anthropic_http:AnthropicBackend", params=AnthropicParams,
                       summary="Anthropic's Messages API, called directly over HTTP",
-                      needs="`model`; `api_key: ${NAME}`; `base_url` (default https://api.anthropic.com/v1)"),
+                      needs="`model`; `api_key: ${NAME}`; `base_url` (default https://api.anthropic.com/v1; "
+                            "a host without /v1, as `ANTHROPIC_BASE_URL` is written, works too)"),
     "litellm": Kind("backends.litellm_backend:LiteLLMBackend", params=ChatParams,
                     summary="Any provider litellm knows, by its model prefix (gemini/, bedrock/, azure/, "
                             "vertex_ai/, ...); litellm is imported when such a backend is first called",

@@ -52,3 +52,19 @@ def test_a_python_simulator_keyed_by_a_backend_name_warns_as_the_cli_does():
             sim.set_faults("claude-sonnet-4-5", [None])
             sim.script("mercury-2", ["fine"])
             sim.update_profile("google/diffusiongemma-26B-A4B-it", ttft_s=0.0)
+
+
+@pytest.mark.parametrize("base", ["root", "root/", "v1", "env"])
+def test_an_anthropic_base_url_with_or_without_v1_answers(sim, monkeypatch, base):
+    from router import Router
+
+    sim.script("claude-sonnet-4-5", ["Hi from Claude."])
+    url = {"root": sim.url, "root/": sim.url + "/", "v1": sim.base_url,
+           "env": "http://127.0.0.1:${SIM_PORT}"}[base]  # resolved per call; as ANTHROPIC_BASE_URL is, no /v1
+    monkeypatch.setenv("SIM_PORT", str(sim.port))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-placeholder")
+    config = {"backends": {"frontier": {"kind": "anthropic", "model": "claude-sonnet-4-5", "base_url": url,
+                                        "api_key": "${ANTHROPIC_API_KEY}"}},
+              "routing": {"tiers": [{"name": "only", "backends": ["frontier"]}]}}
+    with Router.from_config(config) as router:
+        assert router.complete("hello", model="frontier").text == "Hi from Claude."
