@@ -254,6 +254,11 @@ class LearnConfig(_Strict):
     timeout_s: float = Field(120.0, gt=0, description="a shadow judgement (answer and both judge calls) gives up after this")
     refresh_ms: float = Field(2_000, ge=0, le=3_600_000, description="how often a router looks for a version "
                               "another process adopted or rolled back to")
+    moved_window: int = Field(500, ge=0, le=100_000, description="the last logged requests a refit places again, "
+                              "to report the traffic a new version would move")
+    max_moved: float = Field(0.1, ge=0, le=1, description="share of those requests a version fitted on shadow "
+                             "judgements or non-admin verdicts may move without `route learn adopt` (an admin's "
+                             "own verdicts apply under `auto` whatever they move)")
 
 
 class RoutingConfig(_Strict):

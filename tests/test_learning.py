@@ -376,7 +376,7 @@ def test_learn_status_history_rollback_and_resume(tmp_path: Path) -> None:
     status = json.loads(runner.invoke(app, ["learn", "status", "--json", "-c", str(path)]).stdout)
     assert status == learn_status(load_config(config).config)
     assert status["version"] == second and status["labels"] == {"total": 40, "by_source": {
-        "shadow": 40, "feedback": 0, "consortium": 0}}  # fmt: skip
+        "shadow": 40, "feedback": 0, "consortium": 0}, "stored": 40}  # fmt: skip
     assert status["boundaries"][0]["boundary"] == "low|top" and status["boundaries"][0]["judged_on"] == 0
     assert status["spend"]["today_usd"] == 0.125 and status["spend"]["left_usd"] == 0.875
     shown = runner.invoke(app, ["learn", "status", "-c", str(path)])

@@ -73,11 +73,13 @@ def attach_learning(config: Config, model: ModelSlot, calls: CallPath, breakers:
     learner = Learner(config, settings, open_store(config), judge, model, breakers)
     observe(learner.observe)
     try:
+        learner.store.changed()  # the stamp as it is now: what the read below sees
         current, _ = learner.store.current()
         if current:
             learner.use_now(current)
     except Exception as exc:  # an unreadable store must not stop the router
         _LOG.warning("route: the learning store could not be read (%r); routing on the configured weights", exc)
+    model.watch = learner.check
     return learner
 
 

@@ -4,7 +4,8 @@ from the fleet's labels, the budget is the fleet's, and the fleet uses one versi
 
 Keys (under `state.prefix`): `learn:labels:<boundary>` a list of JSON labels, `learn:refs` the
 refs already stored, `learn:versions` a hash of JSON versions, `learn:current` and
-`learn:pinned`, `learn:spend:<UTC day>` a hash of dollars and calls, and counters for ids.
+`learn:pinned`, `learn:spend:<UTC day>` a hash of dollars and calls, `learn:last:<boundary>` what
+a boundary's last refit found, and counters for ids.
 Learning calls run off the event loop (the learner hands them to a thread), so the client is
 redis-py's synchronous one. Unlike latency, what is learned here is worth keeping: give Redis
 persistence, or a fresh Redis starts again from the configured weights.
@@ -13,6 +14,7 @@ persistence, or a fresh Redis starts again from the configured weights.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -33,6 +35,11 @@ class RedisLearningStore:
     def __init__(self, client: Redis, prefix: str = "route:"):
         self.client = client
         self.prefix = prefix
+        self.watch_s = 1.0  # how often `changed`'s thread reads the fleet's version (the learner sets it)
+        self._watcher: threading.Thread | None = None
+        self._closing = threading.Event()
+        self._polled: tuple[int, bool] | None = None  # the version in use, as the thread last read it
+        self._checked: tuple[int, bool] | None = None  # ... as `changed` last reported it
 
     @classmethod
     def from_config(cls, state: StateConfig) -> RedisLearningStore:
@@ -172,7 +179,39 @@ class RedisLearningStore:
     def set_current(self, version: int, *, pinned: bool) -> None:
         self.client.mset({self._key("current"): version, self._key("pinned"): "1" if pinned else "0"})
 
+    def note_refit(self, boundary: int, record: dict[str, Any]) -> None:
+        self.client.set(self._key("last", boundary), json.dumps(record))
+
+    def refits(self) -> dict[int, dict[str, Any]]:
+        out = {}
+        for key in self.client.scan_iter(self._key("last", "*")):
+            raw = self.client.get(key)
+            if raw is not None:
+                out[int(key.decode().rsplit(":", 1)[1])] = json.loads(raw)
+        return out
+
+    def changed(self) -> bool:
+        """Whether the fleet's version in use changed since the last call. A replica cannot see it
+        without a round trip, which a decision must not wait for: a daemon thread reads it every
+        `watch_s` (whether requests arrive or not) and this reads what it last saw."""
+        if self._watcher is None:
+            self._watcher = threading.Thread(target=self._watch, name="route-learn-watch", daemon=True)
+            self._watcher.start()
+        polled = self._polled
+        if polled is None or polled == self._checked:
+            return False
+        self._checked = polled
+        return True
+
+    def _watch(self) -> None:
+        while not self._closing.wait(self.watch_s):
+            try:
+                self._polled = self.current()
+            except Exception:  # Redis away: the next poll tries again; routing keeps its version
+                continue
+
     def close(self) -> None:
+        self._closing.set()
         self.client.close()
 
 

@@ -15,8 +15,19 @@ Refits (`auto`): when a boundary has `refit_every` labels more than its last ref
 the store, so one process of a machine or fleet does it), its labels are refitted from the
 configured weights in a worker process (refit.py, policies/complexity/training/adapt.py) and the result is
 adopted only when it beats the version in use on labels that version was not fitted on, by a
-margin that grows with each refit since the last adoption (`online_z`). Every process looks
-for a newer version (or a rollback) every `refresh_ms` and installs it.
+margin that grows with each refit since the last adoption (`online_z`). The refit is handed
+the boundary's threshold, so the labels also place the boundary (a bad verdict on the lower
+tier's answer moves its kind of prompt above it; adapt.py, placement.py). Before it adopts,
+the traffic the new version would move is measured on the last `moved_window` logged requests
+(moves.py); a version fitted on labels that are not all the operator's own verdicts (shadow
+judgements, consortium rankings, non-admin keys) that moves more than `max_moved` of them
+waits for `route learn adopt`. Every refit's outcome -- kept, adopted or waiting, with its
+figures -- is noted in the store for `route learn status` and the web view.
+
+A version adopted or rolled back to by any process applies from the next decision: the model
+slot asks `check` before each read, which costs one stat of the store's stamp file (a query
+only when it changed; a fleet's Redis store is watched by a thread, store-side). Every process
+also looks for a newer version every `refresh_ms` after a request.
 """
 
 from __future__ import annotations
@@ -74,7 +85,7 @@ class _Counts:
 
     shadow: Counter[str] = field(default_factory=Counter)  # judged | no-verdict | failed | skipped-<why>
     spent_usd: float = 0.0  # by this process, all days
-    refits: Counter[str] = field(default_factory=Counter)  # adopted | kept
+    refits: Counter[str] = field(default_factory=Counter)  # adopted | kept | waiting
     last_refit: dict[int, dict[str, Any]] = field(default_factory=dict)
 
 
@@ -99,6 +110,8 @@ class Learner:
         self._feedback_seen = -1
         self._warned: set[str] = set()
         self.refitter = Refitter()
+        if hasattr(store, "watch_s"):  # a fleet's store reads the version in a thread of its own
+            store.watch_s = max(0.05, settings.refresh_ms / 1000)
 
     # -- the request observer ------------------------------------------------------------
 
@@ -276,19 +289,66 @@ class Learner:
         current, heads, rows, incumbent, seen = job
         base = self.configured.base[boundary]
         z = online_z(attempt)
+        threshold = self.model.current.tiers[boundary].below  # what the boundary compares its score with now
         weights, found = await self.refitter.adapt(
             base.to_json(), [r.record() for r in rows], None if incumbent is base else incumbent.to_json(),
-            {r.ref for r in rows if r.id <= seen}, z)
+            {r.ref for r in rows if r.id <= seen}, z, threshold)
         summary = _summary(found, rows, attempt, z)
-        self.counts.last_refit[boundary] = {"ts": time.time(), **summary}
-        self.counts.refits["adopted" if found["adopted"] else "kept"] += 1
-        if not found["adopted"]:
+        if found["adopted"]:
+            summary["moved"] = await asyncio.to_thread(self._moved, current, heads, boundary, weights)
+        outcome = self._outcome(found, rows, summary.get("moved"))
+        record: dict[str, Any] = {"ts": time.time(), "boundary": boundary, "outcome": outcome, **summary}
+        self.counts.last_refit[boundary] = record
+        self.counts.refits[outcome] += 1
+        if outcome != "adopted":
+            if outcome == "waiting":
+                record = {**record, "pending": {"parent": current, "weights": weights, "seen": rows[-1].id}}
+                _LOG.warning("route: a refit of boundary %d waits for `route learn adopt`: it would move %s of the "
+                             "last logged requests, beyond learn.max_moved", boundary, summary["moved"]["share"])
+            await asyncio.to_thread(self.store.note_refit, boundary, record)
             return
         version = await asyncio.to_thread(self.store.adopt, current, boundary, weights, rows[-1].id, heads, summary)
+        await asyncio.to_thread(self.store.note_refit, boundary, {**record, "version": version} if version else
+                                {**record, "outcome": "kept", "reason": "another process adopted or rolled back first"})
         if version is not None:
             _LOG.info("route: adopted learned weights version %d for boundary %d (%s)", version, boundary,
                       found["reason"])
             await self.use(version)
+
+    def _outcome(self, found: dict[str, Any], rows: list[LabelRow], moved: dict[str, Any] | None) -> str:
+        """kept | adopted | waiting: a version fitted on labels beyond the operator's own verdicts
+        waits for `route learn adopt` when it moves more than `max_moved` of the logged traffic."""
+        if not found["adopted"]:
+            return "kept"
+        own = all(r.source == "feedback" and r.trusted for r in rows)
+        if own or moved is None or moved["share"] <= self.settings.max_moved:
+            return "adopted"
+        return "waiting"
+
+    def _moved(self, current: int, heads: dict[int, int], boundary: int, weights: dict[str, Any]) -> dict[str, Any]:
+        """The traffic adopting `weights` for `boundary` would move (moves.py)."""
+        from policies.complexity import Weights
+        from router.learning.moves import moved, recent_prompts
+        from router.learning.versions import model_of
+
+        now = weights_of(self.store, self.configured, heads)
+        before = model_of(self.configured, now, current)
+        after = model_of(self.configured, {**now, boundary: Weights.from_json(weights, "a refit")}, current + 1)
+        window = self.settings.moved_window
+        return moved(before, after, recent_prompts(self.config, window), window)
+
+    def check(self) -> None:
+        """Before a decision (the model slot's watch): install the version in use when a process
+        changed it since the last look -- one stat of the store's stamp, a query only then."""
+        try:
+            if not self.store.changed():
+                return
+            current, _ = self.store.current()
+            if current != self.version:
+                self.use_now(current)
+        except Exception as exc:  # a store that cannot be read leaves the version in use as it is
+            self._warn_once("check", f"route: the learning store could not be read ({exc!r}); routing stays on "
+                            f"version {self.version}")
 
     def _job(self, boundary: int) -> tuple[int, dict[int, int], list[LabelRow], Weights, int] | None:
         """What a refit of `boundary` starts from: (the version in use, its heads, the labels, the
@@ -341,7 +401,8 @@ class Learner:
 def _summary(found: dict[str, Any], rows: list[LabelRow], attempt: int, z: float) -> dict[str, Any]:
     """What a refit found, and what it was fitted on: every label by its id (as runs), how many
     of each source, how many from each client key not trusted (an adopted version names them)."""
-    return {**found, "sources": dict(Counter(r.source for r in rows)), "refit": attempt, "z": round(z, 3),
+    return {**found, "labels_used": len(rows), "sources": dict(Counter(r.source for r in rows)), "refit": attempt,
+            "z": round(z, 3),
             "label_ids": id_ranges(r.id for r in rows),
             "givers": dict(Counter(r.giver or "-" for r in rows if not r.trusted))}
 

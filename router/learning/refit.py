@@ -31,9 +31,11 @@ class Refitter:
         self._running: asyncio.subprocess.Process | None = None
 
     async def adapt(self, current: dict[str, Any], records: list[dict[str, Any]], incumbent: dict[str, Any] | None,
-                    seen: Collection[str], z: float) -> tuple[dict[str, Any], dict[str, Any]]:
+                    seen: Collection[str], z: float, threshold: float | None = None
+                    ) -> tuple[dict[str, Any], dict[str, Any]]:
         """`policies.complexity.training.adapt.adapt_json` in a child process: (weights, figures)."""
-        job = {"current": current, "records": records, "incumbent": incumbent, "seen": sorted(seen), "z": z}
+        job = {"current": current, "records": records, "incumbent": incumbent, "seen": sorted(seen), "z": z,
+               "threshold": threshold}
         if not self._threads:
             try:
                 return await self._in_child(job)
@@ -42,7 +44,7 @@ class Refitter:
                 self._threads = True
         from policies.complexity.training.adapt import adapt_json
 
-        return await asyncio.to_thread(adapt_json, current, records, incumbent, seen, z)
+        return await asyncio.to_thread(adapt_json, current, records, incumbent, seen, z, threshold)
 
     async def _in_child(self, job: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [_ROOT, os.environ.get("PYTHONPATH")]))}
@@ -69,7 +71,8 @@ def _main() -> int:
     from policies.complexity.training.adapt import adapt_json
 
     job = json.load(sys.stdin)
-    weights, found = adapt_json(job["current"], job["records"], job["incumbent"], set(job["seen"]), job["z"])
+    weights, found = adapt_json(job["current"], job["records"], job["incumbent"], set(job["seen"]), job["z"],
+                                job.get("threshold"))
     json.dump({"weights": weights, "found": found}, sys.stdout)
     return 0
 

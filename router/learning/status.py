@@ -3,10 +3,15 @@
 
 `status` is also what the web view shows. Each boundary's "estimated APGR" is measured now,
 on the labels of that boundary its weights were not fitted on, with a bootstrap standard error.
+Labels are counted as a refit reads them (`usable`: at most `max_labels_per_key` of each
+non-admin key's, none of a quarantined key's), so a key flooding verdicts does not move the
+figure the operator reads; `stored` says how many are kept in all. Each boundary's last refit
+says whether it was kept, adopted or waits for `adopt`, why, and the traffic it moves.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +25,7 @@ if TYPE_CHECKING:
     from router.config import Config
     from router.learning.labels import LabelStore
 
-__all__ = ["configured_weights", "history", "resume", "rollback", "spend", "status"]
+__all__ = ["adopt", "configured_weights", "history", "resume", "rollback", "spend", "status"]
 
 
 def _store(config: Config) -> LabelStore:
@@ -42,14 +47,22 @@ def configured_weights(config: Config, boundary: int) -> Weights:
 
 def status(config: Config) -> dict[str, Any]:
     """Labels by source, the version in use and each boundary's estimated APGR, the spend."""
+    from router.config import LearnConfig
+    from router.learning.learner import usable
+
     learn = config.routing.learn
+    per_key = learn.max_labels_per_key if learn is not None else LearnConfig().max_labels_per_key
     store = _store(config)
     try:
         current, pinned = store.current()
         row = store.version(current) if current else None
-        counts = store.label_counts()
-        boundaries = [_boundary(config, store, b, row.heads.get(b, 0) if row is not None else 0, counts)
-                      for b in range(len(config.routing.tiers) - 1)]
+        quarantine = store.quarantined()
+        stored = store.label_counts()
+        counts = {b: dict(Counter(r.source for r in usable(store.labels(b), quarantine, per_key)))
+                  for b in range(len(config.routing.tiers) - 1)}
+        refits = store.refits()
+        boundaries = [_boundary(config, store, b, row.heads.get(b, 0) if row is not None else 0, counts,
+                                refits.get(b)) for b in range(len(config.routing.tiers) - 1)]
         today_usd, today_calls = store.spend()
         total_usd, total_calls = store.spend("*")
         quarantined = sorted(store.quarantined())
@@ -61,7 +74,8 @@ def status(config: Config) -> dict[str, Any]:
         **_settings(config),
         "version": current,
         "pinned": pinned,
-        "labels": {"total": sum(by_source.values()), "by_source": by_source},
+        "labels": {"total": sum(by_source.values()), "by_source": by_source,
+                   "stored": sum(n for c in stored.values() for n in c.values())},
         "boundaries": boundaries,
         "spend": {"day": utc_day(), "today_usd": round(today_usd, 6), "today_calls": today_calls,
                   "budget_usd_per_day": budget, "left_usd": round(max(0.0, budget - today_usd), 6),
@@ -79,7 +93,8 @@ def _settings(config: Config) -> dict[str, Any]:
             "judge": learn.judge or default_judge(config)}
 
 
-def _boundary(config: Config, store: LabelStore, b: int, version: int, counts: dict[int, dict[str, int]]) -> dict[str, Any]:
+def _boundary(config: Config, store: LabelStore, b: int, version: int, counts: dict[int, dict[str, int]],
+              refit: dict[str, Any] | None) -> dict[str, Any]:
     """One boundary's version, labels, and APGR now on the labels its weights were not fitted on."""
     from policies.complexity import Weights
     from policies.complexity.training.adapt import estimate
@@ -95,7 +110,20 @@ def _boundary(config: Config, store: LabelStore, b: int, version: int, counts: d
     found = estimate(weights, unseen)
     return {"boundary": boundary_name(config, b), "index": b, "version": version,
             "labels": {s: counts.get(b, {}).get(s, 0) for s in SOURCES},
-            "apgr": None if found is None else found.as_dict(), "judged_on": len(unseen), "adopted_with": adopted}
+            "apgr": None if found is None else found.as_dict(), "judged_on": len(unseen), "adopted_with": adopted,
+            "last_refit": _refit(refit)}
+
+
+def _refit(record: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A boundary's last refit as the operator reads it: what happened and why, its figures,
+    the labels it read and the traffic it moves (the pending weights left out)."""
+    if record is None:
+        return None
+    from router.learning.moves import describe
+
+    keep = ("ts", "outcome", "reason", "version", "labels_used", "sources", "gain", "placement", "shift",
+            "apgr_before", "apgr_after", "moved", "refit", "z")
+    return {**{k: record.get(k) for k in keep}, "moves": describe(record.get("moved"))}
 
 
 def spend(config: Config) -> dict[str, Any] | None:
@@ -147,6 +175,42 @@ def rollback(config: Config, version: int | None = None, *, quarantine: Collecti
     finally:
         store.close()
     return {"version": version, "previous": current, "pinned": True, "quarantined": quarantined}
+
+
+def adopt(config: Config, boundary: int | None = None) -> dict[str, Any]:
+    """Adopt the version a refit left waiting (`routing.learn.max_moved`), for `boundary` or the
+    one boundary that has one."""
+    store = _store(config)
+    try:
+        waiting = {b: r for b, r in store.refits().items() if r.get("outcome") == "waiting" and r.get("pending")}
+        if boundary is not None and boundary not in waiting or not waiting:
+            raise UsageError("no refit is waiting to be adopted" + (f" for boundary {boundary}" if boundary is not None
+                             else "") + "; `route learn status` shows what each boundary's last refit found.")
+        if boundary is None:
+            if len(waiting) > 1:
+                raise UsageError(f"refits of boundaries {', '.join(map(str, sorted(waiting)))} are waiting: name one "
+                                 "with --boundary.")
+            boundary = next(iter(waiting))
+        record = waiting[boundary]
+        pending = record["pending"]
+        current, pinned = store.current()
+        if pinned or current != pending["parent"]:
+            raise UsageError(f"the version in use is {current}{' (pinned by a rollback)' if pinned else ''}, not "
+                             f"{pending['parent']}, which this refit was made against: `route learn resume`, or let the "
+                             "next refit propose again.")
+        row = store.version(current) if current else None
+        heads = dict(row.heads) if row is not None else {}
+        summary = {k: v for k, v in record.items() if k not in ("pending", "outcome", "ts", "boundary")}
+        version = store.adopt(current, boundary, pending["weights"], pending["seen"], heads, {**summary,
+                              "confirmed": True})
+        if version is None:
+            raise UsageError("another process adopted or rolled back meanwhile; `route learn status` shows the version "
+                             "in use.")
+        done = {k: v for k, v in record.items() if k != "pending"}
+        store.note_refit(boundary, {**done, "outcome": "adopted", "version": version, "confirmed": True})
+    finally:
+        store.close()
+    return {"version": version, "previous": current, "boundary": boundary, "moved": record.get("moved")}
 
 
 def resume(config: Config) -> dict[str, Any]:

@@ -18,14 +18,18 @@ them; a step of router/store/schema.py creates them.
                     the labels it was fitted on (every label of that boundary up to `seen`)
                     and the figures it was adopted on; `heads` maps every boundary to the
                     version whose weights it uses (0: the configured weights)
-    learn_state     the version in use (`current`) and whether a rollback pinned it
+    learn_state     the version in use (`current`) and whether a rollback pinned it; per
+                    boundary, what its last refit found (`last:<boundary>`, JSON: kept,
+                    adopted or waiting for `route learn adopt`, with its figures)
     learn_spend     what each shadow judgement cost, by UTC day
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -95,6 +99,7 @@ class LearningStore(SqliteDb):
 
     def __init__(self, path: str | Path):
         super().__init__(Path(path).expanduser())
+        self._stamp_seen: tuple[int, int, int] | None = None
 
     # -- labels ---------------------------------------------------------------------------
 
@@ -191,6 +196,7 @@ class LearningStore(SqliteDb):
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+        self._stamp()
         return version
 
     def claim_refit(self, boundary: int, labels: int, every: int) -> int:
@@ -221,6 +227,52 @@ class LearningStore(SqliteDb):
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+        self._stamp()
+
+    def note_refit(self, boundary: int, record: dict[str, Any]) -> None:
+        """What the last refit of `boundary` found (replacing the one before)."""
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            self._set(conn, **{f"last:{boundary}": json.dumps(record)})
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def refits(self) -> dict[int, dict[str, Any]]:
+        """boundary -> what its last refit found (`note_refit`)."""
+        rows = self._conn().execute("SELECT key, value FROM learn_state WHERE key LIKE 'last:%'")
+        return {int(r[0].split(":", 1)[1]): json.loads(r[1]) for r in rows}
+
+    # -- the version in use, seen from every process of the machine --------------------------
+
+    @property
+    def _stamp_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".version")
+
+    def _stamp(self) -> None:
+        """Touch the stamp file beside the database: a process deciding requests compares its
+        change time (one stat, no query) before each decision (`changed`)."""
+        # a new file each time (written, then renamed over the old): a new inode, so a reader
+        # sees the change even when two stamps fall in one tick of the file system's clock
+        tmp = self._stamp_path.with_name(f"{self._stamp_path.name}.{os.getpid()}.{threading.get_ident()}")
+        try:
+            tmp.write_text(str(time.time_ns()), encoding="ascii")
+            os.replace(tmp, self._stamp_path)
+        except OSError:  # a read-only directory: processes find the version at their next refresh
+            pass
+
+    def changed(self) -> bool:
+        """Whether the version in use may have changed (an adoption or a rollback by any process
+        of this machine) since the last call: one stat of the stamp file."""
+        try:
+            st = self._stamp_path.stat()
+            seen = (st.st_mtime_ns, st.st_size, st.st_ino)
+        except OSError:
+            seen = None
+        last, self._stamp_seen = self._stamp_seen, seen
+        return seen != last
 
     @staticmethod
     def _set(conn: sqlite3.Connection, **values: str) -> None:

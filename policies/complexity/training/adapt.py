@@ -19,7 +19,10 @@ saw it, so few labels give wide errors and move nothing.
 
 The adapted weights keep the current score scale (mean and spread of the logit over the
 labelled prompts) and hosted share (a stored threshold moves to the same quantile), so score
-bands in a config keep their meaning. Pure Python; deterministic for given records.
+bands in a config keep their meaning. A router's boundary passes its threshold instead: there
+a verdict says on which side of it the prompt belongs, so the labels also place the score
+against it (`placement.py`), and an order that is already right but misplaced is moved across
+it. Pure Python; deterministic for given records.
 """
 
 from __future__ import annotations
@@ -71,6 +74,10 @@ class Adaptation:
     after: Estimate | None = None
     gain: Estimate | None = None
     steps: tuple[float, float] = (0.0, 0.0)  # (features, words), chosen on every label
+    # with a boundary's threshold: the share of labels' weight placed right that the candidate
+    # gains over the weights in use (placement.py), and the logit shift it was placed with
+    placement: Estimate | None = None
+    shift: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -79,6 +86,8 @@ class Adaptation:
             "apgr_after": None if self.after is None else self.after.as_dict(),
             "gain": None if self.gain is None else self.gain.as_dict(),
             "steps": {"features": round(self.steps[0], 4), "words": round(self.steps[1], 4)},
+            "placement": None if self.placement is None else self.placement.as_dict(),
+            "shift": round(self.shift, 4),
         }  # fmt: skip
 
 
@@ -211,10 +220,17 @@ def _resample(rng: random.Random, n: int) -> list[int]:
 def _weights(current: Weights, d: Labelled, fitted: Fit, steps: tuple[float, float], meta: dict[str, Any]) -> Weights:
     """`current` with the two terms added at `steps`, rescaled to the current score's mean and
     spread over the labelled prompts (order unchanged), a threshold at the same quantile."""
+    return _rescaled(current, d, fitted, steps, meta)[0]
+
+
+def _rescaled(current: Weights, d: Labelled, fitted: Fit, steps: tuple[float, float],
+              meta: dict[str, Any]) -> tuple[Weights, tuple[float, float]]:
+    """`_weights`, and the (scale, offset) that took a logit of the fitted terms to the new score's."""
     raw = _with_terms(current, fitted, steps)
     new = [logit(p) for p in map(ComplexityScorer(raw).score_text, d.prompts)]
     mu_old, mu_new = sum(d.logit) / len(d.logit), sum(new) / len(new)
     a = (sd(d.logit, mu_old) or 1.0) / (sd(new, mu_new) or 1.0)
+    affine = (a, mu_old - a * mu_new)
     pinned = replace(
         raw,
         bias=round(a * raw.bias + mu_old - a * mu_new, 6),
@@ -224,11 +240,12 @@ def _weights(current: Weights, d: Labelled, fitted: Fit, steps: tuple[float, flo
         metadata={**current.metadata, "adapted": meta},
     )
     if current.threshold is None:
-        return pinned
+        return pinned, affine
     from policies.complexity.training.fit import calibrate_threshold
 
     share = sum(v >= logit(current.threshold) for v in d.logit) / len(d.logit)
-    return replace(pinned, threshold=calibrate_threshold(list(map(ComplexityScorer(pinned).score_text, d.prompts)), share))
+    return replace(pinned, threshold=calibrate_threshold(list(map(ComplexityScorer(pinned).score_text, d.prompts)),
+                                                         share)), affine
 
 
 def _with_terms(current: Weights, fitted: Fit, steps: tuple[float, float]) -> Weights:
@@ -269,6 +286,7 @@ def adapt(
     incumbent: Weights | None = None,
     seen: Collection[str] = (),
     options: AdaptOptions = AdaptOptions(),
+    threshold: float | None = None,
 ) -> Adaptation:
     """Adapt `current` to `records` ({"id", "prompt", "local", "hosted"}), adopting the result
     only when nested cross-validation shows a gain beyond `options.z` standard errors.
@@ -276,7 +294,11 @@ def adapt(
     `incumbent`: the weights in use, when they are not `current` itself (online learning refits
     from the configured weights each time and must beat the version in use); `seen`: ids of
     records the incumbent was fitted on. Before and after are compared on the other records
-    only, so weights are never judged on labels they were fitted on."""
+    only, so weights are never judged on labels they were fitted on.
+
+    `threshold`: the threshold the boundary compares these weights' score with (a router's
+    boundary; None for `route calibrate`, which keeps the hosted share). Given, the labels also
+    place the boundary (`_placed`): the verdicts move the prompts they name across it."""
     d = records if isinstance(records, Labelled) else prepare(current, records, incumbent)
     n = len(d.ids)
     on = [i for i, rid in enumerate(d.ids) if rid not in seen]
@@ -294,13 +316,59 @@ def adapt(
     figures = {"before": before, "after": after, "gain": gain, "steps": steps}
     meta = {"labels": n, "steps": list(steps), "apgr_before": before.as_dict(), "apgr_after": after.as_dict(),
             "gain": gain.as_dict()}  # fmt: skip
-    candidate = _weights(current, d, fit(d, range(n), options.terms), steps, meta)
+    candidate, affine = _rescaled(current, d, fit(d, range(n), options.terms), steps, meta)
+    if threshold is not None:
+        return _placed(d, on, runs, options, threshold, candidate, affine, incumbent or current, figures, keep)
     if steps == (0.0, 0.0):
         return keep("cross-validation gave both terms step 0: the labels do not move the weights", candidate, **figures)
     if gain.value <= options.z * gain.se:
         return keep(f"the cross-validated gain {gain.value:+.3f} does not exceed {options.z:g} standard errors "
                     f"({gain.se:.3f} each); more labels narrow the error", candidate, **figures)
     return Adaptation(candidate, candidate, True, f"cross-validated gain {gain}", n, len(on), **figures)  # type: ignore[arg-type]
+
+
+def _placed(d: Labelled, on: list[int], runs: list[list[float]], options: AdaptOptions, threshold: float,
+            candidate: Weights, affine: tuple[float, float], kept: Weights, figures: dict[str, Any],
+            keep: Any) -> Adaptation:
+    """The verdict with a boundary's threshold: the order the terms learned, placed against it
+    (`placement.py`), adopted when its order gains beyond its error and it misplaces no more of
+    the labels it did not see than the weights in use (never worse on the operator's own labels);
+    else the weights in use, placed, when that alone misplaces fewer beyond its error."""
+    from policies.complexity.training.placement import classes, cross_validated, shift
+
+    cut, c, z = logit(threshold), classes(d.local, d.hosted), options.z
+    folds = [_atoms(d, options.folds, f"adapt-{options.seed}-{r}") for r in range(len(runs))]
+    a, b = affine
+    mapped = [[a * x + b for x in run] for run in runs]  # out-of-fold scores in the candidate's units
+    ordered = cross_validated(mapped, folds, d.before, c, cut, on)
+    gain = figures["gain"]
+    if figures["steps"] != (0.0, 0.0) and gain.value > z * gain.se and ordered.value > -z * ordered.se:
+        delta = shift([sum(col) / len(col) for col in zip(*mapped)], c, cut)
+        placed = _shifted(candidate, delta, threshold, {"shift": round(delta, 6), "placement": ordered.as_dict()})
+        return Adaptation(placed, placed, True, f"cross-validated gain {gain}; labels misplaced {-ordered.value:+.3f} "
+                          f"± {ordered.se:.3f} of their weight", len(d.ids), len(on), **figures,
+                          placement=ordered, shift=delta)
+    alone = cross_validated([d.before] * len(runs), folds, d.before, c, cut, on)
+    if alone.value > z * alone.se:
+        delta = shift(d.before, c, cut)
+        placed = _shifted(kept, delta, threshold, {**candidate.metadata.get("adapted", {}), "order": "kept",
+                                                   "shift": round(delta, 6), "placement": alone.as_dict()})
+        return Adaptation(placed, placed, True, f"the labels place the boundary: misplaced {-alone.value:+.3f} ± "
+                          f"{alone.se:.3f} of their weight, the order kept (its gain {gain} is within "
+                          f"{z:g} errors)", len(d.ids), len(on), **figures, placement=alone, shift=delta)
+    why = (f"the cross-validated gain {gain.value:+.3f} does not exceed {z:g} standard errors ({gain.se:.3f} each)"
+           if gain.value <= z * gain.se else f"the new order would misplace {-ordered.value:+.3f} ± {ordered.se:.3f} "
+           "of the labels' weight")
+    return keep(f"{why}, and placing the boundary gains {alone.value:+.3f} ± {alone.se:.3f} of the labels' weight, "
+                f"within {z:g} errors; more labels narrow the error", candidate, **figures, placement=alone)
+
+
+def _shifted(weights: Weights, delta: float, threshold: float, note: dict[str, Any]) -> Weights:
+    """`weights` with its logit moved by `delta`, compared with `threshold` (kept as its own
+    when the weights carry one, for a `below: calibrated` tier)."""
+    meta = {**weights.metadata, "adapted": {**weights.metadata.get("adapted", {}), **note}}
+    return replace(weights, bias=round(weights.bias + delta, 6), metadata=meta,
+                   threshold=threshold if weights.threshold is not None else None)
 
 
 def estimate(weights: Weights, records: Sequence[dict[str, Any]], *, bootstrap: int = 200,
@@ -328,10 +396,10 @@ def estimate(weights: Weights, records: Sequence[dict[str, Any]], *, bootstrap: 
 
 
 def adapt_json(current: dict[str, Any], records: list[dict[str, Any]], incumbent: dict[str, Any] | None,
-               seen: Collection[str], z: float) -> tuple[dict[str, Any], dict[str, Any]]:
+               seen: Collection[str], z: float, threshold: float | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """`adapt` on weights given as their files' JSON, returning (the weights to use, the
     verdict's figures): plain data, for a worker process (router/learning/refit.py)."""
     found = adapt(Weights.from_json(current), records,
                   incumbent=Weights.from_json(incumbent) if incumbent is not None else None,
-                  seen=seen, options=AdaptOptions(z=z))
+                  seen=seen, options=AdaptOptions(z=z), threshold=threshold)
     return found.weights.to_json(), found.as_dict()

@@ -1,4 +1,4 @@
-"""`route learn status | history | rollback | resume`: what routing learned from its own traffic.
+"""`route learn status | history | adopt | rollback | resume`: what routing learned from its own traffic.
 
 Data goes to stdout (a table, or one JSON document with `--json`), messages to stderr. The
 figures come from router/learning/status.py, which reads the store the config points at.
@@ -16,7 +16,7 @@ from router.cli.errors import handle_errors
 from router.cli.options import Config, Json
 from router.cli.output import Output
 
-__all__ = ["app", "history", "resume", "rollback", "status"]
+__all__ = ["adopt", "app", "history", "resume", "rollback", "status"]
 
 app = command_app("learn", help="What routing learned from its own traffic: status, history, rollback.",
                   no_args_is_help=True)
@@ -45,15 +45,31 @@ def _show_status(out: Output, found: dict[str, Any]) -> None:
     configured = " (the configured weights)" if not found["version"] else ""
     out.out.print(f"version in use: {found['version']}{configured}{pinned}")
     by_source = ", ".join(f"{s} {n}" for s, n in found["labels"]["by_source"].items())
-    out.out.print(f"labels: {found['labels']['total']} ({by_source})")
+    out.out.print(f"labels a refit reads: {found['labels']['total']} ({by_source}; {found['labels']['stored']} stored)")
     for b in found["boundaries"]:
         adopted = b["adopted_with"]
         at = "" if not adopted else (f"; adopted at {_figure(adopted['apgr_before'])} -> "
                                      f"{_figure(adopted['apgr_after'])} (cross-validated)")
         out.out.print(f"  {b['boundary']}: version {b['version']}, {sum(b['labels'].values())} labels; estimated "
                       f"APGR {_figure(b['apgr'])} on the {b['judged_on']} labels it was not fitted on{at}")
+        _show_refit(out, b["last_refit"])
     out.out.print(f"shadow spend {spend['day']} (UTC): ${spend['today_usd']:.4f} of ${spend['budget_usd_per_day']:g} "
                   f"({spend['today_calls']} calls); all days ${spend['total_usd']:.4f} ({spend['total_calls']} calls)")
+
+
+def _show_refit(out: Output, refit: dict[str, Any] | None) -> None:
+    if refit is None:
+        out.out.print("    last refit: none yet")
+        return
+    outcome = refit["outcome"] + (f" as version {refit['version']}" if refit.get("version") else "")
+    if refit["outcome"] == "waiting":
+        outcome += " (`route learn adopt` adopts it)"
+    out.out.print(f"    last refit {_when(refit['ts'])}: {outcome}, on {refit.get('labels_used') or 0} usable labels; "
+                  f"order gain {_figure(refit.get('gain'))}, placement gain {_figure(refit.get('placement'))}")
+    out.out.print(f"      why: {refit.get('reason') or '-'}")
+    out.out.print(f"      traffic moved: {refit['moves']}")
+    for move, prompts in ((refit.get("moved") or {}).get("examples") or {}).items():
+        out.out.print(f"        {move}: " + " | ".join(prompts))
 
 
 def _show_history(out: Output, found: dict[str, Any]) -> None:
@@ -107,10 +123,32 @@ def rollback(
         out.data(found)
         return
     out.info(f"now using version {found['version']} (was {found['previous']}); pinned: refits adopt "
-             "nothing until `route learn resume`. Running routers switch within routing.learn.refresh_ms.")
+             "nothing until `route learn resume`. Running routers of this machine use it from their next request "
+             "(a Redis fleet's within routing.learn.refresh_ms).")
     if found["quarantined"]:
         out.info(f"quarantined: {', '.join(found['quarantined'])}; their labels are never read again "
                  "(`route learn resume` does not relearn them)")
+
+
+@app.command("adopt", help="Adopt the version a refit left waiting: one that would move more traffic than "
+             "routing.learn.max_moved, fitted on labels beyond the operator's own verdicts.")
+@handle_errors
+def adopt(
+    boundary: Annotated[int | None, typer.Option("--boundary", help="the boundary (0: between the first two tiers); "
+                                                 "needed only when several wait")] = None,
+    json_output: Json = False,
+    config: Config = None,
+) -> None:
+    from router.learning.moves import describe
+    from router.learning.status import adopt as take
+
+    found = take(_config(config), boundary)
+    out = Output(json_mode=json_output)
+    if json_output:
+        out.data(found)
+        return
+    out.info(f"now using version {found['version']} (was {found['previous']}) for boundary {found['boundary']}: "
+             f"{describe(found['moved'])}. Running routers use it from their next request.")
 
 
 @app.command("resume", help="Let refits adopt new versions again after a rollback.")
