@@ -3,7 +3,7 @@ through `route serve` to a loopback upstream that logs what it receives: every b
 (2xx; a stream runs to its end), and what reaches the upstream keeps what the client relies on,
 compared field by field with what it sent.
 
-Chat-completions and Responses bodies go to an `openai`-kind backend; Messages bodies to an
+Chat-completions, Responses and Gemini bodies go to an `openai`-kind backend; Messages bodies to an
 `anthropic`-kind one and to an `openai`-kind one. Each fixture and upstream kind is one case;
 each comparison is a small named check, so a failure reads "<client> lost <what>". What is
 compared: every message's text in order (with its role), tool names, descriptions and schemas,
@@ -36,6 +36,11 @@ pytestmark = pytest.mark.unit
 CORPUS = Path(__file__).parent / "data" / "clients"
 FIXTURES = sorted(CORPUS.glob("*.json"))
 MESSAGES, CHAT, RESPONSES = "/v1/messages", "/v1/chat/completions", "/v1/responses"
+GEMINI = "gemini"  # Gemini's paths name the model and the method: /v1beta/models/{model}:{method}
+
+
+def protocol(path: str) -> str:
+    return GEMINI if ":" in path else path
 EFFORTS = {"minimal", "low", "medium", "high", "xhigh"}
 
 
@@ -115,7 +120,8 @@ def route_serve(kind: str, base_url: str) -> Iterator[RouteServer]:
     """`route serve` with one backend of `kind` at `base_url`, the clients' model names aliased to it."""
     backend = {"kind": kind, "model": f"upstream-{kind}", "base_url": base_url, "max_retries": 0, "timeout_s": 20}
     config = {"backends": {"upstream": backend}, "routing": {"tiers": [{"name": "only", "backends": ["upstream"]}]},
-              "aliases": {"claude-*": "upstream", "gpt-*": "upstream", "o4-*": "upstream", "corpus-*": "upstream"},
+              "aliases": {"claude-*": "upstream", "gpt-*": "upstream", "o4-*": "upstream", "corpus-*": "upstream",
+                          "gemini-*": "upstream"},
               "log": {"enabled": False}}
     with RouteServer(Router(load_config(config), source="server")) as server:
         yield server
@@ -244,8 +250,39 @@ def _function_tools(tools: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
             yield from _function_tools(tool.get("tools") or [])
 
 
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+_GEMINI_CHOICES = {"AUTO": "auto", "ANY": "required", "NONE": "none"}
+
+
+def read_gemini(body: dict[str, Any]) -> Said:
+    config = body.get("generationConfig") or {}
+    mode = ((body.get("toolConfig") or {}).get("functionCallingConfig") or {}).get("mode")
+    said = Said(tool_choice=_GEMINI_CHOICES.get(mode or ""),
+                max_tokens=("maxOutputTokens", config["maxOutputTokens"]) if config.get("maxOutputTokens") else None)
+    for tool in body.get("tools") or ():
+        for fn in tool.get("functionDeclarations") or ():
+            said.tools[fn["name"]] = (fn.get("description") or "", fn.get("parametersJsonSchema") or fn.get("parameters") or {})
+    system = body.get("systemInstruction") or {}
+    said.texts += [("system", part["text"]) for part in system.get("parts") or () if part.get("text")]
+    for turn in body.get("contents") or ():
+        role = "assistant" if turn.get("role") == "model" else "user"
+        for part in turn.get("parts") or ():
+            if part.get("text") and not part.get("thought"):
+                said.texts.append((role, part["text"]))
+            elif "functionCall" in part:
+                call = part["functionCall"]
+                said.calls.append((call.get("id"), call["name"], call.get("args") or {}))
+            elif "functionResponse" in part:
+                result = part["functionResponse"]
+                said.results.append((result.get("id"), _compact(result.get("response") or {})))
+    return said
+
+
 READERS: dict[str, Callable[[dict[str, Any]], Said]] = {CHAT: read_chat, MESSAGES: read_messages,
-                                                        RESPONSES: read_responses}
+                                                        RESPONSES: read_responses, GEMINI: read_gemini}
 
 
 # -- the checks: each says what was lost, or nothing ---------------------------------------------
@@ -264,7 +301,7 @@ class Replay:
 
     @property
     def said(self) -> Said:
-        return READERS[self.path](self.sent)
+        return READERS[protocol(self.path)](self.sent)
 
     @property
     def heard(self) -> Said:
@@ -370,6 +407,10 @@ def reasoning_translated(r: Replay) -> list[str]:
         got = (r.received.get("output_config") or {}).get("effort")
         return lost + ([f"output_config.effort {effort!r} arrived as {got!r}"] if effort != got else [])
     got = r.received.get("reasoning_effort")
+    if protocol(r.path) == GEMINI:
+        budget = ((r.sent.get("generationConfig") or {}).get("thinkingConfig") or {}).get("thinkingBudget")
+        return [f"thinkingBudget {budget} arrived as reasoning_effort {got!r}"] if budget and budget > 0 \
+            and got not in EFFORTS else []
     if r.path == MESSAGES:
         thinking = (r.sent.get("thinking") or {}).get("type")
         if effort in EFFORTS and thinking != "disabled" and got != effort:
@@ -489,8 +530,10 @@ def stream_finished(path: str, text: str) -> str | None:
         return "no events"
     if any(name == "error" or '"error"' in data[:40] for name, data in events):
         return f"an error event: {text[-300:]}"
-    last = {CHAT: "[DONE]", MESSAGES: "message_stop", RESPONSES: "response.completed"}[path]
     name, data = events[-1]
+    if protocol(path) == GEMINI:  # the last response says why the answer ended
+        return None if '"finishReason"' in data else f"ends with {data[:80]!r}, not a finishReason"
+    last = {CHAT: "[DONE]", MESSAGES: "message_stop", RESPONSES: "response.completed"}[path]
     return None if last in (name, data) else f"ends with {name or data[:80]!r}, not {last!r}"
 
 
@@ -502,8 +545,8 @@ def test_the_corpus_has_every_client_and_protocol():
     records = [json.loads(f.read_text()) for f in FIXTURES]
     clients = {r["client"].split()[0] for r in records}
     assert {"claude-code", "codex", "opencode", "aider", "openai-agents", "langchain-openai", "langchain-anthropic",
-            "pydantic-ai", "openai-python", "anthropic-python"} <= clients
-    assert {r["path"] for r in records} == {CHAT, MESSAGES, RESPONSES}
+            "pydantic-ai", "openai-python", "anthropic-python", "gemini-cli"} <= clients
+    assert {protocol(r["path"]) for r in records} == {CHAT, MESSAGES, RESPONSES, GEMINI}
     assert all(set(r) >= {"client", "recorded", "path", "headers", "body"} for r in records)
 
 
@@ -519,7 +562,7 @@ def test_a_recorded_body_is_accepted_and_forwarded_whole(fixture: Path, kind: st
     reply = httpx.post(route[kind].url + path + query, json=sent, headers=record["headers"], timeout=30)
     where = f"{record['client']} ({fixture.stem}) to an {kind}-kind upstream"
     assert reply.is_success, f"{where}: {reply.status_code} {reply.text[:500]}"
-    if sent.get("stream"):
+    if sent.get("stream") or path.endswith(":streamGenerateContent"):
         problem = stream_finished(path, reply.text)
         assert problem is None, f"{where}: the stream did not finish: {problem}"
     assert len(upstream.received) == 1, f"{where}: {len(upstream.received)} upstream requests"
@@ -535,7 +578,7 @@ def _fixture(name: str) -> dict[str, Any]:
     return json.loads((CORPUS / f"{name}.json").read_text())
 
 
-@pytest.mark.parametrize("fixture", [f for f in FIXTURES if json.loads(f.read_text())["path"] != RESPONSES],
+@pytest.mark.parametrize("fixture", [f for f in FIXTURES if protocol(json.loads(f.read_text())["path"]) in (CHAT, MESSAGES)],
                          ids=lambda f: f.stem)
 def test_the_checks_find_nothing_lost_when_a_body_arrives_as_sent(fixture: Path):
     record = json.loads(fixture.read_text())

@@ -1,6 +1,6 @@
 """Keys never leave the router in pieces: a secret split across stream chunks, written into a tool
 call (arguments or name) or into the model's thinking is redacted on every way out -- the Python
-API, `route serve`'s three protocols (plain and streamed) and the CLI (`-m`, `--json`).
+API, `route serve`'s four protocols (plain and streamed) and the CLI (`-m`, `--json`).
 
 The upstream is a real OpenAI-compatible server on loopback (tests/gated_upstream.py: a stream's
 second part goes only once the client has its first, so the two are never read as one) that
@@ -132,10 +132,22 @@ async def test_tool_call_arguments_and_names_are_redacted_streamed_and_plain(rou
         assert calls[1]["function"]["name"] == "fn_[REDACTED]"
 
 
-# -- route serve: the three protocols, plain and streamed ----------------------------------------
+# -- route serve: the four protocols, plain and streamed ----------------------------------------
+
+
+GEMINI = "/v1beta/models/{model}"  # the model and the method are in Gemini's path
+
+
+def _url(path: str, model: str, stream: bool) -> str:
+    if path != GEMINI:
+        return path
+    return path.format(model=model) + (":streamGenerateContent?alt=sse" if stream else ":generateContent")
 
 
 def _body(path: str, model: str, stream: bool) -> dict[str, Any]:
+    if path == GEMINI:  # thoughts asked for, so the thinking comes back too
+        return {"contents": [{"role": "user", "parts": [{"text": "hi"}]}],
+                "generationConfig": {"thinkingConfig": {"includeThoughts": True}}}
     if path == "/v1/messages":
         return {"model": model, "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}], "stream": stream}
     if path == "/v1/responses":
@@ -157,10 +169,10 @@ FIRST_TEXT = re.compile(rb'"A(sk-[^"]*)?"')  # the split answer's first part, as
 def _post(client: httpx.Client, upstream: GatedUpstream, path: str, model: str, stream: bool) -> tuple[int, str]:
     if not stream or model != "split":
         upstream.release()  # nothing of these reaches the client before the upstream's last part
-        response = client.post(path, json=_body(path, model, stream))
+        response = client.post(_url(path, model, stream), json=_body(path, model, stream))
         return response.status_code, response.text
     received = b""
-    with client.stream("POST", path, json=_body(path, model, stream)) as response:
+    with client.stream("POST", _url(path, model, stream), json=_body(path, model, stream)) as response:
         for data in response.iter_bytes():
             if not FIRST_TEXT.search(received) and FIRST_TEXT.search(received + data):
                 upstream.release()
@@ -169,7 +181,7 @@ def _post(client: httpx.Client, upstream: GatedUpstream, path: str, model: str, 
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
-@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages", "/v1/responses"])
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages", "/v1/responses", GEMINI])
 @pytest.mark.parametrize("model", list(MODELS))
 def test_route_serve_never_sends_the_key_in_any_protocol(served, upstream, path, model, stream):
     status, text = _post(served, upstream, path, model, stream)

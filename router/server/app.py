@@ -4,8 +4,11 @@
     POST /v1/messages           Anthropic Messages (protocols/messages.py)
     POST /v1/messages/count_tokens
     POST /v1/responses          OpenAI Responses, stateless (protocols/responses.py)
+    POST /v1beta/models/M:generateContent, :streamGenerateContent, :countTokens
+                                Gemini's protocol (protocols/gemini.py), under /v1/models too
     POST /v1/feedback           {"id": request log id or trace id, "verdict": "good" | "bad"}
     GET  /v1/models             auto, every backend and consortium with its capabilities, aliases
+    GET  /v1beta/models         the same, in Gemini's shape
     GET  /healthz               liveness (never needs the token)
     GET  /metrics               Prometheus text format
     GET  /ui                    the web view (router/server/ui/, docs/guide/web-view.md)
@@ -43,6 +46,7 @@ from router.server.metrics import Metrics
 from router.server.models import ModelNames
 from router.server.protocols import error_body_for
 from router.server.protocols.chat import ChatDialect
+from router.server.protocols.gemini import GEMINI_PREFIX, GEMINI_PREFIXES, GeminiRoutes, gemini_listing
 from router.server.protocols.messages import MessagesDialect, count_tokens
 from router.server.protocols.messages import error_body as messages_error_body
 from router.server.protocols.responses import ResponsesDialect
@@ -84,7 +88,7 @@ class _App(FastAPI):
 
     async def _dispatch(self, scope, receive, send) -> None:
         if (scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path")
-                and scope["path"] in self.direct.handlers):
+                and self.direct.serves(scope["path"])):
             await self.direct(scope, receive, send)
             return
         await super().__call__(scope, receive, send)
@@ -142,7 +146,9 @@ def create_app(router: RouterService, *, api_key: str | None = None, body_limit_
     served = dict(model_handlers() if handlers is None else handlers)
     if handlers is None:
         served["/v1/feedback"] = feedback_handler(router)
-    endpoint = Endpoint(router, metrics, names, served, body_limit_bytes=body_limit_bytes, body_timeout_s=body_timeout_s)
+    routed = [GeminiRoutes(prefix) for prefix in GEMINI_PREFIXES] if handlers is None else []
+    endpoint = Endpoint(router, metrics, names, served, body_limit_bytes=body_limit_bytes, body_timeout_s=body_timeout_s,
+                        routed=routed)
     heap = HeapTrim(malloc_trim())
     router.add_request_observer(heap.saw)
 
@@ -163,7 +169,11 @@ def create_app(router: RouterService, *, api_key: str | None = None, body_limit_
     # is mounted as is).
     for path in served:
         app.router.routes.append(Route(path, endpoint, methods=["POST"]))
+    for family in routed:
+        app.router.routes.append(Route(family.prefix + "{rest:path}", endpoint, methods=["POST"]))
     _add_routes(app, models, metrics, health)
+    if routed:
+        _add_gemini_routes(app, models)
     app.direct = endpoint
     tokens = {**({"api-key": api_key} if api_key else {}), **(api_keys or {})}
     # One throttle on wrong keys for the API and the web view (server.failed_key_rpm).
@@ -211,6 +221,22 @@ def _add_routes(app: FastAPI, models: list[dict[str, Any]], metrics: Metrics,
     async def internal(request, exc: Exception) -> Response:
         return Response(error_body_for(request.url.path, internal_error(exc)), status_code=500,
                         media_type="application/json")
+
+
+def _add_gemini_routes(app: FastAPI, models: list[dict[str, Any]]) -> None:
+    listing = gemini_listing(models)
+
+    @app.get(GEMINI_PREFIX.rstrip("/"))
+    async def list_gemini_models() -> Response:
+        return _json({"models": listing})
+
+    @app.get(GEMINI_PREFIX + "{name:path}")
+    async def get_gemini_model(name: str) -> Response:
+        for model in listing:
+            if model["name"] == f"models/{name}":
+                return _json(model)
+        return Response(error_body_for(GEMINI_PREFIX, ApiError(404, f"unknown model {name!r}", code="model_not_found")),
+                        status_code=404, media_type="application/json")
 
 
 def _layers(app: _App, router: RouterService, tokens: Mapping[str, str], attempts: KeyAttempts) -> Any:

@@ -26,18 +26,20 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import parse_qs
 
 from policies.rate_limit import TokenBucket
 from router.request_context import CLIENT_KEY
 from router.server.endpoint import JSON, send_body
 from router.server.errors import ApiError
 from router.server.keys import KEY_SCOPE
-from router.server.protocols import error_body_for
+from router.server.protocols import error_body_for, is_gemini
 
 __all__ = ["BearerAuth", "KeyAttempts", "OPEN_PATHS", "client_address", "send_error_for"]
 
 OPEN_PATHS = frozenset({"/healthz"})  # load balancers ask without a token
 _REMEMBERED = 65536  # client addresses and wrong keys remembered at once
+_KEY_HEADERS = (b"x-api-key", b"x-goog-api-key")  # Anthropic's clients, Gemini's
 
 
 async def send_error_for(scope: dict, send: Any, err: ApiError) -> None:
@@ -93,7 +95,8 @@ class KeyAttempts:
 
 class BearerAuth:
     """Every path but OPEN_PATHS needs `Authorization: Bearer <token>` (or `x-api-key: <token>`,
-    as Anthropic clients send it) with one of the server's keys; the name of the key goes into
+    as Anthropic clients send it, or `x-goog-api-key` / `?key=`, as Gemini's do) with one of the
+    server's keys; the name of the key goes into
     the scope (keys.KEY_SCOPE) for its rate limits. Compared in constant time, so response
     timing says nothing about a token; wrong keys are throttled per client address and per key
     (`attempts`), right ones never."""
@@ -126,13 +129,17 @@ class BearerAuth:
 
 
 def _presented(scope: dict) -> list[bytes] | None:
-    """The keys a request presents (a bearer token, an x-api-key); None when it presents none."""
+    """The keys a request presents (a bearer token, an x-api-key, Gemini's x-goog-api-key, and
+    under Gemini's paths its `?key=`); None when it presents none."""
     given: list[bytes] = []
     for header, value in scope["headers"]:
         if header == b"authorization":
             scheme, _, bearer = value.partition(b" ")
             if scheme.lower() == b"bearer" and bearer.strip():
                 given.append(bearer.strip())
-        elif header == b"x-api-key" and value.strip():
+        elif header in _KEY_HEADERS and value.strip():
             given.append(value.strip())
+    if scope.get("query_string") and is_gemini(scope["path"]):
+        # Google's API takes the key in the URL too; route's access log writes the path alone.
+        given += [key.encode() for key in parse_qs(scope["query_string"].decode("latin-1")).get("key", ()) if key]
     return given or None

@@ -31,7 +31,7 @@ import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from backends.client_fields import beta_names
 from backends.errors import RouteError, UsageError
@@ -47,8 +47,8 @@ if TYPE_CHECKING:
     from router.server.metrics import Metrics
     from router.server.models import ModelNames
 
-__all__ = ["JSON", "AccessLines", "ClientGone", "ClientWatch", "Endpoint", "Plain", "Scrubber", "decision_headers", "read_body",
-           "send_body"]
+__all__ = ["JSON", "AccessLines", "ClientGone", "ClientWatch", "Endpoint", "Plain", "Routed", "Scrubber",
+           "decision_headers", "read_body", "send_body"]
 
 ACCESS = logging.getLogger("route.access")
 
@@ -152,6 +152,15 @@ class Plain:
 Handler = Dialect | Plain
 
 
+class Routed(Protocol):
+    """The handlers of a family of paths under `prefix` whose path says what a request asks
+    (Gemini's `/v1beta/models/{model}:{method}`): `bind` makes one request's handler."""
+
+    prefix: str
+
+    def bind(self, scope: dict) -> Handler: ...
+
+
 def decision_headers(decision: Decision, downgrade: Downgrade | None) -> list[tuple[bytes, bytes]]:
     """`downgrade`: a weaker tier answering, as known when the headers go out: for a plain call
     what answered, for a stream the backend it committed to with its first content."""
@@ -235,9 +244,10 @@ class Endpoint:
     the request log says so."""
 
     def __init__(self, router: RouterService, metrics: Metrics, names: ModelNames, handlers: Mapping[str, Handler], *,
-                 body_limit_bytes: int, body_timeout_s: float | None = None):
+                 body_limit_bytes: int, body_timeout_s: float | None = None, routed: Iterable[Routed] = ()):
         self.router, self.metrics, self.names = router, metrics, names
         self.handlers = dict(handlers)
+        self.routed = tuple(routed)
         self.body_limit = body_limit_bytes
         self.body_timeout_s = body_timeout_s
         self.scrub = Scrubber({name: router.backend(name).endpoint for name in router.config.backends})
@@ -253,8 +263,17 @@ class Endpoint:
         if ACCESS.isEnabledFor(logging.INFO):
             _log_access(scope, outcome, time.perf_counter() - started)
 
+    def serves(self, path: str) -> bool:
+        return path in self.handlers or any(path.startswith(family.prefix) for family in self.routed)
+
+    def _handler(self, scope: dict) -> Handler:
+        handler = self.handlers.get(scope["path"])
+        if handler is None:
+            return next(f for f in self.routed if scope["path"].startswith(f.prefix)).bind(scope)
+        return handler
+
     async def _answer(self, scope: dict, receive: Any, send: Any) -> _Outcome:
-        handler = self.handlers[scope["path"]]
+        handler = self._handler(scope)
         limit = self.body_limit
         if isinstance(handler, Plain) and handler.max_body is not None:
             limit = min(limit, handler.max_body)
@@ -337,8 +356,9 @@ class Endpoint:
                 return await _send_error(send, dialect, self._failure(exc))
             # Headers go out with the first content: who answers is known by then, a fallback too.
             answering = [(b"x-route-answered-by", route_stream.answering.encode())] if route_stream.answering else []
+            framing = getattr(writer, "headers", None) or SSE  # a stream that is not server-sent events says so
             await send({"type": "http.response.start", "status": 200,
-                        "headers": [*SSE, *answering, *decision_headers(decision, route_stream.downgrade)]})
+                        "headers": [*framing, *answering, *decision_headers(decision, route_stream.downgrade)]})
             failure = await _pump(writer, first, chunks, send, watch, self._failure)
         result = route_stream.result
         return _Outcome(200, result.completion.backend if result is not None else decision.chosen,
