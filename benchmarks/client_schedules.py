@@ -19,6 +19,9 @@ gives up or is answered. Sources are each client's own code, as of early 2026:
 - Claude Code: its own loop in the Anthropic SDK's manner (`maxRetries` 10; Retry-After in
   whole seconds when sent, else 500 ms x 2^(n-1) up to 32 s plus up to 25% jitter;
   `x-should-retry` decides first). 11 requests at most.
+- The OpenAI and the Anthropic Python SDKs, called once as an application does: their default 2
+  retries (the rule `aider` wraps above; the Anthropic SDK's `_calculate_retry_timeout` is the
+  same). 3 requests at most.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-__all__ = ["CLIENTS", "Reply", "aider", "claude_code", "codex", "opencode"]
+__all__ = ["CLIENTS", "Reply", "aider", "claude_code", "codex", "opencode", "sdk"]
 
 
 @dataclass(frozen=True)
@@ -157,10 +160,16 @@ def claude_code(send: Send, sleep: Sleep, rng: random.Random, max_retries: int =
         sleep(base + rng.random() * 0.25 * base)
 
 
+def sdk(send: Send, sleep: Sleep, rng: random.Random) -> None:
+    _openai_sdk(send, sleep, rng)
+
+
 # name -> (replay, the protocol it speaks to route, most requests it makes)
 CLIENTS: dict[str, tuple[Callable[[Send, Sleep, random.Random], None], str, int]] = {
     "codex": (codex, "responses", 30),
     "aider": (aider, "chat", 27),
     "opencode": (opencode, "chat", 21),
     "claude-code": (claude_code, "messages", 11),
+    "openai-sdk": (sdk, "chat", 3),
+    "anthropic-sdk": (sdk, "messages", 3),
 }

@@ -1,8 +1,11 @@
 """Retries that add up, measured: what a retrying client costs a dead upstream, how long it
 takes to show its user the error, and what a refused connection adds before the fallback answers.
 
-    python benchmarks/retries.py [--cooldown-ms 1000] [--requests 50] [--clients codex,aider,...]
+    python benchmarks/retries.py [--full] [--cooldown-ms 1000] [--requests 50] [--clients codex,aider,...]
                                  [--backends 1] [--seed 38]
+
+By default a short run (about a minute): outages of 2 and 10 s and a 5 s storm; `--full` adds
+the 60 s outage and makes the storm 30 s.
 
 1. A client retrying at once, 30 times (as Codex does), against `route serve` whose only
    backend answers 500: upstream calls per breaker cooldown, and the statuses and Retry-After
@@ -15,7 +18,13 @@ takes to show its user the error, and what a refused connection adds before the 
    an upstream that answers every request 500: first going direct (the baseline, this run),
    then through `route serve` (default breaker settings; `--backends 3` puts three tiers on
    the one dead upstream). Targets, per client: upstream calls at most the client's own
-   requests, and time until it gives up at most 1.2x going direct.
+   requests, and time until it gives up no shorter than going direct, or than LONGEST_OUTAGE_S
+   (a client that gives up sooner through route fails tasks it would finish direct: Codex did,
+   in 2.8 s against 24 s, while every 503 said "0"). Through route a client obeying Retry-After
+   waits at the probe pace (1 s doubling to 16 s): longer than direct where it has more retries
+   than its own backoff spends (Codex), shorter where its backoff outgrows 16 s (Claude Code's
+   goes to 32 s: about 80 s through route against 170 s direct); the ratio is printed.
+4. Outages of 2, 10 and 60 s that end, and a storm: benchmarks/outages.py.
 
    Time is virtual where waiting would take minutes: a client's backoff does not sleep, it
    advances a clock (real monotonic time plus the waits so far), and the router's breakers
@@ -43,10 +52,13 @@ import httpx
 
 from backends.simulator import SimServer
 from benchmarks.client_schedules import CLIENTS, Reply
+from benchmarks.outages import outages, storm
 from policies.breaker import BreakerBoard
 from router import Router
 from router.config_loader import load_config
 from router.server import RouteServer
+
+LONGEST_OUTAGE_S = 60.0  # the longest outage a client must outlast through route as it does direct (issue 47)
 
 
 def _closed_port() -> int:
@@ -188,8 +200,8 @@ def clients_against_dead_upstream(names: list[str], backends: int, seed: int) ->
     met = True
     print(f"real clients against a dead upstream (HTTP 500), direct vs through route serve ({backends} backend(s) "
           "on it); time is virtual (the waits), plus the real time of the requests")
-    print(f"  {'client':<12} {'requests':>8}  {'direct: calls':>13} {'time':>8}  {'route: calls':>12} {'time':>8}  "
-          f"{'time ratio':>10}  target: calls <= requests, time <= 1.2x direct")
+    print(f"  {'client':<14} {'requests':>8}  {'direct: calls':>13} {'time':>8}  {'route: calls':>12} {'time':>8}  "
+          f"{'time ratio':>10}  target: calls <= requests, time >= direct or {LONGEST_OUTAGE_S:.0f} s")
     with SimServer(profiles={"dead": {"ttft_s": 0.0, "fault": "500"}}) as sim, httpx.Client(timeout=30) as http:
         for name in names:
             _, protocol, _ = CLIENTS[name]
@@ -199,9 +211,9 @@ def clients_against_dead_upstream(names: list[str], backends: int, seed: int) ->
             direct_s = _replay(name, send, seed)
             direct_calls = sim.stats("dead")["requests"] - before
             requests, calls, route_s = _through_route(sim, name, backends, seed)
-            ok = calls <= requests and route_s <= 1.2 * direct_s
+            ok = calls <= requests and route_s >= min(direct_s, LONGEST_OUTAGE_S)
             met = met and ok
-            print(f"  {name:<12} {requests:>8}  {direct_calls:>13} {direct_s:>7.1f}s  {calls:>12} {route_s:>7.1f}s  "
+            print(f"  {name:<14} {requests:>8}  {direct_calls:>13} {direct_s:>7.1f}s  {calls:>12} {route_s:>7.1f}s  "
                   f"{route_s / direct_s:>10.2f}  {'met' if ok else 'MISSED'} (direct made {len(sent)} requests)")
     return met
 
@@ -213,6 +225,7 @@ def main() -> None:
     parser.add_argument("--clients", default=",".join(CLIENTS), help=f"of {', '.join(CLIENTS)}")
     parser.add_argument("--backends", type=int, default=1, help="backends (tiers) on the one dead upstream")
     parser.add_argument("--seed", type=int, default=38, help="the clients' jitter, the same direct and through route")
+    parser.add_argument("--full", action="store_true", help="the 60 s outage too, and a 30 s storm (5 s without)")
     args = parser.parse_args()
     unknown = set(args.clients.split(",")) - set(CLIENTS)
     if unknown or args.backends < 1:
@@ -220,6 +233,8 @@ def main() -> None:
     met = dead_upstream(args.cooldown_ms)
     met = asyncio.run(refused_failover(args.requests)) and met
     met = clients_against_dead_upstream(args.clients.split(","), args.backends, args.seed) and met
+    met = outages(args.clients.split(","), [2.0, 10.0, 60.0] if args.full else [2.0, 10.0], args.seed) and met
+    met = storm(30.0 if args.full else 5.0) and met
     sys.exit(0 if met else 1)
 
 
