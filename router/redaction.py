@@ -111,15 +111,21 @@ class Secrets:
 
 
 def encoded_forms(secret: str) -> list[str]:
-    """`secret` as it is written, and as an upstream may echo it encoded: percent-encoded (a URL,
-    a form body), JSON-escaped, and in base64 or base64url at each of the three alignments it
-    can take inside a longer encoded text (an `Authorization: Basic` header echoed back, a
-    token holding it): each alignment's middle part, where no neighbouring byte reaches, is
-    found whatever surrounds the secret."""
+    """`secret` as it is written, and as an upstream (or a model told to) may echo it encoded:
+    percent-encoded (a URL, a form body; also every byte as %XX, in either case), JSON-escaped
+    (also every character as a literal \\uXXXX, in either case), in hex (either case), and in
+    base64 or base64url at each of the three alignments it can take inside a longer encoded text
+    (an `Authorization: Basic` header echoed back, a token holding it): each alignment's middle
+    part, where no neighbouring byte reaches, is found whatever surrounds the secret. The hex of
+    a secret is twice its length, so an ordinary hex string (a git sha, a uuid) is no match."""
     from urllib.parse import quote
 
-    forms = {secret, quote(secret, safe=""), json.dumps(secret)[1:-1]}
     raw = secret.encode("utf-8")
+    hexed = raw.hex()
+    every_byte = "".join(f"%{hexed[i:i + 2]}" for i in range(0, len(hexed), 2))
+    escapes = "".join(f"\\u{ord(char):04x}" for char in secret)  # no provider's key holds a character past U+FFFF
+    forms = {secret, quote(secret, safe=""), json.dumps(secret)[1:-1], hexed, hexed.upper(), every_byte,
+             every_byte.upper(), escapes, escapes.upper().replace("\\U", "\\u")}
     for pad in range(3):
         encoded = base64.b64encode(b"\0" * pad + raw).decode("ascii")
         start = -(-pad * 4 // 3)  # the characters the padding bytes reach into
