@@ -103,9 +103,11 @@ class BackendSettings:
             return None
         key = os.environ.get(self.api_key_env)
         if not key:
+            from backends.env_names import lookalike_hint
+
             raise AuthError(
-                f"environment variable {self.api_key_env} is not set; export it with the API key "
-                f"for {self.model} (the key is read from the environment only, never from config)",
+                f"environment variable {self.api_key_env} is not set{lookalike_hint(self.api_key_env)}; export it "
+                f"with the API key for {self.model} (the key is read from the environment only, never from config)",
                 backend=self.name,
                 model=self.model,
             )

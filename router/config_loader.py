@@ -274,6 +274,10 @@ def _dotted(loc: tuple) -> str:
     return out or "(top level)"
 
 
+_ADDING = ("`route backend add NAME` adds a provider's block (or any backend) to an existing config, and "
+           "`route init --backend NAME` writes a whole new one around it.")
+
+
 def _explain(error: dict) -> str:
     kind, loc = error["type"], error["loc"]
     field_name = loc[-1] if loc else ""
@@ -281,7 +285,12 @@ def _explain(error: dict) -> str:
         allowed = _allowed_keys(loc[:-1])
         hint = _did_you_mean(field_name, allowed) if allowed else ""
         known = f" Allowed keys here: {', '.join(sorted(allowed))}." if allowed else ""
+        if len(loc) == 1 and isinstance(error.get("input"), dict) and "kind" in error["input"]:
+            return f"unknown key {field_name!r}: it looks like a backend, which goes under `backends:`. {_ADDING}"
         return f"unknown key {field_name!r}.{hint}{known}"
+    if kind == "missing" and loc in (("routing",), ("backends",)):
+        return (f"required key {field_name!r} is missing: a config has `backends:` and `routing:` (its tiers), "
+                f"so a provider's block alone is not one. {_ADDING}")
     if kind == "missing":
         return f"required key {field_name!r} is missing; add it."
     if kind == "literal_error":
@@ -334,7 +343,8 @@ def _config_error(exc: ValidationError, path: str, lines: dict[tuple, int]) -> C
     more = len(errors) - 1
     if more:
         others = "; ".join(
-            f"line {_line_for(lines, _strip_union_tags(e['loc']))}: {_explain({**e, 'loc': _strip_union_tags(e['loc'])})}"
+            f"line {_line_for(lines, _strip_union_tags(e['loc']))}: "
+            f"{_explain({**e, 'loc': _strip_union_tags(e['loc'])}).replace(' ' + _ADDING, '')}"  # said once
             for e in errors[1:4]
         )
         message += f" Also {more} more problem{'s' if more > 1 else ''}: {others}"

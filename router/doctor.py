@@ -48,7 +48,10 @@ async def _check_backends(specs: Mapping[str, BackendConfig], timeout_s: float) 
 async def _check_one(name: str, backend: Backend, timeout_s: float) -> Check:
     env = backend.settings.api_key_env
     if env and not os.environ.get(env):
-        return Check(name, False, f"${env} is not set: export it with the API key for {backend.model}")
+        from backends.env_names import lookalike_hint
+
+        return Check(name, False, f"${env} is not set{lookalike_hint(env)}: export it with the API key for "
+                                  f"{backend.model}")
     try:
         health = await backend.check(timeout_s)
     except RouteError as exc:

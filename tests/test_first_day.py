@@ -68,3 +68,56 @@ def test_an_anthropic_base_url_with_or_without_v1_answers(sim, monkeypatch, base
               "routing": {"tiers": [{"name": "only", "backends": ["frontier"]}]}}
     with Router.from_config(config) as router:
         assert router.complete("hello", model="frontier").text == "Hi from Claude."
+
+
+def test_a_provider_block_alone_in_a_file_points_to_the_commands_that_make_a_config(tmp_path):
+    from router.cli.starter import PROVIDERS
+
+    block = next(c.block for c in PROVIDERS if c.name == "openrouter")
+    alone = tmp_path / "openrouter.yaml"
+    alone.write_text("backends:\n" + block)  # copied from docs/guide/providers.md into a file of its own
+    result = route("-c", str(alone), "models", cwd=tmp_path)
+    assert result.returncode == 2 and "required key 'routing' is missing" in result.stderr
+    assert "route backend add NAME" in result.stderr and "route init --backend NAME" in result.stderr
+    assert "Traceback" not in result.stderr
+    unwrapped = tmp_path / "bare.yaml"
+    unwrapped.write_text(block.replace("\n  ", "\n").lstrip())  # the block without `backends:` over it
+    bare = route("-c", str(unwrapped), "models", cwd=tmp_path)
+    assert bare.returncode == 2 and "it looks like a backend, which goes under `backends:`" in bare.stderr
+    assert bare.stderr.count("route backend add NAME") == 1  # said once, not per problem
+    # following the hint works
+    made = route("init", "--backend", "openrouter", "--path", str(tmp_path / "made.yaml"), cwd=tmp_path)
+    assert made.returncode == 0 and route("-c", str(tmp_path / "made.yaml"), "models", cwd=tmp_path).returncode == 0
+
+
+def test_a_misnamed_key_variable_is_told_the_set_one_and_never_its_value(tmp_path):
+    config = tmp_path / "k.yaml"
+    config.write_text("backends:\n  openai: {kind: openai, model: gpt-5, base_url: 'http://127.0.0.1:9/v1', "
+                      "api_key: '${OPENAI_APIKEY}'}\nrouting:\n  tiers: [{name: a, backends: [openai]}]\n")
+    secret = "sk-proj-do-not-print-4242"
+    env = {"OPENAI_API_KEY": secret, "OPENAI_APIKEY": ""}
+    asked = route("-c", str(config), "--no-log", "hello", cwd=tmp_path, env=env)
+    doctor = route("-c", str(config), "doctor", cwd=tmp_path, env=env)
+    models = route("-c", str(config), "models", cwd=tmp_path, env=env)
+    assert asked.returncode == 3 and "but $OPENAI_API_KEY is" in asked.stderr
+    assert "write `api_key: ${OPENAI_API_KEY}`" in asked.stderr
+    assert "$OPENAI_API_KEY is set, though" in doctor.stdout + doctor.stderr
+    assert "$OPENAI_API_KEY is set, though" in models.stdout
+    for result in (asked, doctor, models):
+        assert secret not in result.stdout + result.stderr
+    # with nothing alike set, the hint is the plain one
+    plain = route("-c", str(config), "--no-log", "hello", cwd=tmp_path, env={"OPENAI_API_KEY": "", "OPENAI_APIKEY": ""})
+    assert "needs an API key: `export OPENAI_APIKEY=...`" in plain.stderr and "is set, though" not in plain.stderr
+
+
+def test_a_lookalike_is_a_set_variable_of_the_same_letters_or_a_close_spelling(monkeypatch):
+    from backends.env_names import set_lookalike
+
+    for name in [n for n in os.environ if "API" in n.upper() or "KEY" in n.upper()]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "x")
+    monkeypatch.setenv("EMPTY_API_KEY", "")
+    assert set_lookalike("anthropic_apikey") == "ANTHROPIC_API_KEY"
+    assert set_lookalike("ANTROPIC_API_KEY") == "ANTHROPIC_API_KEY"  # one letter off
+    assert set_lookalike("EMPTYAPIKEY") is None  # set but empty is no help
+    assert set_lookalike("GROQ_API_KEY") is None

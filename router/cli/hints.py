@@ -67,6 +67,12 @@ def _hint(error: BackendError, spec: Any) -> str | None:
 def _key_hint(name: str, spec: Any) -> str:
     variable = getattr(spec, "api_key_env", None)
     if variable and not os.environ.get(variable):
+        from backends.env_names import set_lookalike
+
+        other = set_lookalike(variable)
+        if other:
+            return (f"{name} reads its key from ${variable}, which is not set, but ${other} is: if that is the key, "
+                    f"write `api_key: ${{{other}}}` in the config (or `export {variable}=\"${other}\"`).")
         return (f"{name} needs an API key: `export {variable}=...`. `route sim` cannot stand in for it (it calls "
                 f"{_provider(spec)}); without a key, use a backend that is ready (`route models`) or leave {name} "
                 "out of your config (`route init` writes one with the backends you pick).")

@@ -95,7 +95,10 @@ def models(
         out.data({"config": loaded.path, "backends": rows, "consortia": consortia})
         return
     out.out.print(_models_table(loaded.path, rows, out.out.size.width))
-    missing = [f"{r['name']} needs {r['key'].removeprefix('missing ')}" for r in rows if r["key"].startswith("missing")]
+    from backends.env_names import lookalike_hint
+
+    missing = [f"{r['name']} needs {needs}{lookalike_hint(needs.lstrip('$'))}" for r in rows
+               if r["key"].startswith("missing") for needs in [r["key"].removeprefix("missing ")]]
     for line in missing:
         out.out.print(f"missing key: {line}")
     if consortia:
