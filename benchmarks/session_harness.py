@@ -174,6 +174,8 @@ def _task_at(items: list[dict[str, Any]]) -> tuple[str, int] | None:
 
 def _load(path: Path) -> Harness | None:
     record = json.loads(path.read_text())
+    if record["path"] not in _DIALECTS:  # Gemini's protocol: its turns are not replayed here
+        return None
     body, dialect = record["body"], _DIALECTS[record["path"]]()
     items_key = "messages" if "messages" in body else "input"
     items: list[dict[str, Any]] = body[items_key]

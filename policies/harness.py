@@ -1,23 +1,23 @@
-"""The client's harness in one user turn: the shapes clients are known to write around the
-user's words, and the user's words with them set aside. Pure: text in, text out; used by
-policies/task.py, which reads the conversation.
+"""The client's harness in one user turn, and the user's words with it set aside. Pure: text
+in, text out; used by policies/task.py, which reads the conversation.
 
-What one user turn may hold besides the user's words:
-- blocks a client writes as whole lines, known by their tag: the open tag at a line's start,
-  its closing tag at a line's end (`_BLOCKS`: Codex's `<environment_context>` and `# AGENTS.md
-  instructions for ...` with its `<INSTRUCTIONS>`, Claude Code's `<system-reminder>`);
+What one user turn may hold besides the user's words, by rules that name no client:
+- tagged blocks of any tag name, written as whole lines: the open tag at a line's start, its
+  closing tag at a line's end, a heading line just before it included (Codex heads AGENTS.md so;
+  Gemini CLI sends `<session_context>`; IDE agents attach files and selections). When nothing
+  but such blocks is left, the user's words are the last block's (an agent's `<user_query>`);
+- files pasted as context, an environment part before or after the words, a template around
+  them, and a tool's output with the follow-up merged after it (policies/wrappers.py);
 - an end that repeats the end of the system prompt, from a line's start (aider writes its
-  format rules at the end of its system prompt and again after the user's latest words);
-- the whole turn, written by the client in the user's name (aider's "I have *added these files
-  to the chat*" turns, the close of its example conversation).
-The shapes come from the recorded client corpus (tests/data/clients) and the clients' own
-sources, never from the prompts of any routing data: an unknown tag, a known one without its
-closing tag, and a known one that relays what the user wrote (Claude Code's reminder of a
-message sent while it worked) are the user's text.
+  format rules at the end of its system prompt and again after the user's latest words).
+What known clients add to these -- a block's kind by its tag, tags and blocks that hold the
+user's own words, whole turns a client writes in the user's name -- is data, in
+policies/shapes.py. Kept as the user's text: a block not written as whole lines, one never
+closed, one of HTML's elements (a user pasting a page), and one that relays what the user wrote.
 
 Cost: a turn is searched once by one regular expression (in C) for its tags, and its end is
 compared with a system prompt's by a 16-character key, then by halving; a system prompt is
-never read beyond its last few kilobytes.
+never read beyond its last few kilobytes. The general rules are each one pass over the turn.
 """
 
 from __future__ import annotations
@@ -26,72 +26,23 @@ import re
 from typing import Any, NamedTuple
 
 from backends.types import content_text
+from policies.shapes import KNOWN, Shapes
+from policies.wrappers import context_like, follow_up, quoted_task, rules_after, without_files
 
-__all__ = ["AGENTS_MD", "EXAMPLES_CLOSING", "FOLDED_REPEAT_MIN", "FOLDED_SYSTEM_STARTS", "KINDS", "Aside",
-           "chars", "client_turn", "end_key", "own_words", "repeated_end", "tail"]
+__all__ = ["AGENTS_MD", "FOLDED_REPEAT_MIN", "KINDS", "KNOWN", "Aside", "Shapes", "chars", "client_turn", "end_key",
+           "own_words", "repeated_end", "tail"]
 
 KINDS = ("system", "tools", "environment", "reminder", "instructions", "format_rules", "examples", "files",
-         "client_note", "command_output", "tool_calls", "tool_results", "other")
+         "client_note", "command_output", "context", "template", "tool_calls", "tool_results", "other")
 
-# Tag -> kind of the blocks clients write as user text. Codex 0.171: codex-rs
-# core/src/context (its "contextual user fragments") and the developer messages of the corpus;
-# Claude Code 2.1.197: the tags its binary writes into user turns. Left out on purpose: tags
-# that wrap what the user typed (Claude Code's <command-args>, <bash-input>, <user-memory-input>;
-# its hooks' output, which it tells the model to treat as the user's).
-_BLOCKS: dict[str, str] = {
-    "environment_context": "environment",
-    "user_instructions": "instructions",
-    "INSTRUCTIONS": "instructions",  # AGENTS.md, after its "# AGENTS.md instructions for DIR" line
-    "skills_instructions": "instructions",
-    "skill": "instructions",
-    "permissions instructions": "instructions",
-    "apps_instructions": "instructions",
-    "plugins_instructions": "instructions",
-    "collaboration_mode": "instructions",
-    "user_shell_command": "command_output",
-    "turn_aborted": "client_note",
-    "subagent_notification": "client_note",
-    "hook_prompt": "client_note",
-    "system-reminder": "reminder",
-    "new-diagnostics": "reminder",
-    "task-notification": "client_note",
-    "local-command-caveat": "client_note",
-    "local-command-stdout": "command_output",
-    "local-command-stderr": "command_output",
-    "bash-stdout": "command_output",
-    "bash-stderr": "command_output",
-}
-# Blocks that relay what a person wrote (Claude Code 2.1.197 wraps a message the user sends
-# while it works in a <system-reminder>): kept, as the user's words they are.
-_RELAYED = ("The user sent a new message while you were working:",
-            "A message arrived in the bound thread while you were working:",
-            "Messages arrived in the bound thread while you were working:")
-_OPEN = re.compile("<(" + "|".join(map(re.escape, sorted(_BLOCKS, key=len, reverse=True))) + r")(?:[ \t][^<>\n]*)?>")
+# Any tag, as an element or a name with spaces (Codex's <permissions instructions>), at a line's start.
+_OPEN = re.compile(r"^[ \t]*<([A-Za-z][\w.:-]*(?: [A-Za-z][\w.:-]*)?)(?:[ \t][^<>\n]*)?>", re.MULTILINE)
+# HTML's elements: a user pasting a page or a snippet writes these; a client's blocks are its own names.
+_HTML = frozenset(("html head body div span p pre code table thead tbody tr td th ul ol li a b i u em strong "
+                   "script style template svg form input button label select option section article header "
+                   "footer nav main aside h1 h2 h3 h4 h5 h6 img br hr blockquote details summary iframe "
+                   "canvas video audio source link meta title textarea dl dt dd figure caption").split())
 AGENTS_MD = "# AGENTS.md instructions for "
-
-# Whole user turns aider 0.86 writes in the user's name (aider/coders/*_prompts.py,
-# base_coder.py), by their opening words; each is followed by a scripted assistant reply.
-_CLIENT_TURNS: dict[str, str] = {
-    "I have *added these files to the chat* so you": "files",
-    "These files have been *added these files to the chat*": "files",
-    "Here are summaries of some files present in my git repository.": "files",
-    "I am working with you on code in a git repository.\nHere are summaries": "files",
-    "Here are some READ ONLY files, provided for your reference.": "files",
-    "I am not sharing any files that you can edit yet.": "files",
-    "I am not sharing the full contents of any files with you yet.": "files",
-    "Don't try and edit any existing code without asking me to add the files to the chat!": "files",
-    "I committed the changes with git hash ": "client_note",
-    "I switched to a new code base. Please don't consider the above files": "examples",
-}
-_CLIENT_TURN_STARTS = tuple(_CLIENT_TURNS)
-EXAMPLES_CLOSING = next(start for start, kind in _CLIENT_TURNS.items() if kind == "examples")
-_CLIENT_TURNS_EXACT = {"I updated the files.": "client_note", "I edited the files myself.": "client_note",
-                       "I didn't see any properly formatted edits in your reply?!": "client_note"}
-# aider's system prompt folded into the first user turn (for models without a system role),
-# after at most one line of the model's own prefix ("Formatting re-enabled.").
-FOLDED_SYSTEM_STARTS = ("Act as an expert software developer.\nAlways use best practices when coding.",
-                         "Act as an expert code analyst.\nAnswer questions about the supplied code.",
-                         "Act as an expert architect engineer and provide direction to your editor engineer.")
 _REPEAT_MIN = 16  # characters of a repeated system-prompt end worth setting aside; shorter is chance
 FOLDED_REPEAT_MIN = 64  # ... to call a first user turn a folded system prompt
 
@@ -169,66 +120,100 @@ def _line_start(text: str, at: int) -> int:
     return start if not text[start:at].strip(" \t") else -1
 
 
-def _block_start(text: str, tag: str, at: int) -> int:
-    start = _line_start(text, at)
-    if start > 0 and tag == "INSTRUCTIONS":  # Codex heads AGENTS.md with a line naming the folder
-        head = text.rfind(AGENTS_MD, 0, start)
-        if head >= 0 and (head == 0 or text[head - 1] == "\n") and not text[text.find("\n", head):start].strip():
-            return head
-    return start
+def _with_heading(text: str, start: int) -> int:
+    """`start`, or the start of a markdown heading line just before it (blank lines between)
+    that opens the text or follows a blank line: a block's title (Codex's "# AGENTS.md
+    instructions for DIR") is the block's."""
+    before = text[:start].rstrip()
+    head = before.rfind("\n") + 1
+    if not before or not before[head:].startswith("#") or (head and text[head - 2:head] != "\n\n"):
+        return start
+    return head
 
 
-def _blocks(text: str) -> list[tuple[int, int, str]]:
-    """The known blocks of `text` as (start, end, kind): whole lines, each with its closing tag."""
-    found = []
+class _Block(NamedTuple):
+    start: int
+    end: int
+    kind: str
+    inner: str  # the text between the tags
+
+
+def _close(text: str, tag: str, pos: int) -> int:
+    """Where `tag`'s closing tag starts after `pos` (it may carry the opening's words: Codex
+    closes <permissions instructions> so), else -1."""
+    close = text.find(f"</{tag}", pos)
+    while close >= 0:
+        after = text[close + len(tag) + 2:close + len(tag) + 120]
+        if after.startswith(">") or (after[:1] == " " and ">" in after and "<" not in after.split(">", 1)[0]):
+            return close
+        close = text.find(f"</{tag}", close + 1)
+    return -1
+
+
+def _blocks(text: str, shapes: Shapes) -> list[_Block]:
+    """The blocks of `text` a client wrote: whole lines, each with its closing tag."""
+    found: list[_Block] = []
     pos = 0
     while (match := _OPEN.search(text, pos)) is not None:
         tag = match.group(1)
+        if " " in tag and tag not in shapes.blocks:
+            tag = tag.split(" ", 1)[0]
         pos = match.end()
-        start = _block_start(text, tag, match.start())
-        close = text.find(f"</{tag}>", pos)
-        if start < 0 or close < 0 or text[pos:pos + 80].lstrip().startswith(_RELAYED):
+        if tag.lower() in _HTML or tag in shapes.kept:
             continue
-        end = close + len(tag) + 3
+        close = _close(text, tag, pos)
+        if close < 0:
+            continue
+        end = text.find(">", close) + 1
         line_end = text.find("\n", end)
         line_end = len(text) if line_end < 0 else line_end + 1
-        if text[end:line_end].strip():
+        if text[end:line_end].strip() or text[pos:pos + 80].lstrip().startswith(shapes.relayed):
+            pos = end  # the user's text, tags within it included
             continue
-        end = line_end  # the close tag's line is the block's
-        found.append((start, end, _BLOCKS[tag]))
-        pos = end
+        start = _with_heading(text, match.start())
+        found.append(_Block(start, line_end, shapes.blocks.get(tag, "context"), text[pos:close]))
+        pos = line_end
     return found
 
 
-def _without_blocks(text: str, index: int, aside: list[Aside]) -> str:
-    """`text` less its known blocks; the line breaks around a block are the client's, the rest
-    of the user's text is kept as it is."""
-    if "<" not in text and AGENTS_MD not in text:
+def _query(block: _Block) -> bool:
+    """A block that may hold the user's words when a turn is blocks alone: of a tag no client
+    is known by, and neither an environment report, nor markup, nor a document of headings."""
+    inner = block.inner.strip()
+    return block.kind == "context" and bool(inner) and inner[0] not in "<#" and not context_like(inner)
+
+
+def _without_blocks(text: str, index: int, aside: list[Aside], shapes: Shapes) -> str:
+    """`text` less its blocks; the line breaks around a block are the client's, the rest of the
+    user's text is kept as it is. Blocks alone, the last that may hold the user's words
+    (`_query`) is read as them (an agent's query after its attached context)."""
+    if "<" not in text:
         return text
-    blocks = _blocks(text)
+    blocks = _blocks(text, shapes)
     if not blocks:
         return text
     kept, last = [], 0
-    for start, end, kind in blocks:
-        aside.append(Aside(kind, end - start, index))
-        kept.append(text[last:start].strip("\r\n"))
-        last = end
+    for block in blocks:
+        kept.append(text[last:block.start].strip("\r\n"))
+        last = block.end
     kept.append(text[last:].lstrip("\r\n"))
-    return "\n\n".join(k for k in kept if k.strip())
+    words = "\n\n".join(k for k in kept if k.strip())
+    query = next((b for b in reversed(blocks) if _query(b)), None) if not words else None
+    for block in blocks:
+        if block is not query:
+            aside.append(Aside(block.kind, block.end - block.start, index))
+    if query is not None:
+        aside.append(Aside("context", query.end - query.start - len(query.inner.strip("\r\n")), index))
+        return query.inner.strip("\r\n")
+    return words
 
 
-def _parts_without_blocks(parts: Any, index: int, aside: list[Aside]) -> str:
-    kept = (_without_blocks(p.get("text", ""), index, aside) for p in parts or ()
-            if isinstance(p, dict) and p.get("type") == "text")
-    return "\n".join(p for p in kept if p)
-
-
-def client_turn(text: str) -> str | None:
-    """The kind of a whole user turn the client wrote in the user's name, else None."""
-    if text in _CLIENT_TURNS_EXACT:
-        return _CLIENT_TURNS_EXACT[text]
-    if text.startswith(_CLIENT_TURN_STARTS):
-        return next(kind for start, kind in _CLIENT_TURNS.items() if text.startswith(start))
+def client_turn(text: str, shapes: Shapes = KNOWN) -> str | None:
+    """The kind of a whole user turn a known client wrote in the user's name, else None."""
+    if text in shapes.exact:
+        return shapes.exact[text]
+    if shapes.turn_starts and text.startswith(shapes.turn_starts):
+        return next(kind for start, kind in shapes.turns.items() if text.startswith(start))
     return None
 
 
@@ -245,16 +230,55 @@ def _without_repeat(words: str, index: int, sources: list[tuple[str, str]], asid
     return words
 
 
-def own_words(content: Any, index: int, sources: list[tuple[str, str]], aside: list[Aside]) -> str:
+def _general(text: str, index: int, aside: list[Aside], after_answer: bool) -> str:
+    """`text` less what the general rules of policies/wrappers.py find around the user's words."""
+    text, files = without_files(text)
+    if files:
+        aside.append(Aside("files", files, index))
+    if after_answer and (at := follow_up(text)) is not None:
+        aside.append(Aside("tool_results", at, index))
+        return text[at:].strip()
+    quoted = quoted_task(text)
+    if quoted is not None:
+        start, end = quoted
+        if len(text) - (end - start) > 2:
+            aside.append(Aside("environment", len(text) - (end - start), index))
+        return text[start:end]
+    template = rules_after(text)
+    if template is not None:
+        start, end = template
+        aside.append(Aside("template", len(text) - (end - start), index))
+        return text[start:end].rstrip()
+    return text
+
+
+def _part_words(parts: Any, index: int, aside: list[Aside], shapes: Shapes) -> str:
+    """The user's words of a turn sent as parts: each text part less its blocks; a part that is
+    an environment report before the last part with words is context, not the user's."""
+    texts = [_without_blocks(p.get("text", ""), index, aside, shapes) for p in parts or ()
+             if isinstance(p, dict) and p.get("type") == "text"]
+    worded = [i for i, t in enumerate(texts) if t.strip()]
+    for i in worded[:-1]:
+        if context_like(texts[i]):
+            aside.append(Aside("context", len(texts[i]), index))
+            texts[i] = ""
+    return "\n".join(t for t in texts if t)
+
+
+def own_words(content: Any, index: int, sources: list[tuple[str, str]], aside: list[Aside],
+              shapes: Shapes = KNOWN, after_answer: bool = False) -> str:
     """The user's words of one user turn, with what the client wrote into it added to `aside`.
     Content parts are read one by one (Claude Code writes each reminder as a part of its own)
     and joined as `content_text` joins them. A string is cut of a repeated end first, so that
-    blocks are looked for in the user's part of it only."""
+    blocks are looked for in the user's part of it only. `after_answer`: the turn follows one
+    of the model's (a tool's output may open it)."""
     text = content_text(content)
-    kind = client_turn(text)
+    kind = client_turn(text, shapes)
     if kind is not None:
         aside.append(Aside(kind, len(text), index))
         return ""
     if isinstance(content, str):
-        return _without_blocks(_without_repeat(text, index, sources, aside), index, aside)
-    return _without_repeat(_parts_without_blocks(content, index, aside), index, sources, aside)
+        words = _without_blocks(_without_repeat(text, index, sources, aside), index, aside, shapes)
+    else:
+        words = _without_repeat(_part_words(content, index, aside, shapes), index, sources, aside)
+    return _general(words, index, aside, after_answer) if words else words

@@ -7,9 +7,10 @@ travel as one frozen value: a decision reads the model once and uses that one va
 throughout, whatever another task installs meanwhile, and records the `version` it used
 (0: the weights the config names).
 
-What is scored is the task, not its wrapping: the user's own words, with the client's harness
-(system prompts, tool schemas, environment and reminder blocks, format rules, tool results) set
-aside (policies/task.py), so the same question scores the same from every client.
+What is scored is the task, not its wrapping: the user's own words of the latest turn that has
+them, with the client's harness (system prompts, tool schemas, environment and reminder blocks,
+format rules, tool results) set aside (policies/task.py), so the same question scores the same
+from every client, and the same conversation the same with a session id or without one.
 
 Pure: scorers are handed in already built.
 """
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from backends.types import Message
 from policies.ladder import Crossing, Ladder
 from policies.scoring import Score, Scorer
-from policies.task import Task, read_task
+from policies.task import KNOWN, Shapes, Task, read_task, scored_text
 from policies.tiers import Tier
 
 __all__ = ["Placement", "RoutingModel"]
@@ -54,13 +55,14 @@ class RoutingModel:
         """The index of the strongest tier."""
         return len(self.ladder.tiers) - 1
 
-    def place(self, messages: list[Message], tools: object = None) -> Placement:
+    def place(self, messages: list[Message], tools: object = None, shapes: Shapes = KNOWN) -> Placement:
         """The tier a conversation's task climbs to (`tools`: the request's, named in what was
-        set aside)."""
-        task = read_task(messages, tools)
-        score = self.scorer.score(task.messages)
-        index, crossings = self.ladder.climb(task.messages, score)
-        return Placement(index, score, crossings, task)
+        set aside; `shapes`: what known clients write, policies/shapes.py). What is scored is
+        `scored_text(task)`, the one input a session's call is scored by too."""
+        task = read_task(messages, tools, shapes)
+        placement = self.place_text(scored_text(task))
+        placement.task = task
+        return placement
 
     def place_text(self, text: str) -> Placement:
         """The tier one user turn's own words (already read from its harness) climb to, alone."""

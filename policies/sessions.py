@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass
 
 from backends.types import Message, content_text
-from policies.task import Task, read_task
+from policies.task import Task, read_task, scored_text
 
 __all__ = ["ERRORS_TO_ESCALATE", "SIGNALS", "Escalation", "Turn", "correction", "escalation", "is_tool_error",
            "read_turn"]
@@ -62,9 +62,9 @@ _CORRECTION_WINDOW = 120  # characters: a correction opens the turn
 @dataclass(slots=True)
 class Turn:
     """What the latest call asks. `text`: the new user turn's own text ("" for a continuation);
-    `first`: the conversation's first user turn (the task, for a session the router has not
-    seen yet); `tool_errors`: the failed tool results this call answers with; `refusal`: the
-    model's previous answer was a refusal; `empty`: it was empty or cut at its limit."""
+    `first`: the conversation's first user turn (what a derived session is keyed by);
+    `tool_errors`: the failed tool results this call answers with; `refusal`: the model's
+    previous answer was a refusal; `empty`: it was empty or cut at its limit."""
 
     continuation: bool
     text: str
@@ -72,6 +72,7 @@ class Turn:
     tool_errors: int = 0
     refusal: bool = False
     empty: bool = False
+    scored: str = ""  # what places the call: policies/task.py's scored_text, the same as a plain call's
 
 
 def is_tool_error(text: str) -> bool:
@@ -105,8 +106,8 @@ def read_turn(messages: list[Message], task: Task | None = None) -> Turn:
     empty = previous is not None and not previous.get("tool_calls") and not content_text(previous.get("content"))
     if results and all(m.get("role") in ("tool", "user", "system") for m in after):
         errors = sum(is_tool_error(content_text(m.get("content"))) for m in results)
-        return Turn(True, "", first, errors, refusal)
-    return Turn(False, task.latest, first, 0, refusal, empty)
+        return Turn(True, "", first, errors, refusal, scored=scored_text(task))
+    return Turn(False, task.latest, first, 0, refusal, empty, scored_text(task))
 
 
 @dataclass(frozen=True, slots=True)

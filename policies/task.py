@@ -35,12 +35,11 @@ from typing import Any
 
 from backends.types import Message, content_text
 from policies.harness import (
-    AGENTS_MD,
-    EXAMPLES_CLOSING,
     FOLDED_REPEAT_MIN,
-    FOLDED_SYSTEM_STARTS,
     KINDS,
+    KNOWN,
     Aside,
+    Shapes,
     chars,
     client_turn,
     end_key,
@@ -48,12 +47,14 @@ from policies.harness import (
     repeated_end,
     tail,
 )
+from policies.wrappers import RULES_MIN, context_like
 
-__all__ = ["EDGE", "HISTORY_KEPT", "KINDS", "WINDOW", "Aside", "Task", "read_task"]
+__all__ = ["EDGE", "HISTORY_KEPT", "KINDS", "KNOWN", "WINDOW", "Aside", "Shapes", "Task", "read_task", "scored_text"]
 
 HISTORY_KEPT = 64  # earlier turns kept for the scorer (it reads as many: features.HISTORY_TURNS)
 WINDOW = 256  # messages before the latest user turn looked at for them
 EDGE = 16  # messages at each end of a conversation looked at for its system prompts
+_SCRIPTED_REPLY = 120  # characters: a reply to context is an acknowledgement, not an answer
 _EXAMPLES_WITHIN = 32  # messages from the start within which aider's example conversation closes
 _SYSTEM_ROLES = frozenset({"system", "developer"})
 
@@ -120,25 +121,42 @@ class Task:
         return f"{scored}; set aside: {aside}" if aside else scored
 
 
-def read_task(messages: list[Message], tools: Any = None) -> Task:
+def scored_text(task: Task) -> str:
+    """What a call is scored by, plain or in a session: the user's own words of the latest turn
+    that has them (the latest user turn whole when none has: `Task.harness_only`). The earlier
+    turns are not scored with it: a conversation's length says nothing of its task, and a
+    session carries what earlier turns needed in its tier (router/sessions.py)."""
+    return task.latest
+
+
+def read_task(messages: list[Message], tools: Any = None, shapes: Shapes = KNOWN) -> Task:
     """The task of a conversation in chat format (see the module docstring). `tools`: the
-    request's tool schemas, if any, named in what was set aside."""
+    request's tool schemas, if any, named in what was set aside; `shapes`: what known clients
+    write (policies/shapes.py; the benchmark reads a client with its own entry left out)."""
     if len(messages) == 1 and messages[0].get("role") == "user":  # a bare prompt: nothing to compare it with
         text = content_text(messages[0].get("content"))
-        if "<" not in text and AGENTS_MD not in text and client_turn(text) is None:
+        if _plain(text) and client_turn(text, shapes) is None:
             return Task(text.strip(), text.strip(), [{"role": "user", "content": text}], False, tools, messages)
-    return _Reading(messages).task(tools)
+    return _Reading(messages, shapes).task(tools)
+
+
+def _plain(text: str) -> bool:
+    """A prompt no rule of policies/harness.py can find a client's wrapping in."""
+    return ("<" not in text and "```" not in text and "~~~" not in text and len(text) < RULES_MIN
+            and text.lstrip()[:1] not in ("\"", "'", "\u201c"))
 
 
 # -- the conversation ---------------------------------------------------------------------------------
 
 
-def _examples_end(messages: list[Message]) -> int:
-    """The index after aider's example conversation (its closing "I switched to a new code
-    base" turn and the "Ok." answering it), or 0 when there is none."""
+def _examples_end(messages: list[Message], shapes: Shapes) -> int:
+    """The index after a known client's example conversation (aider's closing "I switched to a
+    new code base" turn and the "Ok." answering it), or 0 when there is none."""
+    if not shapes.examples_closing:
+        return 0
     for i, m in enumerate(messages[:_EXAMPLES_WITHIN]):
         content = m.get("content")
-        if isinstance(content, str) and content.startswith(EXAMPLES_CLOSING) and m.get("role") == "user":
+        if isinstance(content, str) and content.startswith(shapes.examples_closing) and m.get("role") == "user":
             answered = i + 1 < len(messages) and messages[i + 1].get("role") == "assistant"
             return i + 1 + answered
     return 0
@@ -152,12 +170,12 @@ def _system_prompts(messages: list[Message]) -> list[tuple[str, str]]:
     return [(end, end_key(end)) for end in ends]
 
 
-def _folded_system(messages: list[Message]) -> bool:
-    """Whether the first message is a system prompt sent as a user turn: it opens as aider's
-    does, or the next user turn or the latest ends as it does."""
+def _folded_system(messages: list[Message], shapes: Shapes) -> bool:
+    """Whether the first message is a system prompt sent as a user turn: it opens as a known
+    client's does (aider's), or the next user turn or the latest ends as it does."""
     first = content_text(messages[0].get("content"))
     head = first.split("\n", 1)[1] if "\n" in first[:80] else ""
-    if first.startswith(FOLDED_SYSTEM_STARTS) or head.startswith(FOLDED_SYSTEM_STARTS):
+    if shapes.folded and (first.startswith(shapes.folded) or head.startswith(shapes.folded)):
         return True
     for i in _later_users(messages):
         text = content_text(messages[i].get("content"))
@@ -201,12 +219,13 @@ def _answer(message: Message, index: int) -> tuple[int, Message] | None:
 class _Reading:
     """A conversation being read: the user's words of a turn are read once, when first needed."""
 
-    def __init__(self, messages: list[Message]) -> None:
+    def __init__(self, messages: list[Message], shapes: Shapes = KNOWN) -> None:
         self.messages = messages
-        self.skip = _examples_end(messages)
+        self.shapes = shapes
+        self.skip = _examples_end(messages, shapes)
         self.sources = _system_prompts(messages)
         self.folded = (not self.sources and len(messages) > 1 and messages[0].get("role") == "user"
-                       and _folded_system(messages))
+                       and _folded_system(messages, shapes))
         if self.folded:
             end = tail(messages[0].get("content"))
             self.sources = [(end, end_key(end))]
@@ -219,9 +238,23 @@ class _Reading:
             content = self.messages[index].get("content")
             if self.folded and index == 0:
                 self.turns[index] = "", [Aside("system", chars(content), index)]
+            elif self._context_turn(index):
+                self.turns[index] = "", [Aside("context", chars(content), index)]
             else:
-                self.turns[index] = own_words(content, index, self.sources, aside), aside
+                after = index > 0 and self.messages[index - 1].get("role") == "assistant"
+                self.turns[index] = own_words(content, index, self.sources, aside, self.shapes, after), aside
         return self.turns[index]
+
+    def _context_turn(self, index: int) -> bool:
+        """A user turn of context sent before the user's words: an environment report (date,
+        folders, platform) answered by a short scripted reply, then more user turns."""
+        messages = self.messages
+        if index + 2 >= len(messages) or messages[index + 1].get("role") != "assistant":
+            return False
+        reply = messages[index + 1]
+        if reply.get("tool_calls") or chars(reply.get("content")) > _SCRIPTED_REPLY:
+            return False
+        return context_like(content_text(messages[index].get("content")))
 
     def task(self, tools: Any) -> Task:
         messages, turn = self.messages, self.turn

@@ -300,19 +300,15 @@ class Sessions:
 def _tier_for(model: RoutingModel, state: SessionState | None,
               turn: Turn) -> tuple[int, str, Score | None, tuple[Crossing, ...]]:
     """(tier, why, score, crossings) of this call before any escalation: a task's first call
-    climbs to what its first or latest turn needs; tool results keep the session's tier; a
+    climbs to what a plain call of the same conversation would (one scoring input:
+    policies/task.py's scored_text); tool results keep the session's tier; a
     new turn may only move it up; a routing model the session was not placed by places its
     task again, and may only move it up too."""
-    if state is None:  # a task the router has not seen: its first turn, and this one
-        placed = model.place_text(turn.first)
-        why = f"new session, task scored {_value(placed.score)}"
-        if turn.text and turn.text != turn.first:
-            latest = model.place_text(turn.text)
-            if latest.index > placed.index:
-                placed, why = latest, f"new session, latest turn scored {_value(latest.score)}"
-        return _parts(placed, why)
+    if state is None:  # a task the router has not seen: placed as a plain call of it would be
+        placed = model.place_text(turn.scored)
+        return _parts(placed, f"new session, task scored {_value(placed.score)}")
     if state.version != model.version:  # learned since: the task's place under this version
-        placed = model.place_text(turn.first)
+        placed = model.place_text(turn.scored)
         if placed.index > state.tier:
             state = dataclasses.replace(state, tier=placed.index, since=f"routing model v{model.version} places "
                                         f"the task higher (scored {_value(placed.score)})")

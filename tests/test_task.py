@@ -161,12 +161,11 @@ SYSTEM = {"role": "system", "content": "You are a coding agent. Be precise.\n\nR
 
 
 @pytest.mark.parametrize("words", [
-    "<task>\nProve that sqrt(2) is irrational.\n</task>",  # a tag no client writes
     "<system-reminder>\nProve that sqrt(2) is irrational.",  # a known tag never closed
     "Why does Claude Code add <system-reminder>x</system-reminder> to my turns?",  # not whole lines
     "<system-reminder>read this</system-reminder> and prove that sqrt(2) is irrational.",  # words after the close
     "<environment_context>\n  <cwd>/tmp</cwd>\n</environment_context> explain this block, please",
-    "Summarise the text below.\n\n<document>\nThe sky is blue.\n</document>",
+    "<div>\nWhy is this div not centred?\n</div>",  # HTML's elements are what a user pastes
     # Claude Code relays a message the user sent while it worked in a reminder: the user's words
     "<system-reminder>\nThe user sent a new message while you were working:\nAlso handle the empty list.\n</system-reminder>",
 ])
@@ -175,6 +174,21 @@ def test_user_words_in_a_block_that_only_looks_like_harness_are_kept(words: str)
         task = read_task(messages)
         assert task.latest == words.strip() and not task.harness_only
         assert task.messages[-1]["content"] == words
+
+
+def test_a_tagged_block_of_any_name_is_context_and_a_turn_of_blocks_alone_is_read_from_its_last():
+    """Issue 46: a tag no client here writes is a client's too (an IDE agent's attached file,
+    Gemini CLI's <session_context>); when a turn is blocks alone, the last one that holds words
+    (an agent's <user_query>) is the user's. Before, both were scored as the user's words."""
+    pasted = read_task([{"role": "user", "content": "Summarise the text below.\n\n<document>\nThe sky is blue.\n</document>"}])
+    assert pasted.latest == "Summarise the text below." and pasted.set_aside_chars() == {"context": len("<document>\nThe sky is blue.\n</document>")}
+    alone = read_task([{"role": "user", "content": "<task>\nProve that sqrt(2) is irrational.\n</task>"}])
+    assert alone.latest == "Prove that sqrt(2) is irrational." and not alone.harness_only
+    ide = read_task([{"role": "user", "content": "<attached_files>\n<file path=\"a.py\">\nx = 1\n</file>\n"
+                                                 "</attached_files>\n<user_query>\nRename x to y.\n</user_query>"}])
+    assert ide.latest == "Rename x to y."
+    environment = read_task([{"role": "user", "content": "<env>\ncwd: /home/user\ndate: 2026-12-05\nshell: bash\n</env>"}])
+    assert environment.harness_only  # an environment report is never read as the user's words
 
 
 @pytest.mark.parametrize(("system", "words"), [

@@ -1,8 +1,13 @@
 """Routing records read from JSONL, and the scorer to judge them with: what `route score`,
-`route eval` and `route calibrate` share. Bad input is a UsageError naming the file and line."""
+`route eval` and `route calibrate` share. Bad input is a UsageError naming the file and line.
+
+`route score` and `route eval` judge with the routing scorer `route serve` decides with
+(`serving_scorer`): the config's, or the version learning adopted and the server installed, so
+that after learning the CLI and the server agree on every prompt."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -11,7 +16,9 @@ import orjson
 
 from backends.errors import UsageError
 
-__all__ = ["load_scorer", "read_jsonl", "read_records"]
+__all__ = ["load_scorer", "read_jsonl", "read_records", "serving_scorer"]
+
+_LOG = logging.getLogger("route")
 
 
 def load_scorer(weights: Path | None) -> Any:
@@ -25,6 +32,54 @@ def load_scorer(weights: Path | None) -> Any:
             "`route calibrate` or `python -m policies.complexity.training.fit`, or leave out --weights "
             "to use the shipped default."
         ) from exc
+
+
+def serving_scorer(weights: Path | None, config: str | None) -> Any:
+    """`weights`' scorer when given; else the routing scorer `route serve` decides with under
+    `config` (the search order when None): the config's scorer, replaced by the version in use
+    when the config learns (router/learning/). An unreadable learning store is warned about and
+    the configured scorer used, as the server does."""
+    if weights is not None:
+        return load_scorer(weights)
+    from router.config_loader import load_config
+    from router.wiring import build_model
+
+    loaded = load_config(config)
+    model = build_model(loaded)
+    if loaded.config.routing.learn is not None:
+        try:
+            model = _in_use(loaded.config, model)
+        except Exception as exc:  # the server routes on the configured weights then too
+            _LOG.warning("route: the learning store could not be read (%r); scoring with the configured weights", exc)
+    return _TextScorer(model.scorer)
+
+
+def _in_use(config: Any, model: Any) -> Any:
+    """The routing model of the learned version in use (`model` itself when none is)."""
+    from router.learning import open_store
+    from router.learning.versions import Configured, model_of, weights_of
+
+    store = open_store(config)
+    current, _ = store.current()
+    if not current:
+        return model
+    configured = Configured.of(model, config)
+    row = store.version(current)
+    return model_of(configured, weights_of(store, configured, row.heads if row is not None else {}), current)
+
+
+class _TextScorer:
+    """A routing scorer with `score_text` (a prompt's score), whatever kind the config names."""
+
+    def __init__(self, scorer: Any):
+        self.scorer, self.name = scorer, getattr(scorer, "name", type(scorer).__name__)
+        self.score = scorer.score
+        self._text = getattr(scorer, "score_text", None)
+
+    def score_text(self, text: str) -> float:
+        if self._text is not None:
+            return float(self._text(text))
+        return float(self.scorer.score([{"role": "user", "content": text}]).value)
 
 
 def read_jsonl(lines: Iterator[str], source: str, required: Sequence[str]) -> Iterator[dict[str, Any]]:

@@ -12,9 +12,9 @@ import typer
 from backends.errors import UsageError
 from router.cli.commands import command_app
 from router.cli.errors import handle_errors
-from router.cli.options import Json, Weights
+from router.cli.options import Config, Json, Weights
 from router.cli.output import Output
-from router.cli.records import load_scorer, read_records
+from router.cli.records import read_records, serving_scorer
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -90,8 +90,12 @@ def eval_(
         Path | None,
         typer.Option("--leave-one-out", help="directory of routing sets: fit on all but one, judge on it, each in turn"),
     ] = None,
+    config: Config = None,
 ) -> None:
-    """Routing quality of the scorer beside random, length, always-local/hosted and oracle."""
+    """Routing quality of the scorer beside random, length, always-local/hosted and oracle.
+
+    The scorer is the one `route serve` decides with under the config (-c, else the search
+    order), the learned version in use included; --weights judges a weights file instead."""
     out = Output(json_mode=json_output)
     if leave_one_out is not None:
         _eval_leave_one_out(leave_one_out, out)
@@ -99,7 +103,7 @@ def eval_(
     if data is None:
         raise UsageError("route eval needs a JSONL file of routing records, or --leave-one-out DIR.")
     records = read_records(data, ("id", "prompt", "local", "hosted"))
-    scorer = load_scorer(weights)
+    scorer = serving_scorer(weights, config)
     reports, scores = evaluate_records(scorer, records)
     if json_output:
         out.data({"data": str(data), "records": len(records), "reports": [r.as_dict() for r in reports]})

@@ -1,0 +1,115 @@
+"""What known clients write into a user turn, as data: the names and kinds the task reader
+(policies/harness.py, policies/task.py) gives what its general rules find, and the few shapes
+no general rule can tell from the user's words. Pure data and a merge; no reading here.
+
+The reader does not need this table to find a client's harness: its rules name no client
+(tagged blocks of any name, context before the user's words, a template around them, quoted
+tasks, tool output; policies/wrappers.py), and what a client repeats is learned from its own
+traffic (policies/template.py). What the table adds:
+- a block's kind by its tag (`reminder`, `environment`, ...) for `--explain`, where the general
+  rule can only say `context`;
+- tags that wrap what the user typed, and openings that relay it, so that a block of the
+  user's words is kept (Claude Code's <command-args>; its reminder of a message the user sent
+  while it worked);
+- whole turns a client writes in the user's name, its example conversation, and its system
+  prompt folded into the first user turn (aider), which read as a user's turns to any rule.
+Each entry comes from the recorded corpus (tests/data/clients) or the client's own sources.
+`benchmarks/harness.py --leave-one-client-out` reads every client with its own entry removed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+__all__ = ["KNOWN", "ClientShapes", "Shapes"]
+
+
+@dataclass(frozen=True, slots=True)
+class ClientShapes:
+    """One client's entry. `blocks`: tag -> kind; `kept`: tags that wrap the user's words;
+    `relayed`: a block opening so is the user's words; `turns`: the opening words of whole user
+    turns the client writes -> kind; `exact`: such turns word for word; `folded`: how its system
+    prompt opens when sent as the first user turn; `examples_closing`: the opening of the user
+    turn that closes its example conversation."""
+
+    blocks: Mapping[str, str] = field(default_factory=dict)
+    kept: frozenset[str] = frozenset()
+    relayed: tuple[str, ...] = ()
+    turns: Mapping[str, str] = field(default_factory=dict)
+    exact: Mapping[str, str] = field(default_factory=dict)
+    folded: tuple[str, ...] = ()
+    examples_closing: str | None = None
+
+
+class Shapes:
+    """Several clients' entries merged, as the reader looks them up."""
+
+    __slots__ = ("blocks", "clients", "examples_closing", "exact", "folded", "kept", "relayed", "turn_starts", "turns")
+
+    def __init__(self, clients: Mapping[str, ClientShapes]):
+        self.clients = dict(clients)
+        entries = list(self.clients.values())
+        self.blocks: dict[str, str] = {t: k for c in entries for t, k in c.blocks.items()}
+        self.kept: frozenset[str] = frozenset(t for c in entries for t in c.kept)
+        self.relayed: tuple[str, ...] = tuple(r for c in entries for r in c.relayed)
+        self.turns: dict[str, str] = {t: k for c in entries for t, k in c.turns.items()}
+        self.turn_starts: tuple[str, ...] = tuple(self.turns)
+        self.exact: dict[str, str] = {t: k for c in entries for t, k in c.exact.items()}
+        self.folded: tuple[str, ...] = tuple(f for c in entries for f in c.folded)
+        closings = [c.examples_closing for c in entries if c.examples_closing]
+        self.examples_closing: tuple[str, ...] = tuple(closings)
+
+    def without(self, names: Iterable[str]) -> Shapes:
+        """These shapes less the entries of `names` (what a client's first request is read with
+        when the rules are judged on it: benchmarks/harness.py)."""
+        drop = set(names)
+        return Shapes({n: c for n, c in self.clients.items() if n not in drop})
+
+
+# Codex 0.171: codex-rs core/src/context (its "contextual user fragments"), and the developer
+# messages of the corpus. Its AGENTS.md block opens with a heading line naming the folder.
+_CODEX = ClientShapes(blocks={
+    "environment_context": "environment", "user_instructions": "instructions", "INSTRUCTIONS": "instructions",
+    "skills_instructions": "instructions", "skill": "instructions", "permissions instructions": "instructions",
+    "apps_instructions": "instructions", "plugins_instructions": "instructions",
+    "collaboration_mode": "instructions", "user_shell_command": "command_output", "turn_aborted": "client_note",
+    "subagent_notification": "client_note", "hook_prompt": "client_note"})
+
+# Claude Code 2.1.197: the tags its binary writes into user turns. Tags that wrap what the
+# user typed (<command-args>, <bash-input>, <user-memory-input>) are kept, as is a reminder
+# that relays a message the user sent while it worked.
+_CLAUDE_CODE = ClientShapes(
+    blocks={"system-reminder": "reminder", "new-diagnostics": "reminder", "task-notification": "client_note",
+            "local-command-caveat": "client_note", "local-command-stdout": "command_output",
+            "local-command-stderr": "command_output", "bash-stdout": "command_output",
+            "bash-stderr": "command_output"},
+    kept=frozenset({"command-args", "command-message", "command-name", "bash-input", "user-memory-input"}),
+    relayed=("The user sent a new message while you were working:",
+             "A message arrived in the bound thread while you were working:",
+             "Messages arrived in the bound thread while you were working:"))
+
+# aider 0.86 (aider/coders/*_prompts.py, base_coder.py): whole user turns it writes in the
+# user's name, each followed by a scripted reply; its example conversation's closing turn; its
+# system prompt folded into the first user turn for a model without a system role (after at
+# most one line of the model's own prefix, "Formatting re-enabled.").
+_AIDER = ClientShapes(
+    turns={"I have *added these files to the chat* so you": "files",
+           "These files have been *added these files to the chat*": "files",
+           "Here are summaries of some files present in my git repository.": "files",
+           "I am working with you on code in a git repository.\nHere are summaries": "files",
+           "Here are some READ ONLY files, provided for your reference.": "files",
+           "I am not sharing any files that you can edit yet.": "files",
+           "I am not sharing the full contents of any files with you yet.": "files",
+           "Don't try and edit any existing code without asking me to add the files to the chat!": "files",
+           "I committed the changes with git hash ": "client_note",
+           "I switched to a new code base. Please don't consider the above files": "examples"},
+    exact={"I updated the files.": "client_note", "I edited the files myself.": "client_note",
+           "I didn't see any properly formatted edits in your reply?!": "client_note"},
+    folded=("Act as an expert software developer.\nAlways use best practices when coding.",
+            "Act as an expert code analyst.\nAnswer questions about the supplied code.",
+            "Act as an expert architect engineer and provide direction to your editor engineer."),
+    examples_closing="I switched to a new code base. Please don't consider the above files")
+
+# The clients' names as their recordings give them (`client` in tests/data/clients/*.json).
+KNOWN = Shapes({"codex": _CODEX, "claude-code": _CLAUDE_CODE, "aider": _AIDER})
