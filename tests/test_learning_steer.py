@@ -36,6 +36,7 @@ from router.learning import learn_status, open_store
 from router.learning.store import NewLabel
 from router.server import RouteServer
 from router.server.keys import server_keys
+from router.server.ui.learning import learning_panel
 from router.simulator import Simulator
 from router.store import Store
 
@@ -170,6 +171,11 @@ def test_an_admins_verdicts_move_arithmetic_above_the_local_tier_and_status_says
     assert "last refit " in shown.stdout and "adopted as version" in shown.stdout
     assert f"traffic moved: {moved['changed']} of the last {moved['requests']} requests change tier" in shown.stdout
     assert "on 150 usable labels" in shown.stdout and "placement gain" in shown.stdout
+    # ... and the web view's learning panel says the same
+    facts = {f["label"]: f for s in learning_panel(router)["sections"] for f in s["facts"]}
+    assert facts["local|fast-hosted: last refit"]["value"].startswith("adopted (version ")
+    assert facts["local|fast-hosted: traffic moved"]["value"] == refit["moves"]
+    assert facts["local|fast-hosted: labels used"]["value"] == 150
 
 
 def _shadow_labels(router: Router, sums: list[str], chat: list[str]) -> None:

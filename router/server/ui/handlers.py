@@ -6,7 +6,9 @@
                               a body over 4 KiB, 408 for one slower than the API's body timeout
     POST /ui/logout           forget the cookie
     GET  /ui/api/poll?after=N what changed since request N: new requests and consortium runs, and
-                              (when anything changed, or with full=1) every panel
+                              (when anything changed, or with full=1) every panel; with history=1
+                              (a page's first poll) also the latest requests from the request log
+                              from before this process recorded for a page (history.py)
     GET  /ui/api/request?seq=N[&ts=&total=&backend=]
                               one request in full (detail.py); ts/total/backend find it in the
                               request log when another process answered it
@@ -43,6 +45,7 @@ from starlette.staticfiles import StaticFiles
 from router.server.auth import KeyAttempts, client_address
 from router.server.ui.detail import Lookup, request_detail
 from router.server.ui.fleet import SlowPanels
+from router.server.ui.history import logged_rows
 from router.server.ui.panels import backends_panel, cost_panel, sources
 from router.server.ui.render import request_row, trace_view
 from router.store.feedback import is_admin
@@ -166,6 +169,9 @@ class _View:
         body: dict[str, Any] = {"pid": os.getpid(), "seq": live.seq, "now": time.time(), "reset": reset,
                                 "auth": {"required": self.auth.required, "key": viewer.name, "admin": viewer.admin},
                                 **self._since(after, viewer)}
+        if request.query_params.get("history") == "1":
+            body["history"] = await asyncio.to_thread(logged_rows, self.router, live.recording_since, _ROWS,
+                                                      viewer.sees)
         if after != live.seq or request.query_params.get("full") == "1":
             await self.router.refresh()  # the fleet's learned state and breakers, as a decision would see them
             owner = None if viewer.admin else viewer.name

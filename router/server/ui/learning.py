@@ -13,7 +13,8 @@ section, without touching the page:
 The sections: the scorer in use (kind, weights file, thresholds per tier boundary), the labels
 recorded so far by source (the store's feedback table, router/store/feedback.py: users' verdicts,
 consortium preferences), and what `routing.learn` learned (router/learning/status.py: the
-version in use, its estimated quality with its error, shadow spend). A section function may do blocking I/O: the panel is built off the event loop,
+version in use, its estimated quality with its error, each boundary's last refit -- kept,
+adopted or waiting, why, and the traffic it moves -- shadow spend). A section function may do blocking I/O: the panel is built off the event loop,
 at most every few seconds, and a section that raises is shown as its error, alone.
 """
 
@@ -119,12 +120,31 @@ def estimates_section(router: RouterService) -> Section:
         facts.append(Fact(f"{boundary['boundary']}: estimated APGR", None if apgr is None else apgr["value"],
                           error=None if apgr is None else apgr.get("se"),
                           hint=f"on {boundary['judged_on']} labels its weights were not fitted on"))
-    facts += [Fact(f"{source} labels", n) for source, n in found["labels"]["by_source"].items()]
+        facts += _refit_facts(boundary["boundary"], boundary["last_refit"])
+    facts += [Fact(f"{source} labels", n, hint="usable: as a refit reads them")
+              for source, n in found["labels"]["by_source"].items()]
     spent = found["spend"]
     facts.append(Fact("shadow spend today (UTC)", f"${spent['today_usd']:.4f} of ${spent['budget_usd_per_day']:.2f}",
                       hint=f"{spent['today_calls']} judging calls"))
     return Section("Estimated quality and shadow spend", facts,
                    note="`route learn status` shows the same; `route learn history` the versions.")
+
+
+def _refit_facts(name: str, refit: dict[str, Any] | None) -> list[Fact]:
+    """A boundary's last refit: kept, adopted or waiting, why, its gains with their errors, the
+    usable labels it read and the traffic it moves (router/learning/status.py)."""
+    if refit is None:
+        return [Fact(f"{name}: last refit", "none yet")]
+    outcome = refit["outcome"] + (f" (version {refit['version']})" if refit.get("version") else "")
+    if refit["outcome"] == "waiting":
+        outcome += ": `route learn adopt` adopts it"
+    gain, placement = refit.get("gain") or {}, refit.get("placement") or {}
+    return [Fact(f"{name}: last refit", outcome, hint=refit.get("reason")),
+            Fact(f"{name}: order gain (APGR)", gain.get("value"), error=gain.get("se")),
+            Fact(f"{name}: placement gain", placement.get("value"), error=placement.get("se"),
+                 hint="share of the labels' weight placed on the right side of the boundary, gained"),
+            Fact(f"{name}: labels used", refit.get("labels_used"), hint="usable labels only"),
+            Fact(f"{name}: traffic moved", refit["moves"])]
 
 
 # name -> section, in the order shown (dicts keep insertion order)

@@ -8,7 +8,7 @@ const MAX_ROWS = 200;
 const MAX_RUNS = 12;
 const PALETTE = ["#3b82f6", "#f59e0b", "#10b981", "#ef4444", "#8b5cf6", "#06b6d4", "#ec4899", "#84cc16", "#f97316", "#64748b"];
 
-const view = { seq: 0, pid: null, rows: [], runs: [], panels: null, lastFull: 0, timer: null, polling: false };
+const view = { seq: 0, pid: null, rows: [], runs: [], panels: null, lastFull: 0, timer: null, polling: false, needHistory: true };
 const FLASH_AT_MOST = 10;  // more new rows than this at once: no highlight (a busy proxy would repaint all the time)
 
 // -- helpers -------------------------------------------------------------------------------
@@ -86,7 +86,7 @@ async function pollOnce() {
   const full = Date.now() - view.lastFull > 5000;  // breakers and rate limits change with time alone
   let answer;
   try {
-    answer = await fetch(`/ui/api/poll?after=${view.seq}${full ? "&full=1" : ""}`, { credentials: "same-origin", cache: "no-store" });
+    answer = await fetch(`/ui/api/poll?after=${view.seq}${full ? "&full=1" : ""}${view.needHistory ? "&history=1" : ""}`, { credentials: "same-origin", cache: "no-store" });
   } catch (err) {
     setLive("offline", "offline: retrying");
     return schedule(3000);
@@ -121,6 +121,7 @@ function apply(data) {
   if (restart) {
     view.rows = [];
     view.runs = [];
+    view.needHistory = true;  // the next poll brings the request log's latest again
     renderRequests();
   }
   view.pid = data.pid;
@@ -131,6 +132,14 @@ function apply(data) {
     view.rows = [...data.requests, ...view.rows].slice(0, MAX_ROWS);
     if (first) renderRequests();
     else addRows(data.requests, data.requests.length <= FLASH_AT_MOST);
+  }
+  if (data.history) {
+    // the request log's latest, from before this process recorded for a page: older than every live row
+    view.needHistory = false;
+    if (data.history.length) {
+      view.rows = [...view.rows, ...data.history].slice(0, MAX_ROWS);
+      renderRequests();
+    }
   }
   if (data.consortia.length) {
     const known = new Set(view.runs.map((r) => r.seq));
@@ -181,6 +190,7 @@ async function signOut() {
   view.seq = 0;
   view.rows = [];
   view.runs = [];
+  view.needHistory = true;
   renderRequests();
   renderRuns();
   poll();
@@ -236,7 +246,7 @@ function addRows(rows, flash) {
 
 async function openDetail(row) {
   const dialog = $("detail");
-  $("detail-title").textContent = `Request ${row.seq} · ${clock(row.ts)} · ${row.backend || "–"}`;
+  $("detail-title").textContent = `Request ${row.seq || `log ${row.log_id}`} · ${clock(row.ts)} · ${row.backend || "–"}`;
   $("detail-body").replaceChildren(h("p", { class: "empty" }, "loading…"));
   if (!dialog.open) dialog.showModal();
   const query = new URLSearchParams({ seq: row.seq, ts: row.ts, backend: row.backend || "" });
@@ -275,7 +285,7 @@ function detailView(data, row) {
 function renderSources(s, seq) {
   $("sources").replaceChildren(
     h("b", {}, "This view: "), `process ${s.pid} on ${s.host}, since ${clock(s.since)} (${seq} requests) — requests, consortia, observed latency and cost are what it answered; `,
-    `requests, consortia and observed latency are kept while a page is open, here since ${s.listed_since ? clock(s.listed_since) : "–"} (before that: route log). `,
+    `requests, consortia and observed latency are kept while a page is open, here since ${s.listed_since ? clock(s.listed_since) : "–"} (before that: the request log's latest, listed after them). `,
     h("b", {}, "Learned latency & breakers: "), `${s.state}. `,
     h("b", {}, "Rate limits: "), `${s.rate_limits}. `,
     h("b", {}, "Request log: "), `${s.log}.`);
