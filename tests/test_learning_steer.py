@@ -11,6 +11,8 @@ by the simulator, and `routing.learn: {auto: true}` with the default bounds.
   decides the very next request, with no refresh in between (`x-route-version`).
 - `route learn status` counts the labels a refit reads: a non-admin key's flood beyond its cap
   does not move the figure.
+- In a Redis fleet, every replica takes an adopted version and a rollback with no request and
+  no refresh: each replica's store watches the fleet's version in a thread of its own.
 
 Internals touched: `router.learner.refresh()` and `drain()` (what a running router does every
 `refresh_ms`, called when the test says instead of waiting for the clock) and the store, to
@@ -239,3 +241,54 @@ def test_learn_status_counts_the_labels_a_refit_reads_so_a_keys_flood_does_not_m
     cap = loaded.routing.learn.max_labels_per_key  # type: ignore[union-attr]
     assert first["total"] == then["total"] == 5 + cap
     assert (first["stored"], then["stored"]) == (25, 305)  # what is kept, said apart
+
+
+def _replica_config(url: str, tmp_path: Path) -> dict[str, Any]:
+    def backend(model: str) -> dict[str, Any]:
+        return {"kind": "openai", "model": model, "base_url": "http://127.0.0.1:9/v1", "max_retries": 0}
+
+    return {"backends": {"low": backend("m-low"), "top": backend("m-top")},
+            "routing": {"tiers": [{"name": "low", "below": 0.5, "backends": ["low"]},
+                                  {"name": "top", "backends": ["top"]}],
+                        "learn": {"refresh_ms": 50}},
+            "state": {"backend": "redis", "url": url},
+            "log": {"enabled": False, "path": str(tmp_path / "route.db")}}  # fmt: skip
+
+
+def _until(read: Any, want: Any) -> Any:
+    """`read()` until it gives `want` (a replica's watch thread reads the fleet's version every
+    refresh_ms), at most 10 s; what it last gave."""
+    import time
+
+    deadline = time.monotonic() + 10
+    while (found := read()) != want and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return found
+
+
+def test_every_replica_of_a_fleet_takes_a_version_and_a_rollback_with_no_traffic(tmp_path, redis_server):
+    import dataclasses
+
+    from policies.complexity import Weights
+    from router.learning.status import rollback
+
+    config = _replica_config(redis_server.url, tmp_path)
+    replicas = [Router(load_config(config)), Router(load_config(config))]
+    assert [r.model.version for r in replicas] == [0, 0]
+    base = Weights.load()
+    store = open_store(replicas[0].config)
+    try:
+        version = store.adopt(0, 0, dataclasses.replace(base, bias=base.bias + 20).to_json(), seen=0, heads={},
+                              summary={})
+    finally:
+        store.close()
+    # no request, no refresh: each replica's next decision reads the version the fleet adopted
+    for router in replicas:
+        assert _until(lambda r=router: r.model.version, version) == version
+        assert router.explain("hi there").tier == "top"
+    rollback(load_config(config).config, 0)
+    for router in replicas:
+        assert _until(lambda r=router: r.model.version, 0) == 0
+        assert router.explain("hi there").tier == "low"
+    for router in replicas:
+        asyncio.run(router.aclose())
