@@ -58,6 +58,18 @@ def test_anthropic_sdk_example_runs_a_tool_round_trip(sim):
     assert "tool call: [('get_weather', {'city': 'Paris'})]" in lines and lines[-1] == "answer: Sunny, 22 C."
 
 
+def test_google_genai_sdk_example_runs_a_function_call_round_trip(sim):
+    sim.script("m-small", ["2, 3 and 5.", "Waiting, then all at once.",
+                           {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}]}, "Sunny, 22 C."])
+    with RouteServer(make_router(sim, aliases={"gemini-*": "auto"})) as server:
+        result = _run_example("google_genai_sdk.py", server.url, model="gemini-2.5-pro")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "2, 3 and 5. [STOP]" and lines[1] == "Waiting, then all at once."
+    assert "function call: [('get_weather', {'city': 'Paris'})]" in lines and lines[-1] == "answer: Sunny, 22 C."
+    assert sim.stats("m-small")["requests"] == 4  # the function's result went back for the answer
+
+
 def test_openai_agents_sdk_example_calls_its_tool(sim):
     pytest.importorskip("agents", reason="the example needs `pip install openai-agents`")
     sim.script("m-small", [{"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}]},
@@ -77,6 +89,8 @@ def test_agent_config_files_parse():
     assert codex["model_providers"]["route"]["base_url"] == "http://127.0.0.1:4000/v1"
     script = (EXAMPLES / "claude_code.sh").read_text()
     assert "ANTHROPIC_BASE_URL" in script and "@anthropic-ai/claude-code" in script
+    gemini = (EXAMPLES / "gemini_cli.sh").read_text()
+    assert "GOOGLE_GEMINI_BASE_URL" in gemini and "@google/gemini-cli" in gemini and "gemini-api-key" in gemini
 
 
 def test_deploy_example_is_two_replicas_sharing_redis_and_postgres(monkeypatch):
