@@ -17,7 +17,7 @@ from typer.core import TyperGroup
 
 from router.cli.coercion import without_pydantic
 from router.cli.commands import COMMANDS
-from router.cli.dispatch import NotAPrompt, dispatch
+from router.cli.dispatch import AskFirst, NotAPrompt, dispatch
 from router.cli.errors import EXIT_USAGE, fail
 
 __all__ = ["app", "run"]
@@ -65,6 +65,8 @@ class _DefaultToAsk(TyperGroup):
         except NotAPrompt as exc:
             if ctx.resilient_parsing:  # shell completion: offer what there is, say nothing
                 return super().parse_args(ctx, args)
+            if isinstance(exc, AskFirst) and _confirmed(exc):
+                return super().parse_args(ctx, exc.routed)
             fail(str(exc), "UsageError", json_mode="--json" in args)
             ctx.exit(EXIT_USAGE)
         return super().parse_args(ctx, routed)
@@ -88,6 +90,21 @@ class _DefaultToAsk(TyperGroup):
                      for name, text in COMMANDS.items()]
         with formatter.section("Commands"):
             formatter.write_dl(summaries)
+
+
+def _confirmed(exc: AskFirst) -> bool:
+    """At a terminal, whether the user wants the word sent as a prompt after all; in a script
+    (stdin or stderr not a terminal) no one can say, so no."""
+    import sys
+
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        return False
+    word = exc.word
+    try:
+        return typer.confirm(f"{word!r} is not a route command (it is one of llm's, or another tool's; `route --help` "
+                             f"lists route's). Send {word!r} to a model as a prompt?", default=False, err=True)
+    except (typer.Abort, EOFError, KeyboardInterrupt):
+        return False
 
 
 app = typer.Typer(

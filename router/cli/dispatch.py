@@ -5,6 +5,8 @@
     route models                         -> models;  route modles -> exit 2, did you mean `route models`
     route -m frontier models             -> exit 2: a command name is never sent as a prompt...
     route ask models / route -- models   -> ...unless asked for: both send the word "models"
+    route keys                           -> a command of llm's (or another tool's), typed alone: asked
+                                            first at a terminal, refused in a script (AskFirst)
 
 Global options (`-c/--config FILE`, `-q/--quiet`, `--json`, `--no-log`) may stand before or after
 the command; each is handed to the command if it takes it, and left out if it has no meaning
@@ -17,17 +19,34 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = ["NotAPrompt", "close_commands", "dispatch"]
+__all__ = ["ELSEWHERE", "AskFirst", "NotAPrompt", "close_commands", "dispatch"]
 
 DEFAULT_COMMAND = "ask"
 PASSTHROUGH = frozenset({"--help", "-h", "--version", "--install-completion", "--show-completion"})
 _GLOBAL_FLAGS = frozenset({"-q", "--quiet", "--json", "--no-log"})
 _GLOBAL_VALUED = frozenset({"-c", "--config"})
 _BARE_WORD = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
+# Commands of the tools a user of route knows (llm and its plugins, package managers, servers):
+# one of these typed alone is far likelier a command reached for than a question for a model.
+ELSEWHERE = frozenset({
+    "keys", "logs", "history", "status", "help", "prompt", "templates", "aliases", "plugins", "install",
+    "uninstall", "embed", "similar", "collections", "schemas", "tools", "fragments", "openai", "cmd", "list", "ls",
+    "login", "logout", "whoami", "version", "setup", "start", "stop", "restart", "update", "upgrade", "info",
+    "exit", "quit",
+})
 
 
 class NotAPrompt(Exception):
     """A bare word that names (or nearly names) a command stood where a prompt goes."""
+
+
+class AskFirst(NotAPrompt):
+    """The prompt is one `word` that is a command elsewhere (ELSEWHERE). `routed`: the arguments
+    that send it as a prompt, should the user say so."""
+
+    def __init__(self, message: str, word: str, routed: list[str]):
+        super().__init__(message)
+        self.word, self.routed = word, routed
 
 
 # Commands and groups are read by duck typing (`params`, `commands`): typer may bring its own
@@ -168,6 +187,15 @@ def _refuse_command_words(words: Sequence[str], commands: Sequence[str]) -> None
             "before or after the command.)")
 
 
+def _ask_first(words: Sequence[str], routed: list[str]) -> None:
+    if len(words) != 1 or words[0].lower() not in ELSEWHERE:
+        return
+    word = words[0]
+    raise AskFirst(f"{word!r} is not a route command (it is one of llm's, or another tool's), so it was not sent "
+                   f"to a model: `route --help` lists route's commands. To send it as a prompt, write "
+                   f"`route ask {word}` or `route -- {word}`.", word, routed)
+
+
 def _command_path(group: Command, args: list[str]) -> tuple[list[str], Command, list[str]]:
     """The command words at the front of `args` (descending into groups), the leaf, the rest."""
     path: list[str] = []
@@ -195,6 +223,9 @@ def dispatch(group: Command, args: Sequence[str], *, completing: bool = False) -
     path, leaf, tail = _command_path(group, rest)
     valued = _takes_value(leaf)
     found, tail = _split_globals(tail, valued)
+    routed = [*path, *_keep_declared(leading + found, leaf), *tail]
     if not explicit:
-        _refuse_command_words(_positionals(tail, valued), sorted(group.commands))
-    return [*path, *_keep_declared(leading + found, leaf), *tail]
+        words = _positionals(tail, valued)
+        _refuse_command_words(words, sorted(group.commands))
+        _ask_first(words, routed)
+    return routed

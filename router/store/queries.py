@@ -26,11 +26,11 @@ class Dialect:
     downgraded_to: str  # SQL reading decision.downgraded.to_tier from the JSON text
 
     def recent(self, limit: int, *, backend: str | None = None, status: str | None = None,
-               since_ts: float | None = None) -> tuple[str, list[Any]]:
+               since_ts: float | None = None, session: str | None = None) -> tuple[str, list[Any]]:
         """The newest `limit` requests matching the filters, newest first."""
         clauses: list[str] = []
         params: list[Any] = []
-        for column, value in (("backend", backend), ("status", status)):
+        for column, value in (("backend", backend), ("status", status), ("session", session)):
             if value is not None:
                 clauses.append(f"{column} = {self.param}")
                 params.append(value)
@@ -42,6 +42,16 @@ class Dialect:
 
     def get(self, request_id: int) -> tuple[str, list[Any]]:
         return f"SELECT * FROM requests WHERE id = {self.param}", [request_id]
+
+    def turns(self, session: str) -> tuple[str, list[Any]]:
+        """A session's answered requests, oldest first: a conversation's turns."""
+        return (f"SELECT * FROM requests WHERE session = {self.param} AND status = 'ok' ORDER BY id",
+                [session])
+
+    def last_of(self, source: str) -> tuple[str, list[Any]]:
+        """The newest answered request from `source`."""
+        return (f"SELECT id, session FROM requests WHERE source = {self.param} AND status = 'ok' "
+                "ORDER BY id DESC LIMIT 1", [source])
 
     def stat_rows(self, since_ts: float | None = None) -> tuple[str, list[Any]]:
         """The numeric columns `route stats` aggregates (no prompts or answers), oldest first."""
@@ -89,10 +99,21 @@ class LogQueries:
     # -- requests ---------------------------------------------------------------------------
 
     def recent(self, limit: int = 20, *, backend: str | None = None, status: str | None = None,
-               since_ts: float | None = None) -> list[dict[str, Any]]:
-        """Newest first."""
-        sql, params = self.dialect.recent(limit, backend=backend, status=status, since_ts=since_ts)
+               since_ts: float | None = None, session: str | None = None) -> list[dict[str, Any]]:
+        """Newest first; `session`: only that session's (a conversation's turns)."""
+        sql, params = self.dialect.recent(limit, backend=backend, status=status, since_ts=since_ts, session=session)
         return [record_dict(row) for row in self._read(sql, params)]
+
+    def turns(self, session: str) -> list[dict[str, Any]]:
+        """The answered requests of `session`, oldest first (what `route --continue` replays)."""
+        sql, params = self.dialect.turns(session)
+        return [record_dict(row) for row in self._read(sql, params)]
+
+    def last_of(self, source: str) -> dict[str, Any] | None:
+        """`id` and `session` of the newest answered request from `source` (cli, api, server), or None."""
+        sql, params = self.dialect.last_of(source)
+        rows = self._read(sql, params)
+        return rows[0] if rows else None
 
     def get(self, request_id: int) -> dict[str, Any] | None:
         """One logged request, prompt, answer and decision included, or None."""
@@ -157,9 +178,13 @@ class LogReader(Protocol):
     """What `route log`, `route stats`, feedback and the spend cap use, from either store."""
 
     def recent(self, limit: int = 20, *, backend: str | None = None, status: str | None = None,
-               since_ts: float | None = None) -> list[dict[str, Any]]: ...
+               since_ts: float | None = None, session: str | None = None) -> list[dict[str, Any]]: ...
 
     def get(self, request_id: int) -> dict[str, Any] | None: ...
+
+    def turns(self, session: str) -> list[dict[str, Any]]: ...
+
+    def last_of(self, source: str) -> dict[str, Any] | None: ...
 
     def count(self) -> int: ...
 

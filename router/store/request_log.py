@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from backends.types import last_user_text
 from router.decision import Decision, Outcome, RouteResult
-from router.request_context import CLIENT_KEY
+from router.request_context import CLIENT_KEY, CONVERSATION
 from router.store import writer as log_writer
 from router.store.choice import LogTarget, log_target, spool_dir_for
 from router.store.records import RequestRecord, row_of
@@ -118,7 +118,7 @@ def _capture(outcome: Outcome, store_content: bool, ended_at: float | None, max_
         "tier": decision.tier,
         "prompt": bounded(last_user_text(outcome.messages), max_content_chars) if store_content else None,
         "key_name": CLIENT_KEY.get(),
-        "session": decision.session.key if decision.session is not None else None,
+        "session": decision.session.key if decision.session is not None else CONVERSATION.get(),
     }
     if outcome.result is not None:
         fields.update(_answered(outcome.result, extras, store_content))

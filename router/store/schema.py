@@ -128,6 +128,8 @@ _WHO = """
     CREATE INDEX requests_trace ON requests (trace_id) WHERE trace_id IS NOT NULL
 """
 
+_SESSION_INDEX = "CREATE INDEX IF NOT EXISTS requests_session ON requests (session, id) WHERE session IS NOT NULL"
+
 STEPS: tuple[Step, ...] = (
     Step("the request log, and (locally) the learned latency",
          sqlite=_requests(_SQLITE_ID, "REAL", "INTEGER", "INTEGER") + """;
@@ -170,6 +172,8 @@ STEPS: tuple[Step, ...] = (
     ALTER TABLE learn_labels ADD COLUMN trusted INTEGER NOT NULL DEFAULT 1;
     CREATE TABLE learn_quarantine (giver TEXT PRIMARY KEY, ts REAL NOT NULL, reason TEXT NOT NULL)
     """),
+    Step("a session's requests found by its id: `route --continue` and `route log --cid` read a conversation's turns",
+         sqlite=_SESSION_INDEX, postgres=_SESSION_INDEX),
 )
 
 SCHEMA_VERSION = len(STEPS)

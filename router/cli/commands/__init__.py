@@ -17,6 +17,8 @@ __all__ = ["COMMANDS", "command_app"]
 
 COMMANDS: dict[str, str] = {
     "ask": 'Ask a question (the default: `route "prompt"` is `route ask "prompt"`).',
+    "chat": "A conversation at the terminal, routed as one session (its tier only moves up, on evidence); "
+            "--continue goes on with the last one.",
     "models": "List configured backends and consortia, with key status (never the key).",
     "doctor": "Check each backend: key present, server reachable. Prints no keys.",
     "sim": "Run the SIMULATED OpenAI-compatible model server (for demos and tests).",

@@ -14,7 +14,7 @@ from router.cli.options import Config, Json, NoLog, Quiet
 from router.cli.output import Output
 from router.cli.startup import ends_startup_itself, resume_collection
 
-__all__ = ["app", "ask"]
+__all__ = ["app", "ask", "open_router"]
 
 app = command_app()
 
@@ -34,7 +34,7 @@ def _piped_nothing() -> bool:
     return sys.stdin is None or sys.stdin.closed or sys.stdin.isatty()
 
 
-def _read_prompt(prompt: str | None) -> str:
+def _read_prompt(prompt: str | None, config: str | None = None) -> str:
     """The argument, then a blank line and stdin when text was piped in (`llm` combines the same
     two, stdin first; the instruction first reads better to a model); stdin alone when there is no
     argument or it is '-'. A prompt with nothing but whitespace is
@@ -43,9 +43,12 @@ def _read_prompt(prompt: str | None) -> str:
 
     argument = prompt if prompt != "-" else None
     if argument is None and _piped_nothing():
-        raise UsageError('no prompt given: write `route "your prompt"`, or pipe text in: `echo "..." | route`.')
+        raise UsageError(_taken_as_config(config) or 'no prompt given: write `route "your prompt"`, or pipe text '
+                         'in: `echo "..." | route`.')
     from_argument = argument is not None
     parts = [p for p in (argument, _piped()) if p and p.strip()]
+    if not parts and not from_argument and _taken_as_config(config):
+        raise UsageError(_taken_as_config(config))
     if not parts:
         where = "the prompt read from stdin" if not from_argument else "the prompt"
         raise UsageError(f"{where} is empty; pass some text as an argument or pipe it in "
@@ -53,9 +56,45 @@ def _read_prompt(prompt: str | None) -> str:
     return "\n\n".join(parts)
 
 
-def _messages(prompt: str, system: str | None) -> list[dict[str, Any]]:
+def _taken_as_config(config: str | None) -> str | None:
+    """Why there is no prompt when -c's value names no file: `route -c "and now in French?"` is
+    llm's continue typed here, where -c is --config, so the text was taken for a config path."""
+    from pathlib import Path
+
+    if config is None or Path(config).expanduser().is_file():
+        return None
+    import shlex
+
+    return (f"no prompt given: -c is --config here, so {config!r} was taken as the path of a config file "
+            f"(there is none). To go on with the last conversation, write `route --continue "
+            f"{shlex.quote(config)}` (or -C); to ask it afresh, `route {shlex.quote(config)}`.")
+
+
+def _messages(prompt: str, system: str | None, earlier: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     messages = [{"role": "system", "content": system}] if system else []
-    return [*messages, {"role": "user", "content": prompt}]
+    return [*messages, *(earlier or ()), {"role": "user", "content": prompt}]
+
+
+def _conversation(loaded, continue_: bool, cid: str | None):
+    """The conversation --continue or --cid goes on with (router/cli/conversation.py), or None."""
+    if not (continue_ or cid):
+        return None
+    from router.cli.conversation import resume
+    from router.store.choice import open_log
+
+    return resume(open_log(loaded), cid)
+
+
+def _join(router, conversation) -> str | None:
+    """Route this call as the conversation's next turn: its session, at the tier it had reached;
+    a forced (-m) turn is logged under it too. Returns the session id."""
+    if conversation is None:
+        return None
+    from router.request_context import CONVERSATION
+
+    conversation.seed(router)
+    CONVERSATION.set(conversation.cid)
+    return conversation.cid
 
 
 def _show_decision(out: Output, decision) -> None:
@@ -308,14 +347,42 @@ def ask(
     show_thinking: Annotated[bool, typer.Option(
         "--show-thinking", help="Print the model's thinking, dimmed, on stderr before the answer (stdout keeps "
                                 "the answer alone; --json always has it under `thinking`).")] = False,
+    continue_: Annotated[bool, typer.Option(
+        "--continue", "-C", help="Go on with the last conversation in the request log (`route chat`'s, or the "
+                                 'last `route "..."`): this prompt is its next turn.')] = False,
+    cid: Annotated[str | None, typer.Option("--cid", help="Go on with this conversation (`route log --cid ID` "
+                                                          "shows its turns).")] = None,
 ) -> None:
     from router.cli.durations import parse_duration
     from router.config_loader import load_config
 
     out = Output(json_mode=json_output, quiet=quiet)
     deadline_s = parse_duration(deadline) if deadline else None
-    messages = _messages(_read_prompt(prompt), system)
+    text = _read_prompt(prompt, config)
     loaded = load_config(config)
+    conversation = _conversation(loaded, continue_, cid)
+    messages = _messages(text, system, conversation.messages if conversation else None)
+    router = open_router(loaded, out, no_log=no_log)
+    session = _join(router, conversation)
+    from policies.needs import Needs
+
+    # The needs the call itself will check (router.acomplete), so --explain shows what will happen.
+    decision = router.decide(messages, model=model, deadline_s=deadline_s, max_tokens=max_tokens, prefer=prefer,
+                             needs=Needs.of(messages, {}, max_tokens), session=session)
+    resume_collection()  # start-up is over; a long answer or consortium run collects as usual
+    if explain:
+        _show_explain(out, decision)
+        return
+    _show_decision(out, decision)
+    options = dict(model=model, max_tokens=max_tokens, temperature=temperature, deadline_s=deadline_s,
+                   prefer=prefer, session=session)
+    _answer(router, out, messages, options, decision.chosen, stream=stream, watch=watch and not json_output,
+            show_thinking=show_thinking)
+
+
+def open_router(loaded, out: Output, *, no_log: bool):
+    """The terminal's Router over `loaded`: the request log written unless `no_log`, learned
+    latency kept between runs, rate limits other replicas used up read."""
     from router.core import Router
 
     # --no-log opens no file at all (nor imports the store); an unusable store is one warning,
@@ -329,20 +396,7 @@ def ask(
     if keep or loaded.config.state.backend == "redis":  # Redis needs no local file
         _attach_latency_store(router, out)
     _read_shared_limits(router)
-    from policies.needs import Needs
-
-    # The needs the call itself will check (router.acomplete), so --explain shows what will happen.
-    decision = router.decide(messages, model=model, deadline_s=deadline_s, max_tokens=max_tokens, prefer=prefer,
-                             needs=Needs.of(messages, {}, max_tokens))
-    resume_collection()  # start-up is over; a long answer or consortium run collects as usual
-    if explain:
-        _show_explain(out, decision)
-        return
-    _show_decision(out, decision)
-    options = dict(model=model, max_tokens=max_tokens, temperature=temperature, deadline_s=deadline_s,
-                   prefer=prefer)
-    _answer(router, out, messages, options, decision.chosen, stream=stream, watch=watch and not json_output,
-            show_thinking=show_thinking)
+    return router
 
 
 def _read_shared_limits(router) -> None:

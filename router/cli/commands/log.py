@@ -47,6 +47,7 @@ def _request_facts(row: dict[str, Any]) -> list[tuple[str, Any]]:
             ("tokens", f"{fmt(row.get('input_tokens'), 'd')} in, {fmt(row.get('output_tokens'), 'd')} out"),
             ("time taken", f"{fmt(row.get('total_s'), '.2f')} s (first token {fmt(row.get('ttft_s'), '.2f')} s)"),
             ("cost", f"${fmt(row.get('cost_usd'), '.6f')}"), ("trace", row.get("trace_id") or "-"),
+            ("session", row.get("session") or "-"),
             ("simulated", "yes: the answer is fake" if row.get("simulated") else "no")]
 
 
@@ -71,14 +72,14 @@ def _missing(title: str, row: dict[str, Any]) -> str:
     return "(not stored: log.store_content is false)"
 
 
-def _log_table(rows: list[dict[str, Any]]):
+def _log_table(rows: list[dict[str, Any]], title: str = "request log (newest first)"):
     """Fits 80 columns: names never cut, the prompt takes what is left (in full: `route log show ID`)."""
     from rich import box
     from rich.markup import escape
     from rich.table import Table
 
     # Every column but the prompt keeps its width; the prompt gets the rest, cut to one line.
-    table = Table(title="request log (newest first)", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
                   collapse_padding=True)
     for column in ("id", "time", "backend", "status", "tok", "s", "$"):
         table.add_column(column, justify="left" if column in ("time", "backend", "status") else "right",
@@ -101,6 +102,8 @@ def log(
     backend: Annotated[str | None, typer.Option("--backend", help="Only this backend.")] = None,
     status: Annotated[str | None, typer.Option("--status", help="ok, error or cancelled.")] = None,
     since: Since = None,
+    cid: Annotated[str | None, typer.Option("--cid", help="Only this conversation's turns (`route chat` names "
+                                                          "it), or a session's requests.")] = None,
     json_output: JsonLines = False,
     config: Config = None,
 ) -> None:
@@ -113,7 +116,7 @@ def log(
     out = Output(json_mode=json_output)
     store = open_store(config)
     with store.guard():
-        rows = store.recent(limit, backend=backend, status=status, since_ts=since_ts(since))
+        rows = store.recent(limit, backend=backend, status=status, since_ts=since_ts(since), session=cid)
     if json_output:
         for row in rows:
             out.data(row)
@@ -121,7 +124,7 @@ def log(
     if not rows:
         out.info("the request log is empty for this filter; requests are logged unless --no-log or `log: {enabled: false}`")
         return
-    out.out.print(_log_table(rows))
+    out.out.print(_log_table(rows, f"conversation {cid} (newest first)" if cid else "request log (newest first)"))
     out.info("[dim]`route log show ID` prints one request in full; --json has every field.[/]")
 
 
