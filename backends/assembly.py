@@ -141,6 +141,7 @@ class Assembly:
     # Signed and redacted thinking, as blocks a client sends back to the provider that signed them.
     sealed: list[dict[str, Any]] = field(default_factory=list)
     unsealed: int = 0  # where in `reasoning` the thinking not yet signed begins
+    pieces: int = 0  # deltas that carried content; from one alone no decode rate can be measured
 
     def apply(self, delta: Delta) -> list[Chunk]:
         """Fold one delta in; the chunks it produces for the caller."""
@@ -148,6 +149,8 @@ class Assembly:
         self.finish_reason = delta.finish_reason or self.finish_reason
         self.simulated = self.simulated or delta.simulated
         calls = [_merge_tool_call(self.tool_calls, call) for call in delta.tool_calls] if delta.tool_calls else None
+        if delta.text or delta.reasoning or calls or delta.draft:
+            self.pieces += 1
         if delta.draft:
             self._first_content()
             self.drafts += 1
@@ -213,7 +216,8 @@ class Assembly:
             model=self.backend.model,
             finish_reason=self.finish_reason,
             usage=usage,
-            timings=Timings.measure(self.ttft, total, usage.output_tokens, diffusion=diffusion is not None),
+            timings=Timings.measure(self.ttft, total, usage.output_tokens, diffusion=diffusion is not None,
+                                    whole=self.pieces < 2),
             cost_usd=self.backend.cost(usage),
             diffusion=diffusion,
             tool_calls=calls or None,

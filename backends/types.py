@@ -139,11 +139,15 @@ class Timings:
     decode_tps: float | None = None
 
     @classmethod
-    def measure(cls, ttft_s: float | None, total_s: float, output_tokens: int, *, diffusion: bool = False) -> Timings:
+    def measure(cls, ttft_s: float | None, total_s: float, output_tokens: int, *, diffusion: bool = False,
+                whole: bool = False) -> Timings:
         """For a diffusion engine, text arrives a whole canvas at a time, so a rate "after the first
-        token" is meaningless: its decode rate is output tokens over the whole generation."""
+        token" is meaningless: its decode rate is output tokens over the whole generation. An
+        answer that came `whole` (unstreamed, or in one piece) has no time after its first token
+        to divide by: no rate (the microseconds of parsing would give 70,000 tok/s)."""
         decode_s = total_s if diffusion else total_s - (ttft_s or 0.0)
-        tps = output_tokens / decode_s if output_tokens > 1 and decode_s > 1e-6 else None
+        measurable = output_tokens > 1 and decode_s > 1e-6 and (diffusion or not whole)
+        tps = output_tokens / decode_s if measurable else None
         return cls(ttft_s=ttft_s, total_s=total_s, decode_tps=tps)
 
 

@@ -121,3 +121,23 @@ def test_a_lookalike_is_a_set_variable_of_the_same_letters_or_a_close_spelling(m
     assert set_lookalike("ANTROPIC_API_KEY") == "ANTHROPIC_API_KEY"  # one letter off
     assert set_lookalike("EMPTYAPIKEY") is None  # set but empty is no help
     assert set_lookalike("GROQ_API_KEY") is None
+
+
+def test_route_stats_shows_no_decode_rate_for_answers_that_came_whole(tmp_path, route_home, sim):
+    sim.update_profile("sim-whole", ttft_s=0.01, tokens_per_s=None)  # the answer in one piece
+    sim.update_profile("sim-streamed", ttft_s=0.01, tokens_per_s=400.0)  # token by token
+    config = tmp_path / "c.yaml"
+    config.write_text("backends:\n"
+                      f"  whole: {{kind: openai, model: sim-whole, base_url: '{sim.base_url}'}}\n"
+                      f"  streamed: {{kind: openai, model: sim-streamed, base_url: '{sim.base_url}'}}\n"
+                      "routing:\n  tiers: [{name: a, backends: [whole, streamed]}]\n")
+    for backend in ("whole", "streamed"):
+        asked = route("-c", str(config), "-m", backend, "Say a few words about rivers.", cwd=tmp_path)
+        assert asked.returncode == 0, asked.stderr
+    shown = route("-c", str(config), "stats", "--json", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    import json
+
+    rates = {row["backend"]: row["tokens_per_s"] for row in json.loads(shown.stdout)["backends"]}
+    assert rates["whole"] is None  # was 70798: tokens over the microseconds after the only piece
+    assert rates["streamed"] is not None and rates["streamed"] > 0
