@@ -3,8 +3,9 @@ round trip, a second turn) through `route serve`, over real HTTP on loopback, to
 speaks chat completions: each is answered in Gemini's shape, streamed as recorded (`?alt=sse`)
 and not; what reaches the upstream is what the client sent, translated (system prompt, the 16
 tools and their schemas, the call and its response matched by id, sampling and thinking
-settings); the task is scored as the bare prompt is; and the request is in `route log`. The key
-is sent as Gemini CLI sends it (`x-goog-api-key`). The real client is never run here."""
+settings); the task is scored as the bare prompt is; one task is one session; and the request
+is in `route log`. The key is sent as Gemini CLI sends it (`x-goog-api-key`). The real client is
+never run here."""
 
 from __future__ import annotations
 
@@ -187,6 +188,23 @@ def test_the_task_is_scored_as_the_bare_prompt_is(tiered, stream):
         assert tier == bare_tier and abs(score - bare_score) <= 0.03, f"{task!r}: {score} against {bare_score}"
     bare_tiers = {_decided(tiered, {"contents": [{"parts": [{"text": t}]}]}, stream)[0] for t in TASKS}
     assert bare_tiers == {"light", "heavy"}  # the tasks span both tiers, so a shift would show
+
+
+def test_one_task_is_one_session_and_another_task_another(tiered):
+    """Gemini's protocol names no session: the router derives it from the task, so the session's
+    first request, its tool round trip and its second turn are one session, and another task
+    in the same harness is another."""
+    def session(record: dict[str, Any], body: dict[str, Any] | None = None) -> str:
+        answer = tiered.post(record["path"], params={"alt": "sse"}, json=record["body"] if body is None else body)
+        assert answer.status_code == 200, answer.text
+        return answer.headers["x-route-session"]
+
+    one = {session(_record(name)) for name in FIXTURES}
+    assert len(one) == 1 and next(iter(one)).startswith("auto-")
+    first = _record("gemini-cli-first")
+    other = copy.deepcopy(first["body"])
+    other["contents"][-1]["parts"][-1]["text"] = "Add type hints to every function in greet.py."
+    assert session(first, other) not in one
 
 
 def test_the_request_is_in_route_log(served):
