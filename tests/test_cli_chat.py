@@ -190,3 +190,13 @@ def test_a_word_that_is_a_command_elsewhere_is_asked_about_at_a_terminal(sim, tm
     assert term.ended() == (0 if sent else 2)
     assert (sim.stats("sim-local")["requests"] == 1) is sent
     assert ("[simulated sim-local] Re: keys" in term.screen()) is sent
+
+
+def test_llms_dash_c_says_the_text_was_taken_for_a_config_path(tmp_path):
+    result = _route("-c", "and now in French?")
+    assert result.returncode == 2 and result.stdout == ""
+    assert "-c is --config here" in result.stderr and "'and now in French?' was taken as the path" in result.stderr
+    assert "route --continue 'and now in French?'" in result.stderr and "Traceback" not in result.stderr
+    # the neighbour: a config that exists and no prompt is the plain "no prompt" of before
+    plain = _route("-c", str(cli_config(tmp_path, "http://127.0.0.1:9/v1")))
+    assert plain.returncode == 2 and "--config here" not in plain.stderr and "is empty" in plain.stderr
