@@ -10,22 +10,33 @@ higher of the two. So a tier only moves up: a short follow-up ("ok, continue") n
 hard task down.
 
 Evidence that the tier is failing the task moves a session up one tier, and it stays there.
-The evidence is what the client sends next, never the router's guess:
+The evidence is what the client sends next, read from its structure, never from the router's
+guess nor from a list of phrases a failing tool or a user might print:
 
-    tool-errors   tool results failing again and again (ERRORS_TO_ESCALATE in a row): an error
-                  prefix, Claude Code's <tool_use_error>, a shell's non-zero exit code, a
-                  traceback, a command not found, failing tests
-    repeated      the very same turn sent again after it was answered (a user asking for another
-                  answer; never a retry after an error, which was not answered)
-    correction    the user's next turn says the answer was wrong ("that's wrong", "still failing")
+    tool-errors   failed steps in a row (ERRORS_TO_ESCALATE): a tool result whose client says it
+                  failed (Anthropic's `is_error`, which the server's dialects write as an "Error: "
+                  opening; an error flag in a JSON result: `success: false`, `is_error`, a
+                  non-empty `error`), one that reports a non-zero exit code (in any client's
+                  wording: `Exit code: 1`, `"returncode": 1`, `exited with code 1`), a call of a
+                  tool the request does not offer (OpenCode answers a malformed call with its
+                  hidden `invalid` tool), or a tool call repeated with the same arguments as the
+                  one before it (the model stuck). A zero exit code is a success whatever the
+                  output prints ("error" in a file name, a test named for errors).
+    repeated      the very same turn sent again after it was answered, or the user restating an
+                  earlier turn (most of its words again; never a retry after an error, which was
+                  not answered)
+    correction    the user's next turn opens by saying the answer was wrong ("that's wrong")
     refusal       the model refused the last turn
-    empty         the last answer was empty, or cut short at its token limit
+    empty         the last answer was empty, or cut short at its token limit (finish reason
+                  `length`)
 
-One signal moves one tier; each move is recorded with the signal that caused it.
+One signal moves one tier; each move is recorded with the signal that caused it, and the count
+of failed steps starts again after it: the new tier is judged on its own steps.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 
@@ -33,19 +44,19 @@ from backends.types import Message, content_text
 from policies.task import Task, read_task, scored_text
 
 __all__ = ["ERRORS_TO_ESCALATE", "SIGNALS", "Escalation", "Turn", "correction", "escalation", "is_tool_error",
-           "read_turn"]
+           "read_turn", "restated", "tool_failed"]
 
-ERRORS_TO_ESCALATE = 2  # failed tool results in a row that say the model is not managing the task
+ERRORS_TO_ESCALATE = 2  # failed steps in a row that say the model is not managing the task
 SIGNALS = ("tool-errors", "repeated", "correction", "refusal", "empty")
-_ERROR_PREFIXES = ("error", "traceback", "exception", "fatal", "failed", "<tool_use_error>")
-# A shell tool's exit status, as Codex (text and JSON) and most agents report it.
-_EXIT_CODE = re.compile(r"(?:exited with code|exit code:?|\"exit_code\":)\s*(-?\d+)", re.IGNORECASE)
-# What a failing command prints on a line of its own, whatever tool wraps it: a shell that
-# found no such command or file, a Python traceback, a test run with failures.
-_FAILURE_LINE = re.compile(
-    r"^(?:\S+:[^\n]*: (?:command not found|No such file or directory|Permission denied)$"
-    r"|Traceback \(most recent call last\)|(?:error|fatal)(?:\[\w+\])?:|FAILED |=+ \d+ failed)",
-    re.IGNORECASE | re.MULTILINE)
+# An exit status, as shells and agents word it: "Exit code: 1" (Codex, Qwen Code), "exited with
+# code 1", "exit status 1", "[The command completed with exit code 1.]" (OpenHands), and the
+# JSON keys of mini-swe-agent and others ("returncode", "exit_code", "exitCode").
+_EXIT_CODE = re.compile(r"(?:exit(?:ed)?[ _]?(?:with )?(?:code|status)|return[ _]?code|exitcode)\"?\s*[:=]?\s*(-?\d+)",
+                        re.IGNORECASE)
+_FLAGGED = ("Error:", "error:", "ERROR:", "<tool_use_error>")  # is_error as the dialects write it; Claude Code's own
+_RESTATED = 0.6  # share of a turn's words found in one earlier user turn: the user asking again
+_RESTATED_WORDS = 4  # ... in a turn of at least this many words ("ok, continue" twice is not)
+_WORD = re.compile(r"\w+")
 # What users write when an answer did not do the job. Read only at the start of a later turn,
 # where a correction stands; the same words inside a task description are not one.
 _CORRECTION = re.compile(
@@ -75,16 +86,67 @@ class Turn:
     scored: str = ""  # what places the call: policies/task.py's scored_text, the same as a plain call's
 
 
-def is_tool_error(text: str) -> bool:
-    """A tool result that reports failure: an error prefix, a non-zero exit status, or a line a
-    failing command prints (looked for in its first 2,000 characters: bounded work)."""
-    head = text.lstrip()[:2000]
-    if head[:40].lower().startswith(_ERROR_PREFIXES):
-        return True
-    code = _EXIT_CODE.search(head)
+def tool_failed(text: str) -> bool | None:
+    """Whether a tool result says it failed, by its structure: True or False when it does
+    (a flag, an exit status), None when it does not say (plain output). Looked at in its first
+    2,000 characters and its last 500 (an exit status is often printed last): bounded work."""
+    body = text.strip()
+    if body.startswith(("{", "[")):
+        status = _json_status(body)
+        if status is not None:
+            return status
+    code = _EXIT_CODE.search(body[:2000]) or _EXIT_CODE.search(body[-500:])
     if code is not None:
         return code.group(1) != "0"
-    return _FAILURE_LINE.search(head) is not None
+    if body.startswith(_FLAGGED):
+        return True
+    return None
+
+
+def _json_status(body: str) -> bool | None:
+    """A JSON result's own say: an error flag or an exit status (a list: any item failing)."""
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return None
+    items = value if isinstance(value, list) else [value]
+    said = [s for s in map(_item_status, items) if s is not None]
+    return any(said) if said else None
+
+
+def _item_status(item: object) -> bool | None:
+    if not isinstance(item, dict):
+        return None
+    for key in ("returncode", "exit_code", "exitCode", "exit_status"):
+        if isinstance(item.get(key), int):
+            return bool(item[key])
+    if item.get("is_error") is True or item.get("success") is False or item.get("ok") is False:
+        return True
+    if item.get("error") not in (None, "", False, [], {}):
+        return True
+    if item.get("success") is True or item.get("ok") is True:
+        return False
+    return None
+
+
+def is_tool_error(text: str) -> bool:
+    """A tool result that reports failure (see `tool_failed`; plain output says nothing)."""
+    return tool_failed(text) is True
+
+
+def restated(text: str, earlier: list[str]) -> bool:
+    """The user asking again: this turn and one earlier user turn share most of their words,
+    both ways (a turn typed again, or the task restated around the same words; a follow-up
+    that names a word of the task is not)."""
+    words = set(_WORD.findall(text.lower()))
+    if len(words) < _RESTATED_WORDS:
+        return False
+    for before in earlier:
+        seen = set(_WORD.findall(before.lower()))
+        shared = len(words & seen)
+        if shared >= _RESTATED * len(words) and shared >= _RESTATED * len(seen):
+            return True
+    return False
 
 
 def correction(text: str) -> bool:
@@ -92,9 +154,10 @@ def correction(text: str) -> bool:
     return _CORRECTION.search(text[:_CORRECTION_WINDOW]) is not None
 
 
-def read_turn(messages: list[Message], task: Task | None = None) -> Turn:
+def read_turn(messages: list[Message], task: Task | None = None, tools: object = None) -> Turn:
     """The latest call of a conversation, read: its first and latest turns as the user's own
-    words, the client's harness set aside (policies/task.py; `task`: read already)."""
+    words, the client's harness set aside (policies/task.py; `task`: read already), and the
+    failed steps it answers with (`tools`: the request's tool schemas, when known)."""
     task = task or read_task(messages)
     first = task.first
     last_call = max((i for i, m in enumerate(messages) if m.get("role") == "assistant" and m.get("tool_calls")),
@@ -105,9 +168,47 @@ def read_turn(messages: list[Message], task: Task | None = None) -> Turn:
     refusal = previous is not None and bool(previous.get("refusal"))
     empty = previous is not None and not previous.get("tool_calls") and not content_text(previous.get("content"))
     if results and all(m.get("role") in ("tool", "user", "system") for m in after):
-        errors = sum(is_tool_error(content_text(m.get("content"))) for m in results)
+        errors = _failed_steps(messages, last_call, results, _offered(tools))
         return Turn(True, "", first, errors, refusal, scored=scored_text(task))
     return Turn(False, task.latest, first, 0, refusal, empty, scored_text(task))
+
+
+def _offered(tools: object) -> frozenset[str] | None:
+    """The names of the tools a request offers (None: not known, or none sent)."""
+    if not isinstance(tools, list) or not tools:
+        return None
+    names = set()
+    for tool in tools:
+        if isinstance(tool, dict):
+            function = tool.get("function")
+            names.add((function if isinstance(function, dict) else tool).get("name"))
+    return frozenset(n for n in names if isinstance(n, str))
+
+
+def _calls(message: Message) -> list[tuple[str, str, str]]:
+    """(id, name, arguments) of each tool call of an assistant turn."""
+    out = []
+    for call in message.get("tool_calls") or ():
+        if not isinstance(call, dict):
+            continue
+        function = call.get("function") or {}
+        out.append((str(call.get("id")), str(function.get("name")), str(function.get("arguments"))))
+    return out
+
+
+def _failed_steps(messages: list[Message], last_call: int, results: list[Message],
+                  offered: frozenset[str] | None) -> int:
+    """Failed steps this call reports: each result that says it failed or answers a call of a
+    tool the request does not offer, and one more when the model repeated its previous call."""
+    calls = _calls(messages[last_call])
+    unoffered = {i for i, name, _ in calls if offered is not None and name not in offered}
+    failed = sum(tool_failed(content_text(m.get("content"))) is True or str(m.get("tool_call_id")) in unoffered
+                 for m in results)
+    before = next((m for m in reversed(messages[:last_call]) if m.get("role") == "assistant" and m.get("tool_calls")),
+                  None)
+    if before is not None and [c[1:] for c in _calls(before)] == [c[1:] for c in calls]:
+        failed += 1  # the same call with the same arguments: the last one did not get it anywhere
+    return failed
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,7 +59,8 @@ class Decider:
         else:
             routing = self._parts.model.current  # read once: one version decides the whole call
             sessions = self._parts.sessions
-            plan = sessions.plan(session, messages, routing) if session is not None and sessions is not None else None
+            plan = (sessions.plan(session, messages, routing, tools) if session is not None and sessions is not None
+                    else None)
             decision = self._decide_routed(routing, messages, deadline_s, max_tokens, checked, unable, plan, tools)
         if max_cost_usd is None:
             return decision

@@ -39,7 +39,7 @@ from backends.types import Completion, Message, content_text
 from policies.ladder import Crossing
 from policies.routing_model import Placement, RoutingModel
 from policies.scoring import Score
-from policies.sessions import Turn, escalation, read_turn
+from policies.sessions import Turn, escalation, read_turn, restated
 from policies.task import Task, read_task
 from router.request_context import CLIENT_KEY
 
@@ -50,6 +50,7 @@ MAX_KEY_CHARS = 256
 AUTO = "auto"  # `session="auto"`: the session is the task the conversation shows
 _DIGITS = re.compile(r"\d+")
 _RETYPED_WORDS = 4  # a turn this long sent again word for word is the user asking again
+_RESTATED_TURNS = 8  # earlier user turns a restated turn is compared with (the task's first words too)
 _OWNER = "\x1f"  # between a key's name and its session id: check_key refuses it in ids
 
 
@@ -243,13 +244,15 @@ class Sessions:
         if self.shared is not None:
             self.shared.save(key, stored)
 
-    def plan(self, key: SessionKey, messages: list[Message], model: RoutingModel) -> SessionPlan:
+    def plan(self, key: SessionKey, messages: list[Message], model: RoutingModel, tools: Any = None) -> SessionPlan:
+        """What the session makes of this call (`tools`: the request's tool schemas, so that a
+        call of a tool it does not offer counts as a failed step)."""
         state = self.table.get(key.id)
         task = key.task or read_task(messages)
-        turn = read_turn(messages, task)
+        turn = read_turn(messages, task, tools)
         digest = _digest(messages)
         index, why, score, crossings = _tier_for(model, state, turn)
-        # Tool errors in a row: this turn's, added to the session's until a turn has none.
+        # Failed steps in a row: this turn's, added to the session's until a turn has none.
         errors = (state.tool_errors if state else 0) + turn.tool_errors if turn.tool_errors else 0
         step = escalation(index, model.top, _with_last_answer(turn, state), errors_in_a_row=errors,
                           repeated=_repeated(key, state, turn, messages, digest),
@@ -257,6 +260,7 @@ class Sessions:
         signal = None
         if step is not None:
             index, why, signal = step.tier, f"escalated ({step.signal}): {step.why}", step.signal
+            errors = 0  # the new tier is judged on its own steps: one more failure is not two
         return SessionPlan(key.id, index, why, turn, score, crossings, state, errors, self._kept(state),
                            self._cached(state), len(messages), key.label, model.version, signal, digest, task)
 
@@ -354,9 +358,12 @@ def _repeated(key: SessionKey, state: SessionState | None, turn: Turn, messages:
         return True
     if turn.continuation or len(turn.text.split()) < _RETYPED_WORDS:
         return False  # "ok", "continue" twice is a conversation going on, not a complaint
-    # the user's words within an earlier turn as the client sent it (a harness wraps, never edits, them)
-    users = [content_text(m.get("content")) for m in messages if m.get("role") == "user"]
-    return any(turn.text in earlier for earlier in users[:-1])
+    # the user's words within an earlier turn as the client sent it (a harness wraps, never edits,
+    # them), or most of the words of the task or of an earlier turn again (the task restated)
+    users = [content_text(m.get("content")) for m in messages if m.get("role") == "user"][:-1]
+    if any(turn.text in earlier for earlier in users):
+        return True
+    return len(users) > 0 and restated(turn.text, [turn.first, *users[-_RESTATED_TURNS:]])
 
 
 def _value(score: Score | None) -> str:
