@@ -156,12 +156,15 @@ def test_an_admins_verdicts_move_arithmetic_above_the_local_tier_and_status_says
             assert _ask(client, p).headers["x-route-tier"] == "local"
         fresh_sums = _distinct(arithmetic, random.Random(7), 100, set(asked))
         fresh_chat = _distinct(chitchat, random.Random(7), 100, set(chat))
-        assert _above_local(client, fresh_sums) < 0.5  # the scenario's start: well short of the target
+        start = _above_local(client, fresh_sums), 1 - _above_local(client, fresh_chat)
+        assert start[0] < 0.5  # the scenario's start: well short of the target
         _judge(router, client, dict.fromkeys(local[:60], "bad") | dict.fromkeys(chat, "good"))
         _learn(router)
         assert router.learner is not None and router.learner.version >= 1, router.learner.counts.last_refit
-        assert _above_local(client, fresh_sums) >= 0.8
-        assert 1 - _above_local(client, fresh_chat) >= 0.8
+        end = _above_local(client, fresh_sums), 1 - _above_local(client, fresh_chat)
+        print(f"\nfresh arithmetic above the local tier {start[0]:.0%} -> {end[0]:.0%}; "
+              f"fresh chit-chat local {start[1]:.0%} -> {end[1]:.0%} (version {router.learner.version})")
+        assert end[0] >= 0.8 and end[1] >= 0.8
     asyncio.run(router.aclose())
     found = learn_status(load_config(config).config)
     refit = found["boundaries"][0]["last_refit"]
@@ -170,6 +173,7 @@ def test_an_admins_verdicts_move_arithmetic_above_the_local_tier_and_status_says
     assert moved["up"] >= 40 and moved["moves"].get("local→fast-hosted", 0) >= 40, moved
     shown = runner.invoke(app, ["learn", "status", "-c", str(path)])
     assert shown.exit_code == 0, shown.output
+    print(shown.stdout)  # what the operator reads (pytest -s shows it)
     assert "last refit " in shown.stdout and "adopted as version" in shown.stdout
     assert f"traffic moved: {moved['changed']} of the last {moved['requests']} requests change tier" in shown.stdout
     assert "on 150 usable labels" in shown.stdout and "placement gain" in shown.stdout

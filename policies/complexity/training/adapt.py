@@ -345,20 +345,22 @@ def _placed(d: Labelled, on: list[int], runs: list[list[float]], options: AdaptO
     if figures["steps"] != (0.0, 0.0) and gain.value > z * gain.se and ordered.value > -z * ordered.se:
         delta = shift([sum(col) / len(col) for col in zip(*mapped)], c, cut)
         placed = _shifted(candidate, delta, threshold, {"shift": round(delta, 6), "placement": ordered.as_dict()})
-        return Adaptation(placed, placed, True, f"cross-validated gain {gain}; labels misplaced {-ordered.value:+.3f} "
-                          f"± {ordered.se:.3f} of their weight", len(d.ids), len(on), **figures,
+        return Adaptation(placed, placed, True, f"cross-validated gain {gain}; placed on the right side of the "
+                          f"boundary: {ordered.value:+.3f} ± {ordered.se:.3f} of the labels' weight", len(d.ids), len(on),
+                          **figures,
                           placement=ordered, shift=delta)
     alone = cross_validated([d.before] * len(runs), folds, d.before, c, cut, on)
     if alone.value > z * alone.se:
         delta = shift(d.before, c, cut)
         placed = _shifted(kept, delta, threshold, {**candidate.metadata.get("adapted", {}), "order": "kept",
                                                    "shift": round(delta, 6), "placement": alone.as_dict()})
-        return Adaptation(placed, placed, True, f"the labels place the boundary: misplaced {-alone.value:+.3f} ± "
-                          f"{alone.se:.3f} of their weight, the order kept (its gain {gain} is within "
-                          f"{z:g} errors)", len(d.ids), len(on), **figures, placement=alone, shift=delta)
+        return Adaptation(placed, placed, True, f"the labels place the boundary: {alone.value:+.3f} ± {alone.se:.3f} "
+                          "of their weight moves to the side they name (on labels each shift was not chosen on); "
+                          f"the order kept (its gain {gain} is within {z:g} errors)", len(d.ids), len(on), **figures,
+                          placement=alone, shift=delta)
     why = (f"the cross-validated gain {gain.value:+.3f} does not exceed {z:g} standard errors ({gain.se:.3f} each)"
-           if gain.value <= z * gain.se else f"the new order would misplace {-ordered.value:+.3f} ± {ordered.se:.3f} "
-           "of the labels' weight")
+           if gain.value <= z * gain.se else f"the new order would place {ordered.value:+.3f} ± {ordered.se:.3f} of the "
+           "labels' weight on the side they name: worse than the version in use")
     return keep(f"{why}, and placing the boundary gains {alone.value:+.3f} ± {alone.se:.3f} of the labels' weight, "
                 f"within {z:g} errors; more labels narrow the error", candidate, **figures, placement=alone)
 
