@@ -217,14 +217,16 @@ def test_keys_as_geminis_clients_send_them(server, upstream, caplog):
     assert header.status_code == 200
 
 
-def test_a_session_named_by_header_or_derived_from_the_task(server, upstream):
+def test_a_session_named_by_header_or_field_or_derived_from_the_task(server, upstream):
     scripted, _ = upstream
-    scripted.script = [{"content": "ok"}] * 3
+    scripted.script = [{"content": "ok"}] * 4
     url = f"{server.url}/v1beta/models/gemini-2.5-pro:generateContent"
     body = {"contents": [{"role": "user", "parts": [{"text": "Add type hints to greet.py."}]}]}
     named = httpx.post(url, json=body, headers={"x-goog-api-key": KEY, "x-session-id": "task-42"})
+    field = httpx.post(url, json={**body, "session": "task-43"}, headers={"x-goog-api-key": KEY})
     derived = [httpx.post(url, json=body, headers={"x-goog-api-key": KEY}) for _ in range(2)]
-    assert "task-42" in named.headers["x-route-session"]
+    assert "task-42" in named.headers["x-route-session"] and "task-43" in field.headers["x-route-session"]
+    assert all("session" not in sent for sent in scripted.bodies)  # route's own field: never sent upstream
     assert derived[0].headers["x-route-session"].startswith("auto-")
     assert derived[0].headers["x-route-session"] == derived[1].headers["x-route-session"]
 

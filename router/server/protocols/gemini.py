@@ -24,8 +24,8 @@ each request gets a dialect of its own (`GeminiRoutes.bind`). Translated:
 Refused with a 400 naming the field: Google's server-side tools (Google Search, code
 execution, URL context), parts only Google can read (a Files API `fileData`, executable code),
 `cachedContent`, more than one candidate, output other than text. `thoughtSignature` is
-accepted and not sent on: it is Google's seal, which no other provider reads. No session field:
-a session is named with `X-Session-Id` or derived from the task.
+accepted and not sent on: it is Google's seal, which no other provider reads. Gemini names no
+session: route's own `session` field or `X-Session-Id` names one, else it is derived from the task.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from router.server.protocols import GEMINI_PREFIXES
 from router.server.protocols.base import Call, Facts
 from router.server.protocols.gemini_events import GeminiEvents, error_body, response_body
 from router.server.protocols.gemini_schema import GENERATE_REQUEST, Content, GenerateContentRequest, Part
-from router.server.protocols.validation import bad_request, decode, route_options, validated
+from router.server.protocols.validation import bad_request, decode, route_options, session_field, validated
 
 __all__ = ["GEMINI_PREFIX", "GEMINI_PREFIXES", "GeminiDialect", "GeminiRoutes", "count_tokens", "gemini_listing"]
 
@@ -307,7 +307,7 @@ class GeminiDialect:
                     temperature=config.temperature if config else None,
                     stop=(config.stop_sequences or None) if config else None, extra=extra,
                     echo={"include_thoughts": bool(thinking and thinking.include_thoughts)},
-                    route=route_options(body))
+                    session=session_field(body), route=route_options(body))
 
     def error_body(self, err: ApiError) -> bytes:
         return error_body(err)
