@@ -35,10 +35,11 @@ _DRAIN_S = 0.05  # how long to read past the last event for the connection's sak
 class Reply:
     """An upstream answer with a success status: its headers, and its body whole or as SSE data."""
 
-    __slots__ = ("_response", "simulated", "whole")
+    __slots__ = ("_response", "ended", "simulated", "whole")
 
     def __init__(self, response: aiohttp.ClientResponse):
         self._response = response
+        self.ended = False  # the event that ends the stream was read: the body was not cut short
         # The project's simulator labels every answer; shown to users wherever it appears.
         self.simulated = response.headers.get("x-simulated") == "true"
         # A JSON body to a streamed request: a server that ignores `stream: true` answered with
@@ -60,6 +61,7 @@ class Reply:
                     i = ends.index(True)
                     if i:
                         yield batch[:i]
+                    self.ended = True
                     await _drain(body)
                     return
                 yield batch

@@ -18,7 +18,7 @@ from backends.base import Backend, BackendSettings, Health
 from backends.capabilities import Capabilities
 from backends.client_fields import openai_shaped
 from backends.deadline import Deadline
-from backends.errors import BackendError, MalformedResponse
+from backends.errors import BackendError, BackendUnavailable, MalformedResponse
 from backends.faults import failed_writing
 from backends.http_errors import is_transport_error
 from backends.http_transport import HttpTransport, json_event, json_events
@@ -126,9 +126,16 @@ class OpenAIBackend(Backend):
                     for data in batch:
                         yield self._draft(self._parse(data), reply.simulated)
                 return
+            finished = False
             async for batch in reply.events(_is_done):
                 for delta in self._deltas(batch, reply.simulated):
+                    finished = finished or delta.finish_reason is not None
                     yield delta
+            if not (finished or reply.ended):
+                # Neither a finish reason nor [DONE]: the connection closed mid-answer. A client
+                # handed what came so far as the whole answer would act on half of it.
+                raise BackendUnavailable("the stream ended before the model finished (no finish_reason, no [DONE]): "
+                                         "the upstream closed it mid-answer", **self.where())
 
     def _message(self, body: bytes, simulated: bool) -> Delta:
         try:
