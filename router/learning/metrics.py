@@ -6,7 +6,7 @@
     route_learn_shadow_spend_usd_total      dollars this process's shadow judging spent
     route_learn_shadow_spend_today_usd      dollars spent today (UTC) by every process of the store
     route_learn_shadow_budget_usd           routing.learn.budget_usd_per_day
-    route_learn_refits_total{result}        refits: adopted | kept
+    route_learn_refits_total{result}        refits: adopted | kept | waiting (for `route learn adopt`)
 
 Under `route serve --workers N` these come from the worker answering the scrape (as breaker
 states do); today's spend is the store's, so it covers every worker and replica.
@@ -47,6 +47,6 @@ class LearningCollector:
         budget = GaugeMetricFamily("route_learn_shadow_budget_usd", "Most shadow judging may spend per UTC day")
         budget.add_metric([], learner.settings.budget_usd_per_day)
         refits = CounterMetricFamily("route_learn_refits", "Refits of the learned weights", labels=["result"])
-        for result in ("adopted", "kept"):
+        for result in ("adopted", "kept", "waiting"):
             refits.add_metric([result], counts.refits.get(result, 0))
         yield from (version, shadow, spent, today, budget, refits)
