@@ -123,7 +123,9 @@ def _refit(record: dict[str, Any] | None) -> dict[str, Any] | None:
 
     keep = ("ts", "outcome", "reason", "version", "labels_used", "sources", "gain", "placement", "shift",
             "apgr_before", "apgr_after", "moved", "refit", "z")
-    return {**{k: record.get(k) for k in keep}, "moves": describe(record.get("moved"))}
+    kept = record.get("outcome") == "kept"
+    return {**{k: record.get(k) for k in keep},
+            "moves": "none: the version in use stays" if kept else describe(record.get("moved"))}
 
 
 def spend(config: Config) -> dict[str, Any] | None:
