@@ -126,3 +126,22 @@ def test_nothing_to_continue_is_a_plain_usage_error(tmp_path):
     store.log([_record("chat-a", None, None)])
     with pytest.raises(UsageError, match="store_content is false"):
         resume(store, "chat-a")
+
+
+def test_a_session_the_router_forgot_starts_again_at_the_conversations_tier(tmp_path):
+    from router import Router
+    from router.cli.conversation import Conversation
+    from router.config_loader import load_config
+    from tests.helpers import cli_config
+
+    router = Router(load_config(str(cli_config(tmp_path, "http://127.0.0.1:9/v1"))), log=False)
+    conversation = Conversation("chat-x", [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}],
+                                tier="strong", backend="hosted")
+    conversation.recall(router)  # as after sessions.ttl_s without a turn: nothing is known of chat-x
+    state = router.session("chat-x").state
+    assert state is not None and (state.tier, state.backend, state.calls) == (1, "hosted", 1)
+    router.sessions.table.put("chat-x", None, tier=1, backend="local")
+    conversation.recall(router)  # a session the router still has is its own to keep
+    assert router.session("chat-x").state.backend == "local"
+    Conversation("chat-y", tier="gone").recall(router)  # a tier this config does not have: afresh
+    assert router.session("chat-y").state is None

@@ -200,3 +200,15 @@ def test_llms_dash_c_says_the_text_was_taken_for_a_config_path(tmp_path):
     # the neighbour: a config that exists and no prompt is the plain "no prompt" of before
     plain = _route("-c", str(cli_config(tmp_path, "http://127.0.0.1:9/v1")))
     assert plain.returncode == 2 and "--config here" not in plain.stderr and "is empty" in plain.stderr
+
+
+def test_a_chat_typed_ahead_from_a_script_keeps_stdout_for_the_answers(sim, tmp_path):
+    cfg = str(cli_config(tmp_path, sim.base_url))
+    result = subprocess.run([ROUTE, "chat", "-c", cfg], input="hi\n!multi\nfirst line\nsecond line\n!end\nexit\nnot sent\n",
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert [line.split(" -- ")[0] for line in result.stdout.splitlines()] == [
+        "[simulated sim-local] Re: hi", "[simulated sim-local] Re: first line second line"]
+    assert len(_turn_lines(result.stderr)) == 2 and sim.stats("sim-local")["requests"] == 2
+    rows = [json.loads(line) for line in _route("log", "--json", "-c", cfg).stdout.splitlines()]
+    assert [r["prompt"] for r in rows] == ["first line\nsecond line", "hi"]  # one message of two lines

@@ -43,6 +43,22 @@ class Conversation:
     def turns(self) -> int:
         return sum(m["role"] == "user" for m in self.messages)
 
+    def answered(self, result: Any, router: Any) -> None:
+        """Note a routed turn's tier, when it is the highest so far, and who answered it."""
+        decision = result.decision
+        names = [tier.name for tier in router.tiers]
+        if decision.forced or decision.tier not in names:
+            return
+        if self.tier not in names or names.index(decision.tier) >= names.index(self.tier):
+            self.tier, self.backend = decision.tier, result.completion.backend
+
+    def recall(self, router: Any) -> None:
+        """Start the session again where the conversation was if `router` has forgotten it (a
+        chat left idle longer than `sessions.ttl_s`): the next turn must not start afresh, lower."""
+        sessions = router.sessions
+        if sessions is not None and sessions.table.get(self.cid) is None:
+            self.seed(router)
+
     def seed(self, router: Any) -> None:
         """Start `router`'s session for this conversation where the log left it: at its tier (a
         tier this config no longer has starts it afresh), keeping the backend that answered last."""

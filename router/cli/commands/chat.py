@@ -116,14 +116,9 @@ class _Chat:
             self.pinned = None
             self.out.info("routed again: the conversation's session picks the tier and backend")
             return
-        names = self.router.names()
-        if name not in names:
-            import difflib
-
-            close = difflib.get_close_matches(name, names, n=2)
-            hint = f" Did you mean {' or '.join(close)}?" if close else ""
-            self.out.error(f"no backend or consortium {name!r} in this config.{hint} !models lists them.",
-                           kind="UsageError")
+        unknown = _unknown(name, self.router.names())
+        if unknown:
+            self.out.error(unknown + " !models lists them.", kind="UsageError")
             return
         self.pinned = name
         self.out.info(f"pinned to {escape(name)}: every turn goes there until !model auto")
@@ -138,6 +133,7 @@ class _Chat:
         messages = self.conversation.messages
         messages.append({"role": "user", "content": text})
         options = {**self.options, "model": self.pinned}
+        self.conversation.recall(self.router)
         try:
             result = self.runner.run(self._answer([*self.system, *messages], options))
         except KeyboardInterrupt:
@@ -155,6 +151,7 @@ class _Chat:
             return
         messages.append({"role": "assistant", "content": result.text})
         self.conversation.cost_usd += result.completion.cost_usd
+        self.conversation.answered(result, self.router)
         self._show(result)
 
     async def _answer(self, messages: list[dict[str, Any]], options: dict[str, Any]) -> Any:
@@ -182,11 +179,28 @@ class _Chat:
         from rich.markup import escape
 
         self.out.info("[dim]" + escape(turn_line(result, self.conversation.turns, self.conversation.cost_usd)) + "[/]")
+        trace = result.completion.metadata.get("trace")
+        if isinstance(trace, dict):  # a consortium answered: what its arbiter decided, as `route "..."` says it
+            from router.cli.verdicts import verdict_lines
+
+            for line in verdict_lines(trace):
+                self.out.info(escape(line))
         lost = result.completion.metadata.get("degraded")
         if lost:  # even with -q, as `route "..."` says it: the answer is weaker than the config promised
             self.out.warn(f"degraded answer: {lost[0]}")
         if result.downgrade_note:
             self.out.warn(result.downgrade_note)
+
+
+def _unknown(name: str, names: list[str]) -> str | None:
+    """What is wrong with pinning `name`, or None when it can be pinned."""
+    if name in names:
+        return None
+    import difflib
+
+    close = difflib.get_close_matches(name, names, n=2)
+    hint = f" Did you mean {' or '.join(close)}?" if close else ""
+    return f"no backend or consortium {name!r} in this config.{hint}"
 
 
 def turn_line(result: Any, turn: int, total_usd: float) -> str:
@@ -210,7 +224,8 @@ def _talk(chat: _Chat, read: Callable[[str], str]) -> None:
         try:
             typed = read_message(read)
         except EOFError:
-            chat.out.text("\n")
+            if sys.stdin.isatty():
+                chat.out.text("\n")  # the prompt's line, ended
             return
         except KeyboardInterrupt:  # at the prompt: the line is dropped, as a shell does
             chat.out.text("\n")
@@ -226,10 +241,12 @@ def _talk(chat: _Chat, read: Callable[[str], str]) -> None:
 
 
 def _reader() -> Callable[[str], str]:
-    """`input`, with line editing and history where stdin is a terminal."""
-    if sys.stdin.isatty():
-        with contextlib.suppress(ImportError):
-            import readline  # noqa: F401  (importing it gives input() editing and history)
+    """`input`, with line editing and history where stdin is a terminal; without prompts where it
+    is not (a script typed ahead): stdout then holds the answers alone."""
+    if not sys.stdin.isatty():
+        return lambda prompt: input()
+    with contextlib.suppress(ImportError):
+        import readline  # noqa: F401  (importing it gives input() editing and history)
     return input
 
 
@@ -272,16 +289,18 @@ def chat(
     loaded = load_config(config)
     conversation = _open(loaded, continue_, cid)
     router = open_router(loaded, out, no_log=no_log)
+    if model is not None and _unknown(model, router.names()):
+        from backends.errors import UsageError
+
+        raise UsageError(f"-m: {_unknown(model, router.names())} `route models` lists them.")
     conversation.seed(router)
     chat = _Chat(router, out, conversation, dict(max_tokens=max_tokens, temperature=temperature, prefer=prefer),
                  None, system)
-    if model is not None:
-        chat.command(f"!model {model}")
-        if chat.pinned is None:
-            raise typer.Exit(2)
     earlier = f", {conversation.turns} earlier turns" if conversation.turns else ""
     out.info(f"[dim]conversation {escape(conversation.cid)}{escape(earlier)}, routed as one session. "
              f"{escape(_HELP)}[/]")
+    if model is not None:
+        chat.command(f"!model {model}")
     try:
         _talk(chat, _reader())
     finally:
