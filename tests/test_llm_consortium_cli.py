@@ -96,6 +96,11 @@ def test_import_reads_what_llm_consortium_0_8_saved_nested_ones_included(tmp_pat
     assert [(m["judging"], m["members"][0]["samples"]) for m in tree["members"]] == [("rank", 5), ("rank", 5)]
     text = config.read_text()
     assert "system: Answer plainly." in text and "# route: written by `route init`" in text  # comments kept
+    # llm-consortium's default of 3 iterations over two nested panels plans (5+1)*3*2+1, three times:
+    # more than our default budget, so the import writes what it plans, and says so
+    deep = json.loads(route("consortium", "show", "cns-deep", "--json", "-c", str(config), cwd=tmp_path).stdout)
+    assert (deep["worst_case_calls"], deep["budget"]) == (111, 111)
+    assert "cns-deep: plans up to 111 model calls" in imported.stderr
     again = route("consortium", "import", "-c", str(config), cwd=tmp_path)
     assert again.returncode == 2 and "--force" in again.stderr and config.read_text() == text
 

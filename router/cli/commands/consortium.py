@@ -230,6 +230,7 @@ def import_(
             raise UsageError(f"{source}: consortium {name!r} cannot be imported: {exc}.") from None
         notes += [f"{name}: {note}" for note in left_out]
     _check_imported(entries, set(current.backends) | set(current.consortia), path, source)
+    notes += _budgets(entries, current.consortia)
     for name, entry in entries.items():
         text = add_entry(text, name, entry, replace=force)
     write_config(path, _checked(path, text))
@@ -240,6 +241,26 @@ def import_(
              f"`route consortium show {next(reversed(entries))}` draws one.")
     for note in notes:
         out.info(f"[yellow]note:[/] {note}")
+
+
+def _budgets(entries: dict[str, dict[str, Any]], existing: Mapping[str, Any]) -> list[str]:
+    """llm-consortium sets no limit on calls: an imported consortium that plans more than our
+    default budget gets `budget:` set to what it plans, so it runs as it did there (a note says so)."""
+    from router.consortium.graph import calls_per_run
+    from router.consortium.spec import DEFAULT_BUDGET, ConsortiumConfig
+
+    consortia = {**existing, **{n: ConsortiumConfig.model_validate(e) for n, e in entries.items()}}
+    notes = []
+    memo: dict[tuple[str, bool], int] = {}
+    for name, entry in entries.items():
+        worst = calls_per_run(name, consortia, worst=True, memo=memo)
+        if "budget" not in entry and worst > DEFAULT_BUDGET:
+            entry["budget"] = worst
+            notes.append(f"{name}: plans up to {worst} model calls a run ({entry.get('max_iterations', 1)} "
+                         f"iterations, nested consortia expanded), more than the default budget of {DEFAULT_BUDGET}; "
+                         f"`budget: {worst}` is written (llm-consortium sets no limit). Lower max_iterations to "
+                         "spend less.")
+    return notes
 
 
 def _check_imported(entries: dict[str, dict[str, Any]], known: set[str], path, source) -> None:
