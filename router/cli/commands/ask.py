@@ -45,15 +45,17 @@ def _read_prompt(prompt: str | None, config: str | None = None) -> str:
     if argument is None and _piped_nothing():
         raise UsageError(_taken_as_config(config) or 'no prompt given: write `route "your prompt"`, or pipe text '
                          'in: `echo "..." | route`.')
-    from_argument = argument is not None
     parts = [p for p in (argument, _piped()) if p and p.strip()]
-    if not parts and not from_argument and _taken_as_config(config):
-        raise UsageError(_taken_as_config(config))
     if not parts:
-        where = "the prompt read from stdin" if not from_argument else "the prompt"
-        raise UsageError(f"{where} is empty; pass some text as an argument or pipe it in "
-                         '(`route "Summarise this" < file` sends both).')
+        raise UsageError(_empty(argument is not None, config))
     return "\n\n".join(parts)
+
+
+def _empty(from_argument: bool, config: str | None) -> str:
+    where = "the prompt" if from_argument else "the prompt read from stdin"
+    return (None if from_argument else _taken_as_config(config)) or (
+        f"{where} is empty; pass some text as an argument or pipe it in (`route \"Summarise this\" < file` sends "
+        "both).")
 
 
 def _taken_as_config(config: str | None) -> str | None:
