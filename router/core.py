@@ -57,7 +57,10 @@ class Router:
 
     def __init__(self, loaded: LoadedConfig, *, backends: Mapping[str, Backend] | None = None,
                  source: str = "api", log: bool | None = None, rate_limits: RateLimiter | None = None):
-        scope = self._scope = wire(loaded, backends=backends, source=source, log=log, rate_limits=rate_limits)
+        # The request scope every entry point goes through (router/scope.py): the server and the
+        # adapters call it directly; this Router is a front over it.
+        scope = self.scope = self._scope = wire(loaded, backends=backends, source=source, log=log,
+                                                rate_limits=rate_limits)
         parts = self._parts = scope.parts
         self.loaded, self.config, self.source = loaded, loaded.config, source
         # The parts agents and tools look at (`route models`, /metrics, tests): read-only views.
@@ -185,15 +188,13 @@ class Router:
     async def acomplete(self, prompt_or_messages: str | list[Message], **options: Unpack[RouteOptions]) -> RouteResult:
         """Answer with the best backend for this prompt, falling back on failure within the
         deadline. Options: router/options.py (`RouteOptions`); an unknown one is a TypeError."""
-        opts = resolve_options("Router.acomplete", options)
-        return await self._scope.complete(as_messages(prompt_or_messages), opts)
+        return await self._scope.acomplete(prompt_or_messages, **options)
 
     def astream(self, prompt_or_messages: str | list[Message], **options: Unpack[RouteOptions]) -> RouteStream:
         """A stream of chunks whose `.result` is known after the last. It admits and decides as
         a call does, when iteration starts (after adopting what other processes learned);
         `await stream.start()` does so without reading a chunk, and `.decision` is then known."""
-        opts = resolve_options("Router.astream", options)
-        return self._scope.stream(as_messages(prompt_or_messages), opts)
+        return self._scope.astream(prompt_or_messages, **options)
 
 
     # -- sync wrappers --------------------------------------------------------------------

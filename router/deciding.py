@@ -37,10 +37,11 @@ __all__ = ["Decider"]
 class Decider:
     """Decides for the parts of one router (router/wiring.py)."""
 
-    __slots__ = ("_parts",)
+    __slots__ = ("_names", "_parts")
 
     def __init__(self, parts: Parts):
         self._parts = parts
+        self._names = parts.backends.names()  # every backend and consortium: fixed by the config
 
     def session_key(self, given: str | None, messages: list[Message], tools: Any) -> SessionKey | None:
         sessions = self._parts.sessions
@@ -100,7 +101,7 @@ class Decider:
         if not needs:
             return {}
         unable = {}
-        for name in self._parts.backends.names():
+        for name in self._names:
             backend = self._parts.backends.built[name]
             output_limit = backend.output_limit if needs.output > SMALL_OUTPUT else None
             missing = needs.missing(backend.current_capabilities(), backend.settings.context_window, output_limit)
@@ -111,7 +112,7 @@ class Decider:
     def _check_output(self, unable: Mapping[str, str], needs: Needs | None) -> None:
         """Unsupported, before anything else, when the answer asked for is longer than any
         backend gives (`max_tokens: 2**62`), whatever the model named."""
-        if needs is None or not unable or any(unable.get(name) != "output" for name in self._parts.backends.names()):
+        if needs is None or not unable or any(unable.get(name) != "output" for name in self._names):
             return
         longest = max(self._parts.backends.built[name].output_limit for name in self._parts.config.backends)
         raise Unsupported(f"max_tokens {needs.output:,} is more than any configured backend answers (the longest "
@@ -138,7 +139,7 @@ class Decider:
         return capable
 
     def _who_can(self, unable: Mapping[str, str], need: str) -> str:
-        able = [n for n in self._parts.backends.names() if n not in unable]
+        able = [n for n in self._names if n not in unable]
         hint = f"ask for one that can: {', '.join(able)}" if able else "no configured backend can"
         return f"{hint}, or send the request without {_NEED_WORDS[need]}"
 

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from router.learning.learner import Learner
     from router.options import RouteOptions
     from router.redaction import Redactor
+    from router.scope import RequestScope
     from router.sessions import Sessions
     from router.state.base import SharedState
     from router.state.rate_limits import RateLimiter
@@ -33,6 +34,7 @@ __all__ = ["RouterService"]
 
 
 class RouterService(Protocol):
+    scope: RequestScope  # decide, admit, call or stream, finish: what every request goes through
     config: Config
     loaded: LoadedConfig
     source: str

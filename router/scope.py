@@ -20,14 +20,14 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncGenerator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
-from backends.types import Chunk, Message, Request
+from backends.types import Chunk, Message, Request, as_messages
 from router.cost_limit import SPENDING, spending_limit
 from router.deciding import Decider
 from router.decision import Decision, Downgrade, Outcome, RouteResult
 from router.execution import Executor
-from router.options import ResolvedOptions
+from router.options import ResolvedOptions, RouteOptions, resolve_options
 from router.sessions import SessionKey
 
 if TYPE_CHECKING:
@@ -88,6 +88,13 @@ class RequestScope:
     def request(messages: list[Message], opts: ResolvedOptions) -> Request:
         return Request(messages=messages, max_tokens=opts.max_tokens, temperature=opts.temperature, stop=opts.stop,
                        extra=opts.extra)
+
+    async def acomplete(self, prompt_or_messages: str | list[Message], **options: Unpack[RouteOptions]) -> RouteResult:
+        """A request, its options checked here (router/options.py), whoever sends it."""
+        return await self.complete(as_messages(prompt_or_messages), resolve_options("Router.acomplete", options))
+
+    def astream(self, prompt_or_messages: str | list[Message], **options: Unpack[RouteOptions]) -> RouteStream:
+        return self.stream(as_messages(prompt_or_messages), resolve_options("Router.astream", options))
 
     async def complete(self, messages: list[Message], opts: ResolvedOptions) -> RouteResult:
         decision = await self.prepared(messages, opts)

@@ -85,9 +85,10 @@ class Parts:
             self._feedback = Feedback(self.loaded, self.request_log)
         return self._feedback
 
-    @property
-    def config(self) -> Any:
-        return self.loaded.config
+    config: Any = field(init=False)  # the loaded config's, read on every request: a field, not a property
+
+    def __post_init__(self) -> None:
+        self.config = self.loaded.config
 
     def observe_requests(self, observer: RequestObserver) -> None:
         self.request_observers.append(observer)

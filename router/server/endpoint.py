@@ -327,7 +327,7 @@ class Endpoint:
     async def _complete(self, dialect: Dialect, call: Call, model: str, session: str | None, send: Any,
                         watch: ClientWatch) -> _Outcome:
         try:
-            result = await self.router.acomplete(call.messages, **call.options(model, session))
+            result = await self.router.scope.acomplete(call.messages, **call.options(model, session))
         except RouteError as exc:
             return await _send_error(send, dialect, self._failure(exc))
         self.metrics.decided(result.decision)
@@ -342,7 +342,7 @@ class Endpoint:
     async def _stream(self, dialect: Dialect, call: Call, model: str, session: str | None, send: Any,
                       watch: ClientWatch) -> _Outcome:
         try:
-            route_stream = self.router.astream(call.messages, **call.options(model, session))
+            route_stream = self.router.scope.astream(call.messages, **call.options(model, session))
             decision = await route_stream.start()  # what other replicas learned, then the decision
         except RouteError as exc:
             return await _send_error(send, dialect, self._failure(exc))
