@@ -98,8 +98,11 @@ def _config(base_url: str, tmp_path: Path, **learn: Any) -> dict[str, Any]:
         "routing": {"scorer": {"kind": "learned", "weights": str(WEIGHTS)},
                     "tiers": [{"name": "light", "below": "calibrated", "backends": ["light"]},
                               {"name": "heavy", "backends": ["heavy"]}],
+                    # max_moved 1: the operator lets shadow judging move any share of the traffic (by
+                    # default a version that moves more than 10 % of it waits for `route learn adopt`;
+                    # here the labels say half the prompts sent up gained nothing)
                     "learn": {"shadow_rate": SHADOW_RATE, "budget_usd_per_day": 5.0, "judge": "judge", "auto": True,
-                              "refit_every": 50, "refresh_ms": 60_000, **learn}},
+                              "refit_every": 50, "refresh_ms": 60_000, "max_moved": 1.0, **learn}},
         "log": {"enabled": False, "path": str(tmp_path / "route.db")},
     }  # fmt: skip
 

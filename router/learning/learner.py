@@ -295,7 +295,7 @@ class Learner:
             {r.ref for r in rows if r.id <= seen}, z, threshold)
         summary = _summary(found, rows, attempt, z)
         if found["adopted"]:
-            summary["moved"] = await asyncio.to_thread(self._moved, current, heads, boundary, weights)
+            summary["moved"] = await asyncio.to_thread(self._moved, current, heads, boundary, weights, rows)
         outcome = self._outcome(found, rows, summary.get("moved"))
         record: dict[str, Any] = {"ts": time.time(), "boundary": boundary, "outcome": outcome, **summary}
         self.counts.last_refit[boundary] = record
@@ -325,8 +325,11 @@ class Learner:
             return "adopted"
         return "waiting"
 
-    def _moved(self, current: int, heads: dict[int, int], boundary: int, weights: dict[str, Any]) -> dict[str, Any]:
-        """The traffic adopting `weights` for `boundary` would move (moves.py)."""
+    def _moved(self, current: int, heads: dict[int, int], boundary: int, weights: dict[str, Any],
+               rows: list[LabelRow]) -> dict[str, Any]:
+        """The traffic adopting `weights` for `boundary` would move (moves.py): the last logged
+        requests, or without a request log to read, the labels' own prompts (shadow judging
+        samples the traffic)."""
         from policies.complexity import Weights
         from router.learning.moves import moved, recent_prompts
         from router.learning.versions import model_of
@@ -335,7 +338,10 @@ class Learner:
         before = model_of(self.configured, now, current)
         after = model_of(self.configured, {**now, boundary: Weights.from_json(weights, "a refit")}, current + 1)
         window = self.settings.moved_window
-        return moved(before, after, recent_prompts(self.config, window), window)
+        logged = recent_prompts(self.config, window)
+        if logged is not None:
+            return moved(before, after, logged, window)
+        return {**moved(before, after, [r.prompt for r in rows[-window:]], window), "of": "labels"}
 
     def check(self) -> None:
         """Before a decision (the model slot's watch): install the version in use when a process

@@ -79,5 +79,6 @@ def describe(report: dict[str, Any] | None) -> str:
     if not report.get("requests"):
         return report.get("note") or "no logged requests to place"
     moves = ", ".join(f"{k} {v}" for k, v in report["moves"].items()) or "none"
-    return (f"{report['changed']} of the last {report['requests']} requests change tier "
+    what = "labelled prompts (no request log to read)" if report.get("of") == "labels" else "requests"
+    return (f"{report['changed']} of the last {report['requests']} {what} change tier "
             f"({report['up']} up, {report['down']} down: {moves})")
