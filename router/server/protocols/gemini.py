@@ -42,7 +42,17 @@ from router.server.errors import ApiError
 from router.server.protocols import GEMINI_PREFIXES
 from router.server.protocols.base import Call, Facts
 from router.server.protocols.gemini_events import GeminiEvents, error_body, response_body
-from router.server.protocols.gemini_schema import GENERATE_REQUEST, Content, GenerateContentRequest, Part
+from router.server.protocols.gemini_schema import (
+    GENERATE_REQUEST,
+    Content,
+    FunctionCall,
+    FunctionDeclaration,
+    FunctionResponse,
+    GenerateContentRequest,
+    GenerationConfig,
+    Part,
+    ThinkingConfig,
+)
 from router.server.protocols.validation import bad_request, decode, route_options, session_field, validated
 
 __all__ = ["GEMINI_PREFIX", "GEMINI_PREFIXES", "GeminiDialect", "GeminiRoutes", "count_tokens", "gemini_listing"]
@@ -55,6 +65,8 @@ _LEVELS = frozenset({"minimal", "low", "medium", "high"})
 _SENT_ON = ("top_p", "top_k", "seed", "presence_penalty", "frequency_penalty")  # as chat names them too
 _CHOICES = {"ANY": "required", "NONE": "none"}
 _WHY = "this router translates Gemini's protocol for backends of every kind"
+_NO_CONFIG = GenerationConfig()
+_NO_THINKING = ThinkingConfig()
 
 
 def _unsupported(message: str, param: str) -> ApiError:
@@ -110,6 +122,21 @@ def _empty(part: Part, where: str) -> None:
                        "responses can)", where)
 
 
+def _tool_call(call: FunctionCall, call_id: str) -> dict[str, Any]:
+    return {"id": call_id, "type": "function",
+            "function": {"name": call.name, "arguments": orjson.dumps(call.args or {}).decode()}}
+
+
+def _user_part(part: Part, where: str) -> dict[str, Any] | None:
+    """A user turn's part in chat's shape; None for a thought (the client's, not the task)."""
+    if part.text is not None:
+        return None if part.thought else {"type": "text", "text": part.text}
+    if part.inline_data is not None or part.file_data is not None:
+        return _media(part, where)
+    _empty(part, where)
+    return None
+
+
 class _Turns:
     """`contents` as chat messages. Function calls get ids where the client sent none, and each
     response is matched to the call it answers: by id, else the earliest unanswered call of the
@@ -131,17 +158,14 @@ class _Turns:
         thoughts: list[str] = []
         calls: list[dict[str, Any]] = []
         for k, part in enumerate(content.parts):
-            where = f"contents[{turn}].parts[{k}]"
             if part.function_call is not None:
-                call = part.function_call
-                call_id = call.id or f"call_{turn}_{k}"
-                self._unanswered.setdefault(call.name, []).append(call_id)
-                calls.append({"id": call_id, "type": "function",
-                              "function": {"name": call.name, "arguments": orjson.dumps(call.args or {}).decode()}})
+                call_id = part.function_call.id or f"call_{turn}_{k}"
+                self._unanswered.setdefault(part.function_call.name, []).append(call_id)
+                calls.append(_tool_call(part.function_call, call_id))
             elif part.text is not None:
                 (thoughts if part.thought else texts).append(part.text)
             elif part.thought_signature is None:  # a part that is only a signature carries nothing to pass on
-                _empty(part, where)
+                _empty(part, f"contents[{turn}].parts[{k}]")
         message: Message = {"role": "assistant", "content": "".join(texts) or None}
         if thoughts:
             message["reasoning_content"] = "".join(thoughts)
@@ -149,30 +173,34 @@ class _Turns:
             message["tool_calls"] = calls
         self.messages.append(message)
 
+    def _result(self, response: FunctionResponse, fallback_id: str) -> None:
+        waiting = self._unanswered.get(response.name) or []
+        call_id = response.id or (waiting[0] if waiting else fallback_id)
+        if call_id in waiting:
+            waiting.remove(call_id)
+        # Tool messages go first: each must follow the assistant turn that made its call.
+        self.messages.append({"role": "tool", "tool_call_id": call_id,
+                              "content": orjson.dumps(response.response or {}).decode()})
+
     def _user(self, turn: int, content: Content) -> None:
         parts: list[dict[str, Any]] = []
         for k, part in enumerate(content.parts):
-            where = f"contents[{turn}].parts[{k}]"
             if part.function_response is not None:
-                response = part.function_response
-                waiting = self._unanswered.get(response.name) or []
-                call_id = response.id or (waiting[0] if waiting else f"call_{turn}_{k}")
-                if call_id in waiting:
-                    waiting.remove(call_id)
-                # Tool messages go first: each must follow the assistant turn that made its call.
-                self.messages.append({"role": "tool", "tool_call_id": call_id,
-                                      "content": orjson.dumps(response.response or {}).decode()})
-            elif part.text is not None:
-                if not part.thought:
-                    parts.append({"type": "text", "text": part.text})
-            elif part.inline_data is not None or part.file_data is not None:
-                parts.append(_media(part, where))
-            else:
-                _empty(part, where)
+                self._result(part.function_response, f"call_{turn}_{k}")
+            elif (kept := _user_part(part, f"contents[{turn}].parts[{k}]")) is not None:
+                parts.append(kept)
         if len(parts) == 1 and parts[0]["type"] == "text":
             self.messages.append({"role": "user", "content": parts[0]["text"]})
         elif parts:
             self.messages.append({"role": "user", "content": parts})
+
+
+def _parameters(declaration: FunctionDeclaration) -> Any:
+    if declaration.parameters_json_schema is not None:
+        return declaration.parameters_json_schema
+    if declaration.parameters is not None:
+        return _json_schema(declaration.parameters)
+    return {"type": "object", "properties": {}}
 
 
 def _tools(request: GenerateContentRequest) -> list[dict[str, Any]]:
@@ -182,13 +210,7 @@ def _tools(request: GenerateContentRequest) -> list[dict[str, Any]]:
             raise _unsupported("Google's server-side tools run only at Google; declare functions instead",
                                f"tools[{i}].{name}")
         for declaration in tool.function_declarations or ():
-            if declaration.parameters_json_schema is not None:
-                parameters = declaration.parameters_json_schema
-            elif declaration.parameters is not None:
-                parameters = _json_schema(declaration.parameters)
-            else:
-                parameters = {"type": "object", "properties": {}}
-            function: dict[str, Any] = {"name": declaration.name, "parameters": parameters}
+            function: dict[str, Any] = {"name": declaration.name, "parameters": _parameters(declaration)}
             if declaration.description is not None:
                 function["description"] = declaration.description
             tools.append({"type": "function", "function": function})
@@ -200,64 +222,59 @@ def _tool_choice(request: GenerateContentRequest, tools: list[dict[str, Any]]) -
     config = request.tool_config.function_calling_config if request.tool_config else None
     if config is None or not tools:
         return tools, None
-    allowed = set(config.allowed_function_names or ())
-    if config.mode == "ANY" and allowed:
+    if config.mode == "ANY" and config.allowed_function_names:
         # chat cannot say "one of these": offer only those
-        tools = [t for t in tools if t["function"]["name"] in allowed]
+        tools = [t for t in tools if t["function"]["name"] in config.allowed_function_names]
         if len(tools) == 1:
             return tools, {"type": "function", "function": {"name": tools[0]["function"]["name"]}}
     return tools, _CHOICES.get(config.mode or "AUTO")
 
 
-def _effort(request: GenerateContentRequest) -> str | None:
+def _effort(thinking: ThinkingConfig) -> str | None:
     """`thinkingConfig` as chat's `reasoning_effort`; None where the model is to decide."""
-    config = request.generation_config.thinking_config if request.generation_config else None
-    if config is None:
-        return None
-    if config.thinking_level is not None:
-        level = config.thinking_level.lower()
+    if thinking.thinking_level is not None:
+        level = thinking.thinking_level.lower()
         if level not in _LEVELS:
             raise bad_request(f"`generationConfig.thinkingConfig.thinkingLevel` must be one of MINIMAL, LOW, "
-                              f"MEDIUM, HIGH (got {config.thinking_level!r})", "generationConfig.thinkingConfig")
+                              f"MEDIUM, HIGH (got {thinking.thinking_level!r})", "generationConfig.thinkingConfig")
         return level
-    budget = config.thinking_budget
+    budget = thinking.thinking_budget
     if budget is None or budget == -1:
         return None
     return reasoning_effort({"type": "enabled", "budget_tokens": budget} if budget else {"type": "disabled"})
 
 
-def _response_format(request: GenerateContentRequest) -> dict[str, Any] | None:
-    config = request.generation_config
-    if config is None or config.response_mime_type in (None, "text/plain"):
+def _response_format(config: GenerationConfig) -> dict[str, Any] | None:
+    if config.response_mime_type in (None, "text/plain"):
         return None
     if config.response_mime_type != "application/json":
         raise _unsupported(f"{config.response_mime_type!r} answers cannot be asked of every backend; "
                            "application/json and text/plain can", "generationConfig.responseMimeType")
-    schema = config.response_json_schema if config.response_json_schema is not None else (
-        _json_schema(config.response_schema) if config.response_schema is not None else None)
+    schema = config.response_json_schema
+    if schema is None and config.response_schema is not None:
+        schema = _json_schema(config.response_schema)
     if schema is None:
         return {"type": "json_object"}
     return {"type": "json_schema", "json_schema": {"name": "response", "schema": schema}}
 
 
-def _generation(request: GenerateContentRequest, extra: dict[str, Any]) -> None:
-    config = request.generation_config
-    if config is None:
-        return
+def _refuse_outputs(config: GenerationConfig) -> None:
     if config.candidate_count not in (None, 1):
         raise _unsupported("one candidate per request; send one request per answer", "generationConfig.candidateCount")
     if config.response_modalities and any(m.upper() != "TEXT" for m in config.response_modalities):
         raise _unsupported("text is the only output", "generationConfig.responseModalities")
+
+
+def _generation(config: GenerationConfig, extra: dict[str, Any]) -> None:
+    """What `generationConfig` asks beyond the limit, temperature and stop sequences, in chat's terms."""
+    _refuse_outputs(config)
     for name in _SENT_ON:
         value = getattr(config, name)
         if value is not None:
             extra[name] = int(value) if name == "top_k" else value
-    response_format = _response_format(request)
-    if response_format is not None:
-        extra["response_format"] = response_format
-    effort = _effort(request)
-    if effort is not None:
-        extra["reasoning_effort"] = effort
+    found = {"response_format": _response_format(config),
+             "reasoning_effort": _effort(config.thinking_config or _NO_THINKING)}
+    extra.update({name: value for name, value in found.items() if value is not None})
 
 
 def _read(raw: bytes) -> tuple[GenerateContentRequest, dict[str, Any], list[Message]]:
@@ -299,14 +316,13 @@ class GeminiDialect:
         extra: dict[str, Any] = {"tools": tools} if tools else {}
         if choice is not None:
             extra["tool_choice"] = choice
-        _generation(request, extra)
-        config = request.generation_config
-        thinking = config.thinking_config if config is not None else None
+        config = request.generation_config or _NO_CONFIG
+        _generation(config, extra)
+        thinking = config.thinking_config or _NO_THINKING
         return Call(model=self.model, messages=messages, stream=self.method == "streamGenerateContent",
-                    max_tokens=config.max_output_tokens if config else None,
-                    temperature=config.temperature if config else None,
-                    stop=(config.stop_sequences or None) if config else None, extra=extra,
-                    echo={"include_thoughts": bool(thinking and thinking.include_thoughts)},
+                    max_tokens=config.max_output_tokens, temperature=config.temperature,
+                    stop=config.stop_sequences or None, extra=extra,
+                    echo={"include_thoughts": bool(thinking.include_thoughts)},
                     session=session_field(body), route=route_options(body))
 
     def error_body(self, err: ApiError) -> bytes:

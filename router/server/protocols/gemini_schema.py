@@ -17,7 +17,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic.alias_generators import to_camel
 
-__all__ = ["GENERATE_REQUEST", "Content", "GenerateContentRequest", "Part"]
+__all__ = ["GENERATE_REQUEST", "Content", "FunctionCall", "FunctionDeclaration", "FunctionResponse",
+           "GenerateContentRequest", "GenerationConfig", "Part", "ThinkingConfig"]
 
 
 # Google's JSON takes each field in camelCase (what Gemini CLI sends) or as the proto names it
