@@ -16,6 +16,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -36,7 +37,9 @@ class Pane:
     def __init__(self, tmp_path: Path, command: str):
         if shutil.which("tmux") is None:
             pytest.fail("tmux is not installed: `apt-get install tmux` (.ci/run installs it)")
-        self.socket = str(tmp_path / "tmux.sock")
+        # A server of its own, its socket in a short path (a Unix socket's path has ~100 bytes at most).
+        self.home = Path(tempfile.mkdtemp(prefix="route-tmux-"))
+        self.socket = str(self.home / "s")
         script = tmp_path / "pane.sh"
         keep = ("PATH", "HOME", "ROUTE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME")
         exports = "".join(f"export {k}={shlex.quote(os.environ[k])}\n" for k in keep if k in os.environ)
@@ -79,6 +82,7 @@ class Pane:
 
     def close(self) -> None:
         subprocess.run(["tmux", "-S", self.socket, "kill-server"], capture_output=True, timeout=30)
+        shutil.rmtree(self.home, ignore_errors=True)
 
 
 def _turn_lines(screen: str) -> list[str]:
