@@ -171,6 +171,7 @@ def test_an_admins_verdicts_move_arithmetic_above_the_local_tier_and_status_says
     assert refit["outcome"] == "adopted" and refit["labels_used"] == 150 and found["labels"]["total"] == 150
     moved = refit["moved"]
     assert moved["up"] >= 40 and moved["moves"].get("local→fast-hosted", 0) >= 40, moved
+    assert moved["keys"] == {"ops": moved["changed"]}  # whose traffic moves: the admin's own
     shown = runner.invoke(app, ["learn", "status", "-c", str(path)])
     assert shown.exit_code == 0, shown.output
     print(shown.stdout)  # what the operator reads (pytest -s shows it)
@@ -296,3 +297,24 @@ def test_every_replica_of_a_fleet_takes_a_version_and_a_rollback_with_no_traffic
         assert router.explain("hi there").tier == "low"
     for router in replicas:
         asyncio.run(router.aclose())
+
+
+def test_a_kept_refit_says_why_on_how_many_usable_labels_and_that_it_moves_nothing(simulator, tmp_path, keys):
+    config, path = _config(simulator, tmp_path)
+    router = Router(load_config(config), source="server")
+    rng = random.Random(9)
+    store = open_store(router.config)
+    try:  # an admin's verdicts, too few of them bad to tell a better routing from luck
+        store.add_labels([NewLabel(0, "feedback", f"0:a{i}", p, 0.0, 1.0, "ops", True)
+                          for i, p in enumerate(_distinct(arithmetic, rng, 30))]
+                         + [NewLabel(0, "feedback", f"0:c{i}", p, 1.0, 1.0, "ops", True)
+                            for i, p in enumerate(_distinct(chitchat, rng, 30))])
+    finally:
+        store.close()
+    _learn(router)
+    asyncio.run(router.aclose())
+    refit = learn_status(load_config(config).config)["boundaries"][0]["last_refit"]
+    assert (refit["outcome"], refit["labels_used"], refit["moves"]) == ("kept", 60, "none: the version in use stays")
+    assert "30 of the labels show the tiers' answers differ; judging needs 40" in refit["reason"]
+    shown = runner.invoke(app, ["learn", "status", "-c", str(path)]).stdout
+    assert "kept, on 60 usable labels" in shown and "why: 30 of the labels" in shown, shown

@@ -341,7 +341,7 @@ class Learner:
         logged = recent_prompts(self.config, window)
         if logged is not None:
             return moved(before, after, logged, window)
-        return {**moved(before, after, [r.prompt for r in rows[-window:]], window), "of": "labels"}
+        return {**moved(before, after, [(r.prompt, r.giver) for r in rows[-window:]], window), "of": "labels"}
 
     def check(self) -> None:
         """Before a decision (the model slot's watch): install the version in use when a process

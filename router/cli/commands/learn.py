@@ -68,8 +68,11 @@ def _show_refit(out: Output, refit: dict[str, Any] | None) -> None:
                   f"order gain {_figure(refit.get('gain'))}, placement gain {_figure(refit.get('placement'))}")
     out.out.print(f"      why: {refit.get('reason') or '-'}")
     out.out.print(f"      traffic moved: {refit['moves']}")
-    for move, prompts in ((refit.get("moved") or {}).get("examples") or {}).items():
+    moved = refit.get("moved") or {}
+    for move, prompts in (moved.get("examples") or {}).items():
         out.out.print(f"        {move}: " + " | ".join(prompts))
+    if moved.get("keys"):
+        out.out.print("      moved, by client key: " + ", ".join(f"{k} {n}" for k, n in moved["keys"].items()))
 
 
 def _show_history(out: Output, found: dict[str, Any]) -> None:
