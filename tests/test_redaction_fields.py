@@ -35,7 +35,8 @@ VAR = "ROUTE_TEST_FIELDS_KEY"
 WINDOW = 12  # any run of this many of the key's characters in an output is a leak
 KINDS = ("openai", "anthropic", "litellm")
 FAILING = ": the upstream waits here for the test's release\n\n"  # an SSE comment: nothing to a reader
-PATHS = ("/v1/chat/completions", "/v1/messages", "/v1/responses")
+GEMINI = "/v1beta/models/{model}:streamGenerateContent"  # the model is in Gemini's path
+PATHS = ("/v1/chat/completions", "/v1/messages", "/v1/responses", GEMINI)
 
 
 def _leaks(text: str) -> list[str]:
@@ -158,7 +159,14 @@ async def test_a_streamed_tool_call_id_and_signature_holding_the_key_arrive_reda
 # -- route serve, every protocol ------------------------------------------------------------------
 
 
+def _url(path: str, model: str) -> str:
+    return path.format(model=model) + "?alt=sse" if path == GEMINI else path
+
+
 def _body(path: str, model: str) -> dict[str, Any]:
+    if path == GEMINI:  # thoughts asked for, so the thinking comes back too
+        return {"contents": [{"role": "user", "parts": [{"text": "hi"}]}],
+                "generationConfig": {"thinkingConfig": {"includeThoughts": True}}}
     if path == "/v1/messages":
         return {"model": model, "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}], "stream": True}
     if path == "/v1/responses":
@@ -175,7 +183,7 @@ def served(router) -> Iterator[httpx.Client]:
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("path", PATHS)
 def test_route_serve_streams_no_key_in_tool_call_ids_or_signatures(served, path, kind):
-    response = served.post(path, json=_body(path, kind))
+    response = served.post(_url(path, kind), json=_body(path, kind))
     assert response.status_code == 200, response.text
     assert not _leaks(response.text), response.text
     prefix = "toolu_" if kind == "anthropic" else "call_"
@@ -187,7 +195,7 @@ def test_route_serve_streams_no_key_in_tool_call_ids_or_signatures(served, path,
 @pytest.mark.parametrize("path", PATHS)
 def test_an_error_event_after_the_stream_began_carries_no_key(served, path):
     received = ""
-    with served.stream("POST", path, json=_body(path, "fails")) as response:
+    with served.stream("POST", _url(path, "fails"), json=_body(path, "fails")) as response:
         for data in response.iter_text():
             if "partial answer" not in received and "partial answer" in received + data:
                 _Upstream.released.release()  # the client has the text: now the failure
