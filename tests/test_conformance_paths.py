@@ -134,6 +134,7 @@ BODIES = {
     "/v1/chat/completions": {"model": "auto", "messages": [{"role": "user", "content": "hi"}]},
     "/v1/messages": {"model": "auto", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]},
     "/v1/responses": {"model": "auto", "input": "hi"},
+    "/v1beta/models/auto:generateContent": {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
 }
 
 
