@@ -43,7 +43,17 @@ def make(short, long) -> Router:
     }), source="server")
 
 
+GEMINI = "/v1beta/models/{model}:{method}"  # the model and whether it streams are in Gemini's path
+
+
+def url(served, path: str, model: str, stream: bool) -> str:
+    method = "streamGenerateContent" if stream else "generateContent"
+    return served.base_url.removesuffix("/v1") + path.format(model=model, method=method)
+
+
 def bodies(path: str, model: str, max_tokens: int, stream: bool) -> dict:
+    if path == GEMINI:
+        return {"contents": [{"parts": [{"text": "hi"}]}], "generationConfig": {"maxOutputTokens": max_tokens}}
     if path == "/v1/responses":
         return {"model": model, "input": "hi", "max_output_tokens": max_tokens, "stream": stream}
     return {"model": model, "max_tokens": max_tokens, "stream": stream, "messages": [{"role": "user", "content": "hi"}]}
@@ -58,14 +68,14 @@ def served(upstreams):
         yield srv
 
 
-PATHS = ["/v1/chat/completions", "/v1/messages", "/v1/responses"]
+PATHS = ["/v1/chat/completions", "/v1/messages", "/v1/responses", GEMINI]
 
 
 @pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("model", ["auto", "short", "long", "pair"])
 def test_more_than_any_backend_answers_is_a_400_naming_max_tokens(served, upstreams, path, model, stream):
-    reply = httpx.post(served.base_url.removesuffix("/v1") + path, json=bodies(path, model, HUGE, stream), timeout=30)
+    reply = httpx.post(url(served, path, model, stream), json=bodies(path, model, HUGE, stream), timeout=30)
     assert reply.status_code == 400, reply.text
     error = reply.json()["error"]
     assert "max_tokens" in error["message"] and f"{HUGE:,}" in error["message"]
@@ -77,7 +87,7 @@ def test_more_than_any_backend_answers_is_a_400_naming_max_tokens(served, upstre
 def test_more_than_one_backend_answers_goes_to_one_that_answers_it(served, upstreams, path):
     short, long = upstreams
     # A short prompt: the scorer's pick is `short`, which cannot give 5,000 tokens.
-    reply = httpx.post(served.base_url.removesuffix("/v1") + path, json=bodies(path, "auto", 5000, False), timeout=30)
+    reply = httpx.post(url(served, path, "auto", False), json=bodies(path, "auto", 5000, False), timeout=30)
     assert reply.status_code == 200, reply.text
     assert not short.bodies
     assert [body["model"] for body in long.bodies] == ["m-long"]
