@@ -57,9 +57,10 @@ class Pane:
         assert result.returncode == 0, result.stderr
         return result.stdout
 
-    def type(self, text: str) -> None:
+    def type(self, text: str, *, enter: bool = True) -> None:
         self._tmux("send-keys", "-t", "t", "-l", text)
-        self._tmux("send-keys", "-t", "t", "Enter")
+        if enter:
+            self._tmux("send-keys", "-t", "t", "Enter")
 
     def key(self, name: str) -> None:
         self._tmux("send-keys", "-t", "t", name)
@@ -173,6 +174,9 @@ def test_route_chat_continue_resumes_in_the_pane(sim, tmp_path, pane):
     assert asked.returncode == 0, asked.stderr
     term = pane(f"{ROUTE} chat --continue -c {shlex.quote(cfg)}")
     term.wait("the banner", lambda s: "1 earlier turns" in s)
+    term.type("half a line, then Ctrl-C", enter=False)
+    term.key("C-c")  # at the prompt: the line is dropped, the chat stays
+    term.wait("the line dropped", lambda s: "(exit, quit or Ctrl-D leave)" in s)
     term.type("and in French?")
     term.wait("the turn", lambda s: len(_turn_lines(s)) == 1)
     term.key("C-d")
