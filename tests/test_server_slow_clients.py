@@ -164,7 +164,8 @@ def test_limits_must_be_positive():
 
 
 @pytest.mark.parametrize("path", ["/v1/messages", "/v1/messages/count_tokens", "/v1/responses", "/v1/feedback",
-                                  "/messages", "/responses"])
+                                  "/messages", "/responses", "/v1beta/models/auto:streamGenerateContent",
+                                  "/v1/models/auto:countTokens"])
 def test_every_post_endpoint_drops_a_stalled_body_after_the_body_timeout(limited, sim, path):
     """One body reader for every POST: before, only chat completions had a body timeout and the
     others waited for ever."""
@@ -189,7 +190,8 @@ def test_feedback_refuses_a_large_body_before_reading_it(sim):
 
 def test_every_post_endpoint_keeps_the_max_body_limit(sim):
     with RouteServer(make_router(sim), body_limit_bytes=2048) as srv:
-        for path in ("/v1/chat/completions", "/v1/messages", "/v1/messages/count_tokens", "/v1/responses"):
+        for path in ("/v1/chat/completions", "/v1/messages", "/v1/messages/count_tokens", "/v1/responses",
+                     "/v1beta/models/auto:generateContent", "/v1beta/models/auto:countTokens"):
             response = httpx.post(f"{srv.base_url.removesuffix('/v1')}{path}", content=b"x" * 4096,
                                   headers={"content-type": "application/json"}, timeout=GUARD_S)
             assert response.status_code == 413, (path, response.text)
