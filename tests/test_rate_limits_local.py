@@ -105,7 +105,13 @@ def test_server_keys_come_from_the_environment_and_a_missing_one_names_its_varia
         server_keys(loaded, "0.0.0.0", "ROUTE_API_KEY")
 
 
+GEMINI = "/v1beta/models/{model}:generateContent"  # its clients send the key as x-goog-api-key
+
+
 def _ask(client: httpx.Client, path: str, key: str, *, model: str = "a", stream: bool = False) -> httpx.Response:
+    if path == GEMINI:
+        return client.post(path.format(model=model), json={"contents": [{"parts": [{"text": "hi"}]}]},
+                           headers={"x-goog-api-key": key})
     body: dict = {"model": model, "messages": [{"role": "user", "content": "hi"}], "stream": stream}
     if path == "/v1/messages":
         body["max_tokens"] = 64
@@ -118,7 +124,8 @@ def test_the_server_answers_429_with_retry_after_in_each_apis_shape(sim):
     router = router_for(config(sim, a={"rpm": 1}))
     with RouteServer(router, api_keys={"bob": BOB}) as server, httpx.Client(base_url=server.url, timeout=30) as client:
         assert _ask(client, "/v1/chat/completions", BOB).status_code == 200
-        refused = {path: _ask(client, path, BOB) for path in ("/v1/chat/completions", "/v1/messages", "/v1/responses")}
+        refused = {path: _ask(client, path, BOB) for path in ("/v1/chat/completions", "/v1/messages", "/v1/responses",
+                                                              GEMINI)}
         streamed = _ask(client, "/v1/chat/completions", BOB, stream=True)
         routed = _ask(client, "/v1/chat/completions", BOB, model="auto")
     for response in (*refused.values(), streamed):
@@ -129,6 +136,7 @@ def test_the_server_answers_429_with_retry_after_in_each_apis_shape(sim):
     assert refused["/v1/messages"].json()["error"]["type"] == "rate_limit_error"
     assert refused["/v1/messages"].json()["type"] == "error"
     assert refused["/v1/responses"].json()["error"]["code"] == "rate_limit_exceeded"
+    assert refused[GEMINI].json()["error"]["status"] == "RESOURCE_EXHAUSTED"
     assert routed.status_code == 200 and routed.headers["x-route-answered-by"] == "b"
     assert sim.stats("m-a")["requests"] == 1
 
@@ -142,7 +150,7 @@ def test_a_key_at_its_limit_gets_429_before_any_routing_and_other_keys_are_unaff
     with RouteServer(router, api_keys=keys) as server, httpx.Client(base_url=server.url, timeout=30) as client:
         alice = [_ask(client, path, ALICE, model="b").status_code for path in ("/v1/chat/completions", "/v1/messages")]
         refused = [_ask(client, path, ALICE, model="b") for path in ("/v1/chat/completions", "/v1/messages",
-                                                                      "/v1/responses")]
+                                                                      "/v1/responses", GEMINI)]
         before = sim.stats("m-b")["requests"]
         bob = _ask(client, "/v1/chat/completions", BOB, model="b")
         # tpm is paid after the answer: carol's first request puts her in debt, the second waits
@@ -151,10 +159,11 @@ def test_a_key_at_its_limit_gets_429_before_any_routing_and_other_keys_are_unaff
         wrong = _ask(client, "/v1/chat/completions", "not-a-key-0123456789", model="b")
         models = client.get("/v1/models", headers={"authorization": f"Bearer {ALICE}"})
     assert alice == [200, 200]
-    assert [r.status_code for r in refused] == [429, 429, 429]
+    assert [r.status_code for r in refused] == [429, 429, 429, 429]
     assert all(r.headers["retry-after"] == "30" for r in refused)
     assert "API key 'alice' is at its rate limit (rpm 2), free in 30.0 s" in refused[0].json()["error"]["message"]
     assert refused[1].json()["type"] == "error" and refused[1].json()["error"]["type"] == "rate_limit_error"
+    assert refused[3].json()["error"]["status"] == "RESOURCE_EXHAUSTED" and "(rpm 2)" in refused[3].json()["error"]["message"]
     assert ALICE not in refused[0].text
     assert before == 2 and bob.status_code == 200 and sim.stats("m-b")["requests"] == 4
     assert carol_first.status_code == 200

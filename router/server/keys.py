@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from backends.errors import ConfigError
 from router.server.errors import ApiError
+from router.server.protocols import is_gemini
 from router.server.runner import api_key_from_env
 
 if TYPE_CHECKING:
@@ -34,6 +35,7 @@ __all__ = ["KEY_SCOPE", "KeyLimits", "record_key_usage", "server_keys"]
 KEY_SCOPE = "route.api_key"  # the ASGI scope entry holding the name of the key a request presented
 _MODEL_CALLS = frozenset(f"{prefix}/{path}" for prefix in ("/v1", "")
                          for path in ("chat/completions", "messages", "responses"))
+_GEMINI_CALLS = (":generateContent", ":streamGenerateContent")  # the model is in Gemini's path
 _MIN_KEY_CHARS = 16
 
 # Tokens the routed requests of the current HTTP request used, for its key's tpm.
@@ -65,6 +67,10 @@ def server_keys(loaded: LoadedConfig, host: str, api_key_env: str | None) -> dic
     return keys
 
 
+def _model_call(path: str) -> bool:
+    return path in _MODEL_CALLS or (path.endswith(_GEMINI_CALLS) and is_gemini(path))
+
+
 def record_key_usage(outcome: Outcome) -> None:
     """A request observer: the tokens a routed request used, for the key that sent it."""
     usage = _USAGE.get()
@@ -82,7 +88,7 @@ class KeyLimits:
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         name = scope.get(KEY_SCOPE)
-        if (scope["type"] != "http" or name is None or scope["path"] not in _MODEL_CALLS
+        if (scope["type"] != "http" or name is None or not _model_call(scope["path"])
                 or self.limiter.limits_of(name, "key") is None):
             await self.app(scope, receive, send)
             return
