@@ -99,6 +99,7 @@ class LearningStore(SqliteDb):
 
     def __init__(self, path: str | Path):
         super().__init__(Path(path).expanduser())
+        self._stamp_path = str(self.path.with_name(self.path.name + ".version"))  # a str: os.stat is fastest on one
         self._stamp_seen: tuple[int, int, int] | None = None
 
     # -- labels ---------------------------------------------------------------------------
@@ -247,18 +248,14 @@ class LearningStore(SqliteDb):
 
     # -- the version in use, seen from every process of the machine --------------------------
 
-    @property
-    def _stamp_path(self) -> Path:
-        return self.path.with_name(self.path.name + ".version")
-
     def _stamp(self) -> None:
         """Touch the stamp file beside the database: a process deciding requests compares its
         change time (one stat, no query) before each decision (`changed`)."""
         # a new file each time (written, then renamed over the old): a new inode, so a reader
         # sees the change even when two stamps fall in one tick of the file system's clock
-        tmp = self._stamp_path.with_name(f"{self._stamp_path.name}.{os.getpid()}.{threading.get_ident()}")
+        tmp = f"{self._stamp_path}.{os.getpid()}.{threading.get_ident()}"
         try:
-            tmp.write_text(str(time.time_ns()), encoding="ascii")
+            Path(tmp).write_text(str(time.time_ns()), encoding="ascii")
             os.replace(tmp, self._stamp_path)
         except OSError:  # a read-only directory: processes find the version at their next refresh
             pass
@@ -267,7 +264,7 @@ class LearningStore(SqliteDb):
         """Whether the version in use may have changed (an adoption or a rollback by any process
         of this machine) since the last call: one stat of the stamp file."""
         try:
-            st = self._stamp_path.stat()
+            st = os.stat(self._stamp_path)
             seen = (st.st_mtime_ns, st.st_size, st.st_ino)
         except OSError:
             seen = None
