@@ -234,6 +234,17 @@ def test_the_page_loads_without_a_key_but_its_data_needs_one(server):
 
 
 @pytest.mark.integration
+def test_poll_names_geminis_protocol_whatever_the_model_in_its_path(server):
+    body = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
+    for path in ("/v1beta/models/auto:generateContent", "/v1/models/small:streamGenerateContent"):
+        answer = httpx.post(f"{server.url}{path}", headers={"x-goog-api-key": ALICE}, json=body, timeout=30)
+        assert answer.status_code == 200, answer.text
+    requests = _signed_in(server).get("/ui/api/poll", params={"after": 0}).json()["requests"]
+    assert [(r["key"], r["protocol"], r["requested"]) for r in requests] == [("alice", "gemini", "small"),
+                                                                             ("alice", "gemini", "auto")]
+
+
+@pytest.mark.integration
 def test_poll_shows_who_asked_over_which_protocol_why_and_what_came_of_it(server, sim):
     assert _chat(server, ALICE, "auto", "hi").status_code == 200
     assert _post(server, CI, "/v1/messages", {"model": "big", "max_tokens": 20,

@@ -13,6 +13,7 @@ import contextvars
 from typing import Any
 
 from router.server.keys import KEY_SCOPE
+from router.server.protocols import is_gemini
 
 __all__ = ["PROTOCOLS", "RequestScope", "who"]
 
@@ -54,5 +55,7 @@ def who() -> tuple[str, str | None]:
     if scope is None:
         return "python", None
     path = scope.get("path", "")
+    if is_gemini(path):  # its paths end in the model's method: /v1beta/models/M:generateContent
+        return "gemini", scope.get(KEY_SCOPE)
     protocol = next((name for end, name in PROTOCOLS if path.endswith(end)), path)
     return protocol, scope.get(KEY_SCOPE)
