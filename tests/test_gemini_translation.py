@@ -43,14 +43,16 @@ def test_googles_openapi_parameters_become_json_schema():
         "city": {"type": "STRING", "description": "a city"},
         "days": {"type": "INTEGER", "nullable": True},
         "units": {"anyOf": [{"type": "STRING", "enum": ["C", "F"]}, {"type": "NULL"}]},
-        "tags": {"type": "ARRAY", "items": {"type": "STRING"}}}}
+        "tags": {"type": "ARRAY", "items": {"type": "STRING"}},
+        "type": {"type": "STRING", "enum": ["OBJECT", "ARRAY"]}, "nullable": {"type": "BOOLEAN"}}}
     call = _call({"contents": HI, "tools": [{"functionDeclarations": [{"name": "forecast", "parameters": parameters}]}]})
     assert call.extra["tools"] == [{"type": "function", "function": {"name": "forecast", "parameters": {
         "type": "object", "required": ["city"], "properties": {
             "city": {"type": "string", "description": "a city"},
             "days": {"type": ["integer", "null"]},
             "units": {"anyOf": [{"type": "string", "enum": ["C", "F"]}, {"type": "null"}]},
-            "tags": {"type": "array", "items": {"type": "string"}}}}}}]
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "type": {"type": "string", "enum": ["OBJECT", "ARRAY"]}, "nullable": {"type": "boolean"}}}}}]
 
 
 def test_responses_without_ids_answer_the_calls_of_the_same_name_in_order():

@@ -12,7 +12,7 @@ each request gets a dialect of its own (`GeminiRoutes.bind`). Translated:
   parts as `reasoning_content`, `functionCall` parts as tool calls), `functionResponse` parts ->
   tool messages matched to their call by `id`, or else by name in order (the API leaves ids
   out); images (`inlineData`, an http(s) `fileData`) -> image parts.
-- `tools[].function_declarations` -> function tools (`parametersJsonSchema` as it is; Google's
+- `tools[].functionDeclarations` -> function tools (`parametersJsonSchema` as it is; Google's
   OpenAPI `parameters` as JSON Schema: lower-case types, `nullable`); `toolConfig`'s mode ->
   `tool_choice` (AUTO, ANY -> required, or the one allowed function; NONE).
 - `generationConfig`: `temperature`, `maxOutputTokens`, `stopSequences` -> the router's own;
@@ -76,17 +76,28 @@ def _unsupported(message: str, param: str) -> ApiError:
 # -- the request --------------------------------------------------------------------------------
 
 
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions")  # name -> a schema
+_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SCHEMA_ONE = ("items", "not", "additionalProperties")
+
+
+def _keyword(key: str, value: Any) -> Any:
+    if key in _SCHEMA_MAPS and isinstance(value, dict):
+        return {name: _json_schema(sub) for name, sub in value.items()}
+    if key in _SCHEMA_LISTS and isinstance(value, list):
+        return [_json_schema(sub) for sub in value]
+    if key in _SCHEMA_ONE:
+        return _json_schema(value)
+    return value.lower() if key == "type" and isinstance(value, str) else value
+
+
 def _json_schema(schema: Any) -> Any:
     """Google's OpenAPI subset as JSON Schema: `type: "OBJECT"` -> "object", `nullable: true`
-    -> the type or null; `propertyOrdering` (Google's alone) dropped."""
-    if isinstance(schema, list):
-        return [_json_schema(item) for item in schema]
+    -> the type or null; `propertyOrdering` (Google's alone) dropped. Walked keyword by keyword,
+    so a property that is named `type` or `nullable` stays a property."""
     if not isinstance(schema, dict):
         return schema
-    out = {k: _json_schema(v) for k, v in schema.items() if k not in ("nullable", "propertyOrdering")}
-    kind = out.get("type")
-    if isinstance(kind, str):
-        out["type"] = kind.lower()
+    out = {key: _keyword(key, value) for key, value in schema.items() if key not in ("nullable", "propertyOrdering")}
     if schema.get("nullable") is True and isinstance(out.get("type"), str):
         out["type"] = [out["type"], "null"]
     return out
