@@ -17,6 +17,7 @@ tool a client offers, called by the model, reaches that client under its own nam
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -48,9 +49,11 @@ from tests.conformance.upstream import (
 pytestmark = pytest.mark.integration
 
 PROTOCOLS = ("chat", "messages", "responses")
-KINDS = ("openai", "anthropic")
+KINDS = ("openai", "anthropic", "litellm")
+# The wire each kind speaks to its upstream: the litellm kind through litellm's own OpenAI client.
+WIRE = {"openai": "openai", "anthropic": "anthropic", "litellm": "openai"}
 PATHS = {"chat": "/v1/chat/completions", "messages": "/v1/messages", "responses": "/v1/responses"}
-MODELS = {"openai": "gpt-4.1", "anthropic": "claude-sonnet-4-5"}
+MODELS = {"openai": "gpt-4.1", "anthropic": "claude-sonnet-4-5", "litellm": "openai/gpt-4.1"}
 # Realistic values, as the providers issue them: an OpenAI and an Anthropic key, a Hugging Face
 # token (sent in a header, as an inference endpoint takes it), and the upstream's host behind a
 # `${NAME}`. Names that end in a prefix of any of them ("s" of sk-, "h" of hf_) were held back
@@ -76,8 +79,8 @@ def servers(upstream_server) -> Iterator[dict[str, RouteServer]]:
     os.environ.update(SECRETS, ROUTE_CONFORMANCE_UPSTREAM=url.removeprefix("http://").removesuffix("/v1"))
     routers = {kind: Router(load_config(_config(kind)), source="server") for kind in KINDS}
     try:
-        with RouteServer(routers["openai"]) as openai_server, RouteServer(routers["anthropic"]) as anthropic_server:
-            yield {"openai": openai_server, "anthropic": anthropic_server}
+        with contextlib.ExitStack() as stack:
+            yield {kind: stack.enter_context(RouteServer(router)) for kind, router in routers.items()}
     finally:
         for name, value in saved.items():
             if value is None:
@@ -87,12 +90,14 @@ def servers(upstream_server) -> Iterator[dict[str, RouteServer]]:
 
 
 def _config(kind: str) -> dict[str, Any]:
-    key = "ROUTE_CONFORMANCE_OPENAI_KEY" if kind == "openai" else "ROUTE_CONFORMANCE_ANTHROPIC_KEY"
+    key = "ROUTE_CONFORMANCE_ANTHROPIC_KEY" if kind == "anthropic" else "ROUTE_CONFORMANCE_OPENAI_KEY"
     return {"backends": {"model": {"kind": kind, "model": MODELS[kind],
                                    "base_url": "http://${ROUTE_CONFORMANCE_UPSTREAM}/v1",
                                    "api_key": "${" + key + "}", "headers": {"x-hf-token": "${ROUTE_CONFORMANCE_HF_TOKEN}"},
                                    "max_retries": 0}},
-            "routing": {"tiers": [{"name": "only", "backends": ["model"]}]},
+            # The suite makes the upstream fail on purpose, test after test, on one server: a breaker
+            # opened by those would refuse the next test's request (tests/test_breaker.py has it).
+            "routing": {"tiers": [{"name": "only", "backends": ["model"]}], "breaker": {"failures": 1_000_000}},
             "log": {"enabled": False}}
 
 
@@ -121,8 +126,8 @@ def _request(protocol: str, stream: bool, tools: tuple[str, ...]) -> dict[str, A
 
 
 def _script(kind: str, answer: Answer, stream: bool, cuts: tuple[int, ...] = ()) -> Script:
-    model = MODELS[kind]
-    if kind == "openai":
+    model = MODELS[kind].removeprefix("openai/")
+    if WIRE[kind] == "openai":
         body = openai_chunks(answer, model) if stream else openai_completion(answer, model)
     else:
         body = anthropic_events(answer, model) if stream else anthropic_message(answer, model)
@@ -144,12 +149,12 @@ def _exchange(servers: dict[str, RouteServer], up: Upstream, protocol: str, kind
 def _secrets_of(kind: str) -> tuple[str, ...]:
     """The values the `kind` server's config refers to: what it must redact (another config's
     key is no secret of this one)."""
-    key = "ROUTE_CONFORMANCE_OPENAI_KEY" if kind == "openai" else "ROUTE_CONFORMANCE_ANTHROPIC_KEY"
+    key = "ROUTE_CONFORMANCE_ANTHROPIC_KEY" if kind == "anthropic" else "ROUTE_CONFORMANCE_OPENAI_KEY"
     return SECRETS[key], SECRETS["ROUTE_CONFORMANCE_HF_TOKEN"]
 
 
 def _expected(protocol: str, kind: str, sent: Answer) -> Answer:
-    return canonical(apply(protocol, kind, sent, _secrets_of(kind)))
+    return canonical(apply(protocol, WIRE[kind], sent, _secrets_of(kind)))
 
 
 def _arguments(command: str) -> str:
@@ -247,7 +252,7 @@ def test_a_request_the_upstream_refuses_is_refused_to_the_client_as_the_clients_
     """A 400 before the stream: the client gets a 400 it can read in its own protocol, with the
     upstream's reason, not a 5xx that would make it retry."""
     up, _ = upstream_server
-    up.script = Script(status=400, body=json.dumps(_ERRORS[kind][400]).encode())
+    up.script = Script(status=400, body=json.dumps(_ERRORS[WIRE[kind]][400]).encode())
     with httpx.Client(timeout=30) as client:
         response = client.post(servers[kind].url + PATHS[protocol], json=_request(protocol, stream, ()))
     assert response.status_code == 400, response.text
@@ -263,7 +268,7 @@ def test_a_failure_during_the_stream_is_never_handed_over_as_a_whole_answer(serv
     handed the first half as if it were the whole answer."""
     up, _ = upstream_server
     whole = _script(kind, TEXT, True).body
-    if kind == "anthropic":
+    if WIRE[kind] == "anthropic":
         cut = whole.index(b"event: content_block_stop")
         body = whole[:cut] + (b'event: error\ndata: {"type":"error","error":{"type":"overloaded_error",'
                               b'"message":"Overloaded"}}\n\n')
@@ -315,7 +320,7 @@ def test_every_tool_a_real_client_offers_reaches_it_under_its_own_name(servers, 
     recorded = json.loads((CLIENTS / f"{recording}.json").read_text())
     protocol = _PROTOCOL_OF[recorded["path"]]
     body = {**recorded["body"], "stream": True, "model": "auto"}
-    if kind == "openai" and body.get("max_tokens", 0) > 16_384:
+    if WIRE[kind] == "openai" and body.get("max_tokens", 0) > 16_384:
         # Claude Code asks for Opus's 64,000; an OpenAI model answers at most 32,768 and route says
         # so with a 400, as OpenAI would: asked of this kind, the client would be set to its limit.
         body["max_tokens"] = 16_384
