@@ -18,13 +18,14 @@ from backends.anthropic_thinking import SignedThinking, unsigned_tool_turn, with
 from backends.assembly import Delta, Fold
 from backends.base import Backend, BackendSettings, Health
 from backends.capabilities import Capabilities
-from backends.client_fields import settled
+from backends.client_fields import beta_refusal, settled
 from backends.deadline import Deadline
 from backends.errors import BackendError, BackendUnavailable, MalformedResponse, Where
-from backends.faults import client_header, failed_writing, stream_error
+from backends.faults import client_header, failed_writing, refused, stream_error
 from backends.http_transport import HttpTransport, Reply, json_event
 from backends.params import AnthropicParams
-from backends.types import Request
+from backends.prices import COUNTED_BETAS, with_long_context
+from backends.types import Request, Usage
 
 __all__ = ["AnthropicBackend"]
 
@@ -70,6 +71,11 @@ class AnthropicBackend(Backend):
 
     def _translate(self, exc: Exception) -> BackendError:
         return self._http.translate(exc)
+
+    def cost(self, usage: Usage) -> float:
+        # Past 200k input tokens Anthropic bills the long-context price, which a client's
+        # context-1m beta opens: counted, so a tenant's beta is on its own bill (backends/prices.py).
+        return with_long_context(super().cost(usage), usage, self.settings.price.output_per_mtok, self.kind)
 
     def _configured_betas(self) -> list[str]:
         headers = self.settings.resolve(self.settings.headers)
@@ -194,6 +200,8 @@ def _betas(request: Request | None, where: Where) -> list[str]:
         return []
     given = request.extra.get("anthropic_beta") or ()
     betas = [b for b in client_header("anthropic-beta", given, param="anthropic_beta", where=where) if b]
+    if (priced := beta_refusal(betas, COUNTED_BETAS["anthropic"])) is not None:
+        raise refused(priced, param="anthropic_beta", where=where)
     if request.extra.get("response_format") and not request.extra.get("output_config"):
         betas.append(_STRUCTURED_OUTPUTS)  # response_format is sent as output_config.format
     return betas

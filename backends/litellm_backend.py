@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 from backends.assembly import Delta
 from backends.base import Backend, Health
 from backends.capabilities import Capabilities
-from backends.client_fields import openai_shaped
+from backends.client_fields import beta_refusal, openai_shaped
 from backends.deadline import Deadline
 from backends.errors import (
     AuthError,
@@ -28,7 +28,7 @@ from backends.errors import (
     Unreachable,
     Where,
 )
-from backends.faults import client_header, error_for_status, failed_writing, scrub
+from backends.faults import client_header, error_for_status, failed_writing, refused, scrub
 from backends.http_errors import connection_failure, parse_retry_after
 from backends.openai_fields import OPENAI_CHAT_FIELDS
 from backends.params import ChatParams
@@ -75,8 +75,11 @@ class LiteLLMBackend(Backend):
             kwargs["api_base"] = self.settings.resolve(self.settings.base_url)
         headers = dict(self.settings.resolve(self.settings.headers))
         if request.extra.get("anthropic_beta"):  # litellm sends it on to Anthropic models
-            headers["anthropic-beta"] = ",".join(client_header("anthropic-beta", request.extra["anthropic_beta"],
-                                                               param="anthropic_beta", where=self.where()))
+            betas = client_header("anthropic-beta", request.extra["anthropic_beta"], param="anthropic_beta",
+                                  where=self.where())
+            if (priced := beta_refusal(betas)) is not None:  # its cost cannot count the long-context price
+                raise refused(priced, param="anthropic_beta", where=self.where())
+            headers["anthropic-beta"] = ",".join(betas)
         if headers:
             kwargs["extra_headers"] = headers
         key = self.settings.api_key()

@@ -4,6 +4,9 @@ writes 1.25x; others: reads 0.1x, writes 1x).
 
 The map (backends/model_map.py) is read only when an answer first reports cached tokens for a
 backend with no cache prices: `route --explain` and requests without caching never pay for it.
+
+Also the long-context price (`with_long_context`): what a beta that opens a 1M context costs,
+so the kind that counts it may send it (backends/client_fields.py).
 """
 
 from __future__ import annotations
@@ -11,9 +14,9 @@ from __future__ import annotations
 import dataclasses
 
 from backends.model_map import model_entry
-from backends.types import Price
+from backends.types import Price, Usage
 
-__all__ = ["with_cache_prices"]
+__all__ = ["COUNTED_BETAS", "LONG_CONTEXT", "with_cache_prices", "with_long_context"]
 
 # (read, write) as multiples of the input price, when the map does not know the model.
 _MULTIPLES = {"anthropic": (0.1, 1.25)}
@@ -44,3 +47,21 @@ def with_cache_prices(price: Price, model: str, kind: str) -> Price:
         cache_write_per_mtok=price.cache_write_per_mtok if price.cache_write_per_mtok is not None
         else write if write is not None else price.input_per_mtok * write_x,
     )
+
+
+# Anthropic bills a request whose input passes 200k tokens (only a 1M-context one can: the
+# `context-1m-...` beta, or a 1M model) at twice the input price, cache reads and writes
+# included, and 1.5x the output price: (threshold in input tokens, input x, output x) per kind.
+LONG_CONTEXT = {"anthropic": (200_000, 2.0, 1.5)}
+# The price-changing betas (backends/client_fields.py PRICED_BETAS) each kind's cost counts.
+COUNTED_BETAS = {"anthropic": ("context-1m-",)}
+
+
+def with_long_context(cost: float, usage: Usage, output_per_mtok: float, kind: str) -> float:
+    """`cost` (the plain price of `usage`) at the kind's long-context price when the input
+    passed its threshold."""
+    rule = LONG_CONTEXT.get(kind)
+    if rule is None or usage.input_tokens <= rule[0]:
+        return cost
+    output = usage.output_tokens * output_per_mtok / 1e6
+    return (cost - output) * rule[1] + output * rule[2]

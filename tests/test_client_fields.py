@@ -22,8 +22,8 @@ import pytest
 from backends import build_backend
 from backends.base import BackendSettings
 from backends.client_fields import operator_owned, refusal
-from backends.errors import ConfigError
-from backends.types import Request
+from backends.errors import BadRequest, ConfigError
+from backends.types import Price, Request
 from router import Router
 from router.config_loader import load_config
 from router.server import RouteServer
@@ -261,6 +261,92 @@ def test_a_malformed_anthropic_beta_is_a_400_naming_it_never_a_500(served, beta)
     assert client.post("/v1/chat/completions", json=good, headers={"anthropic-beta": "context-1m-2025-08-07"}
                        ).status_code == 200
     assert recorder.headers["anthropic-beta"] == "interleaved-thinking-2025-05-14,context-1m-2025-08-07"
+
+
+# -- every spelling, inside metadata, a LiteLLM proxy's own list; what changes the bill (issue 47) --
+
+SPELLED = ["baseURL", "BASE_URL", "base-url", "ApiKey", "provider_specific_header", "ssl_verify", "deployment_url",
+           "langfuse_host", "slack_webhook_url", "s3_endpoint_url", "secret_fields", "mock_testing_fallbacks",
+           "input_cost_per_token", "aws_profile_name", "user_config"]
+_SCHEMA = {"type": "object", "properties": {"api_key": {"type": "string"}, "base_url": {"type": "string"}}}
+A_TOOL = {"type": "function", "function": {"name": "login", "parameters": _SCHEMA}}  # properties a model fills in
+
+
+def _tool(path: str) -> dict[str, Any]:
+    if path == "/v1/messages":
+        return {"name": "login", "input_schema": _SCHEMA}
+    return {"type": "function", "name": "login", "parameters": _SCHEMA} if path == "/v1/responses" else A_TOOL
+
+
+def test_the_operators_fields_are_known_in_any_spelling_and_inside_what_a_proxy_reads():
+    for name in SPELLED:
+        assert operator_owned(name), name
+    assert refusal({"metadata": {"user_id": "u-1", "api_base": "http://x"}})[0] == "metadata.api_base"  # type: ignore[index]
+    assert refusal({"litellm_metadata": {"langfuse_host": "h"}})[0] == "litellm_metadata.langfuse_host"  # type: ignore[index]
+    for tier in ("PRIORITY", "Scale", " priority", "ultrafast"):
+        assert refusal({"service_tier": tier})[0] == "service_tier", tier  # type: ignore[index]
+    # The neighbours: a client's own fields, in metadata too, and a tool whose properties share the names.
+    assert refusal({"metadata": {"user_id": "u-1", "team": "a"}, "temperature": 0.2, "tools": [A_TOOL],
+                    "top_k": 5, "reasoning_effort": "low", "prompt_cache_key": "k"}) is None
+    for tier in ("auto", "DEFAULT", "Flex", "standard_only"):
+        assert refusal({"service_tier": tier}) is None, tier
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_route_serve_refuses_them_in_any_spelling_and_nested_and_lets_the_neighbours_through(served, listener, path):
+    client, recorder = served
+    heard, listener_url = listener
+    for fields, named in [({"baseURL": listener_url}, "baseURL"), ({"BASE_URL": listener_url}, "BASE_URL"),
+                          ({"metadata": {"api_base": listener_url}}, "metadata.api_base"),
+                          ({"provider_specific_header": {"custom_llm_provider": "openai", "extra_headers": {}}},
+                           "provider_specific_header"), ({"slack_webhook_url": listener_url}, "slack_webhook_url")]:
+        response = client.post(path, json=_body(path, "openai", **fields))
+        assert response.status_code == 400 and f"`{named}` is not a client's to set" in _error(path, response), fields
+    response = client.post(path, json=_body(path, "openai", service_tier="PRIORITY"))
+    assert response.status_code == 400 and "`service_tier` 'PRIORITY' is billed above" in _error(path, response)
+    assert recorder.seen == [] and heard.seen == []
+    fine = client.post(path, json=_body(path, "openai", metadata={"user_id": "u-1"}, temperature=0.3,
+                                        tools=[_tool(path)]))
+    assert fine.status_code == 200, fine.text
+
+
+def _long_answer(input_tokens: int) -> Any:
+    def answer(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        return httpx.Response(200, json={
+            "id": "msg_1", "type": "message", "role": "assistant", "model": body["model"],
+            "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
+            "usage": {"input_tokens": input_tokens, "output_tokens": 1000}})
+    return answer
+
+
+@pytest.mark.parametrize(("input_tokens", "cost"), [(150_000, (150_000 * 3 + 1000 * 15) / 1e6),
+                                                    (250_000, (250_000 * 3 * 2 + 1000 * 15 * 1.5) / 1e6)])
+async def test_the_anthropic_kind_sends_a_1m_context_beta_and_counts_its_price(monkeypatch, input_tokens, cost):
+    monkeypatch.setenv(KEY_VAR, PROVIDER_KEY)
+    with answering(_long_answer(input_tokens)) as url:
+        backend = _backend("anthropic", url, price=Price(3.0, 15.0))
+        try:
+            completion = await backend.complete(Request(messages=[{"role": "user", "content": "hi"}],
+                                                        extra={"anthropic_beta": ["context-1m-2025-08-07"]}))
+        finally:
+            await backend.aclose()
+    assert completion.cost_usd == pytest.approx(cost)  # past 200k: input at 2x, output at 1.5x
+
+
+async def test_the_litellm_kind_cannot_count_a_1m_context_beta_and_refuses_it_naming_it(upstream):
+    recorder, url = upstream
+    backend = _backend("litellm", url)
+    try:
+        with pytest.raises(BadRequest, match="context-1m-2025-08-07.* billed above") as refused:
+            await backend.complete(Request(messages=[{"role": "user", "content": "hi"}],
+                                           extra={"anthropic_beta": ["context-1m-2025-08-07"]}))
+        assert refused.value.param == "anthropic_beta" and recorder.seen == []
+        fine = await backend.complete(Request(messages=[{"role": "user", "content": "hi"}],
+                                              extra={"anthropic_beta": ["prompt-caching-2024-07-31"]}))
+    finally:
+        await backend.aclose()
+    assert fine.text == "ok" and recorder.headers["anthropic-beta"] == "prompt-caching-2024-07-31"
 
 
 BAD_ROUTE_VALUES = [("deadline_s", "soon"), ("deadline_s", 0), ("prefer", "free"), ("max_cost_usd", -1),

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import orjson
 from pydantic import TypeAdapter, ValidationError
 
-from backends.client_fields import not_the_clients, operator_owned, refusal
+from backends.client_fields import not_the_clients, operator_field, refusal
 from policies.selection import PREFER_CHOICES
 from router.server.errors import ApiError
 
@@ -80,9 +80,9 @@ def route_options(body: dict[str, Any]) -> dict[str, Any]:
     cannot use (`deadline_s: "soon"`, `prefer: "free"`, `max_cost_usd: -1`), or for a field that
     is the operator's (`api_base`, `api_key`, `extra_headers`...: backends/client_fields.py),
     which no protocol takes from a client."""
-    for key in body:
-        if operator_owned(key):
-            raise bad_request(not_the_clients(key), key)
+    owned = operator_field(body)
+    if owned is not None:
+        raise bad_request(not_the_clients(owned), owned)
     return {name: _route_value(name, body[name]) for name in ROUTE_FIELDS if body.get(name) is not None}
 
 
