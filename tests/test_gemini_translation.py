@@ -213,3 +213,11 @@ def test_a_stream_without_sse_is_one_json_array_even_when_it_fails():
     assert [r.get("error", {}).get("status") for r in json.loads(failed)] == [None, None, "UNAVAILABLE"]
     whole = json.loads(out + events.finish(_completion(text="one two"), None))
     assert whole[-1]["usageMetadata"]["totalTokenCount"] == 0 and len(whole) == 3
+
+
+def test_routes_own_fields_and_the_operators_as_in_every_protocol():
+    call = _call({"contents": HI, "deadline_s": 5, "prefer": "fast", "max_cost_usd": 0.01, "session": "task-1"})
+    assert call.route == {"deadline_s": 5, "prefer": "fast", "max_cost_usd": 0.01} and call.session == "task-1"
+    assert "deadline_s" not in call.extra and "session" not in call.extra
+    assert _refused({"contents": HI, "prefer": "free"}).param == "prefer"
+    assert _refused({"contents": HI, "api_base": "http://elsewhere"}).param == "api_base"
