@@ -48,11 +48,13 @@ from tests.conformance.upstream import (
 
 pytestmark = pytest.mark.integration
 
-PROTOCOLS = ("chat", "messages", "responses")
+PROTOCOLS = ("chat", "messages", "responses", "gemini")
 KINDS = ("openai", "anthropic", "litellm")
 # The wire each kind speaks to its upstream: the litellm kind through litellm's own OpenAI client.
 WIRE = {"openai": "openai", "anthropic": "anthropic", "litellm": "openai"}
-PATHS = {"chat": "/v1/chat/completions", "messages": "/v1/messages", "responses": "/v1/responses"}
+PATHS = {"chat": "/v1/chat/completions", "messages": "/v1/messages", "responses": "/v1/responses",
+         "gemini": "/v1beta/models/auto:generateContent"}
+GEMINI_STREAM = "/v1beta/models/auto:streamGenerateContent?alt=sse"  # as Gemini CLI and google-genai ask
 MODELS = {"openai": "gpt-4.1", "anthropic": "claude-sonnet-4-5", "litellm": "openai/gpt-4.1"}
 # Realistic values, as the providers issue them: an OpenAI and an Anthropic key, a Hugging Face
 # token (sent in a header, as an inference endpoint takes it), and the upstream's host behind a
@@ -119,10 +121,20 @@ def _request(protocol: str, stream: bool, tools: tuple[str, ...]) -> dict[str, A
         if tools:
             body["tools"] = [{"name": n, "input_schema": schema} for n in tools]
         return body
+    if protocol == "gemini":
+        body = {"contents": [{"role": "user", "parts": [{"text": prompt}]}],
+                "generationConfig": {"thinkingConfig": {"includeThoughts": True}}}
+        if tools:
+            body["tools"] = [{"functionDeclarations": [{"name": n, "parameters": schema} for n in tools]}]
+        return body
     body = {"model": "auto", "input": prompt, "stream": stream, "include": ["reasoning.encrypted_content"]}
     if tools:
         body["tools"] = [{"type": "function", "name": n, "parameters": schema} for n in tools]
     return body
+
+
+def _path(protocol: str, stream: bool) -> str:
+    return GEMINI_STREAM if protocol == "gemini" and stream else PATHS[protocol]
 
 
 def _script(kind: str, answer: Answer, stream: bool, cuts: tuple[int, ...] = ()) -> Script:
@@ -140,7 +152,7 @@ def _exchange(servers: dict[str, RouteServer], up: Upstream, protocol: str, kind
     up.script = _script(kind, answer, stream, cuts)
     offered = tuple(dict.fromkeys(c.name for c in answer.calls)) if tools is None else tools
     with httpx.Client(timeout=30) as client:
-        response = client.post(servers[kind].url + PATHS[protocol], json=_request(protocol, stream, offered))
+        response = client.post(servers[kind].url + _path(protocol, stream), json=_request(protocol, stream, offered))
     assert response.status_code == 200, response.text
     received, usage = read(protocol, response.content, stream=stream)
     return response, canonical(dataclasses.replace(received, usage=usage or Usage(-1, -1)))
@@ -254,7 +266,7 @@ def test_a_request_the_upstream_refuses_is_refused_to_the_client_as_the_clients_
     up, _ = upstream_server
     up.script = Script(status=400, body=json.dumps(_ERRORS[WIRE[kind]][400]).encode())
     with httpx.Client(timeout=30) as client:
-        response = client.post(servers[kind].url + PATHS[protocol], json=_request(protocol, stream, ()))
+        response = client.post(servers[kind].url + _path(protocol, stream), json=_request(protocol, stream, ()))
     assert response.status_code == 400, response.text
     assert "bad" in response.text
 
@@ -276,7 +288,7 @@ def test_a_failure_during_the_stream_is_never_handed_over_as_a_whole_answer(serv
         body = whole[:whole.index(b'"finish_reason":"stop"')].rsplit(b"data: ", 1)[0]
     up.script = Script(body=body, stream=True)
     with httpx.Client(timeout=30) as client:
-        response = client.post(servers[kind].url + PATHS[protocol], json=_request(protocol, True, ()))
+        response = client.post(servers[kind].url + _path(protocol, True), json=_request(protocol, True, ()))
     if response.status_code == 200:  # the stream had begun: its error event says so
         with pytest.raises(StreamFailed):
             read(protocol, response.content, stream=True)
@@ -291,16 +303,24 @@ CLIENTS = Path(__file__).parent / "data" / "clients"
 _PROTOCOL_OF = {path: protocol for protocol, path in PATHS.items()}
 
 
+def _protocol_of(path: str) -> str | None:
+    if path.startswith("/v1beta/models/"):
+        return "gemini"
+    return _PROTOCOL_OF.get(path)
+
+
 def _recorded_with_tools() -> list[str]:
     out = []
     for path in sorted(CLIENTS.glob("*.json")):
         recorded = json.loads(path.read_text())
-        if recorded["path"] in _PROTOCOL_OF and _tool_names(recorded):
+        if _protocol_of(recorded["path"]) is not None and _tool_names(recorded):
             out.append(path.stem)
     return out
 
 
 def _tool_names(recorded: dict[str, Any]) -> list[str]:
+    if _protocol_of(recorded["path"]) == "gemini":
+        return [d["name"] for tool in recorded["body"].get("tools") or () for d in tool.get("functionDeclarations") or ()]
     names = []
     for tool in recorded["body"].get("tools") or ():
         name = tool.get("name") or (tool.get("function") or {}).get("name")
@@ -312,14 +332,15 @@ def _tool_names(recorded: dict[str, Any]) -> list[str]:
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("recording", _recorded_with_tools())
 def test_every_tool_a_real_client_offers_reaches_it_under_its_own_name(servers, upstream_server, recording, kind):
-    """The recorded request of Claude Code, OpenCode, Codex, Cline, Qwen Code... replayed
+    """The recorded request of Claude Code, OpenCode, Codex, Cline, Qwen Code, Gemini CLI... replayed
     through route as it was sent, streamed, the model calling each tool the client offers in
     turn: the client receives each call under the name it offered (else it fails the call:
     "No such tool available: Bas"), with its id and arguments intact."""
     up, _ = upstream_server
     recorded = json.loads((CLIENTS / f"{recording}.json").read_text())
-    protocol = _PROTOCOL_OF[recorded["path"]]
-    body = {**recorded["body"], "stream": True, "model": "auto"}
+    protocol = _protocol_of(recorded["path"])
+    assert protocol is not None
+    body = dict(recorded["body"]) if protocol == "gemini" else {**recorded["body"], "stream": True, "model": "auto"}
     if WIRE[kind] == "openai" and body.get("max_tokens", 0) > 16_384:
         # Claude Code asks for Opus's 64,000; an OpenAI model answers at most 32,768 and route says
         # so with a 400, as OpenAI would: asked of this kind, the client would be set to its limit.
@@ -332,7 +353,7 @@ def test_every_tool_a_real_client_offers_reaches_it_under_its_own_name(servers, 
                       calls=(Call(f"toolu_{index:02d}{recording[:6]}", name, _arguments("echo ok")),))
         up.script = _script(kind, sent, True)
         with httpx.Client(timeout=30) as client:
-            response = client.post(servers[kind].url + PATHS[protocol], json=body, headers=headers)
+            response = client.post(servers[kind].url + _path(protocol, True), json=body, headers=headers)
         assert response.status_code == 200, response.text
         received, _ = read(protocol, response.content, stream=True)
         assert canonical(received).calls == canonical(sent).calls, f"{recording} offered {name!r} and received {received.calls}"

@@ -4,7 +4,8 @@ Each reader follows its protocol's rules as the clients apply them, not route's 
 a chat client takes a tool call's id and name from the first delta of its index and appends
 every later `arguments` piece (a name on a later piece is ignored, as the openai SDK and
 OpenCode do); a Messages client takes a block's name and id from `content_block_start`; a
-Responses client (Codex) keeps each `response.output_item.done` item. A stream whose events
+Responses client (Codex) keeps each `response.output_item.done` item; a Gemini client (the
+google-genai SDK, Gemini CLI) joins the parts of every response in turn. A stream whose events
 disagree with its own final summary (Responses' `response.completed`) fails here: the client
 would see one or the other.
 """
@@ -185,6 +186,37 @@ def _responses_stream(raw: bytes) -> tuple[Answer, Usage | None]:
     return streamed, _responses_usage(completed.get("usage"))
 
 
+# -- Gemini -------------------------------------------------------------------------------------
+
+
+def _gemini_fold(responses: list[dict[str, Any]]) -> tuple[Answer, Usage | None]:
+    """Responses as the google-genai SDK and Gemini CLI join them: each one's parts in order,
+    the last finish reason and usage."""
+    text, thinking, calls = [], [], []
+    finish, usage = None, None
+    for response in responses:
+        if "error" in response:
+            raise StreamFailed(response["error"])
+        for candidate in response.get("candidates") or ():
+            for part in (candidate.get("content") or {}).get("parts") or ():
+                if "functionCall" in part:
+                    call = part["functionCall"]
+                    calls.append(Call(call.get("id") or "", call["name"], json.dumps(call.get("args") or {})))
+                elif part.get("thought"):
+                    thinking.append(part.get("text") or "")
+                else:
+                    text.append(part.get("text") or "")
+            finish = candidate.get("finishReason") or finish
+        usage = response.get("usageMetadata") or usage
+    stop = {"STOP": "tool" if calls else "end", "MAX_TOKENS": "length"}.get(finish or "", "missing")
+    answer = Answer(text="".join(text), thinking="".join(thinking), calls=tuple(calls), stop=stop)
+    if not usage:
+        return answer, None
+    cached = usage.get("cachedContentTokenCount") or 0
+    output = usage.get("candidatesTokenCount", 0) + usage.get("thoughtsTokenCount", 0)  # Gemini counts thoughts apart
+    return answer, Usage(usage.get("promptTokenCount", 0) - cached, output, cached)
+
+
 class StreamFailed(Exception):
     """The stream told the client it failed (an error event)."""
 
@@ -203,4 +235,6 @@ def read(protocol: str, raw: bytes, *, stream: bool) -> tuple[Answer, Usage | No
         body = json.loads(raw)
         return (_responses_answer(body["output"], body["status"], body.get("incomplete_details")),
                 _responses_usage(body.get("usage")))
+    if protocol == "gemini":
+        return _gemini_fold(sse_events(raw) if stream else [json.loads(raw)])
     raise ValueError(protocol)

@@ -22,6 +22,9 @@ DECLARED: tuple[tuple[str, str, str, str], ...] = (
     ("messages", "openai", "unsigned thinking is a thinking block with an empty signature",
      "an OpenAI-compatible model's reasoning has no signature; a Messages client needs a thinking block to show it"),
     ("chat", "openai", "no signed blocks", "an OpenAI-compatible model signs nothing"),
+    ("gemini", "*", "no signed blocks", "Gemini's protocol has no place for another provider's thinking signatures: "
+     "its thought parts carry the text"),
+    ("gemini", "*", "cache writes count as input", "Gemini's usage has no cache-write count"),
     ("responses", "*", "cache writes count as input",
      "the Responses API has no field for cache writes; its input_tokens includes them, as OpenAI's does"),
     ("*", "openai", "no cache writes", "OpenAI's usage has no cache-write count (its prompt_tokens includes them)"),
@@ -37,9 +40,10 @@ def apply(protocol: str, kind: str, sent: Answer, secrets: tuple[str, ...] = ())
     for secret in secrets:
         answer = _redacted(answer, secret)
     usage = answer.usage
-    if protocol == "responses" or kind == "openai":  # no field for cache writes: they are input
+    if protocol in ("responses", "gemini") or kind == "openai":  # no field for cache writes: they are input
         usage = Usage(usage.input + usage.cache_write, usage.output, usage.cache_read)
-    return dataclasses.replace(answer, usage=usage, sealed=() if kind == "openai" else answer.sealed)
+    unsigned = kind == "openai" or protocol == "gemini"
+    return dataclasses.replace(answer, usage=usage, sealed=() if unsigned else answer.sealed)
 
 
 def _redacted(answer: Answer, secret: str) -> Answer:
