@@ -1,4 +1,4 @@
-"""Signed thinking round trips (issue 37): Codex (Responses) and OpenCode (chat) tool loops, replayed
+"""Signed thinking round trips (issue 37): Codex (Responses), OpenCode (chat) and Gemini CLI tool loops, replayed
 turn by turn from their recorded bodies with the answers route gives back, through a real
 `route serve` to the simulator's Anthropic endpoint as the strong backend, under the simulator's
 `signed_thinking` profile: Anthropic's rule that a tool loop with thinking on sends the signed
@@ -193,6 +193,58 @@ def test_another_thinking_text_does_not_bring_back_the_signed_blocks(sim, server
                            "tool_calls": answer["tool_calls"]},
         {"role": "tool", "tool_call_id": answer["tool_calls"][0]["id"], "content": "corpus-ok"}]})
     assert final["content"] == FINAL and not final.get("reasoning_content")
+
+
+# -- Gemini CLI, Gemini's protocol --------------------------------------------------------------
+
+SHELL = {"name": "run_shell_command", "arguments": {"command": "echo corpus-ok"}}
+
+
+def _gemini_parts(server: RouteServer, body: dict[str, Any], stream: bool) -> list[dict[str, Any]]:
+    """Every part of the model's answer, streamed (as Gemini CLI asks) or whole."""
+    method = "streamGenerateContent" if stream else "generateContent"
+    with httpx.Client(timeout=30) as client:
+        response = client.post(f"{server.url}/v1beta/models/auto:{method}", params={"alt": "sse"} if stream else None,
+                               json=body)
+    _on_strong(response)
+    answers = [json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:")] \
+        if stream else [response.json()]
+    return [part for answer in answers for part in answer["candidates"][0]["content"]["parts"]]
+
+
+def _gemini_loop(server: RouteServer, stream: bool, keep_signature: bool) -> list[dict[str, Any]]:
+    """Gemini CLI's recorded first request, then its tool round trip with the model turn as the
+    CLI keeps it (the function call with its thoughtSignature; thought parts dropped)."""
+    recorded = _recorded("gemini-cli-tool-round-trip")["body"]
+    opening = {**copy.deepcopy(recorded), "contents": recorded["contents"][:1]}
+    parts = _gemini_parts(server, opening, stream)
+    assert any(p.get("thought") for p in parts)  # the recorded request asks for thoughts
+    [call] = [p for p in parts if "functionCall" in p]
+    assert call["functionCall"]["name"] == "run_shell_command" and call.get("thoughtSignature")
+    if not keep_signature:
+        call = {"functionCall": call["functionCall"]}
+    result = copy.deepcopy(recorded["contents"][2])
+    result["parts"][0]["functionResponse"]["id"] = call["functionCall"]["id"]
+    return _gemini_parts(server, {**opening, "contents": [*opening["contents"], {"role": "model", "parts": [call]},
+                                                          result]}, stream)
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_gemini_cli_tool_loop_keeps_thinking_on_the_strong_backend(sim, server, stream):
+    """Gemini CLI sends back each function call's `thoughtSignature`: route writes the signed
+    thinking there, and it comes back to the backend that refuses the loop without it."""
+    sim.script(STRONG, [{"tool_calls": [SHELL]}, FINAL])
+    final = _gemini_loop(server, stream, keep_signature=True)
+    assert "".join(p.get("text", "") for p in final if not p.get("thought")) == FINAL
+    assert any(p.get("thought") for p in final)  # it thought again: thinking stayed on
+    assert sim.stats(STRONG)["completed"] == 2 and sim.stats(MEDIUM)["requests"] == 0
+
+
+def test_a_gemini_client_that_drops_the_signature_is_answered_without_thinking(sim, server):
+    sim.script(STRONG, [{"tool_calls": [SHELL]}, FINAL])
+    final = _gemini_loop(server, stream=True, keep_signature=False)
+    assert [p for p in final if p.get("text")] == [{"text": FINAL}]  # answered, without thinking
+    assert sim.stats(STRONG)["completed"] == 2
 
 
 # -- the rule as the simulator keeps it -----------------------------------------------------------

@@ -23,8 +23,9 @@ each request gets a dialect of its own (`GeminiRoutes.bind`). Translated:
 
 Refused with a 400 naming the field: Google's server-side tools (Google Search, code
 execution, URL context), parts only Google can read (a Files API `fileData`, executable code),
-`cachedContent`, more than one candidate, output other than text. `thoughtSignature` is
-accepted and not sent on: it is Google's seal, which no other provider reads. Gemini names no
+`cachedContent`, more than one candidate, output other than text. A `thoughtSignature` route
+wrote (an answer's signed thinking, gemini_events.py) becomes its turn's `thinking_blocks` again;
+Google's own are accepted and not sent on: no other provider reads them. Gemini names no
 session: route's own `session` field or `X-Session-Id` names one, else it is derived from the task.
 """
 
@@ -53,6 +54,7 @@ from router.server.protocols.gemini_schema import (
     Part,
     ThinkingConfig,
 )
+from router.server.protocols.reasoning import blocks_from
 from router.server.protocols.validation import bad_request, decode, route_options, session_field, validated
 
 __all__ = ["GEMINI_PREFIX", "GEMINI_PREFIXES", "GeminiDialect", "GeminiRoutes", "count_tokens", "gemini_listing"]
@@ -138,6 +140,14 @@ def _tool_call(call: FunctionCall, call_id: str) -> dict[str, Any]:
             "function": {"name": call.name, "arguments": orjson.dumps(call.args or {}).decode()}}
 
 
+def _assistant(text: str, thoughts: str, calls: list[dict[str, Any]], sealed: list[dict[str, Any]]) -> Message:
+    message: Message = {"role": "assistant", "content": text or None}
+    for key, value in (("reasoning_content", thoughts), ("tool_calls", calls), ("thinking_blocks", sealed)):
+        if value:
+            message[key] = value
+    return message
+
+
 def _user_part(part: Part, where: str) -> dict[str, Any] | None:
     """A user turn's part in chat's shape; None for a thought (the client's, not the task)."""
     if part.text is not None:
@@ -168,21 +178,21 @@ class _Turns:
         texts: list[str] = []
         thoughts: list[str] = []
         calls: list[dict[str, Any]] = []
+        sealed: list[dict[str, Any]] = []
         for k, part in enumerate(content.parts):
+            sealed += blocks_from(part.thought_signature)  # route's own; Google's are not sent on
             if part.function_call is not None:
-                call_id = part.function_call.id or f"call_{turn}_{k}"
-                self._unanswered.setdefault(part.function_call.name, []).append(call_id)
-                calls.append(_tool_call(part.function_call, call_id))
+                calls.append(self._call(part.function_call, f"call_{turn}_{k}"))
             elif part.text is not None:
                 (thoughts if part.thought else texts).append(part.text)
             elif part.thought_signature is None:  # a part that is only a signature carries nothing to pass on
                 _empty(part, f"contents[{turn}].parts[{k}]")
-        message: Message = {"role": "assistant", "content": "".join(texts) or None}
-        if thoughts:
-            message["reasoning_content"] = "".join(thoughts)
-        if calls:
-            message["tool_calls"] = calls
-        self.messages.append(message)
+        self.messages.append(_assistant("".join(texts), "".join(thoughts), calls, sealed))
+
+    def _call(self, call: FunctionCall, fallback_id: str) -> dict[str, Any]:
+        call_id = call.id or fallback_id
+        self._unanswered.setdefault(call.name, []).append(call_id)
+        return _tool_call(call, call_id)
 
     def _result(self, response: FunctionResponse, fallback_id: str) -> None:
         waiting = self._unanswered.get(response.name) or []

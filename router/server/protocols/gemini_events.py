@@ -8,6 +8,10 @@ A response is one candidate whose `content` (role `model`) holds the answer's pa
 (`candidatesTokenCount` leaves the thoughts out, `thoughtsTokenCount` has them;
 `cachedContentTokenCount` is the part of the prompt the provider's cache served).
 
+Signed thinking (Anthropic's, which Anthropic refuses a tool loop without) rides on the first
+function call as its `thoughtSignature`, Gemini's own field for the model's sealed thinking, which
+Gemini's clients send back with the call (encoded as reasoning.py encodes it for Responses).
+
 A stream (`streamGenerateContent`) is a sequence of such responses, each with the parts that
 arrived since the last: as server-sent events (`?alt=sse`: `data: {...}`, what Gemini CLI and the
 google-genai SDK ask for), or else one JSON array written as it grows. Gemini sends a function
@@ -27,6 +31,7 @@ from backends.anthropic_format import tool_input
 from backends.types import Completion, ToolCallChunk
 from router.server.errors import ApiError
 from router.server.protocols.base import Call, Facts
+from router.server.protocols.reasoning import Sealer, encrypted_content, sealed_blocks
 
 __all__ = ["STATUSES", "GeminiEvents", "error_body", "error_object", "finish_reason", "response_body", "usage_metadata"]
 
@@ -81,6 +86,17 @@ def _candidate(parts: list[dict[str, Any]], finish: str | None = None) -> dict[s
     return candidate
 
 
+def _calls(completion: Completion, sealed: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The answer's function calls, the first carrying the provider's signed thinking as its
+    `thoughtSignature`: Gemini's clients send that back with the call, so the thinking returns
+    to the provider that refuses a tool loop without it (router/server/protocols/reasoning.py)."""
+    calls = [_function_call(c.get("id"), c["function"]["name"], c["function"].get("arguments", ""))
+             for c in completion.tool_calls or ()]
+    if calls and sealed:
+        calls[0]["thoughtSignature"] = encrypted_content(sealed)
+    return calls
+
+
 def response_body(call: Call, completion: Completion, facts: Facts | None) -> bytes:
     """The whole GenerateContentResponse."""
     parts: list[dict[str, Any]] = []
@@ -88,8 +104,7 @@ def response_body(call: Call, completion: Completion, facts: Facts | None) -> by
         parts.append({"text": completion.thinking, "thought": True})
     if completion.text:
         parts.append({"text": completion.text})
-    parts += [_function_call(c.get("id"), c["function"]["name"], c["function"].get("arguments", ""))
-              for c in completion.tool_calls or ()]
+    parts += _calls(completion, sealed_blocks(completion))
     body: dict[str, Any] = {"candidates": [_candidate(parts or [{"text": ""}], finish_reason(completion))],
                             "usageMetadata": usage_metadata(completion), "modelVersion": call.model,
                             "responseId": _response_id()}
@@ -112,6 +127,8 @@ class GeminiEvents:
         self._sse = sse
         self._sent = 0  # responses written (the array's commas)
         self._calls: dict[int, list[str]] = {}  # index -> [id, name, arguments so far]
+        self._sealer = Sealer()
+        self._sealed: list[dict[str, Any]] = []  # the signed thinking blocks so far
         self.headers = None if sse else [(b"content-type", b"application/json")]
 
     def _write(self, response: dict[str, Any]) -> bytes:
@@ -131,7 +148,7 @@ class GeminiEvents:
         return self._parts([{"text": text}]) if text else b""
 
     def thinking(self, text: str, signature: str | None = None, redacted: str | None = None) -> bytes:
-        # A signature or a redacted block is another provider's seal: Gemini's clients cannot send it back.
+        self._sealed += self._sealer.feed(text, signature, redacted)  # for the first call's thoughtSignature
         return self._parts([{"text": text, "thought": True}]) if text and self._thoughts else b""
 
     def draft(self, text: str) -> bytes:
@@ -146,8 +163,7 @@ class GeminiEvents:
 
     def finish(self, completion: Completion | None, facts: Facts | None) -> bytes:
         if completion is not None:  # it holds every call whole, those that streamed too
-            calls = [_function_call(c.get("id"), c["function"]["name"], c["function"].get("arguments", ""))
-                     for c in completion.tool_calls or ()]
+            calls = _calls(completion, sealed_blocks(completion) or self._sealed)
         else:
             calls = [_function_call(*self._calls[i]) for i in sorted(self._calls)]
         last: dict[str, Any] = {"candidates": [_candidate(calls or [{"text": ""}], finish_reason(completion))],

@@ -12,6 +12,8 @@ without), and how the Responses API carries them.
   `include: ["reasoning.encrypted_content"]` (the API's own way to keep reasoning without stored
   state: Codex always does). It comes back on the reasoning item that precedes the turn's message
   and tool calls, and becomes that assistant turn's `thinking_blocks` again.
+- Gemini: the same encoding as the first function call's `thoughtSignature`, which Gemini's
+  clients send back with the call (router/server/protocols/gemini_events.py).
 
 `encrypted_content` is an encoding, not a cipher, and carries no MAC. What it holds the client
 already has (the thinking text is the item's summary and content; signatures and redacted data
