@@ -371,3 +371,29 @@ def test_a_replay_cut_short_resumes_where_it_stopped_and_writes_nothing_twice(pg
     assert not list((tmp_path / "spool").iterdir())  # replayed to its end: deleted
     with psycopg.connect(pg_dsn) as conn:
         assert list(conn.execute("SELECT * FROM spool_replayed")) == []
+
+
+def test_route_serve_replays_a_gone_processs_spool_as_it_starts_before_any_request(sim, pg_dsn, tmp_path):
+    """Issue 47: the records a killed server spooled while PostgreSQL was down reached it only
+    when the restarted server logged its first request, so an idle replica held them back."""
+    from router.server import RouteServer
+    from router.store.choice import spool_dir_for
+    from router.store.postgres import describe_dsn
+    from router.store.spool import Spool
+    from tests.waiting import eventually
+
+    spool = spool_dir_for(str(tmp_path / "spool"), describe_dsn(pg_dsn))  # where a server on this config spools
+    left = Spool(spool)
+    left.append([row_for(RequestRecord(source="server", status="ok", prompt=f"spooled {i}")) for i in range(3)])
+    left.close()  # its process is gone
+    router = Router(load_config(_config(sim, spool_dir=str(tmp_path / "spool"))), source="server")
+
+    def replayed() -> bool:
+        try:
+            return _prompts(pg_dsn) == [f"spooled {i}" for i in range(3)]
+        except psycopg.errors.UndefinedTable:  # the log has not opened the database yet
+            return False
+
+    with RouteServer(router):  # started, and asked nothing
+        assert eventually(replayed, timeout_s=60)
+        assert eventually(lambda: not list(spool.iterdir()), timeout_s=60)  # replayed to its end: deleted

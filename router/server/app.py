@@ -155,11 +155,13 @@ def create_app(router: RouterService, *, api_key: str | None = None, body_limit_
     @contextlib.asynccontextmanager
     async def lifespan(app):
         trimming = asyncio.create_task(heap.run())
+        log = getattr(router, "request_log", None)
+        if log is not None:
+            log.replay_left()  # records a killed process spooled reach the database now, not at the first request
         yield
         trimming.cancel()
         if close_router:
             await router.aclose()
-        log = getattr(router, "request_log", None)
         if log is not None:
             await asyncio.to_thread(log.flush)
 

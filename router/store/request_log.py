@@ -238,6 +238,10 @@ class RequestLog:
         if aggregate is not None:
             self._writer.put_after(aggregate, aggregate.second + 1.25)  # a late count of its second still joins it
 
+    def replay_left(self) -> None:
+        """Replay what ended processes left spooled, now (`route serve` calls it as it starts)."""
+        self._writer.replay_left()
+
     def flush(self, timeout_s: float = 10.0) -> bool:
         """Wait until every record observed so far is written (or dropped), spooled ones
         included. False on timeout, or while PostgreSQL is unreachable (the records then stay

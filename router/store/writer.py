@@ -134,6 +134,12 @@ class Writer:
                              "allows; dropping the oldest (counted; one warning per outage)", self.max_pending,
                              self.label)
 
+    def replay_left(self) -> None:
+        """Replay now what processes that ended left in the spool, rather than with this one's
+        first record: an idle replica would otherwise hold them back from the database."""
+        if self.spool is not None:
+            self._ensure_thread()  # the thread claims and replays them first; it ends when idle
+
     def _ensure_thread(self) -> None:
         with self._lock:
             if self._thread is None:
