@@ -16,7 +16,7 @@ from backends.types import Completion, ToolCallChunk, Usage
 from router.server.errors import ApiError
 from router.server.protocols.base import Call
 from router.server.protocols.gemini import GeminiDialect, GeminiRoutes
-from router.server.protocols.gemini_events import GeminiEvents, response_body
+from router.server.protocols.gemini_events import GeminiEvents, response_body, signed_blocks, thought_signature
 
 pytestmark = pytest.mark.unit
 
@@ -221,3 +221,17 @@ def test_routes_own_fields_and_the_operators_as_in_every_protocol():
     assert "deadline_s" not in call.extra and "session" not in call.extra
     assert _refused({"contents": HI, "prefer": "free"}).param == "prefer"
     assert _refused({"contents": HI, "api_base": "http://elsewhere"}).param == "api_base"
+
+
+def test_only_a_thought_signature_route_wrote_brings_thinking_blocks_back():
+    blocks = [{"type": "thinking", "thinking": "Run it.", "signature": "sig-1"}, {"type": "redacted_thinking", "data": "x"}]
+    ours = thought_signature(blocks)
+    assert signed_blocks(ours) == blocks
+    for other in ("c2lnbmF0dXJlLXBsYWNlaG9sZGVy", "skip_thought_signature_validator", "", None):  # Google's, Gemini CLI's
+        assert signed_blocks(other) == []
+    model = {"role": "model", "parts": [{"functionCall": {"id": "c1", "name": "f", "args": {}}, "thoughtSignature": ours}]}
+    messages = _call({"contents": [_user({"text": "go"}), model, _user({"functionResponse": {
+        "id": "c1", "name": "f", "response": {}}})]}).messages
+    assert messages[1]["thinking_blocks"] == blocks
+    google = {"role": "model", "parts": [{"functionCall": {"name": "f"}, "thoughtSignature": "c2lnbmF0dXJl"}]}
+    assert "thinking_blocks" not in _call({"contents": [_user({"text": "go"}), google]}).messages[1]

@@ -240,6 +240,42 @@ def test_a_gemini_cli_tool_loop_keeps_thinking_on_the_strong_backend(sim, server
     assert sim.stats(STRONG)["completed"] == 2 and sim.stats(MEDIUM)["requests"] == 0
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_google_genai_tool_loop_keeps_thinking_on_the_strong_backend(sim, server, stream):
+    """The SDK reads a `thoughtSignature` as base64 bytes and writes it back the same: route's
+    signature is base64, so it parses, and comes back whole."""
+    from google import genai
+    from google.genai import types
+
+    sim.script(STRONG, [{"tool_calls": [SHELL]}, FINAL])
+    client = genai.Client(api_key="unused", http_options=types.HttpOptions(
+        base_url=server.url, retry_options=types.HttpRetryOptions(attempts=1)))
+    shell = types.FunctionDeclaration(name="run_shell_command", parameters_json_schema={
+        "type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]})
+    config = types.GenerateContentConfig(
+        tools=[types.Tool(function_declarations=[shell])],
+        thinking_config=types.ThinkingConfig(include_thoughts=True, thinking_budget=2048),
+        automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True))
+
+    def answer(contents: list[types.Content]) -> list[types.Part]:
+        if stream:
+            return [part for chunk in client.models.generate_content_stream(model="auto", contents=contents, config=config)
+                    for part in (chunk.candidates or [types.Candidate()])[0].content.parts or ()]
+        response = client.models.generate_content(model="auto", contents=contents, config=config)
+        return list(response.candidates[0].content.parts or ())
+
+    asked = [types.Content(role="user", parts=[types.Part(text="Run echo corpus-ok")])]
+    parts = answer(asked)
+    [call] = [part for part in parts if part.function_call]
+    assert call.thought_signature and any(part.thought for part in parts)
+    result = types.FunctionResponse(id=call.function_call.id, name="run_shell_command", response={"output": "corpus-ok"})
+    final = answer([*asked, types.Content(role="model", parts=parts),
+                    types.Content(role="user", parts=[types.Part(function_response=result)])])
+    assert "".join(part.text or "" for part in final if not part.thought) == FINAL
+    assert any(part.thought for part in final)  # it thought again: thinking stayed on
+    assert sim.stats(STRONG)["completed"] == 2 and sim.stats(MEDIUM)["requests"] == 0
+
+
 def test_a_gemini_client_that_drops_the_signature_is_answered_without_thinking(sim, server):
     sim.script(STRONG, [{"tool_calls": [SHELL]}, FINAL])
     final = _gemini_loop(server, stream=True, keep_signature=False)

@@ -42,7 +42,7 @@ from router.server.endpoint import Plain
 from router.server.errors import ApiError
 from router.server.protocols import GEMINI_PREFIXES
 from router.server.protocols.base import Call, Facts
-from router.server.protocols.gemini_events import GeminiEvents, error_body, response_body
+from router.server.protocols.gemini_events import GeminiEvents, error_body, response_body, signed_blocks
 from router.server.protocols.gemini_schema import (
     GENERATE_REQUEST,
     Content,
@@ -54,7 +54,6 @@ from router.server.protocols.gemini_schema import (
     Part,
     ThinkingConfig,
 )
-from router.server.protocols.reasoning import blocks_from
 from router.server.protocols.validation import bad_request, decode, route_options, session_field, validated
 
 __all__ = ["GEMINI_PREFIX", "GEMINI_PREFIXES", "GeminiDialect", "GeminiRoutes", "count_tokens", "gemini_listing"]
@@ -180,7 +179,7 @@ class _Turns:
         calls: list[dict[str, Any]] = []
         sealed: list[dict[str, Any]] = []
         for k, part in enumerate(content.parts):
-            sealed += blocks_from(part.thought_signature)  # route's own; Google's are not sent on
+            sealed += signed_blocks(part.thought_signature)  # route's own; Google's are not sent on
             if part.function_call is not None:
                 calls.append(self._call(part.function_call, f"call_{turn}_{k}"))
             elif part.text is not None:

@@ -10,7 +10,8 @@ A response is one candidate whose `content` (role `model`) holds the answer's pa
 
 Signed thinking (Anthropic's, which Anthropic refuses a tool loop without) rides on the first
 function call as its `thoughtSignature`, Gemini's own field for the model's sealed thinking, which
-Gemini's clients send back with the call (encoded as reasoning.py encodes it for Responses).
+Gemini's clients send back with the call (encoded as reasoning.py encodes it for Responses, then
+as base64, as Google's signatures are).
 
 A stream (`streamGenerateContent`) is a sequence of such responses, each with the parts that
 arrived since the last: as server-sent events (`?alt=sse`: `data: {...}`, what Gemini CLI and the
@@ -22,6 +23,8 @@ last response, which carries `finishReason` and the usage. Errors are Google's:
 
 from __future__ import annotations
 
+import base64
+import binascii
 import uuid
 from typing import Any
 
@@ -31,9 +34,10 @@ from backends.anthropic_format import tool_input
 from backends.types import Completion, ToolCallChunk
 from router.server.errors import ApiError
 from router.server.protocols.base import Call, Facts
-from router.server.protocols.reasoning import Sealer, encrypted_content, sealed_blocks
+from router.server.protocols.reasoning import Sealer, blocks_from, encrypted_content, sealed_blocks
 
-__all__ = ["STATUSES", "GeminiEvents", "error_body", "error_object", "finish_reason", "response_body", "usage_metadata"]
+__all__ = ["STATUSES", "GeminiEvents", "error_body", "error_object", "finish_reason", "response_body", "signed_blocks",
+           "thought_signature", "usage_metadata"]
 
 # Google's canonical status for each HTTP status it answers with; others fall back by class.
 STATUSES = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
@@ -86,6 +90,22 @@ def _candidate(parts: list[dict[str, Any]], finish: str | None = None) -> dict[s
     return candidate
 
 
+def thought_signature(blocks: list[dict[str, Any]]) -> str:
+    """Signed thinking blocks as a `thoughtSignature`: base64, as Google's are, since the
+    google-genai SDK reads the field as base64 bytes (and writes them back the same)."""
+    return base64.b64encode(encrypted_content(blocks).encode()).decode()
+
+
+def signed_blocks(signature: str | None) -> list[dict[str, Any]]:
+    """The blocks a `thoughtSignature` of ours holds; none for Google's own, or anything else."""
+    if not signature:
+        return []
+    try:
+        return blocks_from(base64.b64decode(signature, validate=True).decode())
+    except (binascii.Error, UnicodeDecodeError):
+        return []
+
+
 def _calls(completion: Completion, sealed: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The answer's function calls, the first carrying the provider's signed thinking as its
     `thoughtSignature`: Gemini's clients send that back with the call, so the thinking returns
@@ -93,7 +113,7 @@ def _calls(completion: Completion, sealed: list[dict[str, Any]]) -> list[dict[st
     calls = [_function_call(c.get("id"), c["function"]["name"], c["function"].get("arguments", ""))
              for c in completion.tool_calls or ()]
     if calls and sealed:
-        calls[0]["thoughtSignature"] = encrypted_content(sealed)
+        calls[0]["thoughtSignature"] = thought_signature(sealed)
     return calls
 
 
