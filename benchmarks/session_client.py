@@ -26,14 +26,24 @@ most one signal per session. The router sees a signal only as a client would sho
 next request, never through a label:
 
 - `tool_errors`: two tool results in a row fail, in the client's own shape (`is_error`, a
-  non-zero exit code, a traceback); a stronger model answering the second call gets past it;
-- `correction`: the user answers "that's wrong" / "still failing";
-- `retype`: the user types the task again; `repeat`: the client sends the same request again;
+  non-zero exit code, `success: false`; nothing but the output where the client reports no
+  status), the second call the first again (a stuck model repeats itself); a stronger model
+  answering the second call gets past it;
+- `correction`: the user says the answer was wrong;
+- `retype`: the user asks for the task again, around its words; `repeat`: the client sends the
+  same request again;
 - `refusal`: the answer is a refusal (`finish_reason` content_filter), then the user insists;
 - `empty`: the answer is empty, and the client sends the request again;
 - `truncated`: the answer is cut off (`finish_reason` length), and the user says "continue".
 
 A failing answer takes no step of the task: the session goes on with the same step next call.
+
+**Reworded signals.** What the user and the tools say is worded as policies/sessions.py was not
+written from: no correction opens with its phrases, no failing output prints a traceback, a
+`FAILED` line or "command not found" (`CORRECTIONS`, `ERROR_OUTPUTS`, `RETYPES`). Successful
+outputs include real ones that print "error" in file and test names (`OK_OUTPUTS`, captured from
+a passing pytest run, `ls` and `grep` in a scratch project): a detector reading phrases would
+take them for failures.
 """
 
 from __future__ import annotations
@@ -60,8 +70,11 @@ MAX_CALLS = 40
 KINDS = ("tool_errors", "correction", "retype", "repeat", "refusal", "empty", "truncated")
 FOLLOW_UPS = ("ok, continue", "go on", "continue", "ok, next step please")
 CLOSINGS = ("thanks", "thanks, that's all", "great, thank you")
-CORRECTIONS = ("That's wrong.", "That's wrong, check it again.", "Still failing.",
-               "No, that's not right, the tests still fail.", "This is incorrect, try again.")
+CORRECTIONS = ("Hmm, that doesn't look right to me.", "The numbers don't add up, please look at it again.",
+               "I don't think so. Have another go at it.", "Not quite what I asked for.",
+               "Your answer is off, check the working once more.")
+RETYPES = ("Let me ask again: {task}", "{task}\n\n(asking again: the last answer missed the point)",
+           "Once more, please. {task}")
 REFUSAL = "I'm sorry, but I can't help with that."
 INSIST = "Please go ahead, it is fine to do this."
 OK_OUTPUTS = (
@@ -71,12 +84,18 @@ OK_OUTPUTS = (
     "item.quantity\n    return Response(total=total, currency=user.currency)\n",
     "src/app.py\nsrc/handlers.py\ntests/test_app.py\nREADME.md\n",
     "Updated 1 file: src/app.py (+4 -2)",
+    # real outputs of a scratch project whose files and tests are named for errors, all passing
+    "tests/test_error_handling.py::test_error_message PASSED                  [ 50%]\n"
+    "tests/test_error_handling.py::test_unknown_error PASSED                  [100%]\n"
+    "============================== 2 passed in 0.66s ===============================\n",
+    "src:\nerror_codes.py\nerrors.py\n\nlogs:\nerror.log\n",
+    "src/errors.py:4:def error_message(code):\nsrc/errors.py:5:    return ERROR_CODES.get(code, \"unknown error\")\n",
 )
 ERROR_OUTPUTS = (
-    "Traceback (most recent call last):\n  File \"src/app.py\", line 7, in handle\n    total += item.price * "
-    "item.quantity\nTypeError: unsupported operand type(s) for *: 'NoneType' and 'int'\n",
-    "FAILED tests/test_app.py::test_total - AssertionError: assert 41 == 42\n1 failed, 2 passed in 0.31s\n",
-    "bash: line 1: pytset: command not found\n",
+    "\u2717 total: expected 42, received 41\n    at tests/app.test.js:12:5\n\nTests: 1 failed, 2 passed, 3 total\n",
+    "Segmentation fault (core dumped)\n",
+    "thread 'main' panicked at src/main.rs:7:5:\nattempt to multiply with overflow\n"
+    "note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n",
 )
 
 
@@ -148,8 +167,10 @@ def draw_plan(rng: random.Random, tools: bool, turn: int) -> Plan:
                 rng.choice(CLOSINGS), rng.choice(CORRECTIONS), rng.getrandbits(32))
 
 
-def workload(tasks: list[Task], harnesses: list[Harness], seed: int, per_task: int = 1) -> list[Session]:
-    """Each task in `per_task` clients' harnesses, the clients taken in turn over the shuffled tasks."""
+def workload(tasks: list[Task], harnesses: list[Harness], seed: int, per_task: int = 1,
+             p_show: float = P_SHOW) -> list[Session]:
+    """Each task in `per_task` clients' harnesses, the clients taken in turn over the shuffled
+    tasks; a weaker model's failure shows in `p_show` of the sessions it fails."""
     rng = random.Random(seed)
     order = list(tasks)
     rng.shuffle(order)
@@ -161,7 +182,7 @@ def workload(tasks: list[Task], harnesses: list[Harness], seed: int, per_task: i
     # The coins, drawn without replacement so that the shares are the model's exactly: P_SHOW of
     # the sessions whose task the weaker model fails (rounded down), P_FALSE of all of them.
     failing = [i for i, s in enumerate(sessions) if not s.task.weak_good]
-    shows = set(rng.sample(failing, int(P_SHOW * len(failing))))
+    shows = set(rng.sample(failing, int(p_show * len(failing))))
     false = set(rng.sample(range(len(sessions)), round(P_FALSE * len(sessions))))
     return [dataclasses.replace(s, plan=dataclasses.replace(s.plan, shows=i in shows, false_signal=i in false))
             for i, s in enumerate(sessions)]
@@ -194,6 +215,8 @@ class SessionRun:
     closing: bool = False
     final: str | None = None  # the tier of the task's last answer
     signals: list[Signal] = field(default_factory=list)
+    rounds: int = 0  # tool calls so far: each with arguments of its own, but a stuck model's
+    stuck: bool = False  # the last round failed: the next failing one repeats its call
 
     def __post_init__(self) -> None:
         self.items = self.session.harness.first_turn(self.session.task.prompt)
@@ -231,7 +254,7 @@ class SessionRun:
         steps: dict[str, Callable[[], _Step]] = {
             "tool_errors": lambda: _Step(self._tool_call(), "error", errors_left=ERROR_RUN - 1),
             "correction": lambda: _Step(wrong, "user", plan.correction),
-            "retype": lambda: _Step(wrong, "user", self.session.task.prompt),
+            "retype": lambda: _Step(wrong, "user", self._rng().choice(RETYPES).format(task=self.session.task.prompt)),
             "repeat": lambda: _Step(wrong, "resend"),
             "refusal": lambda: _Step(Answer(REFUSAL, finish_reason="content_filter"), "user", INSIST),
             "empty": lambda: _Step(Answer(""), "resend"),
@@ -290,8 +313,11 @@ class SessionRun:
         harness = self.session.harness
         if step.then in ("ok", "error"):
             call_id = (completion.tool_calls or [{}])[0].get("id") or step.answer.call_id
-            output = self._rng().choice(ERROR_OUTPUTS if step.then == "error" else OK_OUTPUTS)
-            self.items = [*self.items, *harness.tool_round(call_id, output, error=step.then == "error")]
+            error = step.then == "error"
+            output = self._rng().choice(ERROR_OUTPUTS if error else OK_OUTPUTS)
+            self.rounds += not (error and self.stuck)  # a stuck model calls what failed again
+            self.stuck = error
+            self.items = [*self.items, *harness.tool_round(call_id, output, error=error, step=self.rounds)]
         elif step.then == "user":
             self.items = harness.with_user_turn([*self.items, harness.text_answer(completion)], step.text)
             self.closing = self.closing or (step.beats == 2 and self.session.plan.beats[self.beat + 1] == "close")

@@ -37,6 +37,7 @@ CORPUS = Path(__file__).resolve().parents[1] / "tests" / "data" / "clients"
 RECORDED_PROMPTS = ("Run the shell command 'echo corpus-ok' and tell me what it printed.",
                     "What is the weather in Paris right now?", "Make greet() say hello instead of hi.")
 RECORDED_OUTPUTS = ("Sunny, 21 C in Paris", "corpus-ok")
+_ARGUMENTS = ("corpus-ok", "Paris")  # what the recorded calls' arguments name: varied per step
 # Claude Code's session-title side request is not an agent loop: it is left out.
 SIDE_REQUESTS = frozenset({"claude-code-title"})
 _SENTINEL = "@@ROUTE-BENCHMARK-TASK@@"
@@ -62,23 +63,29 @@ def _replace(value: Any, old: str, new: str) -> Any:
 
 def _failed(value: Any) -> Any:
     """A tool result flipped to a failure the way each client reports one: a non-zero exit code
-    (Codex, in JSON or in its text header), `is_error` on an Anthropic tool result."""
+    (Codex, in JSON or in its text header; Qwen Code's `Exit Code:`; mini-swe-agent's
+    `returncode`), `success: false` (Cline), `is_error` on an Anthropic tool result. A client
+    that reports none (OpenCode's and Continue's plain output, the SDKs') shows only the output."""
     if isinstance(value, dict):
         out = {k: _failed(v) for k, v in value.items()}
-        if "exit_code" in out:
-            out["exit_code"] = 1
+        for key in ("exit_code", "returncode"):
+            if key in out:
+                out[key] = 1
+        if out.get("success") is True:
+            out["success"] = False
         if out.get("type") == "tool_result":
             out["is_error"] = True
         return out
     if isinstance(value, list):
         return [_failed(v) for v in value]
     if isinstance(value, str):
-        if value.lstrip().startswith("{"):
+        if value.lstrip().startswith(("{", "[")):
             try:
                 return json.dumps(_failed(json.loads(value)), separators=(",", ":"))
             except ValueError:
                 pass
-        return value.replace("Process exited with code 0", "Process exited with code 1")
+        return value.replace("Process exited with code 0", "Process exited with code 1").replace(
+            "Exit Code: 0", "Exit Code: 1")
     return value
 
 
@@ -145,10 +152,15 @@ class Harness:
         kept = [i for i in items if not any(i is t for t in self.trailer)]
         return [*kept, self.user_turn(text), *self.trailer]
 
-    def tool_round(self, call_id: str, output: str, *, error: bool) -> list[dict[str, Any]]:
-        """The model's call (as recorded, under `call_id`) and the client's result carrying `output`."""
+    def tool_round(self, call_id: str, output: str, *, error: bool, step: int = 0) -> list[dict[str, Any]]:
+        """The model's call (as recorded, under `call_id`; its arguments those of step `step`: an
+        agent's successive calls differ, a stuck model's repeat) and the client's result carrying
+        `output`."""
         assert self.call_id is not None and self.output is not None
         answer = _replace(self.answer, self.call_id, call_id)
+        if step:
+            for marker in _ARGUMENTS:
+                answer = _replace(answer, marker, f"{marker}-{step}")
         result = _replace(_replace(self.result, self.call_id, call_id), self.output, output)
         return [*answer, *(_failed(result) if error else result)]
 
@@ -188,6 +200,8 @@ def _load(path: Path) -> Harness | None:
     # user's next turn, which a tool round must not carry into every later request
     last_result = next((i for i in range(first_result, len(items)) if not _is_result(items[i])), len(items))
     tool, call_id, output, said = _recorded_call(dialect.parse(orjson.dumps(body)))
+    if tool is not None and output is None:  # a recorded failure (cline-chat-tool-error): no loop to clone
+        return None
     return Harness(
         name=path.stem, client=record["client"], path=record["path"], body={k: v for k, v in body.items() if k != items_key},
         items_key=items_key, prefix=items[:start], task_item=_replace(items[start], prompt, _SENTINEL),

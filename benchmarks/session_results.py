@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from benchmarks.session_client import STRONG, WEAK, Session, Signal
 
 __all__ = ["LAST_TURN", "MODES", "ROUTED", "SESSIONS", "STRONGEST", "TRANSCRIPT", "WEAKEST", "Curve", "Detection",
-           "ModeRun", "Outcome", "curves", "detection", "hull", "quality_at"]
+           "ModeRun", "Outcome", "curves", "detection", "hull", "precision", "quality_at"]
 
 STRONGEST, WEAKEST, TRANSCRIPT, LAST_TURN, SESSIONS = (
     "always-strongest", "always-weakest", "per-call transcript", "per-call last turn", "sessions")
@@ -165,3 +165,18 @@ def _line(run: ModeRun, o: Outcome, signal: Signal | None, call: int) -> str:
         else "no signal"
     return (f"  below={run.boundary:<5} {o.session.task.id:<20} {o.session.harness.name[:30]:<30} {what:<30} "
             f"{o.tiers[call - 1]}->{o.tiers[call]} on call {call + 1}: {o.whys[call][:90]!r}")
+
+
+def precision(runs: list[ModeRun]) -> tuple[int, int]:
+    """(escalations on evidence that followed a failure the session showed, all escalations on
+    evidence): a move up whose reason is a signal, in a session whose outputs and turns up to
+    it were all successful, is a false one (what a detector of phrases does on a passing test
+    run that names a file for errors)."""
+    justified = total = 0
+    for run in runs:
+        for o in run.outcomes:
+            for call, why in enumerate(o.whys):
+                if why.startswith("escalated ("):
+                    total += 1
+                    justified += any(s.at < call for s in o.signals)
+    return justified, total

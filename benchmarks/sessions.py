@@ -10,7 +10,7 @@ Claude Code, Codex, OpenCode, aider, the SDKs; the clients taken in turn), every
 by the server's own dialect: the task as the first user turn, tool round trips, short
 follow-ups, a closing "thanks", and -- by the failure-signal model -- tool errors, the same turn
 sent again, corrections, refusals, empty and cut-off answers. A weaker model's failure shows
-with probability at most 0.6; a good answer draws a false signal with probability 0.05.
+with probability at most p (0, 0.3, 0.6); a good answer draws a false signal with probability 0.05.
 Quality comes from the labels only: a task counts as answered well when the model that gave
 its final answer is good enough for it (its label within 0.1 of the better model's).
 
@@ -33,12 +33,18 @@ always-strongest as ends every mode can take), read at the same cost; "APGR over
 area under that curve on costs from always-weakest's to always-strongest's, as a share of the
 quality gap between them (0.5: no better than mixing the two at random).
 
+**The signal probability.** The whole run is made with the weaker model's failure showing in
+p = 0, 0.3 and 0.6 of its sessions (`P_CURVE`), the same tasks and dice otherwise; the tables
+are p = 0.6's, the curve is printed last. Signals are worded as policies/sessions.py was not
+written from (benchmarks/session_client.py, "Reworded signals").
+
 **Targets** (exit 1 on a miss): sessions beat both per-call modes on quality at equal cost
-(APGR over cost, and quality at half of always-strongest's cost); sessions at half of
-always-strongest's cost recover at least 80% of the quality gap between always-weakest and
-always-strongest; sessions that showed a signal while below the top tier escalate in at least
-90% of cases, sessions that showed none in at most 5% (over every boundary's sessions run);
-no session moves down; the session table stays bounded (100,000 sessions in a table of 10,000).
+(APGR over cost, and quality at half of always-strongest's cost); at p = 0.6, sessions at half
+of always-strongest's cost recover at least 80% of the quality gap between always-weakest and
+always-strongest; at p = 0 sessions are not below either per-call mode; escalation precision:
+at least 90% of the escalations on evidence follow a failure the session showed, and sessions
+that showed none move up in at most 5% (over every boundary's sessions run); no session moves
+down; the session table stays bounded (100,000 sessions in a table of 10,000).
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ import statistics
 import sys
 import tracemalloc
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +66,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script 
 
 from benchmarks.routing_data import routing_sets
 from benchmarks.session_backend import KIND, Answer, ScriptedBackend
-from benchmarks.session_client import STRONG, WEAK, Session, SessionRun, Task, workload
+from benchmarks.session_client import P_SHOW, STRONG, WEAK, Session, SessionRun, Task, workload
 from benchmarks.session_harness import harnesses
 from benchmarks.session_results import (
     LAST_TURN,
@@ -74,6 +81,7 @@ from benchmarks.session_results import (
     Outcome,
     curves,
     detection,
+    precision,
 )
 from policies.complexity.training.leave_one_out import training_records
 from router import Router
@@ -86,8 +94,9 @@ PRICES = {WEAK: {"input": 0.0, "output": 0.0},
 STEP_S, GAP_S = 10.0, 900.0  # the script's clock: between calls of a session, and between sessions
 BUDGETS = (0.25, 0.5, 0.75)  # shares of always-strongest's cost at which quality is read
 TARGET_RECOVERED = 0.8
-TARGET_ESCALATED = 0.9
 TARGET_FALSE_ESCALATION = 0.05
+TARGET_PRECISION = 0.9
+P_CURVE = (0.0, 0.3, P_SHOW)  # the share of a weaker model's failing sessions whose failure shows
 
 
 def config(boundary: float) -> dict[str, Any]:
@@ -254,10 +263,11 @@ def _targets(made: dict[str, Curve], detected: Detection, sweep: list[ModeRun], 
     recovered = (ours.quality_at(0.5) - qw) / (qs - qw) if qs != qw else 0.0
     checks.append((f"sessions at 0.5x always-strongest's cost recover {recovered:.1%} of the quality gap "
                    f"(target >= {TARGET_RECOVERED:.0%})", recovered >= TARGET_RECOVERED))
-    shown, escalated = sum(detected.shown.values()), sum(detected.escalated.values())
-    rate = escalated / shown if shown else 0.0
-    checks.append((f"sessions that showed a signal below the top tier escalated: {escalated}/{shown} = {rate:.1%} "
-                   f"(target >= {TARGET_ESCALATED:.0%})", shown > 0 and rate >= TARGET_ESCALATED))
+    justified, total = precision([r for r in sweep if r.mode == SESSIONS])
+    share = justified / total if total else 1.0
+    checks.append((f"escalation precision: {justified}/{total} = {share:.1%} of escalations on evidence followed a "
+                   f"failure the session showed; none on the successful outputs (target >= {TARGET_PRECISION:.0%})",
+                   share >= TARGET_PRECISION))
     quiet = detected.quiet_moved / detected.quiet if detected.quiet else 0.0
     checks.append((f"sessions that showed no signal moved up: {detected.quiet_moved}/{detected.quiet} = {quiet:.1%} "
                    f"(target <= {TARGET_FALSE_ESCALATION:.0%})", quiet <= TARGET_FALSE_ESCALATION))
@@ -319,7 +329,7 @@ def _escalations(detected: Detection, every: bool) -> None:
 
 
 def _report(sessions: list[Session], runs: dict[str, ModeRun], sweep: list[ModeRun], grid: list[float],
-            scored: dict[str, tuple[float, float]], every: bool) -> bool:
+            scored: dict[str, tuple[float, float]], every: bool) -> list[tuple[str, bool]]:
     weakest, strongest = runs[WEAKEST], runs[STRONGEST]
     made, headline = summary(runs, sweep)
     _header(sessions, weakest, strongest)
@@ -330,23 +340,79 @@ def _report(sessions: list[Session], runs: dict[str, ModeRun], sweep: list[ModeR
     _equal_cost_table(made, weakest, strongest)
     detected = detection([r for r in sweep if r.mode == SESSIONS])
     _escalations(detected, every)
-    print()
-    checks = _targets(made, detected, sweep, weakest, strongest)
-    for text, ok in checks:
-        print(("ok      " if ok else "MISSED  ") + text)
-    return all(ok for _, ok in checks)
+    return _targets(made, detected, sweep, weakest, strongest)
+
+
+@dataclass
+class _Point:
+    """One point of the signal-probability curve: every mode run on the same tasks."""
+
+    p: float
+    runs: dict[str, ModeRun]
+    sweep: list[ModeRun]
+
+    def curves(self) -> dict[str, Curve]:
+        return curves(self.sweep, self.runs[WEAKEST], self.runs[STRONGEST])
+
+    def recovered(self) -> float:
+        qw, qs = self.runs[WEAKEST].quality, self.runs[STRONGEST].quality
+        return (self.curves()[SESSIONS].quality_at(0.5) - qw) / (qs - qw) if qs != qw else 0.0
+
+
+async def _point(p: float, tasks: list[Task], seed: int, clients: int, grid: list[float] | None,
+                 quantiles: int) -> tuple[_Point, list[Session], dict[str, tuple[float, float]], list[float]]:
+    sessions = workload(tasks, harnesses(), seed, clients, p_show=p)
+    scored = scores(sessions)
+    grid = grid or boundaries(scored, quantiles)
+    runs = {mode: await run_mode(mode, 0.5, sessions) for mode in (STRONGEST, WEAKEST)}
+    sweep = [await run_mode(mode, b, sessions) for b in grid for mode in ROUTED]
+    return _Point(p, runs, sweep), sessions, scored, grid
+
+
+def _curve(points: list[_Point]) -> list[tuple[str, bool]]:
+    """The curve over the signal probability, and its targets: the gap recovered at 0.5x with
+    signals shown as often as the model says (reworded), and never below per-call at p = 0."""
+    print("\nthe curve over the signal probability (reworded signals; quality at 0.5x always-strongest's cost, "
+          "APGR over cost, escalation precision):")
+    print(f"{'p':>4}  {'recovered':>9}  " + "  ".join(f"{m:>26}" for m in ROUTED) + f"  {'precision':>10}")
+    for point in points:
+        made, (qw, qs) = point.curves(), (point.runs[WEAKEST].quality, point.runs[STRONGEST].quality)
+        justified, total = precision([r for r in point.sweep if r.mode == SESSIONS])
+        cells = "  ".join(f"{made[m].quality_at(0.5):>12.3f} / {made[m].apgr(qw, qs):>11.3f}" for m in ROUTED)
+        print(f"{point.p:>4.1f}  {point.recovered():>9.1%}  {cells}  {justified:>4}/{total:<5}")
+    checks = []
+    last = points[-1]
+    checks.append((f"at p = {last.p}, sessions at 0.5x always-strongest's cost recover {last.recovered():.1%} of the "
+                   f"quality gap with reworded signals (target >= {TARGET_RECOVERED:.0%})",
+                   last.recovered() >= TARGET_RECOVERED))
+    zero = next(point for point in points if point.p == 0.0)
+    made, (qw, qs) = zero.curves(), (zero.runs[WEAKEST].quality, zero.runs[STRONGEST].quality)
+    ours = made[SESSIONS]
+    for mode in (TRANSCRIPT, LAST_TURN):
+        other = made[mode]
+        checks.append((f"at p = 0 (no failure shows), sessions are not below {mode}: quality at 0.5x "
+                       f"{ours.quality_at(0.5):.3f} vs {other.quality_at(0.5):.3f}, APGR over cost "
+                       f"{ours.apgr(qw, qs):.3f} vs {other.apgr(qw, qs):.3f}",
+                       ours.quality_at(0.5) >= other.quality_at(0.5) - 1e-9 and ours.apgr(qw, qs) >= other.apgr(qw, qs) - 1e-9))
+    return checks
 
 
 async def main(directory: Path | None, per_set: int, seed: int, quantiles: int, every: bool,
                clients: int = 1) -> int:
     tasks = load_tasks(directory, per_set, seed)
-    sessions = workload(tasks, harnesses(), seed, clients)
-    scored = scores(sessions)
-    grid = boundaries(scored, quantiles)
-    runs = {mode: await run_mode(mode, 0.5, sessions) for mode in (STRONGEST, WEAKEST)}
-    sweep = [await run_mode(mode, b, sessions) for b in grid for mode in ROUTED]
-    print(f"{per_set} tasks per routing set (seed {seed}), each in {clients} client harness(es), boundaries {grid}")
-    return 0 if _report(sessions, runs, sweep, grid, scored, every) else 1
+    points, grid = [], None
+    for p in P_CURVE:
+        point, sessions, scored, grid = await _point(p, tasks, seed, clients, grid, quantiles)
+        points.append(point)
+    print(f"{per_set} tasks per routing set (seed {seed}), each in {clients} client harness(es), boundaries {grid}; "
+          f"the tables at p = {P_CURVE[-1]}")
+    last = points[-1]
+    checks = _report(sessions, last.runs, last.sweep, grid, scored, every)
+    checks += _curve(points)
+    print()
+    for text, ok in checks:
+        print(("ok      " if ok else "MISSED  ") + text)
+    return 0 if all(ok for _, ok in checks) else 1
 
 
 if __name__ == "__main__":

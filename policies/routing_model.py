@@ -23,6 +23,7 @@ from backends.types import Message
 from policies.ladder import Crossing, Ladder
 from policies.scoring import Score, Scorer
 from policies.task import KNOWN, Shapes, Task, read_task, scored_text
+from policies.template import Learned
 from policies.tiers import Tier
 
 __all__ = ["Placement", "RoutingModel"]
@@ -55,11 +56,13 @@ class RoutingModel:
         """The index of the strongest tier."""
         return len(self.ladder.tiers) - 1
 
-    def place(self, messages: list[Message], tools: object = None, shapes: Shapes = KNOWN) -> Placement:
+    def place(self, messages: list[Message], tools: object = None, shapes: Shapes = KNOWN,
+              learned: Learned | None = None) -> Placement:
         """The tier a conversation's task climbs to (`tools`: the request's, named in what was
-        set aside; `shapes`: what known clients write, policies/shapes.py). What is scored is
+        set aside; `shapes`: what known clients write, policies/shapes.py; `learned`: what the
+        client's own traffic taught, policies/template.py). What is scored is
         `scored_text(task)`, the one input a session's call is scored by too."""
-        task = read_task(messages, tools, shapes)
+        task = read_task(messages, tools, shapes, learned)
         placement = self.place_text(scored_text(task))
         placement.task = task
         return placement

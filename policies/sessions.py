@@ -19,9 +19,11 @@ guess nor from a list of phrases a failing tool or a user might print:
                   non-empty `error`), one that reports a non-zero exit code (in any client's
                   wording: `Exit code: 1`, `"returncode": 1`, `exited with code 1`), a call of a
                   tool the request does not offer (OpenCode answers a malformed call with its
-                  hidden `invalid` tool), or a tool call repeated with the same arguments as the
-                  one before it (the model stuck). A zero exit code is a success whatever the
-                  output prints ("error" in a file name, a test named for errors).
+                  hidden `invalid` tool); or, alone, a tool call repeated with the same
+                  arguments as the one before it (the model stuck: a failing step is normal
+                  agent work, trying the very same step again is not). A zero exit code is a
+                  success whatever the output prints ("error" in a file name, a test named for
+                  errors).
     repeated      the very same turn sent again after it was answered, or the user restating an
                   earlier turn (most of its words again; never a retry after an error, which was
                   not answered)
@@ -84,6 +86,7 @@ class Turn:
     refusal: bool = False
     empty: bool = False
     scored: str = ""  # what places the call: policies/task.py's scored_text, the same as a plain call's
+    repeated_call: bool = False  # the model called the same tools with the same arguments again
 
 
 def tool_failed(text: str) -> bool | None:
@@ -169,7 +172,8 @@ def read_turn(messages: list[Message], task: Task | None = None, tools: object =
     empty = previous is not None and not previous.get("tool_calls") and not content_text(previous.get("content"))
     if results and all(m.get("role") in ("tool", "user", "system") for m in after):
         errors = _failed_steps(messages, last_call, results, _offered(tools))
-        return Turn(True, "", first, errors, refusal, scored=scored_text(task))
+        return Turn(True, "", first, errors, refusal, scored=scored_text(task),
+                    repeated_call=_repeated_call(messages, last_call))
     return Turn(False, task.latest, first, 0, refusal, empty, scored_text(task))
 
 
@@ -199,16 +203,21 @@ def _calls(message: Message) -> list[tuple[str, str, str]]:
 def _failed_steps(messages: list[Message], last_call: int, results: list[Message],
                   offered: frozenset[str] | None) -> int:
     """Failed steps this call reports: each result that says it failed or answers a call of a
-    tool the request does not offer, and one more when the model repeated its previous call."""
+    tool the request does not offer."""
     calls = _calls(messages[last_call])
     unoffered = {i for i, name, _ in calls if offered is not None and name not in offered}
     failed = sum(tool_failed(content_text(m.get("content"))) is True or str(m.get("tool_call_id")) in unoffered
                  for m in results)
+    return failed
+
+
+def _repeated_call(messages: list[Message], last_call: int) -> bool:
+    """The model's latest tool calls are its previous ones again, with the same arguments: the
+    last attempt did not get it anywhere, and it is trying the same thing (an agent's next step
+    differs, a re-run after an edit has the edit between)."""
     before = next((m for m in reversed(messages[:last_call]) if m.get("role") == "assistant" and m.get("tool_calls")),
                   None)
-    if before is not None and [c[1:] for c in _calls(before)] == [c[1:] for c in calls]:
-        failed += 1  # the same call with the same arguments: the last one did not get it anywhere
-    return failed
+    return before is not None and [c[1:] for c in _calls(before)] == [c[1:] for c in _calls(messages[last_call])]
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +239,8 @@ def escalation(tier: int, top: int, turn: Turn, *, errors_in_a_row: int, repeate
         return None
     if errors_in_a_row >= ERRORS_TO_ESCALATE:
         return Escalation(tier + 1, "tool-errors", f"{errors_in_a_row} failed tool results in a row")
+    if turn.repeated_call:
+        return Escalation(tier + 1, "tool-errors", "the same tool call with the same arguments again")
     if turn.refusal:
         return Escalation(tier + 1, "refusal", "the model refused the last turn")
     if not answered:

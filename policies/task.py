@@ -47,6 +47,7 @@ from policies.harness import (
     repeated_end,
     tail,
 )
+from policies.template import Learned
 from policies.wrappers import RULES_MIN, context_like
 
 __all__ = ["EDGE", "HISTORY_KEPT", "KINDS", "KNOWN", "WINDOW", "Aside", "Shapes", "Task", "read_task", "scored_text"]
@@ -76,12 +77,14 @@ class Task:
     conversation: list[Message] = field(default_factory=list, repr=False, compare=False)  # as given
     kept: bool = field(default=True, compare=False)  # whether `conversation` is still held
     chars: tuple[int, int] | None = field(default=None, compare=False)  # (first, latest) when forgotten
+    reading: tuple[Shapes, Learned | None] = field(default=(KNOWN, None), repr=False, compare=False)  # read with
 
     def forgotten(self) -> Task:
         """This task without the texts it was read from, their lengths kept (what a list of past
         requests holds: an agent's conversation is often hundreds of kilobytes); what was set
         aside is then unknown, not empty."""
         return replace(self, first="", latest="", messages=[], conversation=[], tools=None, kept=False,
+                       reading=(KNOWN, None),
                        chars=self.chars or (len(self.first), len(self.latest)))
 
     def _lengths(self) -> tuple[int, int]:
@@ -91,7 +94,7 @@ class Task:
     def set_aside(self) -> tuple[Aside, ...]:
         """Every piece set aside, message by message: one pass over the whole conversation,
         made each time it is asked for (deciding needs none of it)."""
-        return _Reading(self.conversation).set_aside()
+        return _Reading(self.conversation, *self.reading).set_aside()
 
     def set_aside_chars(self) -> dict[str, int]:
         """Characters set aside per kind, largest first (the tool schemas as their JSON text)."""
@@ -129,15 +132,17 @@ def scored_text(task: Task) -> str:
     return task.latest
 
 
-def read_task(messages: list[Message], tools: Any = None, shapes: Shapes = KNOWN) -> Task:
+def read_task(messages: list[Message], tools: Any = None, shapes: Shapes = KNOWN,
+              learned: Learned | None = None) -> Task:
     """The task of a conversation in chat format (see the module docstring). `tools`: the
     request's tool schemas, if any, named in what was set aside; `shapes`: what known clients
-    write (policies/shapes.py; the benchmark reads a client with its own entry left out)."""
-    if len(messages) == 1 and messages[0].get("role") == "user":  # a bare prompt: nothing to compare it with
+    write (policies/shapes.py; the benchmark reads a client with its own entry left out);
+    `learned`: what this client's own traffic taught (policies/template.py), read first."""
+    if len(messages) == 1 and messages[0].get("role") == "user" and learned is None:  # a bare prompt
         text = content_text(messages[0].get("content"))
         if _plain(text) and client_turn(text, shapes) is None:
             return Task(text.strip(), text.strip(), [{"role": "user", "content": text}], False, tools, messages)
-    return _Reading(messages, shapes).task(tools)
+    return _Reading(messages, shapes, learned).task(tools)
 
 
 def _plain(text: str) -> bool:
@@ -219,9 +224,10 @@ def _answer(message: Message, index: int) -> tuple[int, Message] | None:
 class _Reading:
     """A conversation being read: the user's words of a turn are read once, when first needed."""
 
-    def __init__(self, messages: list[Message], shapes: Shapes = KNOWN) -> None:
+    def __init__(self, messages: list[Message], shapes: Shapes = KNOWN, learned: Learned | None = None) -> None:
         self.messages = messages
         self.shapes = shapes
+        self.learned = learned
         self.skip = _examples_end(messages, shapes)
         self.sources = _system_prompts(messages)
         self.folded = (not self.sources and len(messages) > 1 and messages[0].get("role") == "user"
@@ -238,12 +244,25 @@ class _Reading:
             content = self.messages[index].get("content")
             if self.folded and index == 0:
                 self.turns[index] = "", [Aside("system", chars(content), index)]
+            elif self.learned is not None and (known := self._learned(index)) is not None:
+                self.turns[index] = known
             elif self._context_turn(index):
                 self.turns[index] = "", [Aside("context", chars(content), index)]
             else:
                 after = index > 0 and self.messages[index - 1].get("role") == "assistant"
                 self.turns[index] = own_words(content, index, self.sources, aside, self.shapes, after), aside
         return self.turns[index]
+
+    def _learned(self, index: int) -> tuple[str, list[Aside]] | None:
+        """A turn as this client's own traffic reads it: a context turn it sends with every task,
+        or its template around the user's words; None when neither fits."""
+        assert self.learned is not None
+        text = content_text(self.messages[index].get("content"))
+        if self.learned.context_turn(text):
+            return "", [Aside("context", len(text), index)]
+        template = self.learned.template
+        words = template.words(text) if template is not None else None
+        return (words, [Aside("template", template.chars, index)]) if template is not None and words is not None else None
 
     def _context_turn(self, index: int) -> bool:
         """A user turn of context sent before the user's words: an environment report (date,
@@ -266,7 +285,7 @@ class _Reading:
         words = self.turn(latest)[0]
         context = self._context(first, latest)
         return Task(self.turn(first)[0].strip(), words.strip(), [*context, {"role": "user", "content": words}],
-                    False, tools, messages)
+                    False, tools, messages, reading=(self.shapes, self.learned))
 
     def _context(self, first: int, latest: int) -> list[Message]:
         """The turns before `latest` the scorer sees, oldest first: the user's words and the
@@ -303,7 +322,8 @@ class _Reading:
         users = [m for m in messages[self.skip:] if m.get("role") == "user"] or messages[-1:]
         first = content_text(users[0].get("content")) if users else ""
         latest = content_text(users[-1].get("content")) if users else ""
-        return Task(first, latest, [{"role": "user", "content": latest}], bool(latest.strip()), tools, messages)
+        return Task(first, latest, [{"role": "user", "content": latest}], bool(latest.strip()), tools, messages,
+                    reading=(self.shapes, self.learned))
 
     def set_aside(self) -> tuple[Aside, ...]:
         """Every piece set aside, in order: the one full pass."""

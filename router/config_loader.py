@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from backends.errors import ConfigError
 from router.config import Config
-from router.paths import user_config_file
+from router.paths import find_config
 from router.yaml_safe import load_yaml
 
 __all__ = ["LoadedConfig", "find_config", "load_config", "parse_config"]
@@ -43,25 +43,6 @@ def _embedded_text() -> str:
         return packaged.read_text(encoding="utf-8")
     # Editable installs and source checkouts: the repo's top-level config.yaml is the default.
     return (Path(__file__).resolve().parent.parent / "config.yaml").read_text(encoding="utf-8")
-
-
-def find_config(explicit: str | os.PathLike | None = None) -> Path | None:
-    """The config file to use, or None for the embedded default."""
-    if explicit:
-        path = Path(explicit)
-        if not path.is_file():
-            raise ConfigError(f"config file not found: {path}. Check the path given to --config.")
-        return path
-    env = os.environ.get("ROUTE_CONFIG")
-    if env:
-        path = Path(env)
-        if not path.is_file():
-            raise ConfigError(f"config file not found: {path} (from $ROUTE_CONFIG). Fix or unset ROUTE_CONFIG.")
-        return path
-    for candidate in (Path("config.yaml"), user_config_file()):
-        if candidate.is_file():
-            return candidate
-    return None
 
 
 def load_config(source: str | os.PathLike | dict | None = None) -> LoadedConfig:

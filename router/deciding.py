@@ -19,6 +19,7 @@ from policies.needs import SMALL_OUTPUT, Needs
 from policies.routing_model import RoutingModel
 from policies.scoring import Score
 from policies.selection import PREFER_CHOICES, Prefer, RouteInputs, forced_plan, plan_route
+from policies.template import Learned
 from policies.tiers import Tier, fallback_order
 from router.cost_limit import within_cost
 from router.decision import Decision
@@ -60,19 +61,21 @@ class Decider:
         else:
             routing = self._parts.model.current  # read once: one version decides the whole call
             sessions = self._parts.sessions
-            plan = (sessions.plan(session, messages, routing, tools) if session is not None and sessions is not None
-                    else None)
-            decision = self._decide_routed(routing, messages, deadline_s, max_tokens, checked, unable, plan, tools)
+            learned = self._parts.templates.read(messages, tools, CLIENT_KEY.get())  # the client's own template
+            plan = (sessions.plan(session, messages, routing, tools, learned)
+                    if session is not None and sessions is not None else None)
+            decision = self._decide_routed(routing, messages, deadline_s, max_tokens, checked, unable, plan, tools,
+                                           learned)
         if max_cost_usd is None:
             return decision
         return within_cost(self._parts, decision, messages, max_tokens, max_cost_usd)
 
     def _decide_routed(self, routing: RoutingModel, messages: list[Message], deadline_s: float | None,
                        max_tokens: int | None, prefer: Prefer, unable: Mapping[str, str],
-                       session: SessionPlan | None = None, tools: Any = None) -> Decision:
+                       session: SessionPlan | None = None, tools: Any = None, learned: Learned | None = None) -> Decision:
         score: Score | None
         if session is None:
-            placement = routing.place(messages, tools)
+            placement = routing.place(messages, tools, learned=learned)
             index, score, crossings, task = placement.index, placement.score, placement.crossings, placement.task
             opening = routing.reason(placement)
         else:  # the task's tier, not the transcript's (router/sessions.py)

@@ -40,7 +40,8 @@ from policies.ladder import Crossing
 from policies.routing_model import Placement, RoutingModel
 from policies.scoring import Score
 from policies.sessions import Turn, escalation, read_turn, restated
-from policies.task import Task, read_task
+from policies.task import KNOWN, Task, read_task
+from policies.template import Learned
 from router.request_context import CLIENT_KEY
 
 __all__ = ["AUTO", "MAX_KEY_CHARS", "Session", "SessionKey", "SessionPlan", "SessionState", "SessionTable",
@@ -244,11 +245,13 @@ class Sessions:
         if self.shared is not None:
             self.shared.save(key, stored)
 
-    def plan(self, key: SessionKey, messages: list[Message], model: RoutingModel, tools: Any = None) -> SessionPlan:
+    def plan(self, key: SessionKey, messages: list[Message], model: RoutingModel, tools: Any = None,
+             learned: Learned | None = None) -> SessionPlan:
         """What the session makes of this call (`tools`: the request's tool schemas, so that a
-        call of a tool it does not offer counts as a failed step)."""
+        call of a tool it does not offer counts as a failed step; `learned`: the client's
+        template, read as a plain call reads it)."""
         state = self.table.get(key.id)
-        task = key.task or read_task(messages)
+        task = read_task(messages, None, KNOWN, learned) if learned is not None else key.task or read_task(messages)
         turn = read_turn(messages, task, tools)
         digest = _digest(messages)
         index, why, score, crossings = _tier_for(model, state, turn)

@@ -40,6 +40,7 @@ from router.scope import RequestScope
 from router.sessions import Sessions, SessionTable
 from router.state.base import SharedState
 from router.state.rate_limits import RateLimiter, rate_limiter_for
+from router.templates import Templates
 
 if TYPE_CHECKING:
     from backends.types import Price
@@ -74,6 +75,7 @@ class Parts:
     request_log: RequestLog | None = None
     spend_cap: SpendCap | None = None
     learner: Learner | None = None
+    templates: Templates = field(default_factory=Templates)  # each client's template, from its traffic
     _feedback: Feedback | None = None
 
     def feedback(self) -> Feedback:

@@ -145,3 +145,20 @@ def test_route_eval_judges_the_adopted_version(sim, tmp_path):
     before = apgr()
     _adopt(load_config(str(path)).config, bias=0.0, sign=-1.0)  # ranks the easy prompts above the hard
     assert before > 0.5 > apgr()
+
+
+def test_without_a_config_file_route_score_needs_no_config_because_the_default_learns_nothing():
+    """`route score` skips loading the embedded default config (pydantic, the schema) when no
+    config file is found; that holds only while the default scores with the shipped weights and
+    does not learn. This says so, and fails the day the default changes."""
+    from router.config_loader import (
+        _embedded_text,  # the default as shipped
+        parse_config,
+    )
+    from router.wiring import build_model
+
+    loaded = parse_config(_embedded_text(), "<embedded>")
+    assert loaded.config.routing.learn is None
+    scorer, shipped = build_model(loaded).scorer, ComplexityScorer.load()
+    for prompt in ("hi", HARD, "Write a haiku about rain."):
+        assert scorer.score([{"role": "user", "content": prompt}]).value == shipped.score_text(prompt)

@@ -102,16 +102,16 @@ def test_opencodes_invalid_tool_results_are_tool_errors_through_route_serve(rout
     assert tool_failed(_opencode_invalid_call(body, 9)[1]["content"]) is None
 
 
-def test_a_tool_call_repeated_with_the_same_arguments_counts_as_a_failed_step(router):
+def test_a_tool_call_repeated_with_the_same_arguments_moves_the_session_up(router):
     session = router.session()
     messages = [{"role": "user", "content": TASK}]
     session.complete(messages)
-    for i in range(2):  # plain output, no flag, no exit code: only the repetition says it
-        messages += _round(i, "utils.py", name="grep", arguments='{"pattern": "cnt"}')
-        result = session.complete(messages)
-    assert result.decision.tier == "local"  # one repetition: one failed step
-    messages += _round(2, "utils.py", name="grep", arguments='{"pattern": "cnt"}')
-    assert session.complete(messages).decision.tier == "fast"
+    messages += _round(0, "utils.py", name="grep", arguments='{"pattern": "cnt"}')
+    assert session.complete(messages).decision.tier == "local"
+    # plain output, no flag, no exit code: only the repetition says it
+    messages += _round(1, "utils.py", name="grep", arguments='{"pattern": "cnt"}')
+    result = session.complete(messages)
+    assert result.decision.tier == "fast" and "same tool call with the same arguments" in result.decision.reason
     # a re-run after another step is not a repetition
     again = router.session()
     ask = [{"role": "user", "content": TASK}]

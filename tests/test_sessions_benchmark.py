@@ -115,3 +115,24 @@ def test_quality_at_equal_cost_reads_the_upper_hull() -> None:
     assert upper == [(0.0, 0.5), (0.5, 0.9), (1.0, 1.0)]
     assert quality_at(upper, 0.25) == pytest.approx(0.7)
     assert quality_at(upper, 0.75) == pytest.approx(0.95)
+
+
+def test_the_signals_are_worded_as_the_detector_was_not_written_from() -> None:
+    """Issue 46: the benchmark planted the detector's own phrases. Its corrections open with
+    none of them, its failing outputs print no traceback or FAILED line, and its successful ones
+    include outputs that name files and tests for errors: only structure can tell them apart."""
+    from benchmarks.session_client import CORRECTIONS, ERROR_OUTPUTS, OK_OUTPUTS
+    from policies.sessions import correction, tool_failed
+
+    assert not any(correction(c) for c in CORRECTIONS)
+    assert all(tool_failed(o) is None for o in (*ERROR_OUTPUTS, *OK_OUTPUTS))
+    assert any("error" in o for o in OK_OUTPUTS)
+
+
+def test_a_stuck_model_repeats_its_call_and_a_working_one_does_not() -> None:
+    harness = HARNESSES["codex-responses-tool-round-trip"]
+    items = harness.first_turn("Compute 6 * 7.")
+    for step, error in ((1, False), (2, True), (2, True)):
+        items += harness.tool_round(f"c{len(items)}", "x", error=error, step=step)
+    calls = [m["tool_calls"][0]["function"]["arguments"] for m in harness.parse(items).messages if m.get("tool_calls")]
+    assert calls[0] != calls[1] == calls[2]

@@ -41,6 +41,10 @@ def serving_scorer(weights: Path | None, config: str | None) -> Any:
     the configured scorer used, as the server does."""
     if weights is not None:
         return load_scorer(weights)
+    from router.paths import find_config
+
+    if find_config(config) is None:  # the embedded default: the shipped scorer, no learning (stays lean)
+        return load_scorer(None)
     from router.config_loader import load_config
     from router.wiring import build_model
 
