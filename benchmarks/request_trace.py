@@ -50,6 +50,7 @@ class _Trace:
         self.modules: set[str] = set()
         self.at_aiohttp: list[int] = []  # project frames in the calling task, per aiohttp request
         self.deepest = 0  # the most project frames on one task's stack at any call
+        self.rooms: list[str] = []  # the modules of the stack at the upstream call, outermost first
 
     def __call__(self, frame, event: str, arg: object) -> None:
         if event != "call":
@@ -64,11 +65,15 @@ class _Trace:
                 caller = caller.f_back
             self.deepest = max(self.deepest, depth)
         elif "aiohttp" in filename and frame.f_code.co_name == "_request" and not self.at_aiohttp:
-            depth, caller = 0, frame.f_back
+            depth, caller, stack = 0, frame.f_back, []
             while caller is not None:
-                depth += _module(caller.f_code.co_filename) is not None
+                module = _module(caller.f_code.co_filename)
+                depth += module is not None
+                if module is not None and (not stack or stack[-1] != module):
+                    stack.append(module)
                 caller = caller.f_back
             self.at_aiohttp.append(depth)
+            self.rooms = stack[::-1]
 
 
 async def _request(app, path: str, body: bytes) -> tuple[int, bytes]:
@@ -125,6 +130,17 @@ async def run(path: str, stream: bool) -> None:
           f"deepest project stack: {trace.deepest}")
     for module in sorted(trace.modules):
         print(f"  {module}")
+    _print_rooms(trace.rooms)
+
+
+def _print_rooms(rooms: list[str]) -> None:
+    """The modules the request passes through on its way down to the upstream call, outermost
+    first (the stack at that call, a module's consecutive frames as one room); a module met again
+    further down is a return: a layer that calls back up into one above it (issue 45: none)."""
+    returns = [room for i, room in enumerate(rooms) if room in rooms[:i]]
+    print(f"the walk from the server's entry to the upstream call: {len(rooms)} rooms, {len(returns)} returns"
+          + (f" ({', '.join(returns)})" if returns else ""))
+    print("  " + " -> ".join(rooms))
 
 
 def main() -> None:
