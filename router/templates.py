@@ -28,6 +28,17 @@ _SYSTEM_ROLES = ("system", "developer")
 _CONTEXT_TURNS = 8  # earlier user turns of a request whose digests are compared
 
 
+def _earlier(messages: list[Message], at: int) -> frozenset[str]:
+    """Digests of the user turns before `at` (the last _CONTEXT_TURNS of them)."""
+    found: list[str] = []
+    for i in range(at - 1, -1, -1):
+        if messages[i].get("role") == "user":
+            found.append(digest(content_text(messages[i].get("content"))))
+            if len(found) == _CONTEXT_TURNS:
+                break
+    return frozenset(found)
+
+
 @dataclass(slots=True)
 class _Client:
     last: str  # the latest user turn's text of its last request with other words
@@ -48,27 +59,22 @@ class Templates:
         return len(self._clients)
 
     def read(self, messages: list[Message], tools: Any, owner: str | None) -> Learned | None:
-        """What this client's traffic taught so far, this request included (None: nothing)."""
-        users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
-        if not users:
+        """What this client's traffic taught so far, this request included (None: nothing).
+        A request of a conversation going on costs a key and one comparison; the digests of its
+        earlier turns are taken only when its latest turn is another task's."""
+        at = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "user"), None)
+        if at is None:
             return None
-        latest = content_text(messages[users[-1]].get("content"))
-        if len(latest) > 2 * KEPT:
-            return self._known(self._key(messages, tools, owner))
-        earlier = frozenset(digest(content_text(messages[i].get("content"))) for i in users[-1 - _CONTEXT_TURNS:-1])
+        latest = content_text(messages[at].get("content"))
         key = self._key(messages, tools, owner)
         client = self._clients.get(key)
         if client is None:
-            self._put(key, _Client(latest, earlier))
+            self._put(key, _Client(latest, _earlier(messages, at)))
             return None
         self._clients.move_to_end(key)
-        if latest != client.last:
-            self._learn(client, latest, earlier)
+        if latest != client.last and len(latest) <= 2 * KEPT:  # a longer turn is not learned from
+            self._learn(client, latest, _earlier(messages, at))
         return Learned(client.template, client.context) if client.template or client.context else None
-
-    def _known(self, key: str) -> Learned | None:
-        client = self._clients.get(key)
-        return Learned(client.template, client.context) if client is not None and client.template else None
 
     @staticmethod
     def _learn(client: _Client, latest: str, earlier: frozenset[str]) -> None:

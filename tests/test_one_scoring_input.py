@@ -121,6 +121,10 @@ def test_route_score_after_an_adopted_version_agrees_with_the_server(sim, tmp_pa
             assert answer.status_code == 200 and answer.headers["x-route-version"] == str(version)
             served.append(float(answer.headers["x-route-score"]))
     assert cli == pytest.approx(served, abs=1e-3)  # the header's rounding
+    explained = CliRunner().invoke(app, ["--explain", "--json", "-c", str(path), prompts[1]])
+    assert explained.exit_code == 0, explained.output
+    assert json.loads(explained.stdout)["version"] == version
+    assert json.loads(explained.stdout)["score"] == pytest.approx(cli[1], abs=1e-6)
     assert all(c - shipped.score_text(p) > 0.05 for c, p in zip(cli, prompts))  # not the shipped scorer
     # --weights still judges a file, whatever the config adopted
     fixed = CliRunner().invoke(app, ["score", "-c", str(path), "--weights", str(DEFAULT_WEIGHTS)], input=lines)
