@@ -22,7 +22,9 @@ conversation scored as it is sent show what the harness does unread.
 `--leave-one-client-out`: the rules judged on data they were not written from. Each client is
 read with its own entry of policies/shapes.py removed (general rules and the other clients'
 data only); the four kinds of wrapper of issue 46 (benchmarks/harness_cases.py) are read with
-no client's data at all. Per row: the share on the bare prompt's tier (target >= 95%) and the
+no client's data at all, and a client's own short template (no general rule reads it) is read
+on each task as it comes, by its first request's rules and by the template router/templates.py
+learns from the tasks before it (the first row is shown, the second is held to the target). Per row: the share on the bare prompt's tier (target >= 95%) and the
 mean |shift| of the score (<= 0.03). A last row reads the bare prompts themselves and compares
 them with the prompts as typed: what the general rules take from a user's own words.
 Exits 1 when a target is missed.
@@ -46,17 +48,19 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
 from backends.types import Message
-from benchmarks.harness_cases import cases
+from benchmarks.harness_cases import cases, short_template
 from benchmarks.routing_data import routing_sets
 from policies.complexity import ComplexityScorer
 from policies.routing_eval import apgr, quality_curve
 from policies.shapes import KNOWN, Shapes
 from policies.task import read_task, scored_text
+from policies.template import Learned
 from router.config_loader import load_config
 from router.server.protocols.chat import ChatDialect
 from router.server.protocols.gemini import GeminiDialect
 from router.server.protocols.messages import MessagesDialect
 from router.server.protocols.responses import ResponsesDialect
+from router.templates import Templates
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "data" / "clients"
@@ -252,8 +256,9 @@ class Reader:
         self.scorer = scorer
         self.bare_of: dict[str, float] = {}
 
-    def score(self, messages: list[Message], tools: Any = None, shapes: Shapes = KNOWN) -> float:
-        return self.scorer.score_text(scored_text(read_task(messages, tools, shapes)))
+    def score(self, messages: list[Message], tools: Any = None, shapes: Shapes = KNOWN,
+              learned: Learned | None = None) -> float:
+        return self.scorer.score_text(scored_text(read_task(messages, tools, shapes, learned)))
 
     def bare(self, prompt: str) -> float:
         """The bare prompt as the router reads it (the same rules, so a shape a prompt itself has
@@ -353,6 +358,16 @@ def leave_one_client_out(records: list[dict[str, Any]], reader: Reader, tier: Ca
         pairs = [(reader.bare(r["prompt"]), reader.score(case.build(r["prompt"], o["prompt"]), None, nobody))
                  for r, o in zip(records, others)]
         show(f"{case.kind}: {case.name}", 1, _loo_row(case.name, pairs, records, tier))
+    first, learned, templates = [], [], Templates()
+    for r in records:  # one client's tasks in turn: its template is learned from them as they come
+        messages = short_template(r["prompt"])
+        taught = templates.read(messages, None, "bench")
+        first.append((reader.bare(r["prompt"]), reader.score(messages, None, nobody)))
+        learned.append((reader.bare(r["prompt"]), reader.score(messages, None, nobody, taught)))
+    row = _loo_row("short template", first, records, tier)
+    print(f"{'a short template of its own: first request (no target)':58s} {1:6d} {row.same_tier:9.1%} "
+          f"{row.mean_shift:11.4f} {row.worst:6.3f} {row.apgr_delta:+8.4f}")
+    show("a short template of its own: learned from its traffic", 1, _loo_row("learned", learned, records, tier))
     typed = [reader.scorer.score_text(r["prompt"]) for r in records]
     read = [reader.bare(r["prompt"]) for r in records]
     row = compare("bare", typed, read, records, tier)

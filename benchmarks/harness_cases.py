@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from backends.types import Message
 
-__all__ = ["KINDS", "Case", "cases"]
+__all__ = ["KINDS", "Case", "cases", "short_template"]
 
 _RULES = """You can run shell commands and edit files to finish the task.
 
@@ -115,6 +115,13 @@ def _follow_up_tagged(task: str, other: str) -> list[Message]:
     return [_SYSTEM, {"role": "user", "content": "Fix the failing test."},
             {"role": "assistant", "content": "I will run the tests.\n```bash\npytest -q\n```"},
             {"role": "user", "content": f"<returncode>1</returncode>\n<output>\n{_OUTPUT}\n</output>\n\n{task}"}]
+
+
+def short_template(task: str) -> list[Message]:
+    """A client's own short template, beyond the four kinds: a heading line before the task and a
+    line of format rules after it, far from a page of rules. No general rule reads it; the
+    client's template learned from its traffic does (router/templates.py)."""
+    return [_SYSTEM, {"role": "user", "content": f"### Ticket\n{task}\n### Reply with JSON: answer, confidence."}]
 
 
 KINDS = ("template", "quoted", "context", "follow-up")
