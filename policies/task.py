@@ -7,24 +7,28 @@ turn, tool calls and their results. The harness is the same for an easy task and
 it says nothing about which model the task needs; scored with the task, it drowns it (aider's
 format rules make "hi" score like a proof). `read_task` finds the user's own words of the first
 and of the latest user turn of a conversation in the router's message form (chat format: the
-server's dialects translate Messages and Responses into it), and the conversation the scorer
-should see: the user's words and the model's plain answers, without the harness.
+server's dialects translate Messages, Responses and Gemini's contents into it), and the
+conversation between the user and the model without the harness (the user's words and the
+model's plain answers). What a call is scored by, plain or in a session, is `scored_text`: the
+latest user words alone.
 
 Set aside by role: system messages (developer messages arrive as system), tool results,
-assistant turns that call tools. Set aside within user turns: what policies/harness.py knows
-clients to write there. Set aside as whole turns: aider's example conversation, its turns about
-the files in the chat with the scripted reply after each, and (for a model without a system
-role) its system prompt sent as the first user turn, known as one when a later turn ends as it
-does.
+assistant turns that call tools. Set aside within user turns: what policies/harness.py and the
+general rules of policies/wrappers.py find there. Set aside as whole turns: an environment
+report answered by a short scripted reply, then more user turns (a context turn); and what known
+clients write as whole turns (policies/shapes.py: aider's example conversation, its turns about
+the files in the chat, its system prompt sent as the first user turn, known as one when a later
+turn ends as it does). A client's template learned from its own traffic (`learned`,
+policies/template.py) is read first.
 
 The user's words are never dropped: when no user turn has words of its own, the latest user
 turn is scored whole, as sent, and `Task.harness_only` says so.
 
 Cost: reading a task is bounded whatever the conversation's length. The latest turn is found
-from the end, the first from the start; the context the scorer sees is at most `HISTORY_KEPT`
-turns, looked for among the `WINDOW` messages before the latest turn; system prompts are looked
-for among the first and last `EDGE` messages. `Task.set_aside` (for `--explain` and the web view)
-is the one full pass, made only when asked for.
+from the end, the first from the start; the context kept is at most `HISTORY_KEPT` turns, looked
+for among the `WINDOW` messages before the latest turn; system prompts are looked for among the
+first and last `EDGE` messages. `Task.set_aside` (for `--explain` and the web view) is the one
+full pass, made only when asked for.
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ from policies.wrappers import RULES_MIN, context_like
 
 __all__ = ["EDGE", "HISTORY_KEPT", "KINDS", "KNOWN", "WINDOW", "Aside", "Shapes", "Task", "read_task", "scored_text"]
 
-HISTORY_KEPT = 64  # earlier turns kept for the scorer (it reads as many: features.HISTORY_TURNS)
+HISTORY_KEPT = 64  # earlier turns kept in Task.messages (the conversation without its harness)
 WINDOW = 256  # messages before the latest user turn looked at for them
 EDGE = 16  # messages at each end of a conversation looked at for its system prompts
 _SCRIPTED_REPLY = 120  # characters: a reply to context is an acknowledgement, not an answer
@@ -64,7 +68,7 @@ _SYSTEM_ROLES = frozenset({"system", "developer"})
 @dataclass(slots=True)
 class Task:
     """What a conversation asks. `first`, `latest`: the user's own words of its first and of its
-    latest user turn (the same turn when there is one). `messages`: what the scorer should see --
+    latest user turn (the same turn when there is one; `latest` is what is scored). `messages`:
     the conversation between the user and the model before the latest turn (the user's words and
     the model's plain answers, the last `HISTORY_KEPT` of them), then the latest turn.
     `harness_only`: no user turn had words of its own, so the latest user turn is scored whole."""
