@@ -178,15 +178,21 @@ def read_turn(messages: list[Message], task: Task | None = None, tools: object =
 
 
 def _offered(tools: object) -> frozenset[str] | None:
-    """The names of the tools a request offers (None: not known, or none sent)."""
+    """The names of the tools a request offers; None when that is not known: no tools sent, or
+    one that is not a plain function (a provider's built-in tool, a namespace of tools, a local
+    shell), whose calls may carry names the list does not."""
     if not isinstance(tools, list) or not tools:
         return None
     names = set()
     for tool in tools:
-        if isinstance(tool, dict):
-            function = tool.get("function")
-            names.add((function if isinstance(function, dict) else tool).get("name"))
-    return frozenset(n for n in names if isinstance(n, str))
+        if not isinstance(tool, dict) or tool.get("type", "function") != "function":
+            return None
+        function = tool.get("function")
+        name = (function if isinstance(function, dict) else tool).get("name")
+        if not isinstance(name, str):
+            return None
+        names.add(name)
+    return frozenset(names)
 
 
 def _calls(message: Message) -> list[tuple[str, str, str]]:

@@ -156,3 +156,15 @@ def test_a_successful_result_that_prints_error_is_not_a_failure(output: str):
 ])
 def test_a_failure_in_any_wording_is_read_from_its_flag_or_exit_status(output: str):
     assert tool_failed(output) is True
+
+
+def test_a_call_outside_a_list_with_a_tool_of_another_kind_is_not_judged():
+    """A namespace of tools (Codex), a provider's built-in tool, a local shell: their calls may
+    carry names the list of tools does not, so a call's name says nothing there."""
+    from policies.sessions import read_turn
+
+    messages = [{"role": "user", "content": TASK}, *_round(0, "ok", name="spawn_agent")]
+    namespaced = [{"type": "function", "name": "exec_command"},
+                  {"type": "namespace", "name": "multi_agent_v1", "tools": [{"name": "spawn_agent"}]}]
+    assert read_turn(messages, tools=namespaced).tool_errors == 0
+    assert read_turn(messages, tools=[{"type": "function", "function": {"name": "exec_command"}}]).tool_errors == 1
