@@ -21,7 +21,8 @@ each request gets a dialect of its own (`GeminiRoutes.bind`). Translated:
   `thinkingConfig` (`thinkingBudget`, `thinkingLevel`) -> `reasoning_effort`, and
   `includeThoughts` decides whether the answer's thinking comes back as thought parts.
 
-Refused with a 400 naming the field: Google's server-side tools (Google Search, code
+Accepted and not sent on: `safetySettings`, `labels`, `mediaResolution`, `responseLogprobs`,
+`logprobs` (docs/reference/fields.md). Refused with a 400 naming the field: Google's server-side tools (Google Search, code
 execution, URL context), parts only Google can read (a Files API `fileData`, executable code),
 `cachedContent`, more than one candidate, output other than text. A `thoughtSignature` route
 wrote (an answer's signed thinking, gemini_events.py) becomes its turn's `thinking_blocks` again;
