@@ -64,7 +64,7 @@ def _replace(value: Any, old: str, new: str) -> Any:
 def _failed(value: Any) -> Any:
     """A tool result flipped to a failure the way each client reports one: a non-zero exit code
     (Codex, in JSON or in its text header; Qwen Code's `Exit Code:`; mini-swe-agent's
-    `returncode`), `success: false` (Cline), `is_error` on an Anthropic tool result. A client
+    `returncode`; OpenHands' `[The command completed with exit code 1.]`), `success: false` (Cline), `is_error` on an Anthropic tool result. A client
     that reports none (OpenCode's and Continue's plain output, the SDKs') shows only the output."""
     if isinstance(value, dict):
         out = {k: _failed(v) for k, v in value.items()}
@@ -85,7 +85,7 @@ def _failed(value: Any) -> Any:
             except ValueError:
                 pass
         return value.replace("Process exited with code 0", "Process exited with code 1").replace(
-            "Exit Code: 0", "Exit Code: 1")
+            "Exit Code: 0", "Exit Code: 1").replace("with exit code 0", "with exit code 1")  # ... OpenHands
     return value
 
 
