@@ -117,13 +117,14 @@ def test_valid_shapes_pass_and_keys_real_clients_add_are_accepted(served, sim):
     assert response.json()["choices"][0]["message"]["content"]
 
 
-def test_a_bug_is_a_json_500_not_plain_text(sim):
+def test_a_bug_is_a_json_500_not_plain_text(sim, monkeypatch):
     router = make_router(sim)
 
     def explode(*args, **kwargs):
         raise RuntimeError("boom")
 
-    router.acomplete = explode  # a fault inside the app, after validation
+    # a fault inside the app, after validation: in the request scope every request goes through
+    monkeypatch.setattr(type(router.scope), "acomplete", explode)
     with RouteServer(router) as srv:
         response = post(srv, {**GOOD, "tools": [{"type": "function", "function": {"name": "f"}}]})
     assert response.status_code == 500 and response.json()["error"]["code"] == "internal_error"

@@ -27,6 +27,9 @@ DECLARED: tuple[tuple[str, str, str, str], ...] = (
     ("gemini", "*", "cache writes count as input", "Gemini's usage has no cache-write count"),
     ("responses", "*", "cache writes count as input",
      "the Responses API has no field for cache writes; its input_tokens includes them, as OpenAI's does"),
+    ("*", "litellm", "a beta billed above the price counted (context-1m-*) is a 400 naming anthropic_beta",
+     "litellm's cost cannot count Anthropic's long-context price: no tenant may spend above what route counts "
+     "(backends/client_fields.py); the anthropic kind counts it, the openai kind never sends Anthropic betas"),
     ("*", "openai", "no cache writes", "OpenAI's usage has no cache-write count (its prompt_tokens includes them)"),
 )
 
