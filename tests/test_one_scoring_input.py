@@ -166,3 +166,22 @@ def test_without_a_config_file_route_score_needs_no_config_because_the_default_l
     scorer, shipped = build_model(loaded).scorer, ComplexityScorer.load()
     for prompt in ("hi", HARD, "Write a haiku about rain."):
         assert scorer.score([{"role": "user", "content": prompt}]).value == shipped.score_text(prompt)
+
+
+@pytest.mark.parametrize(("scorer", "shipped"), [(None, True), ({"kind": "learned"}, True), ({"kind": "length"}, False)])
+def test_route_score_reads_the_configs_scorer_and_skips_the_schema_only_for_the_shipped_one(sim, tmp_path, scorer,
+                                                                                               shipped):
+    config = _config(sim, tmp_path)
+    if scorer is None:
+        del config["routing"]["scorer"]
+    else:
+        config["routing"]["scorer"] = scorer
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    lines = "".join(json.dumps({"id": i, "prompt": p}) + "\n" for i, p in enumerate(["hi", HARD]))
+    scored = CliRunner().invoke(app, ["score", "-c", str(path)], input=lines)
+    assert scored.exit_code == 0, scored.output
+    cli = [json.loads(line)["score"] for line in scored.stdout.splitlines()]
+    with Router(load_config(str(path))) as router:
+        assert cli == pytest.approx([router.explain(p).score.value for p in ("hi", HARD)], abs=1e-6)  # type: ignore[union-attr]
+    assert (cli == [round(ComplexityScorer.load().score_text(p), 6) for p in ("hi", HARD)]) is shipped

@@ -43,7 +43,8 @@ def serving_scorer(weights: Path | None, config: str | None) -> Any:
         return load_scorer(weights)
     from router.paths import find_config
 
-    if find_config(config) is None:  # the embedded default: the shipped scorer, no learning (stays lean)
+    found = find_config(config)
+    if found is None or _shipped_only(found):  # the shipped scorer, no learning: stays lean (no schema)
         return load_scorer(None)
     from router.config_loader import load_config
     from router.wiring import build_model
@@ -56,6 +57,26 @@ def serving_scorer(weights: Path | None, config: str | None) -> Any:
         except Exception as exc:  # the server routes on the configured weights then too
             _LOG.warning("route: the learning store could not be read (%r); scoring with the configured weights", exc)
     return _TextScorer(model.scorer)
+
+
+def _shipped_only(path: Path) -> bool:
+    """Whether a config file routes with the shipped scorer and learns nothing, read as plain
+    YAML (the embedded default does too): then the schema (pydantic) and the composition root
+    need not be imported to score with what `route serve` uses. Anything else, or a file that
+    does not read, takes the full path (which says what is wrong with it)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return False
+    routing = data.get("routing") if isinstance(data, dict) else None
+    if routing is None:
+        return isinstance(data, dict)
+    if not isinstance(routing, dict) or routing.get("learn") is not None:
+        return False
+    scorer = routing.get("scorer")
+    return scorer is None or scorer == {"kind": "learned"}
 
 
 def _in_use(config: Any, model: Any) -> Any:
