@@ -5,7 +5,8 @@ What one user turn may hold besides the user's words, by rules that name no clie
 - tagged blocks of any tag name, written as whole lines: the open tag at a line's start, its
   closing tag at a line's end, a heading line just before it included (Codex heads AGENTS.md so;
   Gemini CLI sends `<session_context>`; IDE agents attach files and selections). When nothing
-  but such blocks is left, the user's words are the last block's (an agent's `<user_query>`);
+  but such blocks is left, the user's words are those of the last block whose tag names a query
+  (an IDE agent's `<user_query>`);
 - files pasted as context, an environment part before or after the words, a template around
   them, and a tool's output with the follow-up merged after it (policies/wrappers.py);
 - an end that repeats the end of the system prompt, from a line's start (aider writes its
@@ -43,6 +44,7 @@ _HTML = frozenset(("html head body div span p pre code table thead tbody tr td t
                    "footer nav main aside h1 h2 h3 h4 h5 h6 img br hr blockquote details summary iframe "
                    "canvas video audio source link meta title textarea dl dt dd figure caption").split())
 AGENTS_MD = "# AGENTS.md instructions for "
+_ASKING = re.compile(r"user|query|request|task|question|prompt|ask", re.IGNORECASE)  # a tag naming the query
 _REPEAT_MIN = 16  # characters of a repeated system-prompt end worth setting aside; shorter is chance
 FOLDED_REPEAT_MIN = 64  # ... to call a first user turn a folded system prompt
 
@@ -136,6 +138,7 @@ class _Block(NamedTuple):
     end: int
     kind: str
     inner: str  # the text between the tags
+    tag: str = ""
 
 
 def _close(text: str, tag: str, pos: int) -> int:
@@ -171,16 +174,19 @@ def _blocks(text: str, shapes: Shapes) -> list[_Block]:
             pos = end  # the user's text, tags within it included
             continue
         start = _with_heading(text, match.start())
-        found.append(_Block(start, line_end, shapes.blocks.get(tag, "context"), text[pos:close]))
+        found.append(_Block(start, line_end, shapes.blocks.get(tag, "context"), text[pos:close], tag))
         pos = line_end
     return found
 
 
 def _query(block: _Block) -> bool:
-    """A block that may hold the user's words when a turn is blocks alone: of a tag no client
-    is known by, and neither an environment report, nor markup, nor a document of headings."""
+    """A block that holds the user's words when a turn is blocks alone: its tag names what a
+    person asks (`<user_query>`, `<USER_REQUEST>`, `<task>`: how IDE agents mark the query after
+    the context they attach), and it is neither empty nor an environment report. A tool's output
+    a text agent reports in tags (`<output>`, `<returncode>`) is never read as words."""
     inner = block.inner.strip()
-    return block.kind == "context" and bool(inner) and inner[0] not in "<#" and not context_like(inner)
+    return (block.kind == "context" and bool(inner) and _ASKING.search(block.tag) is not None
+            and not context_like(inner))
 
 
 def _without_blocks(text: str, index: int, aside: list[Aside], shapes: Shapes) -> str:

@@ -53,7 +53,7 @@ SIGNALS = ("tool-errors", "repeated", "correction", "refusal", "empty")
 # An exit status, as shells and agents word it: "Exit code: 1" (Codex, Qwen Code), "exited with
 # code 1", "exit status 1", "[The command completed with exit code 1.]" (OpenHands), and the
 # JSON keys of mini-swe-agent and others ("returncode", "exit_code", "exitCode").
-_EXIT_CODE = re.compile(r"(?:exit(?:ed)?[ _]?(?:with )?(?:code|status)|return[ _]?code|exitcode)\"?\s*[:=]?\s*(-?\d+)",
+_EXIT_CODE = re.compile(r"(?:exit(?:ed)?[ _]?(?:with )?(?:code|status)|return[ _]?code|exitcode)\"?\s*[:=>]?\s*(-?\d+)",
                         re.IGNORECASE)
 _FLAGGED = ("Error:", "error:", "ERROR:", "<tool_use_error>")  # is_error as the dialects write it; Claude Code's own
 _RESTATED = 0.6  # share of a turn's words found in one earlier user turn: the user asking again
@@ -174,7 +174,20 @@ def read_turn(messages: list[Message], task: Task | None = None, tools: object =
         errors = _failed_steps(messages, last_call, results, _offered(tools))
         return Turn(True, "", first, errors, refusal, scored=scored_text(task),
                     repeated_call=_repeated_call(messages, last_call))
+    reported = _reported_output(messages, task)
+    if reported is not None:  # a text agent's tool output, sent as a user turn with no words of the user's
+        return Turn(True, "", first, int(tool_failed(reported) is True), refusal, scored=scored_text(task))
     return Turn(False, task.latest, first, 0, refusal, empty, scored_text(task))
+
+
+def _reported_output(messages: list[Message], task: Task) -> str | None:
+    """The latest user turn's text when it follows one of the model's and holds no words of the
+    user's (the reader set it all aside: a tool's output a text agent reports, a reminder), else
+    None. Such a turn asks nothing new: it is a continuation, never the task sent again."""
+    last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "user"), -1)
+    if task.at < 0 or last <= task.at or messages[last - 1].get("role") != "assistant":
+        return None
+    return content_text(messages[last].get("content"))
 
 
 def _offered(tools: object) -> frozenset[str] | None:

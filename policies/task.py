@@ -82,6 +82,7 @@ class Task:
     kept: bool = field(default=True, compare=False)  # whether `conversation` is still held
     chars: tuple[int, int] | None = field(default=None, compare=False)  # (first, latest) when forgotten
     reading: tuple[Shapes, Learned | None] = field(default=(KNOWN, None), repr=False, compare=False)  # read with
+    at: int = field(default=-1, compare=False)  # the message `latest` was read from (-1: scored whole)
 
     def forgotten(self) -> Task:
         """This task without the texts it was read from, their lengths kept (what a list of past
@@ -289,7 +290,7 @@ class _Reading:
         words = self.turn(latest)[0]
         context = self._context(first, latest)
         return Task(self.turn(first)[0].strip(), words.strip(), [*context, {"role": "user", "content": words}],
-                    False, tools, messages, reading=(self.shapes, self.learned))
+                    False, tools, messages, reading=(self.shapes, self.learned), at=latest)
 
     def _context(self, first: int, latest: int) -> list[Message]:
         """The turns before `latest` the scorer sees, oldest first: the user's words and the

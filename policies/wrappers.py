@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["context_like", "follow_up", "quoted_task", "rules_after", "without_files"]
+__all__ = ["context_like", "follow_up", "prose", "quoted_task", "rules_after", "without_files"]
 
 _KEY_VALUE = re.compile(r"^\s*(?:[-*]\s+)?(?:\*\*)?[A-Za-z][\w .'()/-]{0,48}(?:\*\*)?:(?:\*\*)?(?:\s+\S|\s*$)")
 _PATH = re.compile(r"(?:^|[\s(`'\"])(?:/|~/|[A-Za-z]:\\)[\w.@~-]+[/\\]")
@@ -120,7 +120,7 @@ def quoted_task(text: str) -> tuple[int, int] | None:
     return None
 
 
-def _prose(line: str) -> bool:
+def prose(line: str) -> bool:
     """A line a person wrote: words, not a tool's output (code, paths, test ids, rules of
     `=`, numbers): at least three words, mostly letters, few tokens of code."""
     words = _PROSE_WORD.findall(line)
@@ -141,9 +141,9 @@ def follow_up(text: str) -> int | None:
     if label is None and not head.startswith("<"):
         return None
     starts = [0, *(m.end() for m in _PARAGRAPH.finditer(text))]
-    at = next((at for at in starts[1:] if _prose(text[at:].lstrip().split("\n", 1)[0])), len(text))
+    at = next((at for at in starts[1:] if prose(text[at:].lstrip().split("\n", 1)[0])), len(text))
     output = text[:at].lstrip()
     lines = [line for line in output[label.end() if label is not None else 0:].splitlines() if line.strip()]
-    if len(lines) < _OUTPUT_LINES or 2 * sum(map(_prose, lines)) >= len(lines):
+    if len(lines) < _OUTPUT_LINES or 2 * sum(map(prose, lines)) >= len(lines):
         return None  # a person's text under a label ("Question: ...", "Solve for t: ...")
     return at

@@ -168,3 +168,26 @@ def test_a_call_outside_a_list_with_a_tool_of_another_kind_is_not_judged():
                   {"type": "namespace", "name": "multi_agent_v1", "tools": [{"name": "spawn_agent"}]}]
     assert read_turn(messages, tools=namespaced).tool_errors == 0
     assert read_turn(messages, tools=[{"type": "function", "function": {"name": "exec_command"}}]).tool_errors == 1
+
+
+def _text_agent_step(i: int, returncode: int, output: str) -> list[dict[str, Any]]:
+    """A text agent's step (mini-swe-agent's text mode, a ReAct loop): the command in the
+    model's text, its output reported in the next user turn."""
+    return [{"role": "assistant", "content": f"THOUGHT: step {i}.\n```bash\nstep-{i}\n```"},
+            {"role": "user", "content": f"<returncode>{returncode}</returncode>\n<output>\n{output}\n</output>"}]
+
+
+def test_a_text_agents_reported_output_is_a_step_of_the_task_not_the_task_asked_again(router):
+    """Before: a user turn holding only a tool's output had no words of the user's, so the
+    session read the task's own words as the latest turn: the task sent again, escalated."""
+    session = router.session()
+    messages = [{"role": "user", "content": TASK}]
+    session.complete(messages)
+    for i in range(4):
+        messages += _text_agent_step(i, 0, f"utils.py line {i}: cnt = cnt + 1")
+        result = session.complete(messages)
+        assert result.decision.tier == "local", result.decision.reason
+    for i in range(4, 6):  # two failing steps in a row, read from their return codes
+        messages += _text_agent_step(i, 1, "sed: -e expression #1, char 5: unterminated `s' command")
+        result = session.complete(messages)
+    assert result.decision.tier == "fast" and "failed tool results" in result.decision.reason
