@@ -36,12 +36,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.routing import Route
 
-from router.server.auth import BearerAuth, KeyAttempts, send_error_for
+from router.server.auth import KeyAttempts
 from router.server.endpoint import Endpoint, Handler, Plain
 from router.server.errors import ApiError, internal_error
 from router.server.feedback import feedback_handler
 from router.server.heap_trim import HeapTrim, malloc_trim
-from router.server.keys import KeyLimits, record_key_usage
+from router.server.layers import Dispatch, layers
 from router.server.metrics import Metrics
 from router.server.models import ModelNames
 from router.server.protocols import error_body_for
@@ -76,48 +76,18 @@ def model_handlers(chat: ChatDialect | None = None) -> dict[str, Handler]:
 
 
 class _App(FastAPI):
-    """FastAPI, with the layers every path passes built once around it (`chain`), and the POSTs
-    of `direct` served by the one endpoint without Starlette's middleware stack and router."""
+    """FastAPI, with the layers every path passes built once around it (`chain`: layers.py), and
+    the POSTs the endpoint serves answered without Starlette's middleware stack and router."""
 
     chain: Any
-    direct: Endpoint
 
     async def __call__(self, scope, receive, send) -> None:
         scope["app"] = self
         await self.chain(scope, receive, send)
 
-    async def _dispatch(self, scope, receive, send) -> None:
-        if (scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path")
-                and self.direct.serves(scope["path"])):
-            await self.direct(scope, receive, send)
-            return
+    async def through_routes(self, scope, receive, send) -> None:
+        """FastAPI's own handling: its routes (the GETs, the web view's), errors and lifespan."""
         await super().__call__(scope, receive, send)
-
-
-class LastResort:
-    """An exception before the answer started is answered with a 500 in the path's API shape
-    (clients parse it), saying no more than its type; re-raised either way, for the server's log."""
-
-    def __init__(self, app: Any):
-        self.app = app
-
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = False
-
-        async def sending(message: dict) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, receive, sending)
-        except Exception as exc:
-            if not started:
-                await send_error_for(scope, send, internal_error(exc))
-            raise
 
 
 def _json(data: Any, status: int = 200) -> Response:
@@ -176,11 +146,10 @@ def create_app(router: RouterService, *, api_key: str | None = None, body_limit_
     _add_routes(app, models, metrics, health)
     if routed:
         _add_gemini_routes(app, models)
-    app.direct = endpoint
     tokens = {**({"api-key": api_key} if api_key else {}), **(api_keys or {})}
     # One throttle on wrong keys for the API and the web view (server.failed_key_rpm).
     attempts = app.state.key_attempts = KeyAttempts(router.config.server.failed_key_rpm)
-    app.chain = _layers(app, router, tokens, attempts)
+    app.chain = layers(Dispatch(endpoint, app.through_routes), router, tokens, attempts)
     if handlers is None:  # route serve, not the engine server: the web view at /ui
         mount_ui(app, router, tokens, attempts, body_timeout_s=body_timeout_s)
     app.state.metrics = metrics
@@ -239,16 +208,3 @@ def _add_gemini_routes(app: FastAPI, models: list[dict[str, Any]]) -> None:
                 return _json(model)
         return Response(error_body_for(GEMINI_PREFIX, ApiError(404, f"unknown model {name!r}", code="model_not_found")),
                         status_code=404, media_type="application/json")
-
-
-def _layers(app: _App, router: RouterService, tokens: Mapping[str, str], attempts: KeyAttempts) -> Any:
-    """What every request passes, outermost first: the last-resort error answer, bearer auth,
-    per-key limits; then the endpoint or FastAPI's routes. (The web view, when mounted, goes
-    around all of them: it signs its page in itself.)"""
-    layers: Any = app._dispatch
-    if tokens:
-        if any(kind == "key" for kind, _ in router.rate_limits.limits):
-            router.add_request_observer(record_key_usage)
-            layers = KeyLimits(layers, limiter=router.rate_limits)  # inside the auth: it needs the key's name
-        layers = BearerAuth(layers, tokens=tokens, attempts=attempts)
-    return LastResort(layers)
