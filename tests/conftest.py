@@ -123,6 +123,17 @@ def answering():
         yield lambda handler: servers.enter_context(serve_handler(handler))
 
 
+@pytest.fixture
+def paid(answering):
+    """A real (not simulated) OpenAI-compatible upstream on a loopback port that records the
+    bodies it is sent (tests/helpers.py `PaidUpstream`): its answers cost, so a spend cap counts them."""
+    from tests.helpers import PaidUpstream
+
+    upstream = PaidUpstream()
+    upstream.base_url = answering(upstream)
+    return upstream
+
+
 @pytest.fixture(autouse=True)
 def _fresh_sim(request):
     # Only tests that use the server pay for it; they all start from a clean one.

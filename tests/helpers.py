@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 
@@ -270,3 +271,11 @@ def require_package(module: str, extra: str):
         if os.environ.get("CI"):
             pytest.fail(f"{message} (CI must run these tests; .ci/run installs the extra)", pytrace=False)
         pytest.skip(message, allow_module_level=True)
+
+
+def capped_config(tmp_path: Path, upstream: PaidUpstream, cap_usd: float = 0.000001, **spend: Any) -> dict:
+    """A config of the one `paid` backend, its request log under `tmp_path`, and a spend cap."""
+    return {"backends": {"paid": {"kind": "openai", "model": "m-paid", "base_url": upstream.base_url, "max_retries": 0,
+                                  "price": {"input": 5.0, "output": 15.0}}},
+            "routing": {"tiers": [{"name": "only", "backends": ["paid"]}]},
+            "log": {"path": str(tmp_path / "route.db")}, "spend": {"cap_usd": cap_usd, **spend}}

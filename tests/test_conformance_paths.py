@@ -9,7 +9,6 @@ chat body's `session` was a 500; `/ui/nope` a plain-text 500.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import httpx
 import pytest
@@ -18,7 +17,7 @@ from backends.errors import UsageError
 from router.config_loader import load_config
 from router.core import Router
 from router.server import RouteServer
-from tests.helpers import PaidUpstream
+from tests.helpers import capped_config
 
 pytestmark = pytest.mark.integration
 
@@ -26,24 +25,11 @@ pytestmark = pytest.mark.integration
 # -- the spend cap, however a stream starts -----------------------------------------------------
 
 
-@pytest.fixture
-def paid(answering):
-    upstream = PaidUpstream()
-    upstream.base_url = answering(upstream)
-    return upstream
-
-
-def _capped(tmp_path, upstream) -> dict[str, Any]:
-    return {"backends": {"paid": {"kind": "openai", "model": "m-paid", "base_url": upstream.base_url, "max_retries": 0,
-                                  "price": {"input": 5.0, "output": 15.0}}},
-            "routing": {"tiers": [{"name": "only", "backends": ["paid"]}]},
-            "log": {"path": str(tmp_path / "route.db")}, "spend": {"cap_usd": 0.000001}}
-
 
 def test_a_stream_whose_decision_was_read_first_is_refused_at_the_cap_too(paid, tmp_path):
     """Reading `.decision` decides without admitting; starting the stream still admits."""
     async def run() -> None:
-        async with Router(load_config(_capped(tmp_path, paid))) as router:
+        async with Router(load_config(capped_config(tmp_path, paid))) as router:
             await router.acomplete("hi")  # spends past the cap
             stream = router.astream("and a stream")
             assert stream.decision.chosen == "paid"  # known before it starts, as documented
@@ -62,8 +48,7 @@ def test_a_stream_whose_decision_was_read_first_is_refused_at_the_cap_too(paid, 
 def test_below_the_cap_a_stream_whose_decision_was_read_first_is_answered(paid, tmp_path):
     """The neighbour: admission does not refuse what the cap allows, and the decision read
     before the stream started is the one it runs."""
-    config = _capped(tmp_path, paid)
-    config["spend"]["cap_usd"] = 100.0
+    config = capped_config(tmp_path, paid, cap_usd=100.0)
 
     async def run() -> None:
         async with Router(load_config(config)) as router:

@@ -15,23 +15,9 @@ from router.config_loader import load_config
 from router.core import Router
 from router.server import RouteServer
 from router.store import RequestRecord, Store
-from tests.helpers import PaidUpstream
+from tests.helpers import capped_config as _config
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def paid(answering):
-    upstream = PaidUpstream()
-    upstream.base_url = answering(upstream)
-    return upstream
-
-
-def _config(tmp_path, upstream, cap_usd: float = 0.000001, **spend) -> dict:
-    return {"backends": {"paid": {"kind": "openai", "model": "m-paid", "base_url": upstream.base_url, "max_retries": 0,
-                                  "price": {"input": 5.0, "output": 15.0}}},
-            "routing": {"tiers": [{"name": "only", "backends": ["paid"]}]},
-            "log": {"path": str(tmp_path / "route.db")}, "spend": {"cap_usd": cap_usd, **spend}}
 
 
 def test_the_python_api_refuses_once_the_spend_reaches_the_cap(paid, tmp_path):
