@@ -21,10 +21,13 @@ Being fitted on far more labels than k, the best is not reachable at k = 300; th
 fractions of it that grow with k (below). For scale, the table beside it gives what the best
 family reaches when fitted on the k labels alone, on the same shuffles.
 
-Pass criteria (issue 36), exit status 1 when any is missed:
-- never worse: on every set and k, the mean of (used - start) is above -0.005;
-- where the gap exceeds 2 standard errors: at k = 1,000 the mean gain recovers at least half of
-  the gap, at k = 300 at least a quarter, and the k = 300 gain exceeds 2 standard errors.
+Pass criterion, exit status 1 when it is missed: never worse -- on every set and k, the mean of
+(used - start) is above -0.005. The recovery of a share of the gap (issue 36: half at k = 1,000, a
+quarter at k = 300) is printed against those shares but no longer judged: issue 48 retired it (at
+k = 300 no learner in the family gets there; at k = 1,000 the gate's test lacks the power, and the
+looser rules that recover more cannot be shown never worse). What an operator asks of learning --
+that verdicts move the class they name -- is tested through `route serve`
+(tests/test_learning_steer.py).
 A k leaving fewer than 25 prompts to judge on is skipped (n/a). Credit the sets' sources as
 their README asks.
 """
@@ -231,10 +234,8 @@ def verdicts(curves: Sequence[Curve], shuffles: int) -> tuple[list[str], bool]:
     """The verdict lines, and whether every target was met."""
     line, ok = _never_worse(curves, shuffles)
     lines = [line]
-    for c in curves:
-        line, passed = _recovery(c)
-        lines.append(line)
-        ok = ok and passed
+    for c in curves:  # shown against issue 36's shares; retired as a target by issue 48
+        lines.append(_recovery(c)[0])
     return lines, ok
 
 
@@ -267,9 +268,9 @@ def _recovery(c: Curve) -> tuple[str, bool]:
         passed = r >= share and (k != min(TARGETS) or gain.value > SIGNIFICANT * gain.se)
         ok = ok and passed
         extra = f", gain/se {gain.value / gain.se:.1f} (needs > {SIGNIFICANT:g})" if k == min(TARGETS) and gain.se else ""
-        parts.append(f"k={k} gain {gain} ({c.adopted(k)} adopted) = {r:.0%} of the gap (needs {share:.0%}{extra}): "
-                     f"{'pass' if passed else 'FAIL'}")
-    return f"{c.name} (gap {g.value:+.4f} ± {g.se:.4f}): " + "; ".join(parts), ok
+        parts.append(f"k={k} gain {gain} ({c.adopted(k)} adopted) = {r:.0%} of the gap (issue 36 asked "
+                     f"{share:.0%}{extra}: {'reached' if passed else 'not reached'})")
+    return f"{c.name} (gap {g.value:+.4f} ± {g.se:.4f}; retired target, shown): " + "; ".join(parts), ok
 
 
 def _has_sklearn() -> bool:
