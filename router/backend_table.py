@@ -39,10 +39,10 @@ class BackendTable:
     """Every backend and consortium of one config by name: `table[name]` builds one on first use
     (UsageError for a name the config does not have); `built` holds those built so far."""
 
-    def __init__(self, config: Config, prebuilt: Mapping[str, Backend] | None = None):
+    def __init__(self, config: Config, calls: CallPath, prebuilt: Mapping[str, Backend] | None = None):
         self.config = config
         self.built = _Built(self, prebuilt or {})
-        self.calls: CallPath | None = None  # set once the call path exists (consortia call through it)
+        self.calls = calls  # consortia call their members and arbiter through it
         # The built backends that keep a queue of their own (router/queueing.py): the in-process
         # engine. Empty for every other kind, so deciding reads no queue at all.
         self.queued: dict[str, Backend] = {n: b for n, b in self.built.items() if _keeps_queue(b)}
@@ -69,7 +69,6 @@ class BackendTable:
         elif name in self.config.consortia:
             from router.consortium.consortium import Consortium
 
-            assert self.calls is not None
             backend = Consortium(name, self.config.consortia[name], resolve=self.get, calls=self.calls)
         else:
             raise self.unknown(name)

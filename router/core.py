@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Unpack
 
 from backends.base import Backend
@@ -56,11 +56,12 @@ class Router:
     the parts router/wiring.py builds from it."""
 
     def __init__(self, loaded: LoadedConfig, *, backends: Mapping[str, Backend] | None = None,
-                 source: str = "api", log: bool | None = None, rate_limits: RateLimiter | None = None):
+                 source: str = "api", log: bool | None = None, rate_limits: RateLimiter | None = None,
+                 secret_variables: Iterable[str] = ()):
         # The request scope every entry point goes through (router/scope.py): the server and the
         # adapters call it directly; this Router is a front over it.
         scope = self.scope = self._scope = wire(loaded, backends=backends, source=source, log=log,
-                                                rate_limits=rate_limits)
+                                                rate_limits=rate_limits, secret_variables=secret_variables)
         parts = self._parts = scope.parts
         self.loaded, self.config, self.source = loaded, loaded.config, source
         # The parts agents and tools look at (`route models`, /metrics, tests): read-only views.

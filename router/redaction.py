@@ -354,20 +354,17 @@ class Redactor:
     key exported after start-up is covered too) in text, errors, completions and streams."""
 
     def __init__(self, variables: Iterable[str] = ()):
-        self.variables: set[str] = set(variables)
+        self.variables: frozenset[str] = frozenset(variables)  # fixed at construction (router/wiring.py)
         self._cached: tuple[tuple[str, ...], Secrets] = ((), Secrets(()))
 
     @classmethod
-    def for_config(cls, config: object) -> Redactor:
-        """Every variable a config's backends refer to."""
+    def for_config(cls, config: object, also: Iterable[str] = ()) -> Redactor:
+        """Every variable a config's backends refer to, and `also` (a server's client keys)."""
         backends = getattr(config, "backends", {})
-        names: set[str] = set()
+        names: set[str] = set(also)
         for spec in backends.values():
             names.update(env_references(spec.model_dump()))
         return cls(names)
-
-    def add(self, variable: str) -> None:
-        self.variables.add(variable)
 
     def secrets(self) -> Secrets:
         """The values to redact now (the compiled search is reused while they stay the same)."""

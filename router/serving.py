@@ -29,10 +29,10 @@ def serving_router(loaded: LoadedConfig, *, keep_log: bool, api_key_env: str | N
     among its workers (limits and breakers), used unless Redis shares them already."""
     redis = loaded.config.state.backend == "redis"
     share = _group_share(loaded, group, latency=keep_log) if group is not None and not redis else None
+    clients_keys = filter(None, [api_key_env, *(k.env for k in loaded.config.server.keys.values())])
     router = Router(loaded, source="server", log=None if keep_log else False,
-                    rate_limits=share.limiter if share is not None else None)
-    for variable in filter(None, [api_key_env, *(k.env for k in loaded.config.server.keys.values())]):
-        router.redactor.add(variable)  # clients' keys: never echoed either
+                    rate_limits=share.limiter if share is not None else None,
+                    secret_variables=clients_keys)  # clients' keys: never echoed either
     if share is not None:
         router.persist(state=share.state)
     elif keep_log or redis:  # Redis needs no local file

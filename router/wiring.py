@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -97,27 +97,31 @@ class Parts:
 
 
 def wire(loaded: LoadedConfig, *, backends: Mapping[str, Backend] | None = None, source: str = "api",
-         log: bool | None = None, rate_limits: RateLimiter | None = None) -> RequestScope:
-    """Every part of a router for `loaded`, and the request scope every entry point goes
-    through (router/scope.py). `backends` replaces built backends by name (tests, the engine's
-    server); `log` overrides `log.enabled` (the CLI's --no-log: no file opened, so nothing
-    learned either); `rate_limits` replaces the config's limiter (a `--workers` group's,
-    router/state/group.py)."""
+         log: bool | None = None, rate_limits: RateLimiter | None = None,
+         secret_variables: Iterable[str] = ()) -> RequestScope:
+    """Every part of a router for `loaded`, in dependency order, and the request scope every
+    entry point goes through (router/scope.py). `backends` replaces built backends by name
+    (tests, the engine's server); `log` overrides `log.enabled` (the CLI's --no-log: no file
+    opened, so nothing learned either); `rate_limits` replaces the config's limiter (a
+    `--workers` group's, router/state/group.py); `secret_variables` are redacted besides the
+    config's own (a server's client keys)."""
     config = loaded.config
-    table = BackendTable(config, backends)
     settings = config.routing.breaker
     breakers = BreakerBoard(time.monotonic, BreakerSettings(settings.failures, settings.cooldown_ms / 1000,
                                                             settings.probe_ms / 1000, settings.probe_max_ms / 1000))
-    redactor = Redactor.for_config(config)  # every string that leaves the process is scrubbed of secrets
+    # every string that leaves the process is scrubbed of secrets
+    redactor = Redactor.for_config(config, also=secret_variables)
     rate_limits = rate_limits or _rate_limits(loaded)
     budget = config.routing.retry_budget
-    calls = CallPath(table.built.__getitem__, breakers=breakers, max_concurrency=config.routing.max_concurrency,
+    # The table builds consortia, which call through the call path; the call path finds backends
+    # in the table: each is handed the other at construction, the table through a lookup.
+    calls = CallPath(lambda name: table.built[name], breakers=breakers, max_concurrency=config.routing.max_concurrency,
                      retry_per_class={str(k): v for k, v in config.routing.retries.items()},
                      redactor=redactor, limits=rate_limits,
                      # a server's clients retry on their own: a backend not yet heard from is not retried
                      retry_unheard=source != "server",
                      retry_budget=RetryBudget(RetryBudgetSettings(budget.tokens, budget.ratio)))
-    table.calls = calls
+    table = BackendTable(config, calls, backends)
     # Learned latency is keyed by what each backend is, so configs sharing a store do not mix it up.
     latency = LatencyTracker.from_config(config, identities={n: backend_identity(config, n) for n in config.backends})
     calls.add_observer(latency.observe)  # every attempt anywhere: routed, member or arbiter
