@@ -14,15 +14,22 @@ def _plain(name: str) -> str:
     return name.upper().replace("_", "").replace("-", "")
 
 
+def _set_names(excluding: str) -> list[str]:
+    return [n for n, v in os.environ.items() if v and n != excluding]
+
+
+def _close_spelling(name: str, candidates: list[str]) -> str | None:
+    # Compared upper-cased, so a case slip does not count against an otherwise close spelling.
+    close = difflib.get_close_matches(name.upper(), [n.upper() for n in candidates], n=1, cutoff=0.85)
+    return next((n for n in candidates if close and n.upper() == close[0]), None)
+
+
 def set_lookalike(name: str) -> str | None:
     """The name of a set, non-empty environment variable that `name` (unset) is probably a typo
     of: the same letters apart from case and underscores, else a close spelling."""
-    present = [n for n, v in os.environ.items() if v and n != name]
-    same = [n for n in present if _plain(n) == _plain(name)]
-    if same:
-        return same[0]
-    close = difflib.get_close_matches(name.upper(), [n.upper() for n in present], n=1, cutoff=0.85)
-    return next((n for n in present if close and n.upper() == close[0]), None)
+    present = _set_names(excluding=name)
+    same = next((n for n in present if _plain(n) == _plain(name)), None)
+    return same if same is not None else _close_spelling(name, present)
 
 
 def lookalike_hint(name: str) -> str:
