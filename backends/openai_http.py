@@ -21,7 +21,7 @@ from backends.deadline import Deadline
 from backends.errors import BackendError, BackendUnavailable, MalformedResponse
 from backends.faults import failed_writing
 from backends.http_errors import is_transport_error
-from backends.http_transport import HttpTransport, json_event, json_events
+from backends.http_transport import HttpTransport, Reply, json_event, json_events
 from backends.openai_fields import chat_messages, is_openai_itself, request_fields
 from backends.params import ChatParams
 from backends.served import not_served_hint, served_models, serves
@@ -91,6 +91,10 @@ class OpenAIBackend(Backend):
             return Health(False, f"{base} refused the key (HTTP {status})")
         if status >= 400:
             return Health(False, f"{base}/models answered HTTP {status}")
+        return self._listing_health(base, headers, body)
+
+    def _listing_health(self, base: str, headers: Any, body: bytes) -> Health:
+        """What a server's model list says of this backend's model."""
         simulated = " [SIMULATED]" if headers.get("x-simulated") == "true" else ""
         try:
             listed = orjson.loads(body)
@@ -122,20 +126,27 @@ class OpenAIBackend(Backend):
                 return
             # Mercury's `diffusing: true` (in params or extra) streams the whole draft in every event.
             if payload.get("diffusing"):
-                async for batch in reply.events(_is_done):
-                    for data in batch:
-                        yield self._draft(self._parse(data), reply.simulated)
+                async for delta in self._drafts(reply):
+                    yield delta
                 return
             finished = False
             async for batch in reply.events(_is_done):
                 for delta in self._deltas(batch, reply.simulated):
                     finished = finished or delta.finish_reason is not None
                     yield delta
-            if not (finished or reply.ended):
-                # Neither a finish reason nor [DONE]: the connection closed mid-answer. A client
-                # handed what came so far as the whole answer would act on half of it.
-                raise BackendUnavailable("the stream ended before the model finished (no finish_reason, no [DONE]): "
-                                         "the upstream closed it mid-answer", **self.where())
+            self._check_whole(finished, reply)
+
+    async def _drafts(self, reply: Reply) -> AsyncIterator[Delta]:
+        async for batch in reply.events(_is_done):
+            for data in batch:
+                yield self._draft(self._parse(data), reply.simulated)
+
+    def _check_whole(self, finished: bool, reply: Reply) -> None:
+        """Neither a finish reason nor [DONE]: the connection closed mid-answer. A client handed
+        what came so far as the whole answer would act on half of it."""
+        if not (finished or reply.ended):
+            raise BackendUnavailable("the stream ended before the model finished (no finish_reason, no [DONE]): "
+                                     "the upstream closed it mid-answer", **self.where())
 
     def _message(self, body: bytes, simulated: bool) -> Delta:
         try:
