@@ -130,16 +130,18 @@ class Decider:
     def _capable_tiers(self, tiers: tuple[Tier, ...], unable: Mapping[str, str]) -> tuple[Tier, ...]:
         if not unable:
             return tiers
-        capable = tuple(dataclasses.replace(t, backends=tuple(b for b in t.backends if b not in unable),
-                                            left_out=tuple((b, self._cannot(b, unable[b]))
-                                                           for b in t.backends if b in unable))
-                        for t in tiers)
+        capable = tuple(self._without(t, unable) for t in tiers)
         if not any(t.backends for t in capable):
             need = next(iter(unable.values()))
             whys = "; ".join(f"{name} {why}" for t in capable for name, why in t.left_out)
             raise Unsupported(f"none of the backends `auto` routes to can take this request ({whys}); "
                               f"{self._who_can(unable, need)}", need=need)
         return capable
+
+    def _without(self, tier: Tier, unable: Mapping[str, str]) -> Tier:
+        """`tier` less the backends that cannot take this request, each left out with why."""
+        return dataclasses.replace(tier, backends=tuple(b for b in tier.backends if b not in unable),
+                                   left_out=tuple((b, self._cannot(b, unable[b])) for b in tier.backends if b in unable))
 
     def _who_can(self, unable: Mapping[str, str], need: str) -> str:
         able = [n for n in self._names if n not in unable]
@@ -178,13 +180,9 @@ class Decider:
         states = {name: parts.breakers[name].state for name in names}
         settings = self._parts.config.routing.latency
         chars = sum(len(str(m.get("content") or "")) for m in messages)
-        models = {name: parts.latency.model(name) for name in names}
-        queued = parts.backends.queued
-        for name in queued.keys() & models.keys() if queued else ():
-            # queue hook (router/queueing.py): a backend's own line of requests is part of its prediction
-            with_queue(models[name], queued[name])
+        sticky, cached = (session.sticky, session.cached) if session is not None else (None, {})
         return RouteInputs(
-            models=models,
+            models=self._latency_models(names),
             prices=parts.prices,
             input_tokens=chars // 4,  # ~4 characters per token: close enough for a cost estimate
             max_tokens=max_tokens,
@@ -201,9 +199,17 @@ class Decider:
             hedge=self._parts.config.routing.hedge,
             on_deadline_risk=self._parts.config.routing.on_deadline_risk,
             limited=self._limited(names, messages, max_tokens),
-            sticky=session.sticky if session is not None else None,
-            cached_tokens=session.cached if session is not None else {},
+            sticky=sticky,
+            cached_tokens=cached,
         )
+
+    def _latency_models(self, names: list[str]) -> dict[str, Any]:
+        models = {name: self._parts.latency.model(name) for name in names}
+        queued = self._parts.backends.queued
+        for name in queued.keys() & models.keys() if queued else ():
+            # queue hook (router/queueing.py): a backend's own line of requests is part of its prediction
+            with_queue(models[name], queued[name])
+        return models
 
     def _limited(self, names: list[str], messages: list[Message], max_tokens: int | None) -> dict[str, Any]:
         """The candidates at their rate limits for this request (none without limits: nothing read)."""
