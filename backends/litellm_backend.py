@@ -69,10 +69,26 @@ class LiteLLMBackend(Backend):
         configured, fixed = self.settings.configured()
         kwargs = openai_shaped({**configured, **fields}, request, fixed)
         kwargs.update(model=self.model, messages=request.messages, num_retries=0, max_retries=0, drop_params=True)
+        kwargs.update(self._connection(request, deadline))
+        if stream:
+            kwargs.update(stream=True, stream_options={"include_usage": True})
+        return kwargs
+
+    def _connection(self, request: Request, deadline: Deadline) -> dict[str, Any]:
+        """litellm's arguments for where the call goes and how long it may take: timeout, base,
+        headers, key, resolved in that order (the first missing setting is the one reported)."""
         remaining = deadline.remaining()
-        kwargs["timeout"] = self.settings.timeout_s if remaining is None else max(0.001, remaining)
+        kwargs: dict[str, Any] = {
+            "timeout": self.settings.timeout_s if remaining is None else max(0.001, remaining)}
         if self.settings.base_url:
             kwargs["api_base"] = self.settings.resolve(self.settings.base_url)
+        if headers := self._headers(request):
+            kwargs["extra_headers"] = headers
+        if key := self.settings.api_key():
+            kwargs["api_key"] = key
+        return kwargs
+
+    def _headers(self, request: Request) -> dict[str, str]:
         headers = dict(self.settings.resolve(self.settings.headers))
         if request.extra.get("anthropic_beta"):  # litellm sends it on to Anthropic models
             betas = client_header("anthropic-beta", request.extra["anthropic_beta"], param="anthropic_beta",
@@ -80,14 +96,7 @@ class LiteLLMBackend(Backend):
             if (priced := beta_refusal(betas)) is not None:  # its cost cannot count the long-context price
                 raise refused(priced, param="anthropic_beta", where=self.where())
             headers["anthropic-beta"] = ",".join(betas)
-        if headers:
-            kwargs["extra_headers"] = headers
-        key = self.settings.api_key()
-        if key:
-            kwargs["api_key"] = key
-        if stream:
-            kwargs.update(stream=True, stream_options={"include_usage": True})
-        return kwargs
+        return headers
 
     async def check(self, timeout_s: float = 5.0) -> Health:
         """Keyed; not called, to spend nothing (and not to pay for importing litellm)."""
