@@ -22,6 +22,7 @@ Cost: each rule is one or two regular expressions over the turn, or one pass ove
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 __all__ = ["context_like", "follow_up", "prose", "quoted_task", "rules_after", "without_files"]
 
@@ -42,6 +43,7 @@ RULES_MIN = 600  # characters of rules after a labelled task; unlabelled, RULES_
 RULES_ALONE_MIN = 2000  # "kilobytes of rules": a user's long question rarely ends in a page of them
 _RULES_RATIO = 3  # unlabelled, the rules outweigh the task at least this many times (labelled: any length)
 _LIST_LINES = 3  # headings and list items a page of rules holds at least
+_QUOTE_CLOSE = {"\"": "\"", "'": "'", "\u201c": "\u201d"}  # an opening quote: its closing one
 _OUTPUT_LINES = 2  # a tool's output a follow-up is merged after: lines, most of them not a person's
 
 
@@ -69,24 +71,39 @@ def without_files(text: str) -> tuple[str, int]:
     return "\n".join(k.strip("\n") for k in kept if k.strip()), aside
 
 
+def _label_end(text: str) -> int:
+    """Where the task starts after a label on its first line ("Please solve this issue: "), or 0."""
+    label = _LABEL.match(text)
+    line_end = text.find("\n")
+    return label.end() if label is not None and (line_end < 0 or label.end() <= line_end) else 0
+
+
+def _paragraph_breaks(text: str, start: int) -> Iterator[int]:
+    at = text.find("\n\n", start)
+    while at >= 0:
+        yield at
+        at = text.find("\n\n", at + 2)
+
+
+def _page_of_rules(rest: str) -> bool:
+    return bool(_DIRECTIVE.match(rest)) and len(_LIST_LINE.findall(rest)) >= _LIST_LINES
+
+
 def rules_after(text: str) -> tuple[int, int] | None:
     """(where the task starts, where it ends) when `text` is a template around it: rules after
     the task that outweigh it, open a paragraph as rules do and hold headings or lists; an
     optional label line before it ("Please solve this issue: "). None when it is not one."""
     if len(text) < RULES_MIN:
         return None
-    label = _LABEL.match(text)
-    line_end = text.find("\n")
-    start = label.end() if label is not None and (line_end < 0 or label.end() <= line_end) else 0
+    start = _label_end(text)
+    # A label already says "template", so less weight of rules is asked of a labelled task.
     least, ratio = (RULES_MIN, 0) if start else (RULES_ALONE_MIN, _RULES_RATIO)
-    at = text.find("\n\n", start)
-    while at >= 0:
+    for at in _paragraph_breaks(text, start):
         task, rest = text[start:at].strip(), text[at:].lstrip()
-        if len(rest) < least or len(rest) < ratio * len(task):
-            return None
-        if task and _DIRECTIVE.match(rest) and len(_LIST_LINE.findall(rest)) >= _LIST_LINES:
+        if len(rest) < max(least, ratio * len(task)):
+            return None  # a later break leaves less after it and more before: none can qualify
+        if task and _page_of_rules(rest):
             return start, at
-        at = text.find("\n\n", at + 2)
     return None
 
 
@@ -101,23 +118,33 @@ def context_like(text: str) -> bool:
     return len(lines) >= 3 and 2 * sum(map(_env_line, lines)) >= len(lines)
 
 
+def _environment_part(text: str) -> bool:
+    return context_like(text) or (bool(text.strip()) and all(_env_line(line) for line in text.splitlines()
+                                                              if line.strip()))
+
+
+def _close_before_environment(quoted: str, close: str) -> int | None:
+    """Where in `quoted` the quote closes at a line's end with only an environment part after."""
+    end = quoted.find(close + "\n")
+    while end > 0:
+        if _environment_part(quoted[end + 1:]):
+            return end
+        end = quoted.find(close + "\n", end + 1)
+    return None
+
+
 def quoted_task(text: str) -> tuple[int, int] | None:
     """(start, end) of a task written in quotes, alone or followed by an environment part
     (time, working directory): what a client adds after the user's quoted words."""
     stripped = text.strip()
-    if len(stripped) < 2 or stripped[0] not in "\"'\u201c":
+    if len(stripped) < 2 or stripped[0] not in _QUOTE_CLOSE:
         return None
-    close = {"\"": "\"", "'": "'", "\u201c": "\u201d"}[stripped[0]]
+    close = _QUOTE_CLOSE[stripped[0]]
     offset = text.index(stripped[0])
     if stripped.endswith(close) and close not in stripped[1:-1]:
         return offset + 1, offset + len(stripped) - 1
-    end = stripped.find(close + "\n")
-    while end > 0:
-        rest = stripped[end + 1:]
-        if context_like(rest) or (rest.strip() and all(_env_line(line) for line in rest.splitlines() if line.strip())):
-            return offset + 1, offset + end
-        end = stripped.find(close + "\n", end + 1)
-    return None
+    end = _close_before_environment(stripped, close)
+    return None if end is None else (offset + 1, offset + end)
 
 
 def prose(line: str) -> bool:
@@ -130,6 +157,18 @@ def prose(line: str) -> bool:
     return len(words) >= 3 and letters >= 0.5 * len(line.strip()) and 5 * code <= len(tokens)
 
 
+def _first_prose_paragraph(text: str) -> int:
+    """Where the first paragraph after the opening one that starts with a person's line
+    begins; len(text) when none does."""
+    starts = (m.end() for m in _PARAGRAPH.finditer(text))
+    return next((at for at in starts if prose(text[at:].lstrip().split("\n", 1)[0])), len(text))
+
+
+def _mostly_output(text: str) -> bool:
+    lines = [line for line in text.splitlines() if line.strip()]
+    return len(lines) >= _OUTPUT_LINES and 2 * sum(map(prose, lines)) < len(lines)
+
+
 def follow_up(text: str) -> int | None:
     """Where the user's follow-up starts in a turn that reports a tool's output first: the
     turn opens with a label ("Observation:", "Output:") or a tag, then lines of output (two or
@@ -140,10 +179,8 @@ def follow_up(text: str) -> int | None:
     label = _OUTPUT_LABEL.match(head)
     if label is None and not head.startswith("<"):
         return None
-    starts = [0, *(m.end() for m in _PARAGRAPH.finditer(text))]
-    at = next((at for at in starts[1:] if prose(text[at:].lstrip().split("\n", 1)[0])), len(text))
+    at = _first_prose_paragraph(text)
     output = text[:at].lstrip()
-    lines = [line for line in output[label.end() if label is not None else 0:].splitlines() if line.strip()]
-    if len(lines) < _OUTPUT_LINES or 2 * sum(map(prose, lines)) >= len(lines):
+    if not _mostly_output(output[label.end() if label is not None else 0:]):
         return None  # a person's text under a label ("Question: ...", "Solve for t: ...")
     return at
