@@ -189,29 +189,36 @@ def _query(block: _Block) -> bool:
             and not context_like(inner))
 
 
-def _without_blocks(text: str, index: int, aside: list[Aside], shapes: Shapes) -> str:
-    """`text` less its blocks; the line breaks around a block are the client's, the rest of the
-    user's text is kept as it is. Blocks alone, the last that may hold the user's words
-    (`_query`) is read as them (an agent's query after its attached context)."""
-    if "<" not in text:
-        return text
-    blocks = _blocks(text, shapes)
-    if not blocks:
-        return text
+def _outside(text: str, blocks: list[_Block]) -> str:
+    """The text between and around `blocks`, as paragraphs (the line breaks next to a block are
+    the client's, so they go with it)."""
     kept, last = [], 0
     for block in blocks:
         kept.append(text[last:block.start].strip("\r\n"))
         last = block.end
     kept.append(text[last:].lstrip("\r\n"))
-    words = "\n\n".join(k for k in kept if k.strip())
-    query = next((b for b in reversed(blocks) if _query(b)), None) if not words else None
+    return "\n\n".join(k for k in kept if k.strip())
+
+
+def _set_blocks_aside(blocks: list[_Block], query: _Block | None, index: int, aside: list[Aside]) -> None:
     for block in blocks:
         if block is not query:
             aside.append(Aside(block.kind, block.end - block.start, index))
-    if query is not None:
+    if query is not None:  # its tags (and their line breaks) are the client's, its inner text the user's
         aside.append(Aside("context", query.end - query.start - len(query.inner.strip("\r\n")), index))
-        return query.inner.strip("\r\n")
-    return words
+
+
+def _without_blocks(text: str, index: int, aside: list[Aside], shapes: Shapes) -> str:
+    """`text` less its blocks; the line breaks around a block are the client's, the rest of the
+    user's text is kept as it is. Blocks alone, the last that may hold the user's words
+    (`_query`) is read as them (an agent's query after its attached context)."""
+    blocks = _blocks(text, shapes) if "<" in text else []
+    if not blocks:
+        return text
+    words = _outside(text, blocks)
+    query = next((b for b in reversed(blocks) if _query(b)), None) if not words else None
+    _set_blocks_aside(blocks, query, index, aside)
+    return words if query is None else query.inner.strip("\r\n")
 
 
 def client_turn(text: str, shapes: Shapes = KNOWN) -> str | None:
@@ -258,11 +265,14 @@ def _general(text: str, index: int, aside: list[Aside], after_answer: bool) -> s
     return text
 
 
+def _text_parts(parts: Any) -> list[dict[str, Any]]:
+    return [p for p in parts or () if isinstance(p, dict) and p.get("type") == "text"]
+
+
 def _part_words(parts: Any, index: int, aside: list[Aside], shapes: Shapes) -> str:
     """The user's words of a turn sent as parts: each text part less its blocks; a part that is
     an environment report before the last part with words is context, not the user's."""
-    texts = [_without_blocks(p.get("text", ""), index, aside, shapes) for p in parts or ()
-             if isinstance(p, dict) and p.get("type") == "text"]
+    texts = [_without_blocks(p.get("text", ""), index, aside, shapes) for p in _text_parts(parts)]
     worded = [i for i, t in enumerate(texts) if t.strip()]
     for i in worded[:-1]:
         if context_like(texts[i]):
