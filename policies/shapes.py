@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import chain
 
 __all__ = ["KNOWN", "ClientShapes", "Shapes"]
 
@@ -42,6 +43,18 @@ class ClientShapes:
     examples_closing: str | None = None
 
 
+def _merged(tables: Iterable[Mapping[str, str]]) -> dict[str, str]:
+    """One table of several; where two name the same key, the later one's value stands."""
+    merged: dict[str, str] = {}
+    for table in tables:
+        merged.update(table)
+    return merged
+
+
+def _joined(groups: Iterable[Iterable[str]]) -> tuple[str, ...]:
+    return tuple(chain.from_iterable(groups))
+
+
 class Shapes:
     """Several clients' entries merged, as the reader looks them up."""
 
@@ -50,15 +63,14 @@ class Shapes:
     def __init__(self, clients: Mapping[str, ClientShapes]):
         self.clients = dict(clients)
         entries = list(self.clients.values())
-        self.blocks: dict[str, str] = {t: k for c in entries for t, k in c.blocks.items()}
-        self.kept: frozenset[str] = frozenset(t for c in entries for t in c.kept)
-        self.relayed: tuple[str, ...] = tuple(r for c in entries for r in c.relayed)
-        self.turns: dict[str, str] = {t: k for c in entries for t, k in c.turns.items()}
+        self.blocks: dict[str, str] = _merged(c.blocks for c in entries)
+        self.kept: frozenset[str] = frozenset(_joined(c.kept for c in entries))
+        self.relayed: tuple[str, ...] = _joined(c.relayed for c in entries)
+        self.turns: dict[str, str] = _merged(c.turns for c in entries)
         self.turn_starts: tuple[str, ...] = tuple(self.turns)
-        self.exact: dict[str, str] = {t: k for c in entries for t, k in c.exact.items()}
-        self.folded: tuple[str, ...] = tuple(f for c in entries for f in c.folded)
-        closings = [c.examples_closing for c in entries if c.examples_closing]
-        self.examples_closing: tuple[str, ...] = tuple(closings)
+        self.exact: dict[str, str] = _merged(c.exact for c in entries)
+        self.folded: tuple[str, ...] = _joined(c.folded for c in entries)
+        self.examples_closing: tuple[str, ...] = tuple(c.examples_closing for c in entries if c.examples_closing)
 
     def without(self, names: Iterable[str]) -> Shapes:
         """These shapes less the entries of `names` (what a client's first request is read with
