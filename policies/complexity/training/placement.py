@@ -27,7 +27,7 @@ Pure Python, deterministic.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from policies.complexity.training.gate import Estimate
 
@@ -58,12 +58,10 @@ def misplaced(z: Sequence[float], c: Classes, cut: float, idx: Sequence[int]) ->
     return sum(c.weight[i] for i in idx if _wrong(z[i], c.up[i], cut))
 
 
-def shift(z: Sequence[float], c: Classes, cut: float, idx: Sequence[int] | None = None) -> float:
-    """The shift of the logits `z` (of the labels `idx`, default all) against the threshold's
-    logit `cut` that misplaces the least weight, as the module docstring says; 0 without labels."""
-    idx = range(len(z)) if idx is None else idx
-    if not idx:
-        return 0.0
+def _constant_ranges(z: Sequence[float], c: Classes, cut: float,
+                     idx: Sequence[int]) -> list[tuple[float, float, float]]:
+    """The ranges of shifts [lo, hi) over which the misplaced weight stays the same, each with
+    that weight, from no label placed up to every label placed up."""
     # prompt i is placed up once the shift reaches edge_i = cut - z_i
     edges = sorted((cut - z[i], i) for i in idx)
     wrong = sum(c.weight[i] for i in idx if c.up[i])  # below every edge: all placed below
@@ -74,15 +72,30 @@ def shift(z: Sequence[float], c: Classes, cut: float, idx: Sequence[int] | None 
         upper = cuts[k + 1] if k + 1 < len(cuts) else math.inf
         if upper > edge:
             ranges.append((edge, upper, wrong))
-    now = misplaced(z, c, cut, idx)
-    best = min(w for _, _, w in ranges)
-    if now <= best + 1e-12:
-        return 0.0
-    lo, hi, _ = min((r for r in ranges if r[2] <= best + 1e-12), key=lambda r: _distance(r[0], r[1]))
+    return ranges
+
+
+def _shift_within(lo: float, hi: float, z: Sequence[float], idx: Sequence[int]) -> float:
+    """The shift a range [lo, hi) of equally good shifts stands for: its middle, or a margin past
+    its one finite bound."""
     if math.isinf(lo) or math.isinf(hi):  # the labels bound it on one side: go past it by half their spread
         margin = 0.5 * (_spread([z[i] for i in idx]) or 1.0)
         return hi - margin if math.isinf(lo) else lo + margin
     return (lo + hi) / 2
+
+
+def shift(z: Sequence[float], c: Classes, cut: float, idx: Sequence[int] | None = None) -> float:
+    """The shift of the logits `z` (of the labels `idx`, default all) against the threshold's
+    logit `cut` that misplaces the least weight, as the module docstring says; 0 without labels."""
+    idx = range(len(z)) if idx is None else idx
+    if not idx:
+        return 0.0
+    ranges = _constant_ranges(z, c, cut, idx)
+    best = min(w for _, _, w in ranges)
+    if misplaced(z, c, cut, idx) <= best + 1e-12:
+        return 0.0
+    lo, hi, _ = min((r for r in ranges if r[2] <= best + 1e-12), key=lambda r: _distance(r[0], r[1]))
+    return _shift_within(lo, hi, z, idx)
 
 
 def _distance(lo: float, hi: float) -> float:
@@ -95,6 +108,33 @@ def _spread(values: Sequence[float]) -> float:
     return math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
 
 
+def _weight_if_wrong(z: float, c: Classes, i: int, cut: float) -> float:
+    return c.weight[i] if _wrong(z, c.up[i], cut) else 0.0
+
+
+def _fold_savings(run: Sequence[float], atoms: Mapping[int, Sequence[int]], before: Sequence[float],
+                  c: Classes, cut: float, judged: set[int]) -> Iterator[tuple[int, float]]:
+    """(label, misplaced weight saved over `before`) for each judged label of one repeat, its
+    fold shifted as the other folds say (so the shift never saw the label it is judged on)."""
+    for f, held in atoms.items():
+        rest = [i for a, idx in atoms.items() if a != f for i in idx]
+        delta = shift(run, c, cut, rest)
+        for i in held:
+            if i in judged:
+                yield i, _weight_if_wrong(before[i], c, i, cut) - _weight_if_wrong(run[i] + delta, c, i, cut)
+
+
+def _overlap_corrected(values: Sequence[float], k: int) -> Estimate:
+    """The mean of `values` and its standard error, widened by 1 + 1 / (k - 1) because the
+    training sets of k folds overlap (as gate.py's is)."""
+    n = len(values)
+    if n < 2:
+        return Estimate(0.0, math.inf)
+    mean = sum(values) / n
+    variance = sum((v - mean) ** 2 for v in values) / (n - 1)
+    return Estimate(mean, math.sqrt(variance / n * (1 + 1 / (k - 1))))
+
+
 def cross_validated(runs: Sequence[Sequence[float]], folds: Sequence[Mapping[int, Sequence[int]]],
                     before: Sequence[float], c: Classes, cut: float, on: Sequence[int]) -> Estimate:
     """The weight of misplaced labels per label of `on` that placing each repeat's scores
@@ -104,19 +144,6 @@ def cross_validated(runs: Sequence[Sequence[float]], folds: Sequence[Mapping[int
     judged = set(on)
     saved = dict.fromkeys(on, 0.0)
     for run, atoms in zip(runs, folds):
-        for f, held in atoms.items():
-            rest = [i for a, idx in atoms.items() if a != f for i in idx]
-            delta = shift(run, c, cut, rest)
-            for i in held:
-                if i in judged:
-                    was = c.weight[i] if _wrong(before[i], c.up[i], cut) else 0.0
-                    now = c.weight[i] if _wrong(run[i] + delta, c.up[i], cut) else 0.0
-                    saved[i] += (was - now) / len(runs)
-    values = list(saved.values())
-    n = len(values)
-    if n < 2:
-        return Estimate(0.0, math.inf)
-    mean = sum(values) / n
-    variance = sum((v - mean) ** 2 for v in values) / (n - 1)
-    k = max(2, len(folds[0]) if folds else 2)
-    return Estimate(mean, math.sqrt(variance / n * (1 + 1 / (k - 1))))
+        for i, gain in _fold_savings(run, atoms, before, c, cut, judged):
+            saved[i] += gain / len(runs)
+    return _overlap_corrected(list(saved.values()), max(2, len(folds[0]) if folds else 2))
