@@ -357,12 +357,21 @@ def _repeated(key: SessionKey, state: SessionState | None, turn: Turn, messages:
     this: only a client that names its session says it is the same one."""
     if state is None:
         return False
-    if state.turn == digest and not (key.derived and len(messages) <= 2):
+    if _sent_again(key, state, messages, digest):
         return True
     if turn.continuation or len(turn.text.split()) < _RETYPED_WORDS:
         return False  # "ok", "continue" twice is a conversation going on, not a complaint
-    # the user's words within an earlier turn as the client sent it (a harness wraps, never edits,
-    # them), or most of the words of the task or of an earlier turn again (the task restated)
+    return _retyped(turn, messages)
+
+
+def _sent_again(key: SessionKey, state: SessionState, messages: list[Message], digest: str) -> bool:
+    return state.turn == digest and not (key.derived and len(messages) <= 2)
+
+
+def _retyped(turn: Turn, messages: list[Message]) -> bool:
+    """The user's words within an earlier turn as the client sent it (a harness wraps, never
+    edits, them), or most of the words of the task or of an earlier turn again (the task
+    restated)."""
     users = [content_text(m.get("content")) for m in messages if m.get("role") == "user"][:-1]
     if any(turn.text in earlier for earlier in users):
         return True
