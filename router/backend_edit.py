@@ -46,19 +46,32 @@ def add_backend(text: str, name: str, block: str) -> str:
     root = yaml.compose(text, Loader=yaml.SafeLoader)
     if root is None:
         return "backends:\n" + block
-    if not isinstance(root, yaml.MappingNode):
-        raise ConfigError("the config is not a YAML mapping; fix it before adding a backend to it")
-    sections = {key.value: (key, value) for key, value in root.value}
+    sections = _sections(root)
     for section in ("backends", "consortia"):
         _refuse_duplicate(sections.get(section), section, name)
     if "backends" not in sections:
         return "backends:\n" + block + "\n" + text
     key, value = sections["backends"]
-    if isinstance(value, yaml.MappingNode) and not value.flow_style and value.value:
-        spans = entry_spans(text, value)
-        end = max(e for _, e in spans.values())
-        return text[:end] + _reindent(block, value.value[0][0].start_mark.column) + text[end:]
+    if _has_block_entries(value):
+        return _append_entry(text, value, block)
     return _rewrite_section(text, key, value, block)
+
+
+def _sections(root: yaml.Node) -> dict[str, tuple[yaml.Node, yaml.Node]]:
+    if not isinstance(root, yaml.MappingNode):
+        raise ConfigError("the config is not a YAML mapping; fix it before adding a backend to it")
+    return {key.value: (key, value) for key, value in root.value}
+
+
+def _has_block_entries(value: yaml.Node) -> bool:
+    return isinstance(value, yaml.MappingNode) and not value.flow_style and bool(value.value)
+
+
+def _append_entry(text: str, value: yaml.MappingNode, block: str) -> str:
+    """`block` after the last entry of the block mapping `value`, indented as its entries are."""
+    spans = entry_spans(text, value)
+    end = max(e for _, e in spans.values())
+    return text[:end] + _reindent(block, value.value[0][0].start_mark.column) + text[end:]
 
 
 def _refuse_duplicate(section: tuple[yaml.Node, yaml.Node] | None, kind: str, name: str) -> None:
