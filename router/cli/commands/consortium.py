@@ -8,7 +8,7 @@ rest of it as written; a new user config starts as a copy of the shipped default
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -16,6 +16,9 @@ from router.cli.commands import command_app
 from router.cli.errors import handle_errors
 from router.cli.options import Config, ConfigToEdit, Json
 from router.cli.output import Output
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = ["app", "import_", "list_", "remove", "save", "show"]
 
@@ -204,14 +207,30 @@ def import_(
     json_output: Json = False,
     config: ConfigToEdit = None,
 ) -> None:
-    from backends.errors import UsageError
     from router.config_loader import parse_config
-    from router.consortium.llm_compat import entry_from_llm_consortium
-    from router.consortium.llm_import import find_database, saved_consortia
+    from router.consortium.llm_import import find_database
     from router.consortium.userconfig import add_entry, write_config
 
     out = Output(json_mode=json_output)
     source = find_database(db)
+    chosen = _chosen(source, names)
+    path = _target(config)
+    text = _target_text(path)
+    current = parse_config(text, str(path)).config  # a broken file is reported with its line, not edited
+    entries, notes = _converted(chosen, source)
+    _check_imported(entries, set(current.backends) | set(current.consortia), path, source)
+    notes += _budgets(entries, current.consortia)
+    for name, entry in entries.items():
+        text = add_entry(text, name, entry, replace=force)
+    write_config(path, _checked(path, text))
+    _report_import(out, entries, notes, source, path, json_output=json_output)
+
+
+def _chosen(source: Path, names: list[str] | None) -> dict[str, dict[str, Any]]:
+    """The saved consortia of `names` (default all), as llm-consortium wrote them."""
+    from backends.errors import UsageError
+    from router.consortium.llm_import import saved_consortia
+
     saved = saved_consortia(source)
     unknown = [n for n in names or [] if n not in saved]
     if unknown:
@@ -219,9 +238,14 @@ def import_(
     chosen = {n: saved[n] for n in names} if names else saved
     if not chosen:
         raise UsageError(f"{source} holds no saved consortium; `llm consortium save NAME ...` saves one.")
-    path = _target(config)
-    text = _target_text(path)
-    current = parse_config(text, str(path)).config  # a broken file is reported with its line, not edited
+    return chosen
+
+
+def _converted(chosen: dict[str, dict[str, Any]], source: Path) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """Our entries for `chosen`, and a note per setting of theirs with no counterpart here."""
+    from backends.errors import UsageError
+    from router.consortium.llm_compat import entry_from_llm_consortium
+
     entries, notes = {}, []
     for name, data in chosen.items():
         try:
@@ -229,11 +253,11 @@ def import_(
         except ValueError as exc:
             raise UsageError(f"{source}: consortium {name!r} cannot be imported: {exc}.") from None
         notes += [f"{name}: {note}" for note in left_out]
-    _check_imported(entries, set(current.backends) | set(current.consortia), path, source)
-    notes += _budgets(entries, current.consortia)
-    for name, entry in entries.items():
-        text = add_entry(text, name, entry, replace=force)
-    write_config(path, _checked(path, text))
+    return entries, notes
+
+
+def _report_import(out: Output, entries: dict[str, dict[str, Any]], notes: list[str], source: Path, path: Path, *,
+                   json_output: bool) -> None:
     if json_output:
         out.data({"imported": list(entries), "from": str(source), "path": str(path), "notes": notes})
         return
