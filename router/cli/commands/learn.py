@@ -57,22 +57,31 @@ def _show_status(out: Output, found: dict[str, Any]) -> None:
                   f"({spend['today_calls']} calls); all days ${spend['total_usd']:.4f} ({spend['total_calls']} calls)")
 
 
-def _show_refit(out: Output, refit: dict[str, Any] | None) -> None:
-    if refit is None:
-        out.out.print("    last refit: none yet")
-        return
+def _refit_outcome(refit: dict[str, Any]) -> str:
     outcome = refit["outcome"] + (f" as version {refit['version']}" if refit.get("version") else "")
     if refit["outcome"] == "waiting":
         outcome += " (`route learn adopt` adopts it)"
-    out.out.print(f"    last refit {_when(refit['ts'])}: {outcome}, on {refit.get('labels_used') or 0} usable labels; "
-                  f"order gain {_figure(refit.get('gain'))}, placement gain {_figure(refit.get('placement'))}")
-    out.out.print(f"      why: {refit.get('reason') or '-'}")
-    out.out.print(f"      traffic moved: {refit['moves']}")
-    moved = refit.get("moved") or {}
+    return outcome
+
+
+def _show_moved(out: Output, moved: dict[str, Any]) -> None:
+    """The example prompts of each move, then the moves per client key."""
     for move, prompts in (moved.get("examples") or {}).items():
         out.out.print(f"        {move}: " + " | ".join(prompts))
     if moved.get("keys"):
         out.out.print("      moved, by client key: " + ", ".join(f"{k} {n}" for k, n in moved["keys"].items()))
+
+
+def _show_refit(out: Output, refit: dict[str, Any] | None) -> None:
+    if refit is None:
+        out.out.print("    last refit: none yet")
+        return
+    out.out.print(f"    last refit {_when(refit['ts'])}: {_refit_outcome(refit)}, on {refit.get('labels_used') or 0} "
+                  f"usable labels; order gain {_figure(refit.get('gain'))}, placement gain "
+                  f"{_figure(refit.get('placement'))}")
+    out.out.print(f"      why: {refit.get('reason') or '-'}")
+    out.out.print(f"      traffic moved: {refit['moves']}")
+    _show_moved(out, refit.get("moved") or {})
 
 
 def _show_history(out: Output, found: dict[str, Any]) -> None:
