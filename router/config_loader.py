@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -259,30 +260,56 @@ _ADDING = ("`route backend add NAME` adds a provider's block (or any backend) to
            "`route init --backend NAME` writes a whole new one around it.")
 
 
-def _explain(error: dict) -> str:
-    kind, loc = error["type"], error["loc"]
-    field_name = loc[-1] if loc else ""
-    if kind == "extra_forbidden":
-        allowed = _allowed_keys(loc[:-1])
-        hint = _did_you_mean(field_name, allowed) if allowed else ""
-        known = f" Allowed keys here: {', '.join(sorted(allowed))}." if allowed else ""
-        if len(loc) == 1 and isinstance(error.get("input"), dict) and "kind" in error["input"]:
-            return f"unknown key {field_name!r}: it looks like a backend, which goes under `backends:`. {_ADDING}"
-        return f"unknown key {field_name!r}.{hint}{known}"
-    if kind == "missing" and loc in (("routing",), ("backends",)):
-        return (f"required key {field_name!r} is missing: a config has `backends:` and `routing:` (its tiers), "
+def _field_name(loc: tuple) -> str:
+    return loc[-1] if loc else ""
+
+
+def _unknown_key(error: dict) -> str:
+    loc = error["loc"]
+    allowed = _allowed_keys(loc[:-1])
+    hint = _did_you_mean(_field_name(loc), allowed) if allowed else ""
+    known = f" Allowed keys here: {', '.join(sorted(allowed))}." if allowed else ""
+    if len(loc) == 1 and isinstance(error.get("input"), dict) and "kind" in error["input"]:
+        return f"unknown key {_field_name(loc)!r}: it looks like a backend, which goes under `backends:`. {_ADDING}"
+    return f"unknown key {_field_name(loc)!r}.{hint}{known}"
+
+
+def _missing(error: dict) -> str:
+    loc = error["loc"]
+    if loc in (("routing",), ("backends",)):
+        return (f"required key {_field_name(loc)!r} is missing: a config has `backends:` and `routing:` (its tiers), "
                 f"so a provider's block alone is not one. {_ADDING}")
-    if kind == "missing":
-        return f"required key {field_name!r} is missing; add it."
-    if kind == "literal_error":
-        expected = error.get("ctx", {}).get("expected", "")
-        return f"{_dotted(loc)} must be one of {expected} (got {error.get('input')!r})."
-    message = error["msg"].removeprefix("Value error, ")
-    if kind in ("value_error", "assertion_error"):
-        return f"{_dotted(loc)}: {message}."
-    got = error.get("input")
+    return f"required key {_field_name(loc)!r} is missing; add it."
+
+
+def _not_one_of(error: dict) -> str:
+    expected = error.get("ctx", {}).get("expected", "")
+    return f"{_dotted(error['loc'])} must be one of {expected} (got {error.get('input')!r})."
+
+
+def _message(error: dict) -> str:
+    return error["msg"].removeprefix("Value error, ")
+
+
+def _invalid_value(error: dict) -> str:
+    return f"{_dotted(error['loc'])}: {_message(error)}."
+
+
+def _pydantic_sentence(error: dict) -> str:
+    loc, message, got = error["loc"], _message(error), error.get("input")
+    # a whole section is too long to echo, and a key must never be
     shown = "" if isinstance(got, (dict, list)) or "api_key" in loc else f" (got {got!r})"
     return f"{_dotted(loc)}: {message[0].lower() + message[1:]}{shown}."
+
+
+# pydantic's error type -> the sentence for it; any other type is `_pydantic_sentence`'s
+_EXPLAINED: dict[str, Callable[[dict], str]] = {
+    "extra_forbidden": _unknown_key, "missing": _missing, "literal_error": _not_one_of,
+    "value_error": _invalid_value, "assertion_error": _invalid_value}
+
+
+def _explain(error: dict) -> str:
+    return _EXPLAINED.get(error["type"], _pydantic_sentence)(error)
 
 
 def _allowed_keys(parent_loc: tuple) -> set[str]:
