@@ -14,7 +14,7 @@ arbiter may name another saved consortium: nesting comes across as names, as our
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any
 
 __all__ = ["JUDGING", "entry_from_llm_consortium", "judging_of", "members_of", "threshold_of"]
@@ -64,27 +64,48 @@ def _split(value: str, count: int, known: Collection[str]) -> tuple[str, int]:
     return value, count
 
 
-def entry_from_llm_consortium(config: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """A `consortia:` entry from one saved llm-consortium config, and notes on what has no
-    counterpart here (a strategy other than default, embeddings): those are left out."""
+def _threshold_setting(value: Any) -> float:
+    return threshold_of(float(value))
+
+
+# their numeric setting -> our key, and how its value reads as ours
+_NUMBERS: tuple[tuple[str, str, Callable[[Any], float | int]], ...] = (
+    ("confidence_threshold", "confidence_threshold", _threshold_setting),
+    ("minimum_iterations", "min_iterations", int),
+    ("max_iterations", "max_iterations", int))
+
+
+def _require_models_and_arbiter(config: dict[str, Any]) -> None:
     models = config.get("models") or {}
     if not isinstance(models, dict) or not models:
         raise ValueError("it has no models")
     if not config.get("arbiter"):
         raise ValueError("it has no arbiter (llm-consortium then uses its first model; name one with --arbiter)")
-    members = [name if int(n) == 1 else f"{name}*{int(n)}" for name, n in models.items()]
-    entry: dict[str, Any] = {"members": members, "arbiter": str(config["arbiter"]),
-                             "judging": judging_of(str(config.get("judging_method") or "default"))}
-    if config.get("system_prompt"):
-        entry["system"] = str(config["system_prompt"])
-    for theirs, ours in (("confidence_threshold", "confidence_threshold"),
-                         ("minimum_iterations", "min_iterations"), ("max_iterations", "max_iterations")):
-        if config.get(theirs) is not None:
-            entry[ours] = threshold_of(float(config[theirs])) if ours == "confidence_threshold" else int(config[theirs])
+
+
+def _numbers(config: dict[str, Any]) -> dict[str, float | int]:
+    return {ours: read(config[theirs]) for theirs, ours, read in _NUMBERS if config.get(theirs) is not None}
+
+
+def _left_out(config: dict[str, Any]) -> list[str]:
+    """A note for each of its settings that has no counterpart here."""
     notes = []
     strategy = config.get("strategy") or "default"
     if strategy != "default":
         notes.append(f"strategy {strategy!r} has no counterpart here (members answer, the arbiter judges); left out")
     if config.get("embedding_backend") or config.get("embedding_model"):
         notes.append("embedding settings have no counterpart here; left out")
-    return entry, notes
+    return notes
+
+
+def entry_from_llm_consortium(config: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """A `consortia:` entry from one saved llm-consortium config, and notes on what has no
+    counterpart here (a strategy other than default, embeddings): those are left out."""
+    _require_models_and_arbiter(config)
+    members = [name if int(n) == 1 else f"{name}*{int(n)}" for name, n in config["models"].items()]
+    entry: dict[str, Any] = {"members": members, "arbiter": str(config["arbiter"]),
+                             "judging": judging_of(str(config.get("judging_method") or "default"))}
+    if config.get("system_prompt"):
+        entry["system"] = str(config["system_prompt"])
+    entry.update(_numbers(config))
+    return entry, _left_out(config)
