@@ -286,16 +286,8 @@ class Learner:
         job = await asyncio.to_thread(self._job, boundary)
         if job is None:
             return
-        current, heads, rows, incumbent, seen = job
-        base = self.configured.base[boundary]
-        z = online_z(attempt)
-        threshold = self.model.current.tiers[boundary].below  # what the boundary compares its score with now
-        weights, found = await self.refitter.adapt(
-            base.to_json(), [r.record() for r in rows], None if incumbent is base else incumbent.to_json(),
-            {r.ref for r in rows if r.id <= seen}, z, threshold)
-        summary = _summary(found, rows, attempt, z)
-        if found["adopted"]:
-            summary["moved"] = await asyncio.to_thread(self._moved, current, heads, boundary, weights, rows)
+        current, heads, rows, _, _ = job
+        weights, found, summary = await self._fit(boundary, attempt, job)
         outcome = self._outcome(found, rows, summary.get("moved"))
         record: dict[str, Any] = {"ts": time.time(), "boundary": boundary, "outcome": outcome, **summary}
         self.counts.last_refit[boundary] = record
@@ -314,6 +306,22 @@ class Learner:
             _LOG.info("route: adopted learned weights version %d for boundary %d (%s)", version, boundary,
                       found["reason"])
             await self.use(version)
+
+    async def _fit(self, boundary: int, attempt: int, job: tuple[int, dict[int, int], list[LabelRow], Weights, int]
+                   ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        """(the fitted weights, what the refitter found, the refit's summary): the summary says how
+        much traffic the weights would move when the refitter would adopt them."""
+        current, heads, rows, incumbent, seen = job
+        base = self.configured.base[boundary]
+        z = online_z(attempt)
+        threshold = self.model.current.tiers[boundary].below  # what the boundary compares its score with now
+        weights, found = await self.refitter.adapt(
+            base.to_json(), [r.record() for r in rows], None if incumbent is base else incumbent.to_json(),
+            {r.ref for r in rows if r.id <= seen}, z, threshold)
+        summary = _summary(found, rows, attempt, z)
+        if found["adopted"]:
+            summary["moved"] = await asyncio.to_thread(self._moved, current, heads, boundary, weights, rows)
+        return weights, found, summary
 
     def _outcome(self, found: dict[str, Any], rows: list[LabelRow], moved: dict[str, Any] | None) -> str:
         """kept | adopted | waiting: a version fitted on labels beyond the operator's own verdicts
