@@ -12,7 +12,7 @@ says whether it was kept, adopted or waits for `adopt`, why, and the traffic it 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from backends.errors import UsageError
@@ -48,7 +48,6 @@ def configured_weights(config: Config, boundary: int) -> Weights:
 def status(config: Config) -> dict[str, Any]:
     """Labels by source, the version in use and each boundary's estimated APGR, the spend."""
     from router.config import LearnConfig
-    from router.learning.learner import usable
 
     learn = config.routing.learn
     per_key = learn.max_labels_per_key if learn is not None else LearnConfig().max_labels_per_key
@@ -58,31 +57,53 @@ def status(config: Config) -> dict[str, Any]:
         row = store.version(current) if current else None
         quarantine = store.quarantined()
         stored = store.label_counts()
-        counts = {b: dict(Counter(r.source for r in usable(store.labels(b), quarantine, per_key)))
-                  for b in range(len(config.routing.tiers) - 1)}
-        refits = store.refits()
-        boundaries = [_boundary(config, store, b, row.heads.get(b, 0) if row is not None else 0, counts,
-                                refits.get(b)) for b in range(len(config.routing.tiers) - 1)]
-        today_usd, today_calls = store.spend()
-        total_usd, total_calls = store.spend("*")
+        counts = _usable_counts(config, store, quarantine, per_key)
+        boundaries = _boundaries(config, store, row.heads if row is not None else {}, counts, store.refits())
+        today, total = store.spend(), store.spend("*")
         quarantined = sorted(store.quarantined())
     finally:
         store.close()
-    budget = learn.budget_usd_per_day if learn is not None else 0.0
-    by_source = {s: sum(c.get(s, 0) for c in counts.values()) for s in SOURCES}
     return {
         **_settings(config),
         "version": current,
         "pinned": pinned,
-        "labels": {"total": sum(by_source.values()), "by_source": by_source,
-                   "stored": sum(n for c in stored.values() for n in c.values())},
+        "labels": _labels(counts, stored),
         "boundaries": boundaries,
-        "spend": {"day": utc_day(), "today_usd": round(today_usd, 6), "today_calls": today_calls,
-                  "budget_usd_per_day": budget, "left_usd": round(max(0.0, budget - today_usd), 6),
-                  "total_usd": round(total_usd, 6), "total_calls": total_calls},
+        "spend": _spend_summary(learn.budget_usd_per_day if learn is not None else 0.0, today, total),
         "store": "redis" if config.state.backend == "redis" else "local",
         "quarantined": quarantined,
     }  # fmt: skip
+
+
+def _boundary_indexes(config: Config) -> range:
+    return range(len(config.routing.tiers) - 1)
+
+
+def _usable_counts(config: Config, store: LabelStore, quarantine: set[str],
+                   per_key: int) -> dict[int, dict[str, int]]:
+    """Per boundary, its labels by source as a refit reads them (`usable`)."""
+    from router.learning.learner import usable
+
+    return {b: dict(Counter(r.source for r in usable(store.labels(b), quarantine, per_key)))
+            for b in _boundary_indexes(config)}
+
+
+def _boundaries(config: Config, store: LabelStore, heads: Mapping[int, int], counts: dict[int, dict[str, int]],
+                refits: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+    return [_boundary(config, store, b, heads.get(b, 0), counts, refits.get(b)) for b in _boundary_indexes(config)]
+
+
+def _labels(counts: dict[int, dict[str, int]], stored: dict[Any, dict[Any, int]]) -> dict[str, Any]:
+    by_source = {s: sum(c.get(s, 0) for c in counts.values()) for s in SOURCES}
+    return {"total": sum(by_source.values()), "by_source": by_source,
+            "stored": sum(n for c in stored.values() for n in c.values())}
+
+
+def _spend_summary(budget: float, today: tuple[float, int], total: tuple[float, int]) -> dict[str, Any]:
+    (today_usd, today_calls), (total_usd, total_calls) = today, total
+    return {"day": utc_day(), "today_usd": round(today_usd, 6), "today_calls": today_calls,
+            "budget_usd_per_day": budget, "left_usd": round(max(0.0, budget - today_usd), 6),
+            "total_usd": round(total_usd, 6), "total_calls": total_calls}
 
 
 def _settings(config: Config) -> dict[str, Any]:
@@ -184,35 +205,57 @@ def adopt(config: Config, boundary: int | None = None) -> dict[str, Any]:
     one boundary that has one."""
     store = _store(config)
     try:
-        waiting = {b: r for b, r in store.refits().items() if r.get("outcome") == "waiting" and r.get("pending")}
-        if boundary is not None and boundary not in waiting or not waiting:
-            raise UsageError("no refit is waiting to be adopted" + (f" for boundary {boundary}" if boundary is not None
-                             else "") + "; `route learn status` shows what each boundary's last refit found.")
-        if boundary is None:
-            if len(waiting) > 1:
-                raise UsageError(f"refits of boundaries {', '.join(map(str, sorted(waiting)))} are waiting: name one "
-                                 "with --boundary.")
-            boundary = next(iter(waiting))
+        waiting = _waiting_refits(store)
+        boundary = _chosen_boundary(waiting, boundary)
         record = waiting[boundary]
-        pending = record["pending"]
-        current, pinned = store.current()
-        if pinned or current != pending["parent"]:
-            raise UsageError(f"the version in use is {current}{' (pinned by a rollback)' if pinned else ''}, not "
-                             f"{pending['parent']}, which this refit was made against: `route learn resume`, or let the "
-                             "next refit propose again.")
-        row = store.version(current) if current else None
-        heads = dict(row.heads) if row is not None else {}
-        summary = {k: v for k, v in record.items() if k not in ("pending", "outcome", "ts", "boundary")}
-        version = store.adopt(current, boundary, pending["weights"], pending["seen"], heads, {**summary,
-                              "confirmed": True})
-        if version is None:
-            raise UsageError("another process adopted or rolled back meanwhile; `route learn status` shows the version "
-                             "in use.")
+        current = _version_made_against(store, record["pending"])
+        version = _adopt_pending(store, current, boundary, record)
         done = {k: v for k, v in record.items() if k != "pending"}
         store.note_refit(boundary, {**done, "outcome": "adopted", "version": version, "confirmed": True})
     finally:
         store.close()
     return {"version": version, "previous": current, "boundary": boundary, "moved": record.get("moved")}
+
+
+def _waiting_refits(store: LabelStore) -> dict[int, dict[str, Any]]:
+    return {b: r for b, r in store.refits().items() if r.get("outcome") == "waiting" and r.get("pending")}
+
+
+def _chosen_boundary(waiting: dict[int, dict[str, Any]], boundary: int | None) -> int:
+    """`boundary` when a refit of it waits; with none named, the one boundary whose refit waits."""
+    if boundary is not None and boundary not in waiting or not waiting:
+        raise UsageError("no refit is waiting to be adopted" + (f" for boundary {boundary}" if boundary is not None
+                         else "") + "; `route learn status` shows what each boundary's last refit found.")
+    if boundary is None:
+        if len(waiting) > 1:
+            raise UsageError(f"refits of boundaries {', '.join(map(str, sorted(waiting)))} are waiting: name one "
+                             "with --boundary.")
+        boundary = next(iter(waiting))
+    return boundary
+
+
+def _version_made_against(store: LabelStore, pending: dict[str, Any]) -> int:
+    """The version in use, when it is the one the waiting refit was made against (and not pinned)."""
+    current, pinned = store.current()
+    if pinned or current != pending["parent"]:
+        raise UsageError(f"the version in use is {current}{' (pinned by a rollback)' if pinned else ''}, not "
+                         f"{pending['parent']}, which this refit was made against: `route learn resume`, or let the "
+                         "next refit propose again.")
+    return current
+
+
+def _adopt_pending(store: LabelStore, current: int, boundary: int, record: dict[str, Any]) -> int:
+    """The new version holding the waiting weights, its summary confirmed by the operator."""
+    pending = record["pending"]
+    row = store.version(current) if current else None
+    heads = dict(row.heads) if row is not None else {}
+    summary = {k: v for k, v in record.items() if k not in ("pending", "outcome", "ts", "boundary")}
+    version = store.adopt(current, boundary, pending["weights"], pending["seen"], heads, {**summary,
+                          "confirmed": True})
+    if version is None:
+        raise UsageError("another process adopted or rolled back meanwhile; `route learn status` shows the version "
+                         "in use.")
+    return version
 
 
 def resume(config: Config) -> dict[str, Any]:
