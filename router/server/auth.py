@@ -128,18 +128,24 @@ class BearerAuth:
         return False
 
 
+def _header_key(header: bytes, value: bytes) -> bytes | None:
+    """The key one header presents: a bearer token, or the value of a key header."""
+    if header == b"authorization":
+        scheme, _, bearer = value.partition(b" ")
+        return bearer.strip() if scheme.lower() == b"bearer" and bearer.strip() else None
+    return value.strip() if header in _KEY_HEADERS and value.strip() else None
+
+
+def _query_keys(scope: dict) -> list[bytes]:
+    if not (scope.get("query_string") and is_gemini(scope["path"])):
+        return []
+    # Google's API takes the key in the URL too; route's access log writes the path alone.
+    return [key.encode() for key in parse_qs(scope["query_string"].decode("latin-1")).get("key", ()) if key]
+
+
 def _presented(scope: dict) -> list[bytes] | None:
     """The keys a request presents (a bearer token, an x-api-key, Gemini's x-goog-api-key, and
     under Gemini's paths its `?key=`); None when it presents none."""
-    given: list[bytes] = []
-    for header, value in scope["headers"]:
-        if header == b"authorization":
-            scheme, _, bearer = value.partition(b" ")
-            if scheme.lower() == b"bearer" and bearer.strip():
-                given.append(bearer.strip())
-        elif header in _KEY_HEADERS and value.strip():
-            given.append(value.strip())
-    if scope.get("query_string") and is_gemini(scope["path"]):
-        # Google's API takes the key in the URL too; route's access log writes the path alone.
-        given += [key.encode() for key in parse_qs(scope["query_string"].decode("latin-1")).get("key", ()) if key]
+    given = [key for header, value in scope["headers"] if (key := _header_key(header, value)) is not None]
+    given += _query_keys(scope)
     return given or None
