@@ -56,23 +56,29 @@ def logged_rows(router: RouterService, before_ts: float | None, limit: int,
     return out
 
 
+def _rounded(value: Any) -> float | None:
+    return None if value is None else round(float(value), 4)
+
+
+def _error(row: dict[str, Any], text: Callable[[str], str]) -> str | None:
+    """The logged failure as `Type: message`, passed through the redactor."""
+    return text(f"{row.get('error_type') or 'error'}: {row.get('error')}") if row.get("error") else None
+
+
 def _row(router: RouterService, row: dict[str, Any]) -> dict[str, Any]:
     """A logged request as render.request_row shapes a live one (what the log keeps of it)."""
     text = router.redactor.text
-    decision = row.get("decision") or {}
-    reason = decision.get("reason")
-    error = f"{row.get('error_type') or 'error'}: {row.get('error')}" if row.get("error") else None
+    reason = (row.get("decision") or {}).get("reason")
     requested = row.get("requested") or "auto"
     return {
         "seq": 0, "log_id": row.get("id"), "ts": row["ts"], "protocol": row.get("source") or "-",
         "key": row.get("key_name"), "requested": requested, "backend": row.get("backend"), "model": row.get("model"),
         "tier": row.get("tier"), "forced": requested != "auto", "status": row["status"],
-        "score": None if row.get("score") is None else round(float(row["score"]), 4),
-        "ttft_s": None if row.get("ttft_s") is None else round(float(row["ttft_s"]), 4),
+        "score": _rounded(row.get("score")), "ttft_s": _rounded(row.get("ttft_s")),
         "elapsed_s": row.get("total_s"), "total_s": row.get("total_s"),
         "tokens": {"input": row.get("input_tokens") or 0, "output": row.get("output_tokens") or 0},
         "cost_usd": row.get("cost_usd") or 0.0, "hosted_cost_usd": None,
-        "reasons": [text(str(reason))] if reason else [], "error": text(error) if error else None,
+        "reasons": [text(str(reason))] if reason else [], "error": _error(row, text),
         "degraded": [], "consortium": False, "trace_id": row.get("trace_id"), "simulated": bool(row.get("simulated")),
         "logged": True,
     }  # fmt: skip
