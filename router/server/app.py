@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -113,17 +113,43 @@ def create_app(router: RouterService, *, api_key: str | None = None, body_limit_
     router.add_observer(metrics.attempt)
     names = ModelNames(router)
     models = names.listing() if models is None else models
-    served = dict(model_handlers() if handlers is None else handlers)
-    if handlers is None:
-        served["/v1/feedback"] = feedback_handler(router)
+    served = _served(router, handlers)
     routed = [GeminiRoutes(prefix) for prefix in GEMINI_PREFIXES] if handlers is None else []
     endpoint = Endpoint(router, metrics, names, served, body_limit_bytes=body_limit_bytes, body_timeout_s=body_timeout_s,
                         routed=routed)
     heap = HeapTrim(malloc_trim())
     router.add_request_observer(heap.saw)
+    app = _App(title="route", docs_url=None, redoc_url=None, openapi_url=None,
+               lifespan=_lifespan(router, heap, close_router=close_router))
+    _route_to_endpoint(app, endpoint, served, routed)
+    _add_routes(app, models, metrics, health)
+    if routed:
+        _add_gemini_routes(app, models)
+    tokens = _tokens(api_key, api_keys)
+    # One throttle on wrong keys for the API and the web view (server.failed_key_rpm).
+    attempts = app.state.key_attempts = KeyAttempts(router.config.server.failed_key_rpm)
+    app.chain = layers(Dispatch(endpoint, app.through_routes), router, tokens, attempts)
+    if handlers is None:  # route serve, not the engine server: the web view at /ui
+        mount_ui(app, router, tokens, attempts, body_timeout_s=body_timeout_s)
+    app.state.metrics = metrics
+    app.state.router = router
+    app.state.heap = heap
+    return app
 
+
+def _served(router: RouterService, handlers: Mapping[str, Handler] | None) -> dict[str, Handler]:
+    """path -> dialect: `handlers` when given, else every model protocol and the feedback endpoint."""
+    if handlers is not None:
+        return dict(handlers)
+    served = dict(model_handlers())
+    served["/v1/feedback"] = feedback_handler(router)
+    return served
+
+
+def _lifespan(router: RouterService, heap: HeapTrim, *,
+              close_router: bool) -> Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]]:
     @contextlib.asynccontextmanager
-    async def lifespan(app):
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         trimming = asyncio.create_task(heap.run())
         log = getattr(router, "request_log", None)
         if log is not None:
@@ -135,7 +161,11 @@ def create_app(router: RouterService, *, api_key: str | None = None, body_limit_
         if log is not None:
             await asyncio.to_thread(log.flush)
 
-    app = _App(title="route", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
+    return lifespan
+
+
+def _route_to_endpoint(app: FastAPI, endpoint: Endpoint, served: Mapping[str, Handler],
+                       routed: list[GeminiRoutes]) -> None:
     # Routes for the endpoint's paths too: an app mounted under a root path reaches them through
     # Starlette's router, and other methods get its 405 (a Route whose endpoint is not a function
     # is mounted as is).
@@ -143,19 +173,11 @@ def create_app(router: RouterService, *, api_key: str | None = None, body_limit_
         app.router.routes.append(Route(path, endpoint, methods=["POST"]))
     for family in routed:
         app.router.routes.append(Route(family.prefix + "{rest:path}", endpoint, methods=["POST"]))
-    _add_routes(app, models, metrics, health)
-    if routed:
-        _add_gemini_routes(app, models)
-    tokens = {**({"api-key": api_key} if api_key else {}), **(api_keys or {})}
-    # One throttle on wrong keys for the API and the web view (server.failed_key_rpm).
-    attempts = app.state.key_attempts = KeyAttempts(router.config.server.failed_key_rpm)
-    app.chain = layers(Dispatch(endpoint, app.through_routes), router, tokens, attempts)
-    if handlers is None:  # route serve, not the engine server: the web view at /ui
-        mount_ui(app, router, tokens, attempts, body_timeout_s=body_timeout_s)
-    app.state.metrics = metrics
-    app.state.router = router
-    app.state.heap = heap
-    return app
+
+
+def _tokens(api_key: str | None, api_keys: Mapping[str, str] | None) -> dict[str, str]:
+    """name -> token of every key the server accepts (`api_key` alone is named "api-key")."""
+    return {**({"api-key": api_key} if api_key else {}), **(api_keys or {})}
 
 
 def _add_routes(app: FastAPI, models: list[dict[str, Any]], metrics: Metrics,
