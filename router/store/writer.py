@@ -229,18 +229,13 @@ class Writer:
         self._claim_orphans()
         try:
             while True:
-                self._wake.wait(_RETRY_S if self._down_at is not None else self.interval_s)
-                self._wake.clear()
-                if self._later:
-                    self._take_due()
+                self._wait_for_work()
                 if self._backlog():  # spooled records go before any newer one
                     idle_s = 0.0
                     target = self._replay(target)
                     if self._backlog():
                         continue
-                with self._lock:
-                    batch = [self._pending.popleft() for _ in range(min(len(self._pending), _BATCH_MAX))]
-                    self._busy = bool(batch)
+                batch = self._take_batch()
                 if batch:
                     idle_s = 0.0
                     target = self._write(target, batch)
@@ -251,6 +246,21 @@ class Writer:
         finally:
             if target is not None:
                 target.close()
+
+    def _wait_for_work(self) -> None:
+        """Sleep until woken or the interval passes (the shorter retry interval while the target
+        is down), then move deferred records whose time has come into the queue."""
+        self._wake.wait(_RETRY_S if self._down_at is not None else self.interval_s)
+        self._wake.clear()
+        if self._later:
+            self._take_due()
+
+    def _take_batch(self) -> list[Pending | tuple]:
+        """Up to _BATCH_MAX queued records, marked busy under the lock so a flush waits for them."""
+        with self._lock:
+            batch = [self._pending.popleft() for _ in range(min(len(self._pending), _BATCH_MAX))]
+            self._busy = bool(batch)
+        return batch
 
     def _claim_orphans(self) -> None:
         if self.spool is None:
