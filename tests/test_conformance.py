@@ -298,6 +298,24 @@ def test_a_failure_during_the_stream_is_never_handed_over_as_a_whole_answer(serv
         assert "ended before the model finished" in response.text or "overloaded" in response.text.lower()
 
 
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_stream_that_finished_without_its_last_marker_is_still_a_whole_answer(servers, upstream_server, protocol,
+                                                                                 kind):
+    """The neighbour of the guard above: a server that sends the finish reason (stop reason) but
+    closes without `[DONE]` (`message_stop`), as some OpenAI-compatible servers do, said the
+    answer was whole; it is not taken for one cut short."""
+    up, _ = upstream_server
+    whole = _script(kind, TEXT, True).body
+    marker = b"data: [DONE]\n\n" if WIRE[kind] == "openai" else b"event: message_stop\n"
+    up.script = Script(body=whole[:whole.index(marker)], stream=True)
+    with httpx.Client(timeout=30) as client:
+        response = client.post(servers[kind].url + _path(protocol, True), json=_request(protocol, True, ()))
+    assert response.status_code == 200, response.text
+    received, usage = read(protocol, response.content, stream=True)
+    assert canonical(dataclasses.replace(received, usage=usage or Usage(-1, -1))) == _expected(protocol, kind, TEXT)
+
+
 # -- real clients' requests ---------------------------------------------------------------------
 
 CLIENTS = Path(__file__).parent / "data" / "clients"
