@@ -20,9 +20,9 @@ from backends.base import Backend, BackendSettings, Health
 from backends.capabilities import Capabilities
 from backends.client_fields import beta_refusal, settled
 from backends.deadline import Deadline
-from backends.errors import BackendError, BackendUnavailable, MalformedResponse, Where
+from backends.errors import BackendError, MalformedResponse, Where
 from backends.faults import client_header, failed_writing, refused, stream_error
-from backends.http_transport import HttpTransport, Reply, json_event
+from backends.http_transport import HttpTransport, Reply, check_finished, json_event
 from backends.params import AnthropicParams
 from backends.prices import COUNTED_BETAS, with_long_context
 from backends.types import Request, Usage
@@ -155,10 +155,7 @@ class AnthropicBackend(Backend):
             for delta in fold.done():
                 finished = finished or delta.finish_reason is not None
                 yield delta
-        if not (finished or reply.ended):
-            # Neither a stop reason nor message_stop: the connection closed mid-answer.
-            raise BackendUnavailable("the stream ended before the model finished (no stop_reason, no message_stop): "
-                                     "the upstream closed it mid-answer", **self.where())
+        check_finished(reply, finished, "no stop_reason, no message_stop", self.where())
         self._signed.remember(reader.tool_ids, reader.sealed)
 
     def _parse_event(self, data: bytes) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from backends.http_session import Sessions, sse_data
 if TYPE_CHECKING:
     import aiohttp
 
-__all__ = ["HttpTransport", "Reply", "json_event", "json_events"]
+__all__ = ["HttpTransport", "Reply", "check_finished", "json_event", "json_events"]
 
 _CONNECT_CAP_S = 10.0  # connecting alone never takes longer than this, whatever the deadline
 _DRAIN_S = 0.05  # how long to read past the last event for the connection's sake
@@ -65,6 +65,15 @@ class Reply:
                     await _drain(body)
                     return
                 yield batch
+
+
+def check_finished(reply: Reply, finished: bool, markers: str, where: Where) -> None:
+    """A stream that gave neither a finish reason nor its last event (`markers` names both):
+    the connection closed mid-answer, and a client handed what came so far as the whole answer
+    would act on half of it. A failure of the backend's, not an answer."""
+    if not (finished or reply.ended):
+        raise BackendUnavailable(f"the stream ended before the model finished ({markers}): the upstream closed it "
+                                 "mid-answer", **where)
 
 
 class HttpTransport:

@@ -18,10 +18,10 @@ from backends.base import Backend, BackendSettings, Health
 from backends.capabilities import Capabilities
 from backends.client_fields import openai_shaped
 from backends.deadline import Deadline
-from backends.errors import BackendError, BackendUnavailable, MalformedResponse
+from backends.errors import BackendError, MalformedResponse
 from backends.faults import failed_writing
 from backends.http_errors import is_transport_error
-from backends.http_transport import HttpTransport, Reply, json_event, json_events
+from backends.http_transport import HttpTransport, Reply, check_finished, json_event, json_events
 from backends.openai_fields import chat_messages, is_openai_itself, request_fields
 from backends.params import ChatParams
 from backends.served import not_served_hint, served_models, serves
@@ -134,19 +134,12 @@ class OpenAIBackend(Backend):
                 for delta in self._deltas(batch, reply.simulated):
                     finished = finished or delta.finish_reason is not None
                     yield delta
-            self._check_whole(finished, reply)
+            check_finished(reply, finished, "no finish_reason, no [DONE]", self.where())
 
     async def _drafts(self, reply: Reply) -> AsyncIterator[Delta]:
         async for batch in reply.events(_is_done):
             for data in batch:
                 yield self._draft(self._parse(data), reply.simulated)
-
-    def _check_whole(self, finished: bool, reply: Reply) -> None:
-        """Neither a finish reason nor [DONE]: the connection closed mid-answer. A client handed
-        what came so far as the whole answer would act on half of it."""
-        if not (finished or reply.ended):
-            raise BackendUnavailable("the stream ended before the model finished (no finish_reason, no [DONE]): "
-                                     "the upstream closed it mid-answer", **self.where())
 
     def _message(self, body: bytes, simulated: bool) -> Delta:
         try:

@@ -60,7 +60,7 @@ class Router:
                  secret_variables: Iterable[str] = ()):
         # The request scope every entry point goes through (router/scope.py): the server and the
         # adapters call it directly; this Router is a front over it.
-        scope = self.scope = self._scope = wire(loaded, backends=backends, source=source, log=log,
+        scope = self.scope = wire(loaded, backends=backends, source=source, log=log,
                                                 rate_limits=rate_limits, secret_variables=secret_variables)
         parts = self._parts = scope.parts
         self.loaded, self.config, self.source = loaded, loaded.config, source
@@ -114,7 +114,7 @@ class Router:
         """Adopt what other processes learned (latency, open breakers), at most every
         `state.refresh_ms`, and what the fleet knows of `session`. Every call and stream does
         this itself before it decides; call it before `decide` or `explain`."""
-        await self._scope.refresh(session=session)
+        await self.scope.refresh(session=session)
 
     def session(self, key: str | None = None) -> Session:
         """One task's calls as one session (router/sessions.py): they keep one backend while it is
@@ -172,7 +172,7 @@ class Router:
         CostLimitExceeded when none is left. `session` routes the call as part of that task
         (router/sessions.py): its tier only moves up, and it keeps its backend; `"auto"` derives
         the task from the conversation (`tools`: the request's tool set)."""
-        decider = self._scope.decider
+        decider = self.scope.decider
         key = decider.session_key(session, messages, tools)
         return decider.decide_by(messages, model, deadline_s, max_tokens, prefer, needs, max_cost_usd, key, tools)
 
@@ -182,20 +182,20 @@ class Router:
         decide which backends may take it."""
         opts = resolve_options("Router.explain", options)
         messages = as_messages(prompt_or_messages)
-        return self._scope.decide(messages, opts, self._scope.session_key(opts, messages))
+        return self.scope.decide(messages, opts, self.scope.session_key(opts, messages))
 
     # -- calling --------------------------------------------------------------------------
 
     async def acomplete(self, prompt_or_messages: str | list[Message], **options: Unpack[RouteOptions]) -> RouteResult:
         """Answer with the best backend for this prompt, falling back on failure within the
         deadline. Options: router/options.py (`RouteOptions`); an unknown one is a TypeError."""
-        return await self._scope.acomplete(prompt_or_messages, **options)
+        return await self.scope.acomplete(prompt_or_messages, **options)
 
     def astream(self, prompt_or_messages: str | list[Message], **options: Unpack[RouteOptions]) -> RouteStream:
         """A stream of chunks whose `.result` is known after the last. It admits and decides as
         a call does, when iteration starts (after adopting what other processes learned);
         `await stream.start()` does so without reading a chunk, and `.decision` is then known."""
-        return self._scope.astream(prompt_or_messages, **options)
+        return self.scope.astream(prompt_or_messages, **options)
 
 
     # -- sync wrappers --------------------------------------------------------------------

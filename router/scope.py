@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from typing import TYPE_CHECKING, Any, Unpack
 
 from backends.types import Chunk, Message, Request, as_messages
@@ -121,7 +121,8 @@ class RequestScope:
             parts.latency.end(decision)
 
     async def attempts(self, decision: Decision, request: Request, opts: ResolvedOptions,
-                       keep: Any, committed: Any) -> AsyncGenerator[Chunk, None]:
+                       keep: Callable[[RouteResult], None],
+                       committed: Callable[[str], None]) -> AsyncGenerator[Chunk, None]:
         """A stream's attempts in order: fallback before the first text, hedging and the deadline."""
         parts = self._parts
         parts.latency.begin(decision)
