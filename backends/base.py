@@ -74,7 +74,10 @@ class BackendSettings:
 
     def resolve(self, value: T) -> T:
         """`value` (a string, or dicts and lists of them) with ${NAME} references filled in from
-        the environment; AuthError naming the variable when one is unset."""
+        the environment; AuthError naming the variable when one is unset. An empty value, or a
+        string without a reference, is handed back as it is (callers copy what they change)."""
+        if not value or (isinstance(value, str) and "${" not in value):
+            return value  # most backends set no passthrough or headers: no walk per request
         try:
             return cast(T, expand_all(value))
         except MissingVariable as missing:

@@ -87,6 +87,32 @@ async def test_missing_key_fails_before_any_request(monkeypatch, _mock_backend):
     assert calls == []
 
 
+async def test_references_are_read_per_call_and_empty_settings_stay_empty(monkeypatch, _mock_backend):
+    """A backend with nothing to fill in skips the walk; one with ${NAME}s still reads the
+    environment on every call (a rotated key is seen at once, an unset one refused)."""
+    seen = []
+
+    def handler(request):
+        seen.append((request.headers.get("x-token"), json.loads(request.content).get("user")))
+        return httpx.Response(200, json=_ok_body())
+
+    monkeypatch.setenv("SIM_TEST_KEY", "k-123")
+    plain = _mock_backend(handler, api_key_env="SIM_TEST_KEY")
+    await plain.complete(PROMPT)
+    assert plain.settings.headers == {} and plain.settings.passthrough == {}  # nothing written into them
+    referring = _mock_backend(handler, headers={"x-token": "${ROUTE_T_HEADER}"}, passthrough={"user": "${ROUTE_T_USER}"})
+    for value in ("first", "second"):
+        monkeypatch.setenv("ROUTE_T_HEADER", f"h-{value}")
+        monkeypatch.setenv("ROUTE_T_USER", f"u-{value}")
+        await referring.complete(PROMPT)
+    assert seen[1:] == [("h-first", "u-first"), ("h-second", "u-second")]
+    assert referring.settings.headers == {"x-token": "${ROUTE_T_HEADER}"}  # never kept resolved
+    monkeypatch.delenv("ROUTE_T_USER")
+    with pytest.raises(AuthError, match=r"ROUTE_T_USER is not set; the config of m refers to it as \$\{ROUTE_T_USER\}"):
+        await referring.complete(PROMPT)
+    assert len(seen) == 3
+
+
 # 404 naming no field: nothing is served at the configured URL or model (the config's doing, not
 # the request's: issue 38), and no retry finds it either.
 @pytest.mark.parametrize("status, error", [(400, BadRequest), (401, AuthError), (403, AuthError), (404, NotServed)])
