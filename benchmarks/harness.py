@@ -23,7 +23,7 @@ conversation scored as it is sent show what the harness does unread.
 read with its own entry of policies/shapes.py removed (general rules and the other clients'
 data only); the four kinds of wrapper of issue 46 (benchmarks/harness_cases.py) are read with
 no client's data at all, and a client's own short template (no general rule reads it) is read
-on each task as it comes, by its first request's rules and by the template router/templates.py
+on each task as it comes, by its first request's rules and by the template policies/template.py
 learns from the tasks before it (the first row is shown, the second is held to the target). Per row: the share on the bare prompt's tier (target >= 95%) and the
 mean |shift| of the score (<= 0.03). A last row reads the bare prompts themselves and compares
 them with the prompts as typed: what the general rules take from a user's own words.
@@ -54,13 +54,12 @@ from policies.complexity import ComplexityScorer
 from policies.routing_eval import apgr, quality_curve
 from policies.shapes import KNOWN, Shapes
 from policies.task import read_task, scored_text
-from policies.template import Learned
+from policies.template import Learned, Templates
 from router.config_loader import load_config
 from router.server.protocols.chat import ChatDialect
 from router.server.protocols.gemini import GeminiDialect
 from router.server.protocols.messages import MessagesDialect
 from router.server.protocols.responses import ResponsesDialect
-from router.templates import Templates
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "data" / "clients"

@@ -120,7 +120,7 @@ def _follow_up_tagged(task: str, other: str) -> list[Message]:
 def short_template(task: str) -> list[Message]:
     """A client's own short template, beyond the four kinds: a heading line before the task and a
     line of format rules after it, far from a page of rules. No general rule reads it; the
-    client's template learned from its traffic does (router/templates.py)."""
+    client's template learned from its traffic does (policies/template.py)."""
     return [_SYSTEM, {"role": "user", "content": f"### Ticket\n{task}\n### Reply with JSON: answer, confidence."}]
 
 

@@ -27,6 +27,7 @@ from policies.ladder import Ladder
 from policies.retry_budget import RetryBudget, RetryBudgetSettings
 from policies.routing_model import RoutingModel
 from policies.scoring import Scorer, build_scorer
+from policies.template import Templates
 from policies.tiers import Tier
 from router.backend_table import BackendTable, backend_identity
 from router.calls import CallPath
@@ -40,7 +41,6 @@ from router.scope import RequestScope
 from router.sessions import Sessions, SessionTable
 from router.state.base import SharedState
 from router.state.rate_limits import RateLimiter, rate_limiter_for
-from router.templates import Templates
 
 if TYPE_CHECKING:
     from backends.types import Price

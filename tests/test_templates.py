@@ -1,5 +1,5 @@
 """A client's template learned from its own traffic (issue 46): what repeats across its tasks is
-its harness, what varies is the user's words. policies/template.py's diffing, router/templates.py's
+its harness, what varies is the user's words. policies/template.py's diffing and its
 state per API key and client, and a Router that reads a client's third task as it reads the bare
 prompt where no general rule could."""
 
@@ -8,10 +8,9 @@ from __future__ import annotations
 import pytest
 
 from policies.task import read_task, scored_text
-from policies.template import MIN_FIXED, Template, learn
+from policies.template import MIN_FIXED, Template, Templates, learn
 from router import Router
 from router.config_loader import load_config
-from router.templates import Templates
 
 pytestmark = pytest.mark.unit
 
