@@ -58,11 +58,12 @@ class Watchdog:
     time the timer ran (a busy box runs the loop late, and then hands it both at once) is
     taken, not thrown away."""
 
-    __slots__ = ("_fired", "_handle", "_ours", "_task")
+    __slots__ = ("_cancelling", "_fired", "_handle", "_ours", "_task")
 
     def __init__(self, deadline: Deadline):
         self._fired = self._ours = False
         self._task: asyncio.Task | None = None  # the task waiting now, if any
+        self._cancelling = 0  # its cancellations pending when it began to wait
         remaining = deadline.remaining()
         self._handle: asyncio.Handle | None = (
             None if remaining is None else asyncio.get_running_loop().call_later(max(0.0, remaining), self._due))
@@ -79,21 +80,26 @@ class Watchdog:
 
     async def next(self, items: AsyncIterator[T]) -> T | None:
         """The next item of `items` (None at its end), or TimeoutError once the deadline passed."""
+        with self:
+            return await anext(items, None)
+
+    def __enter__(self) -> None:
+        """`with watchdog: item = await ...`: the wait inside is cut at the deadline, as `next`'s
+        is, with the awaited call made by the caller itself (no frame of this module between a
+        caller and what it awaits)."""
         if self._fired:
             raise TimeoutError
         task = asyncio.current_task()
         assert task is not None
-        cancelling = task.cancelling()
+        self._cancelling = task.cancelling()
         self._task = task
-        try:
-            return await anext(items, None)
-        except asyncio.CancelledError:
-            # Ours alone: a timeout. Anyone else's as well (a client gone): a cancellation.
-            if self._ours and task.uncancel() <= cancelling:
-                raise TimeoutError from None
-            raise
-        finally:
-            self._task = None
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, traceback: object) -> None:
+        task, self._task = self._task, None
+        # Ours alone: a timeout. Anyone else's as well (a client gone): a cancellation.
+        if (kind is not None and issubclass(kind, asyncio.CancelledError) and self._ours and task is not None
+                and task.uncancel() <= self._cancelling):
+            raise TimeoutError from None
 
     def stop(self) -> None:
         if self._handle is not None:

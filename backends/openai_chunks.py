@@ -6,22 +6,15 @@ simulator). The output is the exact JSON OpenAI clients parse.
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Mapping
 from typing import Any
 
 import orjson
 
-__all__ = ["DONE", "ChunkWriter", "new_completion_id"]
+__all__ = ["DONE", "ChunkWriter"]
 
 DONE = b"data: [DONE]\n\n"
-
-
-def new_completion_id() -> str:
-    # 96 random bits, like the 24 hex digits of a uuid4, without a getrandom syscall per
-    # request: an id needs to be unique, not unguessable.
-    return f"chatcmpl-{random.getrandbits(96):024x}"
 
 
 class ChunkWriter:
@@ -31,9 +24,9 @@ class ChunkWriter:
 
     __slots__ = ("_head", "_prefix", "_suffix", "_usage_head")
 
-    def __init__(self, model: str, *, completion_id: str | None = None, created: int | None = None,
+    def __init__(self, model: str, *, completion_id: str, created: int | None = None,
                  fields: Mapping[str, Any] | None = None):
-        base = {"id": completion_id or new_completion_id(), "object": "chat.completion.chunk",
+        base = {"id": completion_id, "object": "chat.completion.chunk",
                 "created": int(time.time()) if created is None else created, "model": model, **(fields or {})}
         self._head = b"data: " + orjson.dumps(base)[:-1]  # without the closing brace: the choices follow
         base.pop("usage", None)  # the usage event carries the real one

@@ -212,7 +212,7 @@ def our_config(setup: Setup, base_url: str, names: list[str] | None = None) -> d
             "log": {"enabled": False}}
 
 
-def our_router(setup: Setup, base_url: str, names: list[str] | None = None) -> Router:
+def our_router(setup: Setup, base_url: str, names: list[str] | None = None, observers=()) -> Router:
     loaded = load_config(our_config(setup, base_url, names))
     built = {}
     for name, spec in loaded.config.backends.items():
@@ -220,7 +220,7 @@ def our_router(setup: Setup, base_url: str, names: list[str] | None = None) -> R
         # Retry backoff scaled like every other timing (BackendSettings' default is 0.25 s).
         fields = {f: getattr(settings, f) for f in settings.__dataclass_fields__}
         built[name] = OpenAIBackend(BackendSettings(**{**fields, "backoff_initial_s": 0.25 * setup.scale}))
-    return Router(loaded, backends=built, source="api", log=False)
+    return Router(loaded, backends=built, source="api", log=False, observers=observers)
 
 
 class Ours:
@@ -230,8 +230,7 @@ class Ours:
 
     def __init__(self, setup: Setup, base_url: str, bill: Bill, names: list[str] | None = None):
         self.setup, self.base_url, self.bill = setup, base_url, bill
-        self.router = our_router(setup, base_url, names)
-        self.router.add_observer(self._on_attempt)
+        self.router = our_router(setup, base_url, names, observers=[self._on_attempt])
 
     def _on_attempt(self, attempt, decision) -> None:
         # Attempts run in tasks created inside `ask`, which inherit its context: the job.
@@ -263,8 +262,7 @@ class Ours:
         """A backend added to the config: a restart that keeps what was learned (the store)."""
         names = [*self.router.config.backends.keys() - {WARMUP_MODEL}, name]
         old = self.router
-        self.router = our_router(self.setup, self.base_url, names)
-        self.router.add_observer(self._on_attempt)
+        self.router = our_router(self.setup, self.base_url, names, observers=[self._on_attempt])
         for backend, model in old.latency.models.items():
             if backend in self.router.latency.models:
                 self.router.latency.models[backend] = model

@@ -106,7 +106,7 @@ def _through_route(sim: SimServer, http: httpx.Client, name: str, outage_s: floa
     _, protocol, _ = CLIENTS[name]
     config = {"backends": {"up": {"kind": "openai", "model": _MODEL, "base_url": sim.base_url}},
               "routing": {"tiers": [{"name": "all", "backends": ["up"]}]}, "log": {"enabled": False}}
-    router = Router(load_config(config), source="server")
+    router = Router(load_config(config), source="server", clients_retry=True)
     outage = _Outage(sim, outage_s)
     # The breakers on the client's clock: a probe falls due when it would have, had the client slept.
     router.breakers = router.calls.breakers = BreakerBoard(outage.now, router.breakers.settings)
@@ -181,7 +181,7 @@ def _storm(seconds: float, clients_per_key: int) -> tuple[int, int, int, float]:
         config = {"backends": {"dead": {"kind": "openai", "model": "dead", "base_url": sim.base_url}},
                   "routing": {"tiers": [{"name": "all", "backends": ["dead"]}]},
                   "log": {"path": str(db)}}
-        router = Router(load_config(config), source="server")
+        router = Router(load_config(config), source="server", clients_retry=True)
         with RouteServer(router, api_keys=keys) as srv:
             sent: list[int] = []
             until = time.monotonic() + seconds

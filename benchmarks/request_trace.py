@@ -9,6 +9,10 @@ requests, so first-use imports and caches do not count). Printed: the project mo
 the project frames on the stack when the upstream call reaches aiohttp (in the task that makes
 it), and the deepest stack of project frames seen in any task. A measure of how many layers a request crosses, for
 comparing two versions of the server (issue 25), not a timing.
+
+Targets (issue 45): at most --max-modules project modules entered (40), and a walk from the
+server's entry down to the upstream call that passes each module once (no returns). Exits 1
+when either is missed.
 """
 
 from __future__ import annotations
@@ -106,12 +110,13 @@ async def _request(app, path: str, body: bytes) -> tuple[int, bytes]:
     return status, b"".join(parts)
 
 
-async def run(path: str, stream: bool) -> None:
+async def run(path: str, stream: bool) -> tuple[int, int]:
+    """(project modules entered, returns on the walk down to the upstream call)."""
     os.environ["ROUTE_HOME"] = tempfile.mkdtemp(prefix="route-trace-")  # the request log, as `route serve` keeps one
     with SimServer(profiles={"sim-fast": {"ttft_s": 0.0, "answer_tokens": 8}}) as sim:
         config = {"backends": {"sim": {"kind": "openai", "model": "sim-fast", "base_url": sim.base_url}},
                   "routing": {"tiers": [{"name": "all", "backends": ["sim"]}]}}
-        router = Router(load_config(config), source="server")
+        router = Router(load_config(config), source="server", clients_retry=True)
         app = create_app(router)
         body = orjson.dumps({**BODIES[path], "stream": stream})
         for _ in range(5):
@@ -130,10 +135,10 @@ async def run(path: str, stream: bool) -> None:
           f"deepest project stack: {trace.deepest}")
     for module in sorted(trace.modules):
         print(f"  {module}")
-    _print_rooms(trace.rooms)
+    return len(trace.modules), _print_rooms(trace.rooms)
 
 
-def _print_rooms(rooms: list[str]) -> None:
+def _print_rooms(rooms: list[str]) -> int:
     """The modules the request passes through on its way down to the upstream call, outermost
     first (the stack at that call, a module's consecutive frames as one room); a module met again
     further down is a return: a layer that calls back up into one above it (issue 45: none)."""
@@ -141,14 +146,20 @@ def _print_rooms(rooms: list[str]) -> None:
     print(f"the walk from the server's entry to the upstream call: {len(rooms)} rooms, {len(returns)} returns"
           + (f" ({', '.join(returns)})" if returns else ""))
     print("  " + " -> ".join(rooms))
+    return len(returns)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--path", default="/v1/chat/completions", choices=sorted(BODIES))
     parser.add_argument("--stream", action="store_true")
+    parser.add_argument("--max-modules", type=int, default=40)
     args = parser.parse_args()
-    asyncio.run(run(args.path, args.stream))
+    modules, returns = asyncio.run(run(args.path, args.stream))
+    missed = [f"{modules} modules entered (target at most {args.max_modules})"] if modules > args.max_modules else []
+    missed += [f"{returns} returns on the walk (target 0)"] if returns else []
+    print("targets: " + ("missed: " + "; ".join(missed) if missed else "met"))
+    sys.exit(1 if missed else 0)
 
 
 if __name__ == "__main__":

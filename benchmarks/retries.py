@@ -72,7 +72,7 @@ def dead_upstream(cooldown_ms: float) -> bool:
         config = {"backends": {"only": {"kind": "openai", "model": "dead", "base_url": sim.base_url}},
                   "routing": {"tiers": [{"name": "all", "backends": ["only"]}],
                               "breaker": {"failures": 3, "cooldown_ms": cooldown_ms}}, "log": {"enabled": False}}
-        with RouteServer(Router(load_config(config), source="server")) as srv:
+        with RouteServer(Router(load_config(config), source="server", clients_retry=True)) as srv:
             body = {"model": "auto", "messages": [{"role": "user", "content": "hi"}]}
             started = time.monotonic()
             answers = [httpx.post(f"{srv.base_url}/chat/completions", json=body, timeout=30) for _ in range(30)]
@@ -182,7 +182,7 @@ def _route_config(sim: SimServer, backends: int) -> dict:
 def _through_route(sim: SimServer, name: str, backends: int, seed: int) -> tuple[int, int, float]:
     """(client requests, upstream calls, virtual seconds) for `name` through a fresh `route serve`."""
     _, protocol, _ = CLIENTS[name]
-    router = Router(load_config(_route_config(sim, backends)), source="server")
+    router = Router(load_config(_route_config(sim, backends)), source="server", clients_retry=True)
     clock = VirtualClock()
     # The breakers on the client's clock: a probe falls due when it would have, had the client slept.
     router.breakers = router.calls.breakers = BreakerBoard(clock.now, router.breakers.settings)

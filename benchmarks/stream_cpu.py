@@ -77,7 +77,7 @@ async def one(app):
 
 
 async def main():
-    router = Router(load_config(config), source="server")
+    router = Router(load_config(config), source="server", clients_retry=True)
     app = create_app(router)
     await asyncio.gather(*(one(app) for _ in range(4)))  # warm: connections, first-use imports
     started_cpu, started = time.process_time(), time.perf_counter()

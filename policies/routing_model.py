@@ -12,21 +12,30 @@ them, with the client's harness (system prompts, tool schemas, environment and r
 format rules, tool results) set aside (policies/task.py), so the same question scores the same
 from every client, and the same conversation the same with a session id or without one.
 
+Every decision path -- plain calls, streams, sessions, consortia, the server and the framework
+adapters -- reads the model through one `ModelSlot`, `current`; learning (router/learning/)
+installs a new RoutingModel with one assignment, which the next decision sees whole. A decision reads `current` once and keeps
+that value, so it never mixes the scorer of one version with the thresholds of another.
+
+`watch`, when learning is on, is called before every read: it installs a version another
+process adopted or rolled back to (router/learning/learner.py `check`), so the next decision
+after the change uses it, whether or not a request came in between.
+
 Pure: scorers are handed in already built.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from backends.types import Message
-from policies.ladder import Crossing, Ladder
+from policies.ladder import Crossing, Ladder, Tier
 from policies.scoring import Score, Scorer
 from policies.task import KNOWN, Shapes, Task, read_task, scored_text
 from policies.template import Learned
-from policies.tiers import Tier
 
-__all__ = ["Placement", "RoutingModel"]
+__all__ = ["ModelSlot", "Placement", "RoutingModel"]
 
 
 # Built on every call: not frozen (ARCHITECTURE.md, "Values built per request").
@@ -77,3 +86,20 @@ class RoutingModel:
     def reason(self, placement: Placement) -> str:
         """The words a decision's reason opens with."""
         return self.ladder.reason(placement.crossings, placement.score)
+
+
+class ModelSlot:
+    __slots__ = ("_model", "watch")
+
+    def __init__(self, model: RoutingModel):
+        self._model = model
+        self.watch: Callable[[], None] | None = None
+
+    @property
+    def current(self) -> RoutingModel:
+        if self.watch is not None:
+            self.watch()
+        return self._model
+
+    def install(self, model: RoutingModel) -> None:
+        self._model = model

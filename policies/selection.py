@@ -47,9 +47,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from backends.types import Price, Usage
+from policies.ladder import ON_DEADLINE_RISK_CHOICES, OnDeadlineRisk, Tier, fallback_order
 from policies.latency import LatencyModel, Prediction
 from policies.rate_limit import Limited
-from policies.tiers import ON_DEADLINE_RISK_CHOICES, OnDeadlineRisk, Tier, fallback_order
 
 __all__ = ["ON_DEADLINE_RISK_CHOICES", "PREFER_CHOICES", "Candidate", "OnDeadlineRisk", "Plan", "Prefer",
            "RouteInputs", "forced_plan", "plan_route"]

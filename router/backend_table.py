@@ -1,13 +1,13 @@
 """The backends and consortia of one config, each built on first use.
 
 A consortium's members and arbiter resolve through the same table (so a member that is a
-consortium nests) and call through the one call path, handed in once it exists: the call path
-itself resolves backends through this table.
+consortium nests) and call through the one call path, which itself resolves backends through
+this table: the table makes its call path at construction, handing it its own lookup.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from backends import build_backend
@@ -39,10 +39,13 @@ class BackendTable:
     """Every backend and consortium of one config by name: `table[name]` builds one on first use
     (UsageError for a name the config does not have); `built` holds those built so far."""
 
-    def __init__(self, config: Config, calls: CallPath, prebuilt: Mapping[str, Backend] | None = None):
+    def __init__(self, config: Config, call_path: Callable[[Callable[[str], Backend]], CallPath],
+                 prebuilt: Mapping[str, Backend] | None = None):
         self.config = config
         self.built = _Built(self, prebuilt or {})
-        self.calls = calls  # consortia call their members and arbiter through it
+        # Consortia call their members and arbiter through it; it finds every backend here, with
+        # a plain dict lookup (a name is built on its first).
+        self.calls = call_path(self.built.__getitem__)
         # The built backends that keep a queue of their own (router/queueing.py): the in-process
         # engine. Empty for every other kind, so deciding reads no queue at all.
         self.queued: dict[str, Backend] = {n: b for n, b in self.built.items() if _keeps_queue(b)}

@@ -15,7 +15,7 @@ For one call to one backend it owns, in this order per attempt:
     concurrency  a slot in the global limit (`routing.max_concurrency`) and in every enclosing
                  consortium's `max_concurrency`, so nesting cannot multiply either
     deadline     the attempt gets the time left; a stream is cut at the deadline too
-    retries      the one retry policy (backends/retry.py), within the deadline; a stream is
+    retries      the one retry policy (policies/retry.py), within the deadline; a stream is
                  retried only before its first chunk reached the caller. Unless the caller says
                  how often (CallOptions.retries), a retry bets on a blip: none for a backend
                  already failing when the call starts, and, when a client retries on its own
@@ -23,7 +23,8 @@ For one call to one backend it owns, in this order per attempt:
                  answering -- the client's retry is the retry, so a dead upstream costs one
                  call per client request, as going direct would
     observers    every attempt -- answered, failed or cancelled -- reaches the attempt observers
-                 (latency learning, metrics) with its elapsed time
+                 (latency learning) with its elapsed time, and the watch of the request it was
+                 made for (WATCHING: the server's metrics and web view), a rate limit's refusal too
     verdicts     only the backend's faults and pressure (backends/faults.py) count against it:
                  the request's fault and the credential's leave its breaker and retry budget
                  as they were
@@ -38,35 +39,40 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from backends.base import Backend
 from backends.deadline import Deadline, Watchdog
 from backends.errors import AtRateLimit, BackendError, BackendTimeout, BreakerOpen, MalformedResponse, fault_of
 from backends.per_loop import PerLoop
-from backends.retry import RetryPolicy, call_with_retries
 from backends.types import Chunk, Completion, FinalChunk, Request
 from policies.breaker import BreakerBoard
-from policies.retry_budget import RetryBudget
+from policies.retry import RetryBudget, RetryPolicy
 from router import cost_limit
 from router.consortium.budget import CURRENT_RUN, Reservation
-from router.decision import Attempt, Decision
+from router.decision import Attempt, Decision, Watch
 from router.redaction import Redactor
 from router.state.rate_limits import estimate_tokens
 
 if TYPE_CHECKING:
     from router.state.rate_limits import RateLimiter
 
-__all__ = ["DEADLINE", "AttemptObserver", "CallOptions", "CallPath"]
+__all__ = ["DEADLINE", "WATCHING", "AttemptObserver", "CallOptions", "CallPath", "call_with_retries"]
 
 # The cancellation message of a call stopped because its deadline passed: reported as a timeout
 # (evidence about the backend), not as a caller that went away.
 DEADLINE = "route: the request's deadline passed"
 
 AttemptObserver = Callable[[Attempt, "Decision | None"], None]
+T = TypeVar("T")
+
+# The watch of the request being answered (router/scope.py sets it for the request's calls): a
+# context variable, so the calls a consortium makes in tasks of its own are seen by it too.
+WATCHING: contextvars.ContextVar[Watch | None] = contextvars.ContextVar("route_watching", default=None)
 
 
 # Built on every call: not frozen (ARCHITECTURE.md, "Values built per request").
@@ -102,7 +108,7 @@ class CallPath:
     def __init__(self, resolve: Callable[[str], Backend], *, breakers: BreakerBoard, max_concurrency: int = 128,
                  retry_per_class: dict[str, int] | None = None, redactor: Redactor | None = None,
                  limits: RateLimiter | None = None, retry_budget: RetryBudget | None = None,
-                 retry_unheard: bool = True):
+                 retry_unheard: bool = True, observers: Iterable[AttemptObserver] = ()):
         self._resolve = resolve
         self.retry_unheard = retry_unheard
         self.breakers = breakers
@@ -112,12 +118,9 @@ class CallPath:
         self._slots = PerLoop(lambda: asyncio.Semaphore(max_concurrency))
         self._retry_per_class = dict(retry_per_class or {})
         self.retry_budget = retry_budget or RetryBudget()
-        self.observers: list[AttemptObserver] = []
+        self.observers = tuple(observers)
         self.in_flight = 0  # leaf attempts holding a slot right now (read by metrics and tests)
         self.peak_in_flight = 0
-
-    def add_observer(self, observer: AttemptObserver) -> None:
-        self.observers.append(observer)
 
     def shape(self, name: str) -> str:
         """How backend `name` writes a request (Backend.shape): one that refused a request stands
@@ -198,6 +201,9 @@ class CallPath:
         refused = await self.limits.take(backend.name, tokens)
         if refused is None:
             return tokens
+        watch = WATCHING.get()
+        if watch is not None:
+            watch.refused(backend.name)
         if not options.check_breaker:
             self.breakers[backend.name].release()  # the caller claimed a half-open probe it will not make
         raise AtRateLimit(refused.describe(), retry_after=refused.free_in_s, **backend.where())
@@ -330,6 +336,25 @@ class CallPath:
     def _notify(self, attempt: Attempt, options: CallOptions) -> None:
         for observer in self.observers:
             observer(attempt, options.decision)
+        watch = WATCHING.get()
+        if watch is not None:
+            watch.attempt(attempt, options.decision)
+
+
+async def call_with_retries(attempt: Callable[[], Awaitable[T]], *, policy: RetryPolicy, deadline: Deadline) -> T:
+    """Run `attempt` until it succeeds or the policy says the last error stands (policies/retry.py).
+    The loop lives here, beside the attempts it repeats, so a call goes down through the policy
+    and never back up through it."""
+    retries = 0
+    while True:
+        try:
+            return await attempt()
+        except BaseException as exc:  # a cancellation is not retryable: re-raised as it is
+            wait = policy.wait_before_retry(exc, retries, deadline.remaining())
+            if wait is None:
+                raise
+        await asyncio.sleep(wait)
+        retries += 1
 
 
 class _StreamAttempt:
@@ -360,7 +385,8 @@ class _StreamAttempt:
     async def _next(self) -> Chunk:
         assert self._chunks is not None and self._watchdog is not None
         try:
-            chunk = await self._watchdog.next(self._chunks)  # text is redacted across chunks, in CallPath.stream
+            with self._watchdog:  # text is redacted across chunks, in CallPath.stream
+                chunk = await anext(self._chunks, None)
         except BaseException as exc:
             self._fail(exc)
             if isinstance(exc, TimeoutError):

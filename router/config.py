@@ -205,7 +205,7 @@ class BreakerConfig(_Strict):
 
 
 class RetryBudgetConfig(_Strict):
-    """Retries across requests, per backend (policies/retry_budget.py): a bucket of `tokens`; a
+    """Retries across requests, per backend (policies/retry.py): a bucket of `tokens`; a
     failed attempt takes one, a success gives back `ratio`; retries only while it is over half full."""
 
     tokens: float = Field(10.0, ge=1, description="the bucket; retries only while it is over half full")

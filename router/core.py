@@ -26,19 +26,20 @@ from typing import TYPE_CHECKING, Any, Unpack
 from backends.base import Backend
 from backends.errors import UsageError
 from backends.types import Chunk, Message, as_messages
+from policies.ladder import Tier
 from policies.needs import Needs
 from policies.routing_model import RoutingModel
 from policies.scoring import Scorer
-from policies.tiers import Tier
 from router.config_loader import LoadedConfig, load_config
-from router.decision import Attempt, Decision, Outcome, RouteResult
+from router.decision import Attempt, Decision, Outcome, RouteResult, Watch
 from router.interrupt import run_interruptibly
 from router.options import RouteOptions, resolve_options
 from router.scope import RouteStream
 from router.sessions import Session
 from router.state.base import SharedState
 from router.state.rate_limits import RateLimiter
-from router.wiring import persist, wire
+from router.view import RouterView
+from router.wiring import wire
 
 if TYPE_CHECKING:
     from router.store.feedback import Feedback
@@ -57,17 +58,33 @@ class Router:
 
     def __init__(self, loaded: LoadedConfig, *, backends: Mapping[str, Backend] | None = None,
                  source: str = "api", log: bool | None = None, rate_limits: RateLimiter | None = None,
-                 secret_variables: Iterable[str] = ()):
+                 secret_variables: Iterable[str] = (), clients_retry: bool = False,
+                 observers: Iterable[Observer] = (), request_observers: Iterable[RequestObserver] = (),
+                 persist: bool | SharedState = False):
+        """Every part is built here, once (router/wiring.py `wire`: its arguments). `observers`
+        are called after every backend attempt anywhere (routed, consortium member or arbiter;
+        answered, failed or cancelled); `request_observers` once at the end of every request
+        (after fallbacks). To watch one request instead, hand it a `watch` (router/decision.py).
+
+        `persist` shares learned state (latency, breakers) as `state:` says -- the local store
+        (default) or Redis -- or through the SharedState given, made by the caller: consecutive
+        processes and replicas learn together. When it cannot be used, `persist_problem` says
+        why, and routing runs on config priors and what this Router learns. Redis being down is
+        no such reason: a Redis state runs on this process's own state until Redis answers
+        (router/state/redis_state.py)."""
         # The request scope every entry point goes through (router/scope.py): the server and the
         # adapters call it directly; this Router is a front over it.
-        scope = self.scope = wire(loaded, backends=backends, source=source, log=log,
-                                                rate_limits=rate_limits, secret_variables=secret_variables)
+        scope = self.scope = wire(loaded, backends=backends, source=source, log=log, rate_limits=rate_limits,
+                                  secret_variables=secret_variables, clients_retry=clients_retry,
+                                  observers=observers, request_observers=request_observers, persist=persist)
         parts = self._parts = scope.parts
+        self.view = RouterView(parts)  # what the server and its web view read (router/ports.py)
         self.loaded, self.config, self.source = loaded, loaded.config, source
         # The parts agents and tools look at (`route models`, /metrics, tests): read-only views.
         self.calls, self.breakers, self.latency = parts.calls, parts.breakers, parts.latency
         self.redactor, self.rate_limits, self.sessions = parts.redactor, parts.rate_limits, parts.sessions
         self.request_log, self.spend_cap, self.learner = parts.request_log, parts.spend_cap, parts.learner
+        self.persist_problem = parts.persist_problem
         self._sync_loop: asyncio.AbstractEventLoop | None = None
         self._in_process_app: Any = None  # the server app in-process clients talk to, built on first use
 
@@ -76,39 +93,32 @@ class Router:
         """From a path, a dict, or (None) the config search order. `persist` loads what earlier
         runs learned (latency) from the local store and saves back to it, so consecutive
         processes learn together; an unusable store leaves routing on config priors, with a warning."""
-        router = cls(load_config(source), **kwargs)
-        if persist:
-            router.persist()
+        router = cls(load_config(source), persist=persist, **kwargs)
+        router.warn_unshared()
         return router
 
-    def persist(self, *, warn: bool = True, state: SharedState | None = None) -> str | None:
-        """Share learned state as `state:` says (or through `state`, made by the caller): the
-        local store (default) or Redis. When it cannot be used: the reason (and, with `warn`, one
-        logged warning); routing then runs on config priors and what this Router learns. Redis
-        being down is no such reason: a Redis state runs on this process's own state until Redis
-        answers (router/state/redis_state.py)."""
-        problem = persist(self._parts, state=state)
-        if problem is not None and warn:
-            _LOG.warning("latency history unavailable (%s); routing on config priors", problem)
-        return problem
+    def warn_unshared(self) -> None:
+        """One logged warning when learned state could not be shared as asked (`persist_problem`)."""
+        if self.persist_problem is not None:
+            _LOG.warning("latency history unavailable (%s); routing on config priors", self.persist_problem)
 
     @property
     def shared(self) -> SharedState:
         """How learned state is shared (router/state/): in memory until `persist`."""
-        return self._parts.shared
+        return self.view.shared
 
     @property
     def model(self) -> RoutingModel:
         """The routing model deciding now (scorer, tiers, boundaries; its `version`)."""
-        return self._parts.model.current
+        return self.view.model
 
     @property
     def scorer(self) -> Scorer:
-        return self._parts.model.current.scorer
+        return self.view.model.scorer
 
     @property
     def tiers(self) -> tuple[Tier, ...]:
-        return self._parts.model.current.tiers
+        return self.view.tiers
 
     async def refresh(self, *, session: str | None = None) -> None:
         """Adopt what other processes learned (latency, open breakers), at most every
@@ -124,25 +134,15 @@ class Router:
     def state(self) -> dict[str, dict[str, Any]]:
         """Per backend: what the latency model learned and the breaker's state (for `route
         models`, /metrics and agents that want to look before they call)."""
-        return {name: {"latency": self.latency.model(name).summary(), "breaker": self.breakers[name].state}
-                for name in self.config.backends}
+        return self.view.state()
 
     def names(self) -> list[str]:
         """Every name usable as `model`: backends, then consortia."""
-        return self._parts.backends.names()
+        return self.view.names()
 
     def backend(self, name: str) -> Backend:
         """The backend (or consortium) called `name`, built on first use."""
-        return self._parts.backends.built[name]
-
-    def add_observer(self, observer: Observer) -> None:
-        """Called after every backend attempt anywhere (routed, consortium member or arbiter;
-        answered, failed or cancelled), e.g. to learn latency or count metrics."""
-        self._parts.calls.add_observer(observer)
-
-    def add_request_observer(self, observer: RequestObserver) -> None:
-        """Called once at the end of every routed request (after fallbacks), e.g. by the request log."""
-        self._parts.observe_requests(observer)
+        return self.view.backend(name)
 
     @property
     def verdicts(self) -> Feedback:
@@ -186,16 +186,20 @@ class Router:
 
     # -- calling --------------------------------------------------------------------------
 
-    async def acomplete(self, prompt_or_messages: str | list[Message], **options: Unpack[RouteOptions]) -> RouteResult:
+    async def acomplete(self, prompt_or_messages: str | list[Message], *, watch: Watch | None = None,
+                        **options: Unpack[RouteOptions]) -> RouteResult:
         """Answer with the best backend for this prompt, falling back on failure within the
-        deadline. Options: router/options.py (`RouteOptions`); an unknown one is a TypeError."""
-        return await self.scope.acomplete(prompt_or_messages, **options)
+        deadline. Options: router/options.py (`RouteOptions`); an unknown one is a TypeError.
+        `watch` (router/decision.py) sees every upstream attempt made for this request and its
+        outcome."""
+        return await self.scope.acomplete(prompt_or_messages, watch=watch, **options)
 
-    def astream(self, prompt_or_messages: str | list[Message], **options: Unpack[RouteOptions]) -> RouteStream:
+    def astream(self, prompt_or_messages: str | list[Message], *, watch: Watch | None = None,
+                **options: Unpack[RouteOptions]) -> RouteStream:
         """A stream of chunks whose `.result` is known after the last. It admits and decides as
         a call does, when iteration starts (after adopting what other processes learned);
         `await stream.start()` does so without reading a chunk, and `.decision` is then known."""
-        return self.scope.astream(prompt_or_messages, **options)
+        return self.scope.astream(prompt_or_messages, watch=watch, **options)
 
 
     # -- sync wrappers --------------------------------------------------------------------
@@ -243,7 +247,7 @@ class Router:
         return async_openai_client(self._app(), **kwargs)
 
     def _app(self) -> Any:
-        """The server's app over this router, built once (it adds the server's observers)."""
+        """The server's app over this router, built once (it watches the requests it serves)."""
         if self._in_process_app is None:
             from router.server.app import create_app
 

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 from backends.errors import Unsupported, UsageError
 from backends.types import Message
+from policies.ladder import Tier, fallback_order
 from policies.needs import SMALL_OUTPUT, Needs
 from policies.routing_model import RoutingModel
 from policies.scoring import Score
 from policies.selection import PREFER_CHOICES, Prefer, RouteInputs, forced_plan, plan_route
 from policies.template import Learned
-from policies.tiers import Tier, fallback_order
 from router.cost_limit import within_cost
 from router.decision import Decision
 from router.options import ResolvedOptions

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from backends.errors import BackendError
 from backends.types import Completion
@@ -15,7 +15,7 @@ from policies.task import Task
 if TYPE_CHECKING:
     from router.sessions import SessionPlan
 
-__all__ = ["Attempt", "Decision", "Downgrade", "Outcome", "RouteResult"]
+__all__ = ["Attempt", "Decision", "Downgrade", "Outcome", "RouteResult", "Watch"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,3 +239,18 @@ class Outcome:
     elapsed_s: float
     result: RouteResult | None = None
     error: BaseException | None = None  # CancelledError too: a caller that gave up is an outcome
+
+
+class Watch(Protocol):
+    """What the entry point that sends a request observes of it, beside the router's own
+    observers (the request log, learning, latency): every upstream attempt made for it --
+    routed, consortium member, arbiter, retries -- as it ends, each backend passed over at its
+    rate limit, then its outcome. The server's
+    metrics and web view watch the requests it serves this way (router/server/served.py), so
+    nothing is registered on a router after it is built."""
+
+    def attempt(self, attempt: Attempt, decision: Decision | None) -> None: ...
+
+    def refused(self, backend: str) -> None: ...
+
+    def finished(self, outcome: Outcome) -> None: ...

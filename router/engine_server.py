@@ -39,7 +39,7 @@ def _router(backend: Backend, name: str) -> Router:
                                   "decoding": settings.decoding, "canvas_length": settings.canvas_length}},
               "routing": {"tiers": [{"name": "engine", "backends": [name]}], "sessions": {"enabled": False}},
               "aliases": {"*": name}, "log": {"enabled": False}}
-    return Router(load_config(config), backends={name: backend}, source="server", log=False)
+    return Router(load_config(config), backends={name: backend}, source="server", clients_retry=True, log=False)
 
 
 def create_app(backend: Backend, served_name: str | None = None):

@@ -6,8 +6,12 @@
     call     the attempts in order: fallbacks, breakers, deadline, hedging (router/execution.py),
              each through the one call path (router/calls.py: retries, budget, redaction, limits)
     stream   the same, chunk by chunk, with fallback before the first text
-    finish   the session remembers the answer; the request's observers (log, spend, learning,
-             metrics) see its outcome
+    finish   the session remembers the answer; the router's request observers (log, spend,
+             learning) see its outcome, and so does the request's own watch
+
+An entry point may hand a request a `Watch` (router/decision.py): it sees every upstream attempt
+made for that request and its outcome. That is how the server counts what it serves (metrics,
+the web view) without registering anything on the router it is given.
 
 The CLI, the Python API (router/core.py), each server protocol, the in-process clients, the
 framework adapters and sessions all reach the model through a `RequestScope`, so a guard that
@@ -19,13 +23,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Iterator
 from typing import TYPE_CHECKING, Any, Unpack
 
 from backends.types import Chunk, Message, Request, as_messages
+from router.calls import WATCHING
 from router.cost_limit import SPENDING, spending_limit
 from router.deciding import Decider
-from router.decision import Decision, Downgrade, Outcome, RouteResult
+from router.decision import Decision, Downgrade, Outcome, RouteResult, Watch
 from router.execution import Executor
 from router.options import ResolvedOptions, RouteOptions, resolve_options
 from router.sessions import SessionKey
@@ -89,28 +94,33 @@ class RequestScope:
         return Request(messages=messages, max_tokens=opts.max_tokens, temperature=opts.temperature, stop=opts.stop,
                        extra=opts.extra)
 
-    async def acomplete(self, prompt_or_messages: str | list[Message], **options: Unpack[RouteOptions]) -> RouteResult:
+    async def acomplete(self, prompt_or_messages: str | list[Message], *, watch: Watch | None = None,
+                        **options: Unpack[RouteOptions]) -> RouteResult:
         """A request, its options checked here (router/options.py), whoever sends it."""
-        return await self.complete(as_messages(prompt_or_messages), resolve_options("Router.acomplete", options))
+        return await self.complete(as_messages(prompt_or_messages), resolve_options("Router.acomplete", options),
+                                   watch)
 
-    def astream(self, prompt_or_messages: str | list[Message], **options: Unpack[RouteOptions]) -> RouteStream:
-        return self.stream(as_messages(prompt_or_messages), resolve_options("Router.astream", options))
+    def astream(self, prompt_or_messages: str | list[Message], *, watch: Watch | None = None,
+                **options: Unpack[RouteOptions]) -> RouteStream:
+        return self.stream(as_messages(prompt_or_messages), resolve_options("Router.astream", options), watch)
 
-    async def complete(self, messages: list[Message], opts: ResolvedOptions) -> RouteResult:
+    async def complete(self, messages: list[Message], opts: ResolvedOptions, watch: Watch | None = None) -> RouteResult:
         decision = await self.prepared(messages, opts)
         request = self.request(messages, opts)
         started = time.perf_counter()
         try:
-            with _spending(opts.max_cost_usd):
+            with _spending(opts.max_cost_usd), _watching(watch):
                 result = await self._attempt_in_order(decision, request)
         except (Exception, asyncio.CancelledError) as exc:  # a caller that gave up is an outcome too
-            self.finish(Outcome(decision, messages, self._parts.source, time.perf_counter() - started, error=exc))
+            self.finish(Outcome(decision, messages, self._parts.source, time.perf_counter() - started, error=exc),
+                        watch)
             raise
-        self.finish(Outcome(decision, messages, self._parts.source, time.perf_counter() - started, result=result))
+        self.finish(Outcome(decision, messages, self._parts.source, time.perf_counter() - started, result=result),
+                    watch)
         return result
 
-    def stream(self, messages: list[Message], opts: ResolvedOptions) -> RouteStream:
-        return RouteStream(self, messages, opts)
+    def stream(self, messages: list[Message], opts: ResolvedOptions, watch: Watch | None = None) -> RouteStream:
+        return RouteStream(self, messages, opts, watch)
 
     async def _attempt_in_order(self, decision: Decision, request: Request) -> RouteResult:
         parts = self._parts
@@ -121,21 +131,21 @@ class RequestScope:
             parts.latency.end(decision)
 
     async def attempts(self, decision: Decision, request: Request, opts: ResolvedOptions,
-                       keep: Callable[[RouteResult], None],
-                       committed: Callable[[str], None]) -> AsyncGenerator[Chunk, None]:
+                       keep: Callable[[RouteResult], None], committed: Callable[[str], None],
+                       watch: Watch | None = None) -> AsyncGenerator[Chunk, None]:
         """A stream's attempts in order: fallback before the first text, hedging and the deadline."""
         parts = self._parts
         parts.latency.begin(decision)
         executor = Executor(parts.calls, hedge=parts.config.routing.hedge)
         try:
-            with _spending(opts.max_cost_usd):
+            with _spending(opts.max_cost_usd), _watching(watch):
                 async with contextlib.aclosing(executor.stream(decision, request, keep, committed)) as chunks:
                     async for chunk in chunks:
                         yield chunk
         finally:
             parts.latency.end(decision)
 
-    def finish(self, outcome: Outcome) -> None:
+    def finish(self, outcome: Outcome, watch: Watch | None = None) -> None:
         parts = self._parts
         plan = outcome.decision.session
         sessions = parts.sessions
@@ -143,6 +153,8 @@ class RequestScope:
             sessions.remember(plan, outcome.result.completion if outcome.result is not None else None)
         for observer in parts.request_observers:
             observer(outcome)
+        if watch is not None:
+            watch.finished(outcome)
 
 
 _NO_LIMIT: contextlib.nullcontext[None] = contextlib.nullcontext()
@@ -156,15 +168,38 @@ def _spending(max_cost_usd: float | None) -> contextlib.AbstractContextManager[A
     return spending_limit(max_cost_usd)
 
 
+def _watching(watch: Watch | None) -> contextlib.AbstractContextManager[Any]:
+    """The request's attempts reach `watch` (router/calls.py WATCHING), and only its attempts:
+    it is unset again before the request finishes, so work its observers start (the learner's
+    shadow calls) is not counted as the request's. None is set too, so an outer request's watch
+    never sees a request sent from inside it without one; with neither, nothing is entered."""
+    if watch is None and WATCHING.get() is None:
+        return _NO_LIMIT
+    return _set_watch(watch)
+
+
+@contextlib.contextmanager
+def _set_watch(watch: Watch | None) -> Iterator[None]:
+    token = WATCHING.set(watch)
+    try:
+        yield
+    finally:
+        # A stream closed from another context (a finalizer) cannot reset: its own context ends anyway.
+        with contextlib.suppress(ValueError):
+            WATCHING.reset(token)
+
+
 class RouteStream:
     """Async iterator of chunks (text, drafts, then one FinalChunk) with fallback before the first text."""
 
-    def __init__(self, scope: RequestScope, messages: list[Message], opts: ResolvedOptions):
+    def __init__(self, scope: RequestScope, messages: list[Message], opts: ResolvedOptions,
+                 watch: Watch | None = None):
         self.result: RouteResult | None = None
         self.answering: str | None = None  # the backend the stream committed to, once it has
         self._scope = scope
         self._messages = messages
         self._opts = opts
+        self._watch = watch
         self._key: SessionKey | None = None
         self._decision: Decision | None = None
         self._admitted = False
@@ -213,14 +248,16 @@ class RouteStream:
         started = time.perf_counter()
         request = scope.request(self._messages, self._opts)
         try:
-            async for chunk in scope.attempts(decision, request, self._opts, self._keep, self._committed):
+            async for chunk in scope.attempts(decision, request, self._opts, self._keep, self._committed, self._watch):
                 yield chunk
         except (Exception, asyncio.CancelledError, GeneratorExit) as exc:
             # GeneratorExit: the consumer stopped reading (a client that hung up); log it as cancelled.
             error = asyncio.CancelledError() if isinstance(exc, GeneratorExit) else exc
-            scope.finish(Outcome(decision, self._messages, source, time.perf_counter() - started, error=error))
+            scope.finish(Outcome(decision, self._messages, source, time.perf_counter() - started, error=error),
+                         self._watch)
             raise
-        scope.finish(Outcome(decision, self._messages, source, time.perf_counter() - started, result=self.result))
+        scope.finish(Outcome(decision, self._messages, source, time.perf_counter() - started, result=self.result),
+                     self._watch)
 
     def _keep(self, result: RouteResult) -> None:
         self.result = result

@@ -30,14 +30,14 @@ def serving_router(loaded: LoadedConfig, *, keep_log: bool, api_key_env: str | N
     redis = loaded.config.state.backend == "redis"
     share = _group_share(loaded, group, latency=keep_log) if group is not None and not redis else None
     clients_keys = filter(None, [api_key_env, *(k.env for k in loaded.config.server.keys.values())])
-    router = Router(loaded, source="server", log=None if keep_log else False,
-                    rate_limits=share.limiter if share is not None else None,
+    # A server's clients retry on their own: a backend not yet heard answering is not retried.
+    # What earlier runs learned about latency, or the group's state; the app's shutdown
+    # (router.aclose) saves it back. Redis needs no local file.
+    persist = share.state if share is not None else (keep_log or redis)
+    router = Router(loaded, source="server", clients_retry=True, log=None if keep_log else False,
+                    rate_limits=share.limiter if share is not None else None, persist=persist,
                     secret_variables=clients_keys)  # clients' keys: never echoed either
-    if share is not None:
-        router.persist(state=share.state)
-    elif keep_log or redis:  # Redis needs no local file
-        # What earlier runs learned about latency; the app's shutdown (router.aclose) saves it back.
-        router.persist()
+    router.warn_unshared()
     return router
 
 

@@ -1,6 +1,6 @@
 """The composition root: the parts of a router, built from one config and wired together here.
 
-    model       the routing model (scorer, tiers, boundaries), behind one slot (router/model_slot.py)
+    model       the routing model (scorer, tiers, boundaries), behind one slot (policies/routing_model.py)
     backends    each backend and consortium, built on first use (router/backend_table.py)
     calls       the one call path: retries, breakers, budget, redaction, rate limits (router/calls.py)
     latency     what each backend's latency has been measured to be (router/latency_tracker.py)
@@ -23,19 +23,17 @@ from typing import TYPE_CHECKING, Any
 from backends.base import Backend
 from backends.errors import ConfigError
 from policies.breaker import BreakerBoard, BreakerSettings
-from policies.ladder import Ladder
-from policies.retry_budget import RetryBudget, RetryBudgetSettings
-from policies.routing_model import RoutingModel
+from policies.ladder import Ladder, Tier
+from policies.retry import RetryBudget, RetryBudgetSettings
+from policies.routing_model import ModelSlot, RoutingModel
 from policies.scoring import Scorer, build_scorer
 from policies.template import Templates
-from policies.tiers import Tier
 from router.backend_table import BackendTable, backend_identity
 from router.calls import CallPath
 from router.config import ScorerConfig
 from router.config_loader import LoadedConfig
-from router.decision import Outcome
+from router.decision import Attempt, Decision, Outcome
 from router.latency_tracker import LatencyTracker
-from router.model_slot import ModelSlot
 from router.redaction import Redactor
 from router.scope import RequestScope
 from router.sessions import Sessions, SessionTable
@@ -49,9 +47,10 @@ if TYPE_CHECKING:
     from router.store.request_log import RequestLog
     from router.store.spend import SpendCap
 
-__all__ = ["Parts", "build_model", "wire"]
+__all__ = ["Parts", "build_model", "share", "wire"]
 
 RequestObserver = Callable[[Outcome], None]
+AttemptObserver = Callable[[Attempt, "Decision | None"], None]
 
 
 @dataclass(eq=False)
@@ -70,12 +69,13 @@ class Parts:
     sessions: Sessions | None
     prices: dict[str, Price]
     request_observers: list[RequestObserver] = field(default_factory=list)
-    shared: SharedState = field(default_factory=SharedState)  # in memory until persist() attaches `state:`
+    shared: SharedState = field(default_factory=SharedState)  # in memory until `persist` attaches `state:`
     random: random.Random = field(default_factory=random.Random)  # exploration rolls; tests may seed it
     request_log: RequestLog | None = None
     spend_cap: SpendCap | None = None
     learner: Learner | None = None
     templates: Templates = field(default_factory=Templates)  # each client's template, from its traffic
+    persist_problem: str | None = None  # why learned state is not shared as asked (wire's `persist`)
     _feedback: Feedback | None = None
 
     def feedback(self) -> Feedback:
@@ -97,14 +97,20 @@ class Parts:
 
 
 def wire(loaded: LoadedConfig, *, backends: Mapping[str, Backend] | None = None, source: str = "api",
-         log: bool | None = None, rate_limits: RateLimiter | None = None,
-         secret_variables: Iterable[str] = ()) -> RequestScope:
+         log: bool | None = None, rate_limits: RateLimiter | None = None, secret_variables: Iterable[str] = (),
+         clients_retry: bool = False, observers: Iterable[AttemptObserver] = (),
+         request_observers: Iterable[RequestObserver] = (), persist: bool | SharedState = False) -> RequestScope:
     """Every part of a router for `loaded`, in dependency order, and the request scope every
     entry point goes through (router/scope.py). `backends` replaces built backends by name
-    (tests, the engine's server); `log` overrides `log.enabled` (the CLI's --no-log: no file
-    opened, so nothing learned either); `rate_limits` replaces the config's limiter (a
-    `--workers` group's, router/state/group.py); `secret_variables` are redacted besides the
-    config's own (a server's client keys)."""
+    (tests, the engine's server); `source` labels its requests in the log (cli | api | server);
+    `log` overrides `log.enabled` (the CLI's --no-log: no file opened, so nothing learned
+    either); `rate_limits` replaces the config's limiter (a `--workers` group's,
+    router/state/group.py); `secret_variables` are redacted besides the config's own (a
+    server's client keys); `clients_retry`: the callers retry on their own (`route serve`'s
+    clients), so a backend not yet heard answering is not retried (router/calls.py);
+    `observers` hear of every attempt and `request_observers` of every request's outcome,
+    after the router's own (latency; log, spend, learning); `persist` shares learned state as
+    `state:` says, or through the SharedState given (`share`), last, once every part exists."""
     config = loaded.config
     settings = config.routing.breaker
     breakers = BreakerBoard(time.monotonic, BreakerSettings(settings.failures, settings.cooldown_ms / 1000,
@@ -113,19 +119,16 @@ def wire(loaded: LoadedConfig, *, backends: Mapping[str, Backend] | None = None,
     redactor = Redactor.for_config(config, also=secret_variables)
     rate_limits = rate_limits or _rate_limits(loaded)
     budget = config.routing.retry_budget
-    # The table builds consortia, which call through the call path; the call path finds backends
-    # in the table: each is handed the other at construction, the table through a lookup.
-    calls = CallPath(lambda name: table.built[name], breakers=breakers, max_concurrency=config.routing.max_concurrency,
-                     retry_per_class={str(k): v for k, v in config.routing.retries.items()},
-                     redactor=redactor, limits=rate_limits,
-                     # a server's clients retry on their own: a backend not yet heard from is not retried
-                     retry_unheard=source != "server",
-                     retry_budget=RetryBudget(RetryBudgetSettings(budget.tokens, budget.ratio)))
-    table = BackendTable(config, calls, backends)
     # Learned latency is keyed by what each backend is, so configs sharing a store do not mix it up.
     latency = LatencyTracker.from_config(config, identities={n: backend_identity(config, n) for n in config.backends})
-    calls.add_observer(latency.observe)  # every attempt anywhere: routed, member or arbiter
-    parts = Parts(loaded, source, ModelSlot(build_model(loaded)), table, breakers, redactor, rate_limits, calls,
+    # The table builds consortia, which call through the call path; the call path finds backends
+    # in the table: the table makes it, handing it its lookup.
+    table = BackendTable(config, lambda resolve: CallPath(
+        resolve, breakers=breakers, max_concurrency=config.routing.max_concurrency,
+        retry_per_class={str(k): v for k, v in config.routing.retries.items()}, redactor=redactor, limits=rate_limits,
+        retry_unheard=not clients_retry, retry_budget=RetryBudget(RetryBudgetSettings(budget.tokens, budget.ratio)),
+        observers=(latency.observe, *observers)), backends)  # every attempt anywhere: routed, member or arbiter
+    parts = Parts(loaded, source, ModelSlot(build_model(loaded)), table, breakers, redactor, rate_limits, table.calls,
                   latency, _sessions(config, rate_limits, latency.identity),
                   {n: s.settings(n).price for n, s in config.backends.items()})
     if config.log.enabled if log is None else log:
@@ -133,7 +136,10 @@ def wire(loaded: LoadedConfig, *, backends: Mapping[str, Backend] | None = None,
     if config.routing.learn is not None and log is not False:
         from router.learning import attach_learning
 
-        parts.learner = attach_learning(config, parts.model, calls, breakers, parts.observe_requests)
+        parts.learner = attach_learning(config, parts.model, table.calls, breakers, parts.observe_requests)
+    parts.request_observers.extend(request_observers)
+    if persist is not False:
+        parts.persist_problem = share(parts, state=None if persist is True else persist)
     return RequestScope(parts)
 
 
@@ -173,7 +179,7 @@ def _rate_limits(loaded: LoadedConfig) -> RateLimiter:
     return rate_limiter_for(config, link)
 
 
-def persist(parts: Parts, *, state: SharedState | None = None) -> str | None:
+def share(parts: Parts, *, state: SharedState | None = None) -> str | None:
     """Share learned state as `state:` says (or through `state`): the local store or Redis. The
     reason when it cannot be used (routing then runs on config priors and what this process
     learns); Redis being down is no such reason (router/state/redis_state.py)."""

@@ -28,7 +28,7 @@ from router.config_loader import load_config, parse_config
 from router.consortium.consortium import Consortium
 from router.consortium.simulated import arbiter_responder
 from router.consortium.spec import ConsortiumConfig
-from router.decision import Decision, Outcome, RouteResult
+from router.decision import Attempt, Decision, Outcome, RouteResult
 
 __all__ = ["WEATHER_CALL", "adapter_config", "arbiter", "ask", "build", "call", "calls", "fake", "make_router",
            "require_package", "router_for", "sim_count", "use_arbiter"]
@@ -209,6 +209,24 @@ class PaidUpstream:
             "id": "paid", "object": "chat.completion", "created": 0, "model": body["model"],
             "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "paid answer"}}],
             "usage": {"prompt_tokens": 5, "completion_tokens": 7}})
+
+
+class Watched:
+    """A request's watch (router/decision.py `Watch`) that keeps what it is told."""
+
+    def __init__(self) -> None:
+        self.attempts: list[Attempt] = []
+        self.refusals: list[str] = []
+        self.outcomes: list[Outcome] = []
+
+    def attempt(self, attempt: Attempt, decision: Decision | None) -> None:
+        self.attempts.append(attempt)
+
+    def refused(self, backend: str) -> None:
+        self.refusals.append(backend)
+
+    def finished(self, outcome: Outcome) -> None:
+        self.outcomes.append(outcome)
 
 
 def decision() -> Decision:

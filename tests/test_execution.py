@@ -17,6 +17,7 @@ from backends.errors import AllBackendsFailed, BackendError, BreakerOpen
 from backends.types import TextChunk
 from router.core import Router
 from router.store import LatencyStore
+from tests.helpers import Watched
 from tests.waiting import LATE_S, eventually
 
 pytestmark = pytest.mark.integration
@@ -62,9 +63,9 @@ def hedge_pair(sim):
 
 async def test_hedge_takes_the_first_answer_and_cancels_the_loser(sim, hedge_pair):
     router = hedge_pair
-    attempts = []
-    router.add_observer(lambda attempt, decision: attempts.append(attempt))
-    result = await router.acomplete("hello there", max_tokens=10)
+    watch = Watched()
+    result = await router.acomplete("hello there", max_tokens=10, watch=watch)
+    attempts = watch.attempts
     assert result.decision.candidates[:2] == ("slow", "fast")
     assert result.backend == "fast"
     # The slow backend was not waited for: its attempt was cancelled, not answered or failed.
@@ -273,6 +274,7 @@ _WORKER = """
 import asyncio, json, sys
 from router.core import Router
 from router.store import LatencyStore
+from tests.helpers import Watched
 
 cfg, n = json.loads(sys.argv[1]), int(sys.argv[2])
 router = Router(__import__("router.config_loader", fromlist=["x"]).load_config(cfg), source="cli")

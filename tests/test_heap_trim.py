@@ -20,14 +20,14 @@ TOKEN = "t" * 32
 @pytest.mark.unit
 def test_a_burst_is_trimmed_once_it_is_over_and_an_idle_server_never():
     calls: list[int] = []
-    heap = HeapTrim(lambda pad: calls.append(pad) or 1, quiet_s=0.02, busy_every_s=60)
+    served = [0]
+    heap = HeapTrim(lambda pad: calls.append(pad) or 1, lambda: served[0], quiet_s=0.02, busy_every_s=60)
 
     async def scenario():
         task = asyncio.create_task(heap.run())
         await asyncio.sleep(0.2)  # nothing served: nothing to give back
         assert calls == []
-        for _ in range(50):
-            heap.saw(None)
+        served[0] += 50
         deadline = time.monotonic() + 30  # the burst is over: a trim comes (however busy the machine)
         while not calls and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
@@ -41,7 +41,8 @@ def test_a_burst_is_trimmed_once_it_is_over_and_an_idle_server_never():
 @pytest.mark.unit
 def test_steady_load_is_trimmed_now_and_then():
     calls: list[int] = []
-    heap = HeapTrim(lambda pad: calls.append(pad) or 1, quiet_s=0.05, busy_every_s=0.2)
+    served = [0]
+    heap = HeapTrim(lambda pad: calls.append(pad) or 1, lambda: served[0], quiet_s=0.05, busy_every_s=0.2)
 
     async def steady():
         # A request finishes every 10 ms, so a second is never quiet; trims still come.
@@ -49,7 +50,7 @@ def test_steady_load_is_trimmed_now_and_then():
         loop = asyncio.get_running_loop()
         end = loop.time() + 1.0
         while loop.time() < end:
-            heap.saw(None)
+            served[0] += 1
             await asyncio.sleep(0.01)
         task.cancel()
 
@@ -59,8 +60,7 @@ def test_steady_load_is_trimmed_now_and_then():
 
 @pytest.mark.unit
 def test_without_malloc_trim_nothing_runs():
-    heap = HeapTrim(None, quiet_s=0.01)
-    heap.saw(None)
+    heap = HeapTrim(None, lambda: 1, quiet_s=0.01)
     asyncio.run(asyncio.wait_for(heap.run(), 1.0))  # returns at once instead of looping
     assert heap.trims == 0
 

@@ -14,9 +14,8 @@ from backends.errors import ConfigError
 from backends.fake import FakeBackend
 from policies.complexity import ComplexityScorer
 from policies.complexity.model import MODEL_FEATURES, Weights
-from policies.ladder import Ladder
+from policies.ladder import Ladder, Tier, pick_tier
 from policies.length import LengthScorer
-from policies.tiers import Tier, pick_tier
 from router import Router
 
 pytestmark = pytest.mark.unit

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from policies.ladder import Tier
 from policies.latency import LatencyModel
 from policies.rate_limit import Buckets, Limited, RateLimits, TokenBucket, request_cost
 from policies.selection import RouteInputs, plan_route
-from policies.tiers import Tier
 
 pytestmark = pytest.mark.unit
 

@@ -18,7 +18,7 @@ import openai
 import pytest
 
 from policies.breaker import BreakerBoard
-from policies.retry_budget import RetryBudget, RetryBudgetSettings
+from policies.retry import RetryBudget, RetryBudgetSettings
 from router import Router
 from router.config_loader import load_config
 from router.server import RouteServer
@@ -47,7 +47,7 @@ def test_a_client_retrying_30_times_against_a_dead_upstream_costs_one_call_per_r
     sim.update_profile("dead-m", fault="500")
     config = _config(sim, dead=("dead-m", None))
     config["routing"]["breaker"]["probe_ms"] = 60_000
-    router = Router(load_config(config), source="server")
+    router = Router(load_config(config), source="server", clients_retry=True)
     with RouteServer(router) as srv:
         client = openai.OpenAI(base_url=srv.base_url, api_key="-", max_retries=0)
         statuses, waits = [], []
@@ -81,7 +81,7 @@ def test_a_client_that_waits_what_a_503_says_reaches_the_upstream_each_time(sim)
     to 16 s, as a client backs off going direct -- and a client back after that long is answered
     by a call to the upstream, not by the breaker."""
     sim.update_profile("dead-m", fault="500")
-    router = Router(load_config(_config(sim, dead=("dead-m", None))), source="server")
+    router = Router(load_config(_config(sim, dead=("dead-m", None))), source="server", clients_retry=True)
     now = _on_a_clock(router)
     with RouteServer(router) as srv, httpx.Client(base_url=srv.base_url, timeout=30) as client:
         for _ in range(3):  # the breaker opens on the third
@@ -110,7 +110,7 @@ def test_a_client_obeying_retry_after_finishes_its_task_after_an_outage_it_survi
     """The neighbour of every 503: a client whose own retries outlast the outage going direct,
     obeying Retry-After through route, ends with its answer, not an error."""
     sim.update_profile("dead-m", fault="500")
-    router = Router(load_config(_config(sim, dead=("dead-m", None))), source="server")
+    router = Router(load_config(_config(sim, dead=("dead-m", None))), source="server", clients_retry=True)
     now = _on_a_clock(router)
     back_at = now[0] + outage_s
     statuses = []
@@ -133,7 +133,7 @@ def test_the_first_request_to_three_dead_backends_costs_one_call_each(sim):
     config = _config(sim, a=("dead-m", None), b=("dead-m", None), c=("dead-m", None))
     config["routing"]["tiers"] = [{"name": "t1", "below": 0.3, "backends": ["a"]},
                                   {"name": "t2", "below": 0.6, "backends": ["b"]}, {"name": "t3", "backends": ["c"]}]
-    router = Router(load_config(config), source="server")
+    router = Router(load_config(config), source="server", clients_retry=True)
     with RouteServer(router) as srv:
         failed = httpx.post(f"{srv.base_url}/chat/completions", timeout=30,
                             json={"model": "auto", "messages": [{"role": "user", "content": "hi"}]})
@@ -159,8 +159,7 @@ async def test_a_refused_connection_is_not_retried_and_fails_over_at_once(sim):
         config = _config(sim, gone=("m", f"http://127.0.0.1:{port}/v1"), ok=("m-small", None))
         config["routing"]["tiers"] = [{"name": "first", "below": 0.99, "backends": ["gone"]},
                                       {"name": "then", "backends": ["ok"]}]
-        router = Router(load_config(config))
-        router.add_observer(lambda attempt, decision: attempts.append(attempt.backend))
+        router = Router(load_config(config), observers=[lambda attempt, decision: attempts.append(attempt.backend)])
         result = await router.acomplete("hi")
     assert result.backend == "ok" and attempts == ["gone", "ok"]  # one attempt, no retries
     assert type(result.failures[0]).__name__ == "Unreachable"
@@ -169,7 +168,7 @@ async def test_a_refused_connection_is_not_retried_and_fails_over_at_once(sim):
 
 def test_clients_are_told_the_backend_never_its_address(sim):
     with refusing_port() as port:
-        router = Router(load_config(_config(sim, gone=("m", f"http://127.0.0.1:{port}/v1"))), source="server")
+        router = Router(load_config(_config(sim, gone=("m", f"http://127.0.0.1:{port}/v1"))), source="server", clients_retry=True)
         with RouteServer(router) as srv:
             response = httpx.post(f"{srv.base_url}/chat/completions", timeout=30,
                                   json={"model": "gone", "messages": [{"role": "user", "content": "hi"}]})

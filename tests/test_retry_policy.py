@@ -1,4 +1,4 @@
-"""The retry policy's limits per error class (backends/retry.py), on their own and as
+"""The retry policy's limits per error class (policies/retry.py), on their own and as
 `routing.retries` in a config, through the call path to the simulated model server.
 
 A class named in `per_class` is retried exactly as often as it says, whatever the backend's
@@ -12,7 +12,8 @@ import pytest
 
 from backends.deadline import Deadline
 from backends.errors import AllBackendsFailed, AuthError, BackendTimeout, BackendUnavailable, RateLimited
-from backends.retry import RetryPolicy, call_with_retries
+from policies.retry import RetryPolicy
+from router.calls import call_with_retries
 from router.config_loader import load_config
 from router.core import Router
 

@@ -40,11 +40,11 @@ CONFIG = {
 SHORT, LONG = "hi", "x" * 500
 
 
-def _router(local_steps=(), hosted_steps=(), config=CONFIG) -> tuple[Router, FakeBackend, FakeBackend]:
+def _router(local_steps=(), hosted_steps=(), config=CONFIG, **kwargs) -> tuple[Router, FakeBackend, FakeBackend]:
     # No retries: these tests are about fallback; retries have their own tests (test_call_path.py, test_retry_policy.py).
     local = FakeBackend(BackendSettings(name="local", model="local-model", max_retries=0), steps=list(local_steps))
     hosted = FakeBackend(BackendSettings(name="hosted", model="hosted-model", max_retries=0), steps=list(hosted_steps))
-    return Router.from_config(config, backends={"local": local, "hosted": hosted}), local, hosted
+    return Router.from_config(config, backends={"local": local, "hosted": hosted}, **kwargs), local, hosted
 
 
 async def test_short_prompt_goes_local_long_prompt_goes_hosted():
@@ -130,10 +130,10 @@ async def test_stream_falls_back_before_the_first_text():
 
 
 async def test_request_observers_see_every_outcome():
+    outcomes: list = []
     router, _, _ = _router(local_steps=[FakeStep(error=BackendUnavailable("down", backend="local"))],
-                           hosted_steps=[FakeStep(error=BackendUnavailable("down", backend="hosted"))])
-    outcomes = []
-    router.add_request_observer(outcomes.append)
+                           hosted_steps=[FakeStep(error=BackendUnavailable("down", backend="hosted"))],
+                           request_observers=[outcomes.append])
     with pytest.raises(AllBackendsFailed):
         await router.acomplete(SHORT)
     await router.acomplete(LONG)

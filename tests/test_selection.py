@@ -8,9 +8,9 @@ import pytest
 
 from backends.errors import UsageError
 from backends.types import Price
+from policies.ladder import Tier
 from policies.latency import LatencyModel, Prior
 from policies.selection import RouteInputs, plan_route
-from policies.tiers import Tier
 from router.core import Router
 
 pytestmark = pytest.mark.unit

@@ -214,9 +214,11 @@ def test_client_timeout_on_a_plain_request_cancels_the_upstream(server, sim):
 
 
 def _refuses(url: str) -> bool:
+    """No new request is answered: the connection is refused, or -- accepted by the kernel from
+    the listening socket's backlog in the moment before the server closed it -- reset unanswered."""
     try:
         httpx.get(f"{url}/healthz", timeout=5)
-    except httpx.ConnectError:
+    except (httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError):
         return True
     return False
 

@@ -144,9 +144,9 @@ def test_redis_stopped_mid_run_fails_no_request_and_sharing_resumes_when_it_retu
                                                                                    monkeypatch, caplog):
     monkeypatch.setenv("ROUTE_REDIS_URL", redis_server.url)
     clock = [0.0]  # the link's clock: when to try Redis again
-    a = Router(load_config(_config(sim)), source="server", log=False)
-    a.persist(state=RedisState(RedisLink(redis_server.url, timeout_s=30, retry_s=5, clock=lambda: clock[0]),
-                               refresh_s=0))
+    a = Router(load_config(_config(sim)), source="server", clients_retry=True, log=False,
+               persist=RedisState(RedisLink(redis_server.url, timeout_s=30, retry_s=5, clock=lambda: clock[0]),
+                                  refresh_s=0))
     up = 'route_state_shared_up{backend="redis"}'
     outages = 'route_state_shared_outages_total{backend="redis"}'
     redis = Redis.from_url(redis_server.url)
@@ -174,8 +174,8 @@ def test_redis_stopped_mid_run_fails_no_request_and_sharing_resumes_when_it_retu
     # Shutdown flushed: what was learned since Redis went away is there (10 answers from beta
     # while it was down, 1 since), and alpha's failure. The answer from before went with the old
     # Redis (it saved nothing), and A, having merged into the new one, holds the same view.
-    b = Router(load_config(_config(sim)), log=False)
-    b.persist(state=RedisState(RedisLink(redis_server.url, timeout_s=30), refresh_s=0))
+    b = Router(load_config(_config(sim)), log=False,
+               persist=RedisState(RedisLink(redis_server.url, timeout_s=30), refresh_s=0))
     assert b.latency.model("beta").samples == a.latency.model("beta").samples == 11
     assert b.latency.model("alpha").failures.count == a.latency.model("alpha").failures.count == 1
     assert b.breakers["alpha"].state == "open"
@@ -187,10 +187,10 @@ async def test_redis_down_at_start_routes_on_local_state_then_joins_when_it_come
     monkeypatch.setenv("ROUTE_REDIS_URL", redis_server.url)  # the config names it (rate limits link to it too)
     redis_server.stop()
     clock = [0.0]
-    a = Router(load_config(_config(sim)), log=False)
     with caplog.at_level(logging.WARNING, logger="router.state.redis_link"):
-        a.persist(state=RedisState(RedisLink(redis_server.url, timeout_s=30, retry_s=5, clock=lambda: clock[0]),
-                                   refresh_s=0))
+        a = Router(load_config(_config(sim)), log=False,
+                   persist=RedisState(RedisLink(redis_server.url, timeout_s=30, retry_s=5, clock=lambda: clock[0]),
+                                      refresh_s=0))
         for _ in range(3):
             assert (await a.acomplete("hi", model="alpha")).completion.backend == "alpha"
     assert not a.shared.status().shared and a.shared.status().outages == 1
@@ -203,8 +203,8 @@ async def test_redis_down_at_start_routes_on_local_state_then_joins_when_it_come
     assert a.shared.status().shared
     redis = Redis.from_url(redis_server.url)
     assert redis.get(f"route:latency:{a.latency.identity('alpha')}") is not None
-    b = Router(load_config(_config(sim)), log=False)
-    b.persist(state=RedisState(RedisLink(redis_server.url, timeout_s=30), refresh_s=0))
+    b = Router(load_config(_config(sim)), log=False,
+               persist=RedisState(RedisLink(redis_server.url, timeout_s=30), refresh_s=0))
     await b.refresh()
     assert b.latency.model("alpha").samples == 4  # A's three from the outage and one since
     redis.close()

@@ -231,8 +231,8 @@ def test_the_latency_state_follows_a_store_moved_aside_under_a_running_router(si
     config = {"backends": {"small": {"kind": "openai", "model": "m-small", "base_url": sim.base_url}},
               "routing": {"tiers": [{"name": "only", "backends": ["small"]}]},
               "log": {"path": str(db), "flush_interval_ms": 0}}
-    with caplog.at_level(logging.WARNING), Router(load_config(config)) as router:
-        assert router.persist() is None
+    with caplog.at_level(logging.WARNING), Router(load_config(config), persist=True) as router:
+        assert router.persist_problem is None
         for i in range(5):
             router.complete(f"after the damage {i}")
             router.latency.flush()

@@ -409,8 +409,8 @@ def test_a_replica_shows_the_fleets_breakers_and_says_the_state_is_shared(sim, r
                                      "rpm": 6}},
               "routing": {"tiers": [{"name": "only", "backends": ["small"]}], "breaker": {"failures": 2}},
               "state": {"backend": "redis", "url": "${ROUTE_REDIS_URL}", "refresh_ms": 0, "timeout_ms": 30_000}}
-    a, b = (Router(load_config(config), source="server") for _ in range(2))
-    assert a.persist() is None and b.persist() is None
+    a, b = (Router(load_config(config), source="server", persist=True) for _ in range(2))
+    assert a.persist_problem is None and b.persist_problem is None
     with RouteServer(a) as one, RouteServer(b) as other:
         sim.set_faults("m-small", ["500", "500"])
         for _ in range(2):

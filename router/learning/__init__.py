@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from policies.breaker import BreakerBoard
+    from policies.routing_model import ModelSlot
     from router.calls import CallPath
     from router.config import Config
     from router.decision import Outcome
     from router.learning.labels import LabelStore
     from router.learning.learner import Learner
-    from router.model_slot import ModelSlot
 
 __all__ = ["attach_learning", "learn_status", "open_store"]
 

@@ -54,11 +54,11 @@ from router.learning.versions import Configured, install, weights_of
 if TYPE_CHECKING:
     from policies.breaker import BreakerBoard
     from policies.complexity import Weights
+    from policies.routing_model import ModelSlot
     from router.config import Config, LearnConfig
     from router.decision import Outcome
     from router.learning.labels import LabelStore
     from router.learning.store import LabelRow
-    from router.model_slot import ModelSlot
 
 __all__ = ["MAX_LABELS", "Learner", "id_ranges", "online_z", "usable"]
 

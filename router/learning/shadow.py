@@ -29,7 +29,7 @@ from router.consortium.prompts import CHARS_PER_TOKEN, Candidate, arbiter_prompt
 from router.learning.labels import verdict_label
 
 if TYPE_CHECKING:
-    from policies.tiers import Tier
+    from policies.ladder import Tier
     from router.config import LearnConfig
     from router.decision import Outcome
 

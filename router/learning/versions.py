@@ -1,5 +1,5 @@
 """Putting a version's weights to work: a new routing model, installed in the one slot every
-decision reads (router/model_slot.py).
+decision reads (policies/routing_model.py).
 
 Boundary 0 is decided by its tier's head when the config gives one, else by the routing
 scorer, so a learned version replaces the model's scorer (what `--explain`, the log and the
@@ -24,9 +24,9 @@ from policies.routing_model import RoutingModel
 from policies.scoring import Scorer
 
 if TYPE_CHECKING:
+    from policies.routing_model import ModelSlot
     from router.config import Config
     from router.learning.labels import LabelStore
-    from router.model_slot import ModelSlot
 
 __all__ = ["Configured", "install", "model_of", "weights_of"]
 

@@ -1,7 +1,7 @@
 """`route serve`: the router as an OpenAI-compatible HTTP endpoint for agents and editors.
 
     from router.server import create_app, RouteServer
-    app = create_app(Router(load_config(), source="server"), api_key=None)
+    app = create_app(Router(load_config(), source="server", clients_retry=True), api_key=None)
 
 Attributes are imported on first use so that `route --help` never pays for FastAPI.
 """

@@ -41,7 +41,7 @@ from router.server.endpoint import Endpoint, Handler, Plain
 from router.server.errors import ApiError, internal_error
 from router.server.feedback import feedback_handler
 from router.server.heap_trim import HeapTrim, malloc_trim
-from router.server.layers import Dispatch, layers
+from router.server.layers import Dispatch, layers, limits_keys
 from router.server.metrics import Metrics
 from router.server.models import ModelNames
 from router.server.protocols import error_body_for
@@ -50,7 +50,9 @@ from router.server.protocols.gemini import GEMINI_PREFIX, GEMINI_PREFIXES, Gemin
 from router.server.protocols.messages import MessagesDialect, count_tokens
 from router.server.protocols.messages import error_body as messages_error_body
 from router.server.protocols.responses import ResponsesDialect
-from router.server.ui import mount_ui
+from router.server.served import Served
+from router.server.ui import web_view
+from router.server.ui.live import LiveView
 
 if TYPE_CHECKING:
     from router.ports import RouterService
@@ -105,39 +107,42 @@ def create_app(router: RouterService, *, api_key: str | None = None, body_limit_
     `body_timeout_s` bounds how long a request body may take to arrive. `handlers` replaces the
     protocols served (path -> dialect; `route engine serve` serves chat completions alone);
     `health` adds to what /healthz says; `models` replaces the listing of GET /v1/models.
-    `app.state.metrics` is the Metrics object."""
+    `app.state.metrics` is the Metrics object.
+
+    Built in dependency order, and nothing registered on `router`: the app watches the requests
+    it serves (served.py), handing each its watch through the router's request scope."""
     if body_limit_bytes < 1:
         raise ValueError("body_limit_bytes must be positive")
+    tokens = _tokens(api_key, api_keys)
     metrics = Metrics(router)
-    router.add_request_observer(metrics.observe)
-    router.add_observer(metrics.attempt)
+    live = LiveView(router) if handlers is None else None  # route serve, not the engine server: a web view
+    served = Served(metrics, live, key_usage=limits_keys(router, tokens))
     names = ModelNames(router)
     models = names.listing() if models is None else models
-    served = _served(router, handlers)
+    paths = _served_paths(router, handlers)
     routed = [GeminiRoutes(prefix) for prefix in GEMINI_PREFIXES] if handlers is None else []
-    endpoint = Endpoint(router, metrics, names, served, body_limit_bytes=body_limit_bytes, body_timeout_s=body_timeout_s,
+    endpoint = Endpoint(router, served, names, paths, body_limit_bytes=body_limit_bytes, body_timeout_s=body_timeout_s,
                         routed=routed)
-    heap = HeapTrim(malloc_trim())
-    router.add_request_observer(heap.saw)
+    heap = HeapTrim(malloc_trim(), lambda: served.count)
     app = _App(title="route", docs_url=None, redoc_url=None, openapi_url=None,
                lifespan=_lifespan(router, heap, close_router=close_router))
-    _route_to_endpoint(app, endpoint, served, routed)
+    _route_to_endpoint(app, endpoint, paths, routed)
     _add_routes(app, models, metrics, health)
     if routed:
         _add_gemini_routes(app, models)
-    tokens = _tokens(api_key, api_keys)
     # One throttle on wrong keys for the API and the web view (server.failed_key_rpm).
-    attempts = app.state.key_attempts = KeyAttempts(router.config.server.failed_key_rpm)
-    app.chain = layers(Dispatch(endpoint, app.through_routes), router, tokens, attempts)
-    if handlers is None:  # route serve, not the engine server: the web view at /ui
-        mount_ui(app, router, tokens, attempts, body_timeout_s=body_timeout_s)
+    attempts = app.state.key_attempts = KeyAttempts(router.view.config.server.failed_key_rpm)
+    view = web_view(router, live, tokens, attempts, body_timeout_s=body_timeout_s) if live is not None else None
+    app.chain = layers(Dispatch(endpoint, app.through_routes), router, tokens, attempts, refused=metrics.refused,
+                       view=view)
     app.state.metrics = metrics
     app.state.router = router
     app.state.heap = heap
+    app.state.live_view = live
     return app
 
 
-def _served(router: RouterService, handlers: Mapping[str, Handler] | None) -> dict[str, Handler]:
+def _served_paths(router: RouterService, handlers: Mapping[str, Handler] | None) -> dict[str, Handler]:
     """path -> dialect: `handlers` when given, else every model protocol and the feedback endpoint."""
     if handlers is not None:
         return dict(handlers)
@@ -151,7 +156,7 @@ def _lifespan(router: RouterService, heap: HeapTrim, *,
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         trimming = asyncio.create_task(heap.run())
-        log = getattr(router, "request_log", None)
+        log = router.view.request_log
         if log is not None:
             log.replay_left()  # records a killed process spooled reach the database now, not at the first request
         yield

@@ -38,14 +38,16 @@ from backends.errors import RouteError, UsageError
 from backends.types import Chunk, Completion, DraftChunk, FinalChunk, TextChunk, ThinkingChunk, ToolCallChunk
 from router.decision import Decision, Downgrade
 from router.server.errors import ApiError, error_for_failure
+from router.server.keys import KEY_SCOPE
 from router.server.protocols.base import Call, Dialect, EventWriter, Facts
 from router.server.protocols.validation import bad_request, sent_fields
 from router.sessions import AUTO, check_key
 
 if TYPE_CHECKING:
+    from router.decision import Watch
     from router.ports import RouterService
-    from router.server.metrics import Metrics
     from router.server.models import ModelNames
+    from router.server.served import Served
 
 __all__ = ["JSON", "AccessLines", "ClientGone", "ClientWatch", "Endpoint", "Plain", "Routed", "Scrubber",
            "decision_headers", "read_body", "send_body"]
@@ -241,16 +243,18 @@ class Scrubber:
 
 class Endpoint:
     """The ASGI callable for every path in `handlers`. `router.source` should be "server", so
-    the request log says so."""
+    the request log says so. Each routed request is watched by `served` (served.py)."""
 
-    def __init__(self, router: RouterService, metrics: Metrics, names: ModelNames, handlers: Mapping[str, Handler], *,
+    def __init__(self, router: RouterService, served: Served, names: ModelNames, handlers: Mapping[str, Handler], *,
                  body_limit_bytes: int, body_timeout_s: float | None = None, routed: Iterable[Routed] = ()):
-        self.router, self.metrics, self.names = router, metrics, names
+        self.router, self.served, self.names = router, served, names
+        self.metrics = served.metrics
         self.handlers = dict(handlers)
         self.routed = tuple(routed)
         self.body_limit = body_limit_bytes
         self.body_timeout_s = body_timeout_s
-        self.scrub = Scrubber({name: router.backend(name).endpoint for name in router.config.backends})
+        self.scrub = Scrubber({name: router.view.backend(name).endpoint for name in router.view.config.backends})
+        self.sessions = router.view.sessions is not None  # routing.sessions: fixed when the router was built
 
     def _failure(self, exc: BaseException) -> ApiError:
         err = error_for_failure(exc)
@@ -292,9 +296,11 @@ class Endpoint:
         except ClientGone:
             return _Outcome(499, reason="the client left before its request arrived")
         watch = ClientWatch(receive)
+        served = self.served.watch(handler.protocol, scope.get(KEY_SCOPE))
         self.metrics.in_flight.inc()
         try:
-            return await (self._stream if call.stream else self._complete)(handler, call, model, session, send, watch)
+            return await (self._stream if call.stream else self._complete)(handler, call, model, session, send, watch,
+                                                                            served)
         except asyncio.CancelledError:
             if not watch.gone:
                 raise  # the server is stopping, not the client leaving
@@ -311,7 +317,7 @@ class Endpoint:
         (prompt_cache_key, metadata.user_id), else `auto` (the router derives it from the task);
         a 400 naming where it came from for an id that is too long or not printable. The router
         keeps each API key's sessions apart (router/sessions.py)."""
-        if self.router.sessions is None:
+        if not self.sessions:
             return None
         given = next((value for name, value in scope["headers"] if name == b"x-session-id"), None)
         where, key = ("the X-Session-Id header", given.decode("latin-1")) if given is not None else \
@@ -325,9 +331,9 @@ class Endpoint:
             raise ApiError(400, str(exc), code="invalid_session_id", param=param) from None
 
     async def _complete(self, dialect: Dialect, call: Call, model: str, session: str | None, send: Any,
-                        watch: ClientWatch) -> _Outcome:
+                        watch: ClientWatch, served: Watch) -> _Outcome:
         try:
-            result = await self.router.scope.acomplete(call.messages, **call.options(model, session))
+            result = await self.router.scope.acomplete(call.messages, watch=served, **call.options(model, session))
         except RouteError as exc:
             return await _send_error(send, dialect, self._failure(exc))
         self.metrics.decided(result.decision)
@@ -340,9 +346,9 @@ class Endpoint:
         return _Outcome(200, completion.backend)
 
     async def _stream(self, dialect: Dialect, call: Call, model: str, session: str | None, send: Any,
-                      watch: ClientWatch) -> _Outcome:
+                      watch: ClientWatch, served: Watch) -> _Outcome:
         try:
-            route_stream = self.router.scope.astream(call.messages, **call.options(model, session))
+            route_stream = self.router.scope.astream(call.messages, watch=served, **call.options(model, session))
             decision = await route_stream.start()  # what other replicas learned, then the decision
         except RouteError as exc:
             return await _send_error(send, dialect, self._failure(exc))

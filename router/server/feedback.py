@@ -37,7 +37,7 @@ def feedback_handler(router: RouterService) -> Plain:
         key = scope.get(KEY_SCOPE)  # the name of the client key: bound to the requests it judges
         try:
             await asyncio.to_thread(router.verdicts.record, request_id, str(data.get("verdict")), key=key,
-                                    admin=is_admin(router.config, key))
+                                    admin=is_admin(router.view.config, key))
         except UsageError as exc:
             status = getattr(exc, "status", 400)
             retry = getattr(exc, "retry_after_s", None)

@@ -14,7 +14,6 @@ import asyncio
 import ctypes
 import time
 from collections.abc import Callable
-from typing import Any
 
 __all__ = ["HeapTrim", "malloc_trim"]
 
@@ -30,26 +29,30 @@ def malloc_trim() -> Callable[[int], int] | None:
 
 
 class HeapTrim:
-    """Counts finished requests (`saw`, a request observer) and trims after bursts (`run`)."""
+    """Trims after bursts of finished requests (`run`); `served()` counts them so far (the
+    server's, router/server/served.py), read once a quiet period."""
 
-    def __init__(self, trim: Callable[[int], int] | None, *, quiet_s: float = 1.0, busy_every_s: float = 30.0):
+    def __init__(self, trim: Callable[[int], int] | None, served: Callable[[], int], *, quiet_s: float = 1.0,
+                 busy_every_s: float = 30.0):
         self._trim = trim
+        self._served = served
         self._quiet_s = quiet_s
         self._busy_every_s = busy_every_s
-        self.served = 0
         self.trims = 0
 
-    def saw(self, _outcome: Any) -> None:
-        self.served += 1
+    @property
+    def served(self) -> int:
+        return self._served()
 
     async def run(self) -> None:
         if self._trim is None:
             return
-        seen = trimmed = self.served
+        seen = trimmed = self._served()
         trimmed_at = time.monotonic()
         while True:
             await asyncio.sleep(self._quiet_s)
-            served, quiet = self.served, self.served == seen
+            served = self._served()
+            quiet = served == seen
             seen = served
             if served != trimmed and (quiet or time.monotonic() - trimmed_at >= self._busy_every_s):
                 await asyncio.to_thread(self._trim, 0)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextvars
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from backends.errors import ConfigError
@@ -82,9 +83,10 @@ def record_key_usage(outcome: Outcome) -> None:
 class KeyLimits:
     """Pure ASGI middleware, inside the auth middleware: per-key rate limits on model calls."""
 
-    def __init__(self, app: Any, limiter: RateLimiter):
+    def __init__(self, app: Any, limiter: RateLimiter, refused: Callable[[str, str], None] | None = None):
         self.app = app
         self.limiter = limiter
+        self.refused = refused  # told of each request turned away: /metrics counts them
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         name = scope.get(KEY_SCOPE)
@@ -94,6 +96,8 @@ class KeyLimits:
             return
         refused = await self.limiter.take(name, 0, kind="key")
         if refused is not None:
+            if self.refused is not None:
+                self.refused("key", name)
             from router.server.auth import send_error_for
 
             await send_error_for(scope, send, ApiError(

@@ -58,7 +58,7 @@ class _StateCollector:
                                  "diffusion backends)", labels=["backend", "quantile"])
         samples = GaugeMetricFamily("route_learned_latency_samples", "Calls the latency model has measured",
                                     labels=["backend"])
-        for backend, state in sorted(self._router.state().items()):
+        for backend, state in sorted(self._router.view.state().items()):
             for name in _BREAKER_STATES:
                 breakers.add_metric([backend, name], 1.0 if state["breaker"] == name else 0.0)
             latency = state["latency"]
@@ -70,7 +70,7 @@ class _StateCollector:
 
 
 def _shared_state(router: RouterService) -> Iterator[Metric]:
-    status = router.shared.status()
+    status = router.view.shared.status()
     if status.kind != "redis":
         return
     up = GaugeMetricFamily("route_state_shared_up", "1 while shared state answers; 0 while this replica runs "
@@ -102,7 +102,6 @@ class Metrics:
                               "under --workers)", registry=r, multiprocess_mode="all")
         self.rate_limited = Counter("route_rate_limited", "Requests refused by a rate limit (kind: backend, passed "
                                     "over; key: a 429 to that client)", ["kind", "name"], registry=r)
-        router.rate_limits.refusal_observers.append(self.refused)
         r.register(_StateCollector(router))
         _register_learning(r, router)
         self._exposed = _multiprocess_registry(router) or r
@@ -169,7 +168,7 @@ def _multiprocess_registry(router: RouterService) -> CollectorRegistry | None:
 
 def _register_learning(registry: CollectorRegistry, router: RouterService) -> None:
     """routing.learn's figures (router/learning/metrics.py), when the router learns."""
-    if router.learner is not None:
+    if router.view.learner is not None:
         from router.learning.metrics import LearningCollector
 
-        registry.register(LearningCollector(router.learner))
+        registry.register(LearningCollector(router.view.learner))

@@ -25,10 +25,10 @@ class ModelNames(dict[str, str]):
     exactly goes through the aliases' globs, or is an ApiError 404 naming the fix."""
 
     def __init__(self, router: RouterService):
-        aliases = dict(router.config.aliases)
+        aliases = dict(router.view.config.aliases)
         self._exact = {k: v for k, v in aliases.items() if not _is_glob(k)}
         self._globs = [(k, v) for k, v in aliases.items() if _is_glob(k)]
-        super().__init__({**self._exact, **{name: name for name in router.names()}, "auto": "auto"})
+        super().__init__({**self._exact, **{name: name for name in router.view.names()}, "auto": "auto"})
         self._router = router
 
     def resolve(self, requested: str) -> str:
@@ -48,16 +48,16 @@ class ModelNames(dict[str, str]):
         """`auto`, every backend (kind, capabilities, context window, decoding), every consortium
         and every exact alias, in the OpenAI list format with route's own fields added."""
         created = int(time.time())
-        config = self._router.config
+        config = self._router.view.config
         models = [{"id": "auto", "object": "model", "created": created, "owned_by": "route",
                    "route": {"kind": "router", "routes_to": [t.name for t in config.routing.tiers]}}]
         for name, spec in config.backends.items():
-            caps = self._router.backend(name).current_capabilities()
+            caps = self._router.view.backend(name).current_capabilities()
             models.append({"id": name, "object": "model", "created": created, "owned_by": f"route:{spec.kind}",
                            "route": {"kind": spec.kind, "model": spec.model, "capabilities": caps.as_dict(),
                                      "context_window": spec.context_window, "decoding": spec.decoding}})
         for name, consortium in config.consortia.items():
-            caps = self._router.backend(name).capabilities
+            caps = self._router.view.backend(name).capabilities
             models.append({"id": name, "object": "model", "created": created, "owned_by": "route:consortium",
                            "route": {"kind": "consortium", "judging": consortium.judging,
                                      "capabilities": caps.as_dict(), "decoding": "consortium"}})

@@ -101,7 +101,7 @@ def serve(router: RouterService, *, host: str = "127.0.0.1", port: int = DEFAULT
         raise UsageError(f"refusing to bind {host} without an API key; see `route serve --help` (--api-key-env)")
     limits = limits or ServerLimits()
     app = _app(router, api_key, body_limit_bytes, limits, api_keys)
-    proxies = router.config.server.forwarded_allow_ips
+    proxies = router.view.config.server.forwarded_allow_ips
     server = ThreadedServer(app, host=host, port=port, name="route-server",
                             **_options(drain_timeout_s, "info", limits, proxies))
     if sock is not None:
@@ -148,4 +148,4 @@ class RouteServer(ThreadedServer):
         app = _app(router, api_key, body_limit_bytes, limits, api_keys)
         super().__init__(app, host=host, port=port, name="route-server",
                          **_options(drain_timeout_s, "warning", limits,
-                                    router.config.server.forwarded_allow_ips))
+                                    router.view.config.server.forwarded_allow_ips))

@@ -53,7 +53,7 @@ def run_server(router: RouterService, spec: ServeSpec, sock: socket.socket) -> N
     from router.server.limits import ServerLimits
     from router.server.runner import serve
 
-    keys = server_keys(router.loaded, spec.host, spec.api_key_env)  # each worker reads them from its environment
+    keys = server_keys(router.view.loaded, spec.host, spec.api_key_env)  # each worker reads them from its environment
     serve(router, host=spec.host, api_keys=keys, body_limit_bytes=spec.max_body, drain_timeout_s=spec.drain_s,
           limits=ServerLimits(**spec.limits), sock=sock, access_log=not spec.quiet)
 

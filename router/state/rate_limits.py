@@ -129,14 +129,6 @@ class RateLimiter:
         self.limits = {k: v for k, v in limits.items() if v}
         self.clock = clock
         self._buckets: dict[tuple[Kind, str], Buckets] = {}
-        # Told of every refusal by `take` (kind, name): /metrics counts them (router/server/metrics.py).
-        self.refusal_observers: list[Callable[[Kind, str], None]] = []
-
-    def _refused(self, kind: Kind, name: str, limited: Limited | None) -> Limited | None:
-        if limited is not None:
-            for observer in self.refusal_observers:
-                observer(kind, name)
-        return limited
 
     def _now(self) -> float:
         return (self.clock or time.monotonic)()
@@ -170,7 +162,7 @@ class RateLimiter:
 
     async def take(self, name: str, tokens: int, kind: Kind = "backend") -> Limited | None:
         """None: admitted (charged 1 request and `tokens` tokens); else the refusal."""
-        return self._refused(kind, name, self._take_here(kind, name, tokens))
+        return self._take_here(kind, name, tokens)
 
     def _take_here(self, kind: Kind, name: str, tokens: int) -> Limited | None:
         buckets = self._bucket(kind, name)
@@ -239,12 +231,12 @@ class RedisRateLimiter(RateLimiter):
             return None
         reply = await self._call(kind, name, tokens, force=False)
         if reply is None:  # Redis is down: this replica's own buckets, from the last level seen
-            return self._refused(kind, name, self._take_here(kind, name, tokens))
+            return self._take_here(kind, name, tokens)
         self._mirror(kind, name, reply)
         if int(reply[0]) == 1:
             return None
         dim, limit = limits.dimensions()[int(reply[2]) - 1]
-        return self._refused(kind, name, Limited(f"{dim} {limit:g}", float(reply[1])))
+        return Limited(f"{dim} {limit:g}", float(reply[1]))
 
     async def refresh(self) -> None:
         """Read every bucket's level from Redis (a correction of nothing: the script refills and

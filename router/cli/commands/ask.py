@@ -207,13 +207,6 @@ def _deadline_cell(row: dict[str, Any]) -> str:
     return "meets" if meets else "may meet" if row.get("could_meet_deadline") else "misses"
 
 
-def _attach_latency_store(router, out: Output) -> None:
-    """Learned latency from earlier runs, saved again at close: consecutive runs learn together."""
-    problem = router.persist(warn=False)
-    if problem:
-        out.info(f"[dim]latency history unavailable ({problem}); routing on config priors[/]")
-
-
 def _show_stats(out: Output, c) -> None:
     """One dim line on stderr: who answered, how much, how fast, what it cost."""
     parts = [c.backend, f"{c.usage.output_tokens} tok", f"{c.timings.total_s:.2f} s"]
@@ -394,9 +387,12 @@ def open_router(loaded, out: Output, *, no_log: bool):
         from router.store.choice import request_log_on
 
         keep = request_log_on(loaded, out, no_log=False)
-    router = Router(loaded, source="cli", log=None if keep else False)
-    if keep or loaded.config.state.backend == "redis":  # Redis needs no local file
-        _attach_latency_store(router, out)
+    # Learned latency from earlier runs, saved again at close: consecutive runs learn together
+    # (Redis needs no local file).
+    router = Router(loaded, source="cli", log=None if keep else False,
+                    persist=keep or loaded.config.state.backend == "redis")
+    if router.persist_problem:
+        out.info(f"[dim]latency history unavailable ({router.persist_problem}); routing on config priors[/]")
     _read_shared_limits(router)
     return router
 

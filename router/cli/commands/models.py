@@ -86,8 +86,7 @@ def models(
     loaded = load_config(config)
     rows = list(_backend_rows(loaded))
     consortia = sorted(loaded.config.consortia)
-    router = Router(loaded, log=False)
-    router.persist(warn=False)  # what earlier runs learned, from the local store
+    router = Router(loaded, log=False, persist=True)  # what earlier runs learned, from the local store
     state = router.state()
     for row in rows:
         row.update(state[row["name"]])

@@ -57,7 +57,9 @@ class EventWriter(Protocol):
 
 
 class Dialect(Protocol):
-    """One API's wire format."""
+    """One API's wire format; `protocol` is its name where a person reads it (the web view)."""
+
+    protocol: str
 
     def parse(self, raw: bytes) -> Call: ...
     def error_body(self, err: ApiError) -> bytes: ...

@@ -17,6 +17,7 @@ in every event, drafts included.
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -24,7 +25,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel
 
-from backends.openai_chunks import DONE, ChunkWriter, new_completion_id
+from backends.openai_chunks import DONE, ChunkWriter
 from backends.types import Completion, ToolCallChunk
 from router.server.errors import ApiError
 from router.server.protocols.base import Call, Facts
@@ -42,6 +43,12 @@ _REFERENCE = "the OpenAI chat-completions reference"
 _CONSUMED = frozenset({"model", "messages", "stream", "stream_options", "max_tokens", "temperature", "stop", "n",
                        "deadline_s", "prefer", "max_cost_usd", "session", "extra"})
 _TYPED = ("tools", "tool_choice", "response_format", "stream_options")  # objects whose extra keys are logged
+
+
+def new_completion_id() -> str:
+    # 96 random bits, like the 24 hex digits of a uuid4, without a getrandom syscall per
+    # request: an id needs to be unique, not unguessable.
+    return f"chatcmpl-{random.getrandbits(96):024x}"
 
 
 def usage_body(completion: Completion) -> dict[str, Any]:
@@ -100,7 +107,7 @@ class _Events:
     __slots__ = ("_chunks", "_usage", "_diffusing", "_committed", "_streamed", "_sealer")
 
     def __init__(self, call: Call):
-        self._chunks = ChunkWriter(call.model)
+        self._chunks = ChunkWriter(call.model, completion_id=new_completion_id())
         self._usage = bool(call.echo.get("include_usage"))
         self._diffusing = bool(call.echo.get("diffusing"))
         self._committed = ""  # with `diffusing`: the text so far, ahead of each draft
@@ -174,6 +181,8 @@ class ChatDialect:
     """`POST /v1/chat/completions`. `pass_through` (None: every field the router does not
     consume) names the top-level fields sent on to the backend; `route engine serve` names its
     engine's generation settings."""
+
+    protocol = "openai chat"
 
     def __init__(self, pass_through: Iterable[str] | None = None):
         self.pass_through = None if pass_through is None else frozenset(pass_through)

@@ -324,6 +324,8 @@ class GeminiDialect:
     """One request's dialect: its model and method come from the path, a stream's framing from
     the query."""
 
+    protocol = "gemini"
+
     def __init__(self, model: str, method: str, sse: bool):
         self.model, self.method, self.sse = model, method, sse
 

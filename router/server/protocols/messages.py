@@ -178,6 +178,8 @@ class _Events:
 class MessagesDialect:
     """`POST /v1/messages`."""
 
+    protocol = "anthropic"
+
     def parse(self, raw: bytes) -> Call:
         body = decode(raw, _WHAT)
         request = validated(MESSAGES_REQUEST, body, _REFERENCE)

@@ -220,6 +220,8 @@ def _extra(request: ResponsesRequest, body: dict[str, Any], tools: list[dict[str
 class ResponsesDialect:
     """`POST /v1/responses`."""
 
+    protocol = "openai responses"
+
     def parse(self, raw: bytes) -> Call:
         request, body = _parse(raw)
         if body.get("stream_options") is not None and not request.stream:

@@ -4,10 +4,10 @@ Requests newest first with the reasons for each decision, backends (learned agai
 latency, breakers, rate limits), consortium runs as timelines, learning, and spend against
 always-hosted; updated live by polling, signed in with the server's own keys.
 
-The app mounts it with one call, `mount_ui(app, router, tokens)`, in `create_app`:
+`create_app` builds the live view, watches the requests it serves into it (served.py) and
+puts `web_view(...)` in front of its layers at /ui:
 
-    live.py      what this process remembers of recent traffic (request and attempt observers)
-    scope.py     which key and protocol a request came in by
+    live.py      what this process remembers of recent traffic (each served request and attempt)
     auth.py      sign-in: key -> HttpOnly, SameSite=Strict cookie
     handlers.py  the /ui routes
     render.py, reasons.py, timeline.py, detail.py, panels.py, fleet.py, learning.py
@@ -23,28 +23,19 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from router.ports import RouterService
     from router.server.auth import KeyAttempts
+    from router.server.ui.live import LiveView
 
-__all__ = ["mount_ui"]
+__all__ = ["web_view"]
 
 
-def mount_ui(app: Any, router: RouterService, tokens: Mapping[str, str], attempts: KeyAttempts, *,
-             body_timeout_s: float | None = None) -> None:
-    """Serve the web view at /ui on `app` (the `route serve` app), for the keys in `tokens`
-    (name -> key; none: open, as the rest of a loopback server without keys is); a sign-in
-    body has `body_timeout_s` to arrive, as the API's bodies do, and a wrong key counts against
-    the API's throttle (`attempts`).
-
-    Registers a request and an attempt observer on `router`, and puts the outermost layer around
-    the app's chain of layers (`app.chain`, which every request passes): the /ui routes, and each
-    request's scope for who()."""
+def web_view(router: RouterService, live: LiveView, tokens: Mapping[str, str], attempts: KeyAttempts, *,
+             body_timeout_s: float | None = None) -> Any:
+    """The web view's ASGI app, which the app's outermost layer sends /ui to (layers.py), for the
+    keys in `tokens` (name -> key; none: open, as the rest of a loopback server without keys is);
+    a sign-in body has `body_timeout_s` to arrive, as the API's bodies do, and a wrong key counts
+    against the API's throttle (`attempts`). `live` is what the server's watch of each request
+    it serves keeps (router/server/served.py)."""
     from router.server.ui.auth import ViewAuth
     from router.server.ui.handlers import view_app
-    from router.server.ui.live import LiveView
-    from router.server.ui.scope import RequestScope
 
-    live = LiveView(router)
-    router.add_request_observer(live.observe)
-    router.add_observer(live.attempt)
-    view = view_app(router, live, ViewAuth(tokens), attempts, body_timeout_s=body_timeout_s)
-    app.chain = RequestScope(app.chain, view=view)
-    app.state.live_view = live
+    return view_app(router, live, ViewAuth(tokens), attempts, body_timeout_s=body_timeout_s)

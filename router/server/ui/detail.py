@@ -44,13 +44,13 @@ class Lookup:
 
 
 def _logged(router: RouterService, lookup: Lookup) -> dict[str, Any] | None:
-    log = router.request_log
+    log = router.view.request_log
     if log is None:
         return None
     from router.store.choice import open_log
 
     log.flush(_FLUSH_S)  # this process's records are written within the flush interval
-    reader = open_log(router.loaded, check=False)
+    reader = open_log(router.view.loaded, check=False)
     try:
         rows = reader.recent(50, backend=lookup.backend, since_ts=lookup.ts - _NEAR_S)
     finally:
@@ -82,11 +82,11 @@ def _num(value: Any, spec: str) -> str:
 
 
 def _content_note(router: RouterService, row: dict[str, Any] | None) -> str | None:
-    if router.request_log is None:
+    if router.view.request_log is None:
         return "not stored: the request log is off (`--no-log` or `log: {enabled: false}`)"
     if row is None:
         return "not found in the request log"
-    if not router.request_log.store_content:
+    if not router.view.request_log.store_content:
         return "not stored: log.store_content is false"
     return None
 
@@ -109,7 +109,7 @@ def request_detail(router: RouterService, entry: LiveRequest | None, lookup: Loo
 
 
 def _from_log(router: RouterService, row: dict[str, Any]) -> dict[str, Any]:
-    text = router.redactor.text
+    text = router.view.redactor.text
     out: dict[str, Any] = {"facts": [[name, text(str(value))] for name, value in _facts(row)],
                            "decision": row.get("decision")}
     for name in ("prompt", "thinking", "answer"):
@@ -122,5 +122,5 @@ def _from_memory(router: RouterService, entry: LiveRequest) -> dict[str, Any]:
     """The row as the list shows it, and the decision with the fallbacks' messages."""
     decision = decision_view(entry)
     for failure in decision["failures"]:
-        failure["message"] = router.redactor.text(failure["message"])
-    return {"row": request_row(entry, router.redactor), "decision": decision}
+        failure["message"] = router.view.redactor.text(failure["message"])
+    return {"row": request_row(entry, router.view.redactor), "decision": decision}

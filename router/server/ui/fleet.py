@@ -24,12 +24,12 @@ _HOUR_S = 3600.0
 def log_hour(router: RouterService) -> dict[str, Any] | None:
     """Per backend over the last hour, from the request log: requests, errors, spend. None
     without a log. Blocking."""
-    if router.request_log is None:
+    if router.view.request_log is None:
         return None
     from router.store.choice import open_log
 
-    router.request_log.flush(2.0)  # this process's own records, written within the flush interval anyway
-    reader = open_log(router.loaded, check=False)
+    router.view.request_log.flush(2.0)  # this process's own records, written within the flush interval anyway
+    reader = open_log(router.view.loaded, check=False)
     try:
         rows = reader.stat_rows(since_ts=time.time() - _HOUR_S)
     finally:
@@ -53,7 +53,7 @@ class SlowPanels:
         try:
             hour: dict[str, Any] | None = log_hour(self.router)
         except Exception as exc:  # a log that cannot be read now must not take the page down
-            hour = {"error": f"{type(exc).__name__}: {self.router.redactor.text(str(exc))}"}
+            hour = {"error": f"{type(exc).__name__}: {self.router.view.redactor.text(str(exc))}"}
         return {"log_hour": hour, "learning": learning_panel(self.router)}
 
     async def get(self) -> dict[str, Any]:

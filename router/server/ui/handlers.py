@@ -111,7 +111,7 @@ class _View:
             if refused is not None:
                 return _error(refused.status, refused.message, refused.headers)
             return _error(401, "sign in with one of this server's keys")
-        return _Viewer(name, is_admin(self.router.config, name))
+        return _Viewer(name, is_admin(self.router.view.config, name))
 
     async def index(self, request: Request) -> Response:
         return FileResponse(STATIC / "index.html", headers=_PAGE_HEADERS)
@@ -182,7 +182,7 @@ class _View:
     def _since(self, after: int, viewer: _Viewer) -> dict[str, Any]:
         """The requests and consortium runs after number `after` that `viewer` sees."""
         traces = [e for e in list(self.live.traces)[-_TRACES:] if e.seq > after and viewer.sees(e.key)]
-        return {"requests": [request_row(e, self.router.redactor) for e in self.live.since(after, _ROWS, viewer.sees)],
+        return {"requests": [request_row(e, self.router.view.redactor) for e in self.live.since(after, _ROWS, viewer.sees)],
                 "consortia": [trace_view(e) for e in traces]}
 
     async def detail(self, request: Request) -> Response:

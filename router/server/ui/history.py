@@ -30,7 +30,7 @@ def logged_rows(router: RouterService, before_ts: float | None, limit: int,
                 sees: Callable[[str | None], bool]) -> list[dict[str, Any]]:
     """Up to `limit` of the newest logged requests that began before `before_ts` (None: any)
     and whose key `sees` sees, newest first, as the requests list's rows; [] without a log."""
-    log = router.request_log
+    log = router.view.request_log
     if log is None or limit <= 0:
         return []
     from router.store import StoreError
@@ -38,7 +38,7 @@ def logged_rows(router: RouterService, before_ts: float | None, limit: int,
 
     log.flush(_FLUSH_S)  # this process's latest are written within the flush interval
     try:
-        reader = open_log(router.loaded, check=False)
+        reader = open_log(router.view.loaded, check=False)
     except StoreError:
         return []
     try:
@@ -67,7 +67,7 @@ def _error(row: dict[str, Any], text: Callable[[str], str]) -> str | None:
 
 def _row(router: RouterService, row: dict[str, Any]) -> dict[str, Any]:
     """A logged request as render.request_row shapes a live one (what the log keeps of it)."""
-    text = router.redactor.text
+    text = router.view.redactor.text
     reason = (row.get("decision") or {}).get("reason")
     requested = row.get("requested") or "auto"
     return {

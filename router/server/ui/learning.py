@@ -58,9 +58,9 @@ SectionFn = Callable[["RouterService"], "Section | None"]
 
 
 def scorer_section(router: RouterService) -> Section:
-    spec = router.config.routing.scorer
+    spec = router.view.config.routing.scorer
     weights = spec.options.get("weights")
-    model = router.model  # read once: one version for the whole section
+    model = router.view.model  # read once: one version for the whole section
     name = model.scorer.name
     facts = [Fact("scorer", spec.kind if name == spec.kind else f"{spec.kind} ({name})"),
              Fact("weights", weights or ("the shipped weights" if spec.kind == "learned" else "none: a fixed rule"))]
@@ -81,7 +81,7 @@ def scorer_section(router: RouterService) -> Section:
 def _feedback_path(router: RouterService) -> Path:
     from router.store import default_store_path
 
-    path = router.config.log.path
+    path = router.view.config.log.path
     return Path(path).expanduser() if path else default_store_path()
 
 
@@ -110,9 +110,9 @@ def estimates_section(router: RouterService) -> Section:
     boundary's estimated APGR on labels its weights were not fitted on, shadow spend."""
     from router.learning.status import status
 
-    if router.config.routing.learn is None:
+    if router.view.config.routing.learn is None:
         return Section("Estimated quality and shadow spend", [Fact("learning", "off")], note=LEARNING_OFF)
-    found = status(router.config)
+    found = status(router.view.config)
     facts = [Fact("version in use", found["version"] or "the configured weights",
                   hint="pinned by `route learn rollback`" if found["pinned"] else None)]
     for boundary in found["boundaries"]:

@@ -1,9 +1,10 @@
 """What the web view remembers of recent traffic: bounded, in this process's memory.
 
-A request observer (`LiveView.observe`) adds every finished request to spend buckets of 10 s
-for the hour and, while a page is open (polled within WATCH_S), keeps one `LiveRequest` for it --
-who sent it and over which protocol (router/server/ui/scope.py), the decision's parts, what came
-of it, a consortium's trace without its texts; an attempt observer (`LiveView.attempt`) keeps,
+The server's watch of each request it serves (router/server/served.py) hands it here:
+`LiveView.observe` adds every finished request to spend buckets of 10 s for the hour and, while a
+page is open (polled within WATCH_S), keeps one `LiveRequest` for it -- who sent it and over which
+protocol, the decision's parts, what came of it, a consortium's trace without its texts;
+`LiveView.attempt` keeps,
 while a page is open, each backend's recent calls (time to first token, decode rate, failures)
 for the observed side of the backends panel. Observing stores references and a few numbers;
 turning them into JSON (router/server/ui/render.py) waits until a page asks. With no page open
@@ -24,7 +25,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from backends.types import Price, Usage
-from router.server.ui.scope import who
 
 if TYPE_CHECKING:
     from policies.ladder import Crossing
@@ -172,10 +172,10 @@ class LiveView:
     def watching(self) -> bool:
         return self.clock() < self.watched_until
 
-    def observe(self, outcome: Outcome) -> None:
-        """The request observer: every request counts towards the hour's spend; while a page
+    def observe(self, outcome: Outcome, protocol: str = "python", key: str | None = None) -> None:
+        """A served request's outcome (router/server/served.py), which came in by `protocol` with
+        the client key named `key`: every request counts towards the hour's spend; while a page
         is open, each is kept too, as a LiveRequest."""
-        protocol, key = who()
         self.seq += 1
         if not self.watching:
             self._count_unwatched(outcome, key)
@@ -188,8 +188,8 @@ class LiveView:
         self._count(entry.ts + entry.elapsed_s, entry.backend, entry.key, entry.cost_usd, entry.hosted_cost_usd)
 
     def attempt(self, attempt: Attempt, decision: Decision | None) -> None:
-        """The attempt observer: while a page is open, every call to every backend, for the
-        observed latency."""
+        """An upstream attempt of a served request: while a page is open, every call to every
+        backend, for the observed latency."""
         if attempt.cancelled or not self.watching:
             return  # (a hedge that lost the race says nothing about the backend)
         c = attempt.completion
@@ -287,9 +287,9 @@ class LiveView:
 
 def _hosted(router: RouterService) -> tuple[str, Price] | None:
     """The backend "always hosted" means: the first backend of the strongest tier, with its price."""
-    tiers = router.config.routing.tiers
+    tiers = router.view.config.routing.tiers
     for name in tiers[-1].backends if tiers else ():
-        spec = router.config.backends.get(name)
+        spec = router.view.config.backends.get(name)
         if spec is not None:
             return name, spec.settings(name).price
     return None

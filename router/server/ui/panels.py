@@ -56,17 +56,17 @@ def _hour_totals(live: LiveView, by: str) -> dict[str, list[float]]:
 
 
 def _limits(router: RouterService, name: str, kind: str = "backend") -> list[dict[str, Any]]:
-    levels = router.rate_limits.levels(name, kind)  # type: ignore[arg-type]
+    levels = router.view.rate_limits.levels(name, kind)  # type: ignore[arg-type]
     return [{"what": what, "level": round(level, 1), "limit": limit} for what, (level, limit) in levels.items()]
 
 
 def backends_panel(router: RouterService, live: LiveView) -> list[dict[str, Any]]:
-    state = router.state()
+    state = router.view.state()
     hour = _hour_totals(live, "backends")
-    tiers = {b: t.name for t in router.tiers for b in t.backends}
+    tiers = {b: t.name for t in router.view.tiers for b in t.backends}
     out = []
-    for name, spec in router.config.backends.items():
-        breaker = router.breakers[name]
+    for name, spec in router.view.config.backends.items():
+        breaker = router.view.breakers[name]
         n, cost = hour.get(name, (0, 0.0))
         out.append({
             "name": name, "kind": spec.kind, "model": spec.model, "tier": tiers.get(name), "decoding": spec.decoding,
@@ -100,7 +100,7 @@ def _buckets(live: LiveView, owner: str | None) -> list[dict[str, Any]]:
 
 def _key_totals(router: RouterService, live: LiveView, owner: str | None) -> list[dict[str, Any]]:
     """Per key shown, the hour's requests and cost, and its rate limits when it is configured."""
-    configured = router.config.server.keys
+    configured = router.view.config.server.keys
     return [{"key": name, "requests": int(n), "cost_usd": cost,
              "rate_limits": _limits(router, name, "key") if name in configured else []}
             for name, (n, cost) in sorted(_hour_totals(live, "keys").items()) if owner is None or name == owner]
@@ -111,7 +111,7 @@ def _hosted_name(live: LiveView) -> str | None:
 
 
 def _state_words(router: RouterService) -> str:
-    status = router.shared.status()
+    status = router.view.shared.status()
     if status.kind == "redis":
         health = "answering" if status.shared else "NOT answering: this replica runs on its own state until it does"
         return (f"Redis at {status.target} ({health}): learned latency, breaker verdicts and rate limits shared "
@@ -122,10 +122,10 @@ def _state_words(router: RouterService) -> str:
 
 
 def _log_words(router: RouterService) -> str:
-    log = router.request_log
+    log = router.view.request_log
     if log is None:
         return "off: no request detail, no fleet figures"
-    if router.config.log.backend == "postgres":
+    if router.view.config.log.backend == "postgres":
         return f"PostgreSQL {log.where}, shared by every replica writing to it"
     return f"SQLite {log.where}, shared by this machine's processes"
 
@@ -135,5 +135,5 @@ def sources(router: RouterService, live: LiveView) -> dict[str, Any]:
     return {"pid": os.getpid(), "host": socket.gethostname(), "since": live.started, "requests": live.seq,
             "listed_since": live.recording_since,
             "state": _state_words(router), "log": _log_words(router),
-            "rate_limits": "Redis, shared by every replica" if router.rate_limits.link is not None else "this process",
-            "config": str(router.loaded.path) if router.loaded.path else "(in memory)"}
+            "rate_limits": "Redis, shared by every replica" if router.view.rate_limits.link is not None else "this process",
+            "config": str(router.view.loaded.path) if router.view.loaded.path else "(in memory)"}
