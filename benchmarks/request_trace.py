@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import os
 import sys
 import tempfile
@@ -34,7 +35,9 @@ from router import Router
 from router.config_loader import load_config
 from router.server import create_app
 
-ROOT = Path(__file__).resolve().parent.parent
+# Where the project's packages were imported from (an editable install may point elsewhere than
+# this checkout): those are the modules a request enters.
+ROOT = Path(importlib.import_module("router").__file__ or ".").resolve().parent.parent
 PACKAGES = tuple(str(ROOT / name) + os.sep for name in ("router", "backends", "policies"))
 BODIES: dict[str, dict[str, Any]] = {
     "/v1/chat/completions": {"model": "auto", "messages": [{"role": "user", "content": "Say hi"}]},
