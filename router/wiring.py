@@ -29,10 +29,10 @@ from policies.routing_model import ModelSlot, RoutingModel
 from policies.scoring import Scorer, build_scorer
 from policies.template import Templates
 from router.backend_table import BackendTable, backend_identity
-from router.calls import CallPath
+from router.calls import AttemptObserver, CallPath
 from router.config import ScorerConfig
 from router.config_loader import LoadedConfig
-from router.decision import Attempt, Decision, Outcome
+from router.decision import Outcome
 from router.latency_tracker import LatencyTracker
 from router.redaction import Redactor
 from router.scope import RequestScope
@@ -50,7 +50,6 @@ if TYPE_CHECKING:
 __all__ = ["Parts", "build_model", "share", "wire"]
 
 RequestObserver = Callable[[Outcome], None]
-AttemptObserver = Callable[[Attempt, "Decision | None"], None]
 
 
 @dataclass(eq=False)
