@@ -157,14 +157,14 @@ class RequestScope:
             watch.finished(outcome)
 
 
-_NO_LIMIT: contextlib.nullcontext[None] = contextlib.nullcontext()
+_NOTHING: contextlib.nullcontext[None] = contextlib.nullcontext()
 
 
 def _spending(max_cost_usd: float | None) -> contextlib.AbstractContextManager[Any]:
     """The request's spending limit (router/cost_limit.py); without one, and none left set in
     this context, nothing to set and nothing entered there."""
     if max_cost_usd is None and SPENDING.get() is None:
-        return _NO_LIMIT
+        return _NOTHING
     return spending_limit(max_cost_usd)
 
 
@@ -174,7 +174,7 @@ def _watching(watch: Watch | None) -> contextlib.AbstractContextManager[Any]:
     shadow calls) is not counted as the request's. None is set too, so an outer request's watch
     never sees a request sent from inside it without one; with neither, nothing is entered."""
     if watch is None and WATCHING.get() is None:
-        return _NO_LIMIT
+        return _NOTHING
     return _set_watch(watch)
 
 

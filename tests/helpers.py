@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import uvicorn
 
 from backends.base import BackendSettings
@@ -209,6 +210,21 @@ class PaidUpstream:
             "id": "paid", "object": "chat.completion", "created": 0, "model": body["model"],
             "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "paid answer"}}],
             "usage": {"prompt_tokens": 5, "completion_tokens": 7}})
+
+
+def ok_chat_answer(body: dict[str, Any]) -> httpx.Response:
+    """An OpenAI chat completion saying "ok", whole or streamed as `body` asks: an upstream's
+    answer for tests about what reached it."""
+    usage = {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11}
+    head = {"id": "chatcmpl-1", "created": 0, "model": body.get("model", "m")}
+    if not body.get("stream"):
+        return httpx.Response(200, json={**head, "object": "chat.completion", "usage": usage, "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}]})
+    chunk = {**head, "object": "chat.completion.chunk"}
+    events = [{**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": "ok"}, "finish_reason": None}]},
+              {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": usage}]
+    data = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
+    return httpx.Response(200, content=data, headers={"content-type": "text/event-stream"})
 
 
 class Watched:

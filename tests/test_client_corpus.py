@@ -30,6 +30,7 @@ from router.config_loader import load_config
 from router.core import Router
 from router.server import RouteServer
 from tests.answering import answering
+from tests.helpers import ok_chat_answer
 
 pytestmark = pytest.mark.unit
 
@@ -51,20 +52,6 @@ def _sse(events: list[tuple[str | None, Any]]) -> bytes:
     return b"".join((f"event: {name}\n".encode() if name else b"") + b"data: "
                     + (data if isinstance(data, bytes) else json.dumps(data).encode()) + b"\n\n"
                     for name, data in events)
-
-
-def _chat_answer(body: dict[str, Any]) -> httpx.Response:
-    usage = {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11}
-    head = {"id": "chatcmpl-1", "created": 0, "model": body.get("model", "m")}
-    if not body.get("stream"):
-        return httpx.Response(200, json={**head, "object": "chat.completion", "usage": usage, "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}]})
-    chunk = {**head, "object": "chat.completion.chunk"}
-    events: list[tuple[str | None, Any]] = [
-        (None, {**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": "ok"}, "finish_reason": None}]}),
-        (None, {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": usage}),
-        (None, b"[DONE]")]
-    return httpx.Response(200, content=_sse(events), headers={"content-type": "text/event-stream"})
 
 
 def _messages_answer(body: dict[str, Any]) -> httpx.Response:
@@ -94,7 +81,7 @@ class Upstream:
     def __call__(self, request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content)
         self.received.append((request.url.path, dict(request.headers), body))
-        return _messages_answer(body) if request.url.path.endswith("/messages") else _chat_answer(body)
+        return _messages_answer(body) if request.url.path.endswith("/messages") else ok_chat_answer(body)
 
 
 @pytest.fixture(scope="module")

@@ -25,6 +25,7 @@ from router.config_loader import load_config
 from router.core import Router
 from router.server import RouteServer
 from tests.answering import answering
+from tests.helpers import ok_chat_answer
 
 pytestmark = pytest.mark.integration
 
@@ -37,19 +38,6 @@ def _record(name: str) -> dict[str, Any]:
     return json.loads((CORPUS / f"{name}.json").read_text())
 
 
-def _chat_answer(body: dict[str, Any]) -> httpx.Response:
-    usage = {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11}
-    head = {"id": "chatcmpl-1", "created": 0, "model": body.get("model", "m")}
-    if not body.get("stream"):
-        return httpx.Response(200, json={**head, "object": "chat.completion", "usage": usage, "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}]})
-    chunk = {**head, "object": "chat.completion.chunk"}
-    events = [{**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": "ok"}, "finish_reason": None}]},
-              {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": usage}]
-    data = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
-    return httpx.Response(200, content=data, headers={"content-type": "text/event-stream"})
-
-
 class Upstream:
     """Each chat body that reached the model server."""
 
@@ -59,7 +47,7 @@ class Upstream:
     def __call__(self, request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content)
         self.bodies.append(body)
-        return _chat_answer(body)
+        return ok_chat_answer(body)
 
 
 def _config(base_url: str, log_path: Path) -> dict[str, Any]:
