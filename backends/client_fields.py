@@ -6,7 +6,7 @@
   what litellm and OpenAI-compatible proxies read from a request body to route it: a LiteLLM
   proxy that allows client-side credentials sends its provider key wherever `api_base` points.
   A client never sets them: the server and the Python API refuse them by name
-  (`refusal`), and every kind leaves them out of what it sends (backends/openai_fields.py;
+  (`refusal`), and every kind leaves them out of what it sends (backends/openai_http.py;
   the other kinds send only fields they know). Names are compared as a proxy reads them,
   whatever their case and separators (`baseURL`, `BASE_URL`, `base-url` are `base_url`),
   at the top and inside the objects a LiteLLM proxy reads settings from (`metadata.api_base`);

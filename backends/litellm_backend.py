@@ -30,7 +30,7 @@ from backends.errors import (
 )
 from backends.faults import client_header, error_for_status, failed_writing, refused, scrub
 from backends.http_errors import connection_failure, parse_retry_after
-from backends.openai_fields import OPENAI_CHAT_FIELDS
+from backends.openai_http import OPENAI_CHAT_FIELDS
 from backends.params import ChatParams
 from backends.types import Price, Request, Usage
 

@@ -4,34 +4,95 @@ vLLM, mlx-vlm, NVIDIA NIM and llama.cpp serve DiffusionGemma this way, and Mercu
 too, so this is the fast path: the pooled HTTP transport (backends/http_transport.py), no SDK in
 between. This module only translates: the request body and headers, and the answer back as
 Deltas; the base class assembles the answer and the call path retries.
+
+What it sends of what the client asked for, by one rule:
+
+- OpenAI's own API (api.openai.com) refuses what it does not know, so it gets only the fields
+  of its chat-completions schema, and messages without the `cache_control` markers other
+  providers read;
+- every other OpenAI-compatible server (vLLM, NIM, llama.cpp, Mercury, OpenRouter, a LiteLLM
+  proxy) takes vendor extensions and ignores what it does not know, so it gets everything the
+  client sent: `top_k`, `chat_template_kwargs`, `cache_control` markers...;
+- both: never the operator's fields (endpoints, keys, headers: backends/client_fields.py);
+  Anthropic's thinking (a `thinking` object from a /v1/messages client, the signed
+  `thinking_blocks` of earlier turns) has no place in a chat request -- `reasoning_effort`
+  carries its meaning, and only Anthropic can read its signatures -- while a `thinking` flag is
+  route's own switch for the local engine, which `route engine serve` takes.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, ClassVar
+from urllib.parse import urlsplit
 
 import orjson
 
+from backends.anthropic_format import ANTHROPIC_ONLY
 from backends.assembly import Delta, Fold
 from backends.base import Backend, BackendSettings, Health
 from backends.capabilities import Capabilities
-from backends.client_fields import openai_shaped
+from backends.client_fields import openai_shaped, operator_owned
 from backends.deadline import Deadline
 from backends.errors import BackendError, MalformedResponse
 from backends.faults import failed_writing
 from backends.http_errors import is_transport_error
 from backends.http_transport import HttpTransport, Reply, check_finished, json_event, json_events
-from backends.openai_fields import chat_messages, is_openai_itself, request_fields
 from backends.params import ChatParams
 from backends.served import not_served_hint, served_models, serves
 from backends.sse_template import template_runs
 from backends.thinking import reasoning_of  # thinking hook
-from backends.types import Request, Usage
+from backends.types import Message, Request, Usage
 
-__all__ = ["OpenAIBackend"]
+__all__ = ["OPENAI_CHAT_FIELDS", "OpenAIBackend", "chat_messages", "is_openai_itself", "request_fields"]
 
 _DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
+
+# The request fields of OpenAI's chat-completions API.
+OPENAI_CHAT_FIELDS = frozenset({
+    "model", "messages", "audio", "frequency_penalty", "function_call", "functions", "logit_bias", "logprobs",
+    "max_completion_tokens", "max_tokens", "metadata", "modalities", "n", "parallel_tool_calls", "prediction",
+    "presence_penalty", "prompt_cache_key", "prompt_cache_retention", "reasoning_effort", "response_format",
+    "safety_identifier", "seed", "service_tier", "stop", "store", "stream", "stream_options", "temperature",
+    "tool_choice", "tools", "top_logprobs", "top_p", "user", "verbosity", "web_search_options",
+})
+
+
+def is_openai_itself(base_url: str | None) -> bool:
+    host = urlsplit(base_url or "").hostname or ""
+    return host == "api.openai.com" or host.endswith(".openai.azure.com")
+
+
+def request_fields(extra: Mapping[str, Any], *, strict: bool) -> dict[str, Any]:
+    """The client's extra fields an upstream is sent (`strict`: OpenAI's own API)."""
+    out = {}
+    for key, value in extra.items():
+        if (key == "thinking" and not isinstance(value, bool)) or key in ANTHROPIC_ONLY:
+            continue
+        if key not in OPENAI_CHAT_FIELDS if strict else operator_owned(key):
+            continue
+        out[key] = value
+    return out
+
+
+def chat_messages(messages: list[Message], *, strict: bool) -> list[Message]:
+    """`messages` for an OpenAI-compatible upstream (`strict`: OpenAI's own API), copying only
+    what changes."""
+    return [_upstream_message(m, strict) for m in messages]
+
+
+def _upstream_message(message: Message, strict: bool) -> Message:
+    content = message.get("content")
+    parts_marked = strict and isinstance(content, list) and any(
+        isinstance(p, dict) and "cache_control" in p for p in content)
+    dropped = ("thinking_blocks", "cache_control") if strict else ("thinking_blocks",)
+    if not parts_marked and not any(key in message for key in dropped):
+        return message
+    out = {k: v for k, v in message.items() if k not in dropped}
+    if parts_marked and isinstance(content, list):
+        out["content"] = [{k: v for k, v in p.items() if k != "cache_control"} if isinstance(p, dict) else p
+                          for p in content]
+    return out
 
 
 class OpenAIBackend(Backend):
@@ -53,7 +114,7 @@ class OpenAIBackend(Backend):
 
     @property
     def shape(self) -> str:
-        # OpenAI's own API is sent its schema's fields only; other servers everything (openai_fields.py).
+        # OpenAI's own API is sent its schema's fields only; other servers everything (the module's rule).
         return "openai:strict" if self._strict else "openai:compatible"
 
     def _headers(self) -> dict[str, str]:
@@ -62,7 +123,7 @@ class OpenAIBackend(Backend):
         return {**headers, "Authorization": f"Bearer {key}"} if key else headers
 
     def _payload(self, request: Request, *, stream: bool) -> dict[str, Any]:
-        """The client's fields as backends/openai_fields.py says, under the config's
+        """The client's fields as the module's rule says, under the config's
         (backends/client_fields.py: what the config sets, the config decides)."""
         configured, fixed = self.settings.configured()
         payload = openai_shaped({**configured, **request_fields(request.extra, strict=self._strict)}, request, fixed)

@@ -10,9 +10,10 @@ the project frames on the stack when the upstream call reaches aiohttp (in the t
 it), and the deepest stack of project frames seen in any task. A measure of how many layers a request crosses, for
 comparing two versions of the server (issue 25), not a timing.
 
-Targets (issue 45): at most --max-modules project modules entered (40), and a walk from the
-server's entry down to the upstream call that passes each module once (no returns). Exits 1
-when either is missed.
+Targets (issue 45): one plain chat request enters at most 40 project modules (`--max-modules N`
+sets a bound for any request traced; the issue set one for that request only, so the others are
+reported without one), and every request's walk from the server's entry down to the upstream
+call passes each module once (no returns). Exits 1 when a target is missed.
 """
 
 from __future__ import annotations
@@ -156,12 +157,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--path", default="/v1/chat/completions", choices=sorted(BODIES))
     parser.add_argument("--stream", action="store_true")
-    parser.add_argument("--max-modules", type=int, default=40)
+    parser.add_argument("--max-modules", type=int, default=None,
+                        help="the most project modules the request may enter (default: 40 for a plain chat request, "
+                             "issue 45's target; none for the others)")
     args = parser.parse_args()
+    bound = args.max_modules
+    if bound is None and args.path == "/v1/chat/completions" and not args.stream:
+        bound = 40
     modules, returns = asyncio.run(run(args.path, args.stream))
-    missed = [f"{modules} modules entered (target at most {args.max_modules})"] if modules > args.max_modules else []
+    missed = [f"{modules} modules entered (target at most {bound})"] if bound is not None and modules > bound else []
     missed += [f"{returns} returns on the walk (target 0)"] if returns else []
-    print("targets: " + ("missed: " + "; ".join(missed) if missed else "met"))
+    print("targets: " + ("missed: " + "; ".join(missed) if missed else "met")
+          + ("" if bound is not None else " (no returns; no bound on modules for this request: --max-modules N sets one)"))
     sys.exit(1 if missed else 0)
 
 

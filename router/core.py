@@ -27,10 +27,10 @@ from backends.base import Backend
 from backends.errors import UsageError
 from backends.types import Chunk, Message, as_messages
 from policies.ladder import Tier
-from policies.needs import Needs
 from policies.routing_model import RoutingModel
 from policies.scoring import Scorer
 from router.config_loader import LoadedConfig, load_config
+from router.deciding import Needs
 from router.decision import Attempt, Decision, Outcome, RouteResult, Watch
 from router.interrupt import run_interruptibly
 from router.options import RouteOptions, resolve_options

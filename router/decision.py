@@ -246,7 +246,7 @@ class Watch(Protocol):
     observers (the request log, learning, latency): every upstream attempt made for it --
     routed, consortium member, arbiter, retries -- as it ends, each backend passed over at its
     rate limit, then its outcome. The server's
-    metrics and web view watch the requests it serves this way (router/server/served.py), so
+    metrics and web view watch the requests it serves this way (router/server/metrics.py `Served`), so
     nothing is registered on a router after it is built."""
 
     def attempt(self, attempt: Attempt, decision: Decision | None) -> None: ...

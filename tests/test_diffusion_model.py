@@ -297,8 +297,8 @@ def test_image_requests_skip_a_text_only_checkpoint_and_say_why_when_nothing_els
 
     from backends.diffusion.local import DiffusionLocalBackend
     from backends.errors import Unsupported
-    from policies.needs import Needs
     from router.core import Router
+    from router.deciding import Needs
 
     # The published-shape checkpoint without its image processor: a vision tower alone is not enough.
     text_only = tmp_path / "text-only"

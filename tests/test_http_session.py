@@ -1,4 +1,4 @@
-"""backends/http_session.py: SSE data however the bytes were cut, proxies from the environment,
+"""backends/http_transport.py: SSE data however the bytes were cut, proxies from the environment,
 and no session reported as leaked when its owner never closed it."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from backends.base import BackendSettings
-from backends.http_session import sse_data
+from backends.http_transport import sse_data
 from backends.openai_http import OpenAIBackend
 from backends.types import Request
 from tests.ports import refusing_port

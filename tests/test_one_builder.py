@@ -1,6 +1,6 @@
 """One builder, no setters (issue 45): a router is whole when it is built. The server's app
 registers nothing on the router it serves; it watches the requests it serves through the
-request scope (router/server/served.py), so a router shared by two apps and the Python API is
+request scope (router/server/metrics.py `Served`), so a router shared by two apps and the Python API is
 counted by each app for its own requests only, consortium members and arbiters included. A
 behaviour is asked for by name (`clients_retry`), never read off the `source` label."""
 

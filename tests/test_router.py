@@ -173,7 +173,7 @@ async def test_end_to_end_over_http_with_the_simulator(sim):
 
 def test_candidates_that_cannot_take_the_request_are_left_out():
     from backends.errors import Unsupported
-    from policies.needs import Needs
+    from router.deciding import Needs
 
     config = {
         "backends": {"small": {"kind": "openai", "model": "s", "context_window": 50},

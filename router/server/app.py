@@ -13,10 +13,13 @@
     GET  /metrics               Prometheus text format
     GET  /ui                    the web view (router/server/ui/, docs/guide/web-view.md)
 
-Every POST goes through one request flow (endpoint.py); the GETs are FastAPI routes. Auth and
-per-key limits wrap both, once (`_App.__call__`): the POSTs skip Starlette's middleware stack
-and router (about seven layers, each a coroutine per request and a wrapper per sent message),
-the proxy's hot path.
+Every POST goes through one request flow (endpoint.py); the GETs are FastAPI routes. What every
+request passes is built once around both (`layers`), outermost first: the last-resort error
+answer, bearer auth, per-key limits; then `Dispatch`: the POSTs the one endpoint serves go
+straight to it (without Starlette's middleware stack and router, about seven layers, each a
+coroutine per request and a wrapper per sent message: the proxy's hot path), anything else to
+FastAPI's routes. The web view, when there is one, is sent /ui around all of them: it signs its
+page in itself.
 
 Responses say what the router decided: `x-route-backend` (its first choice), `x-route-tier`,
 `x-route-score`, `x-route-candidates`; plain answers add `x-route-answered-by`. Errors are in
@@ -36,13 +39,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.routing import Route
 
-from router.server.auth import KeyAttempts
+from router.server.auth import BearerAuth, KeyAttempts, send_error_for
 from router.server.endpoint import Endpoint, Handler, Plain
 from router.server.errors import ApiError, internal_error
 from router.server.feedback import feedback_handler
 from router.server.heap_trim import HeapTrim, malloc_trim
-from router.server.layers import Dispatch, layers, limits_keys
-from router.server.metrics import Metrics
+from router.server.keys import KeyLimits
+from router.server.metrics import Metrics, Served
 from router.server.models import ModelNames
 from router.server.protocols import error_body_for
 from router.server.protocols.chat import ChatDialect
@@ -50,14 +53,13 @@ from router.server.protocols.gemini import GEMINI_PREFIX, GEMINI_PREFIXES, Gemin
 from router.server.protocols.messages import MessagesDialect, count_tokens
 from router.server.protocols.messages import error_body as messages_error_body
 from router.server.protocols.responses import ResponsesDialect
-from router.server.served import Served
 from router.server.ui import web_view
 from router.server.ui.live import LiveView
 
 if TYPE_CHECKING:
     from router.ports import RouterService
 
-__all__ = ["DEFAULT_BODY_LIMIT", "create_app", "model_handlers"]
+__all__ = ["DEFAULT_BODY_LIMIT", "Dispatch", "LastResort", "create_app", "layers", "limits_keys", "model_handlers"]
 
 DEFAULT_BODY_LIMIT = 16 * 1024 * 1024  # bytes; an agent's long context with a few images fits
 
@@ -78,7 +80,7 @@ def model_handlers(chat: ChatDialect | None = None) -> dict[str, Handler]:
 
 
 class _App(FastAPI):
-    """FastAPI, with the layers every path passes built once around it (`chain`: layers.py), and
+    """FastAPI, with the layers every path passes built once around it (`chain`: `layers`), and
     the POSTs the endpoint serves answered without Starlette's middleware stack and router."""
 
     chain: Any
@@ -90,6 +92,88 @@ class _App(FastAPI):
     async def through_routes(self, scope, receive, send) -> None:
         """FastAPI's own handling: its routes (the GETs, the web view's), errors and lifespan."""
         await super().__call__(scope, receive, send)
+
+
+class Dispatch:
+    """The innermost layer: the endpoint's POSTs to it, the rest to `routes` (FastAPI's)."""
+
+    __slots__ = ("endpoint", "routes")
+
+    def __init__(self, endpoint: Endpoint, routes: Any):
+        self.endpoint = endpoint
+        self.routes = routes
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if (scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path")
+                and self.endpoint.serves(scope["path"])):
+            await self.endpoint(scope, receive, send)
+            return
+        await self.routes(scope, receive, send)
+
+
+class LastResort:
+    """An exception before the answer started is answered with a 500 in the path's API shape
+    (clients parse it), saying no more than its type; re-raised either way, for the server's log."""
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def sending(message: dict) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        except Exception as exc:
+            if not started:
+                await send_error_for(scope, send, internal_error(exc))
+            raise
+
+
+
+class WebView:
+    """The outermost layer when the app has a web view: /ui to it (it signs its page in itself),
+    everything else to the API's layers."""
+
+    __slots__ = ("api", "view")
+
+    def __init__(self, api: Any, view: Any):
+        self.api = api
+        self.view = view
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        path = scope.get("path", "")
+        if scope["type"] == "http" and (path == "/ui" or path.startswith("/ui/")):
+            await self.view(scope, receive, send)
+            return
+        await self.api(scope, receive, send)
+
+
+def limits_keys(router: RouterService, tokens: Mapping[str, str]) -> bool:
+    """Whether the server's client keys have rate limits of their own (server.keys.NAME.rpm/tpm)."""
+    return bool(tokens) and any(kind == "key" for kind, _ in router.view.rate_limits.limits)
+
+
+def layers(inner: Dispatch, router: RouterService, tokens: Mapping[str, str], attempts: KeyAttempts, *,
+           refused: Callable[[str, str], None], view: Any = None) -> Any:
+    """The chain around `inner`: auth and per-key limits when there are keys (`refused(kind,
+    name)` hears of each request a key's limit turns away), the last resort always, and the web
+    view's /ui around them when there is one."""
+    chain: Any = inner
+    if tokens:
+        if limits_keys(router, tokens):
+            # inside the auth: it needs the key's name
+            chain = KeyLimits(chain, limiter=router.view.rate_limits, refused=refused)
+        chain = BearerAuth(chain, tokens=tokens, attempts=attempts)
+    chain = LastResort(chain)
+    return chain if view is None else WebView(chain, view)
 
 
 def _json(data: Any, status: int = 200) -> Response:
@@ -110,7 +194,7 @@ def create_app(router: RouterService, *, api_key: str | None = None, body_limit_
     `app.state.metrics` is the Metrics object.
 
     Built in dependency order, and nothing registered on `router`: the app watches the requests
-    it serves (served.py), handing each its watch through the router's request scope."""
+    it serves (metrics.py `Served`), handing each its watch through the router's request scope."""
     if body_limit_bytes < 1:
         raise ValueError("body_limit_bytes must be positive")
     tokens = _tokens(api_key, api_keys)

@@ -39,15 +39,14 @@ from backends.types import Chunk, Completion, DraftChunk, FinalChunk, TextChunk,
 from router.decision import Decision, Downgrade
 from router.server.errors import ApiError, error_for_failure
 from router.server.keys import KEY_SCOPE
-from router.server.protocols.base import Call, Dialect, EventWriter, Facts
-from router.server.protocols.validation import bad_request, sent_fields
+from router.server.protocols.base import Call, Dialect, EventWriter, Facts, bad_request, sent_fields
 from router.sessions import AUTO, check_key
 
 if TYPE_CHECKING:
     from router.decision import Watch
     from router.ports import RouterService
+    from router.server.metrics import Served
     from router.server.models import ModelNames
-    from router.server.served import Served
 
 __all__ = ["JSON", "AccessLines", "ClientGone", "ClientWatch", "Endpoint", "Plain", "Routed", "Scrubber",
            "decision_headers", "read_body", "send_body"]
@@ -243,7 +242,7 @@ class Scrubber:
 
 class Endpoint:
     """The ASGI callable for every path in `handlers`. `router.source` should be "server", so
-    the request log says so. Each routed request is watched by `served` (served.py)."""
+    the request log says so. Each routed request is watched by `served` (metrics.py `Served`)."""
 
     def __init__(self, router: RouterService, served: Served, names: ModelNames, handlers: Mapping[str, Handler], *,
                  body_limit_bytes: int, body_timeout_s: float | None = None, routed: Iterable[Routed] = ()):

@@ -17,7 +17,7 @@ from backends.errors import UsageError
 from router.server.endpoint import Plain
 from router.server.errors import ApiError
 from router.server.keys import KEY_SCOPE
-from router.server.protocols.validation import bad_request, decode
+from router.server.protocols.base import bad_request, decode
 from router.store.feedback import is_admin
 
 if TYPE_CHECKING:

@@ -30,7 +30,7 @@ def malloc_trim() -> Callable[[int], int] | None:
 
 class HeapTrim:
     """Trims after bursts of finished requests (`run`); `served()` counts them so far (the
-    server's, router/server/served.py), read once a quiet period."""
+    server's, router/server/metrics.py `Served`), read once a quiet period."""
 
     def __init__(self, trim: Callable[[int], int] | None, served: Callable[[], int], *, quiet_s: float = 1.0,
                  busy_every_s: float = 30.0):

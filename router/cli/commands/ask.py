@@ -359,7 +359,7 @@ def ask(
     messages = _messages(text, system, conversation.messages if conversation else None)
     router = open_router(loaded, out, no_log=no_log)
     session = _join(router, conversation)
-    from policies.needs import Needs
+    from router.deciding import Needs
 
     # The needs the call itself will check (router.acomplete), so --explain shows what will happen.
     decision = router.decide(messages, model=model, deadline_s=deadline_s, max_tokens=max_tokens, prefer=prefer,

@@ -6,7 +6,7 @@
     gemini.py      Gemini generateContent      POST /v1beta/models/M:METHOD (schema: gemini_schema.py,
                                                                             answers: gemini_events.py)
 
-base.py says what a dialect is; validation.py is the one way a body is decoded and checked.
+base.py says what a dialect is, and is the one way a body is decoded and checked.
 """
 
 from __future__ import annotations

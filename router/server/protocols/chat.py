@@ -3,7 +3,7 @@ against its schema (chat_schema.py), answers and stream chunks in its format.
 
 The messages go to the backends as the client sent them (validated, not rebuilt), and so does
 every other field the router does not consume itself: each backend kind takes what it can
-(backends/openai_fields.py, anthropic_format.py; docs/reference/fields.md has the table). Keys a client
+(backends/openai_http.py, anthropic_format.py; docs/reference/fields.md has the table). Keys a client
 adds to an otherwise valid object are accepted and logged at debug, as real clients send them
 (an older Codex wrote each tool's `name` beside its `function`). Answers carry
 `reasoning_content` beside the content when the model thought (as vLLM's reasoning parsers and
@@ -28,10 +28,9 @@ from pydantic import BaseModel
 from backends.openai_chunks import DONE, ChunkWriter
 from backends.types import Completion, ToolCallChunk
 from router.server.errors import ApiError
-from router.server.protocols.base import Call, Facts
+from router.server.protocols.base import Call, Facts, bad_request, decode, route_options, session_field, validated
 from router.server.protocols.chat_schema import CHAT_REQUEST, ChatCompletionRequest
 from router.server.protocols.reasoning import Sealer, sealed_blocks
-from router.server.protocols.validation import bad_request, decode, route_options, session_field, validated
 
 __all__ = ["ChatDialect", "completion_body", "usage_body"]
 

@@ -42,7 +42,7 @@ from backends.types import Completion, Message
 from router.server.endpoint import Plain
 from router.server.errors import ApiError
 from router.server.protocols import GEMINI_PREFIXES
-from router.server.protocols.base import Call, Facts
+from router.server.protocols.base import Call, Facts, bad_request, decode, route_options, session_field, validated
 from router.server.protocols.gemini_events import GeminiEvents, error_body, response_body, signed_blocks
 from router.server.protocols.gemini_schema import (
     GENERATE_REQUEST,
@@ -55,7 +55,6 @@ from router.server.protocols.gemini_schema import (
     Part,
     ThinkingConfig,
 )
-from router.server.protocols.validation import bad_request, decode, route_options, session_field, validated
 
 __all__ = ["GEMINI_PREFIX", "GEMINI_PREFIXES", "GeminiDialect", "GeminiRoutes", "count_tokens", "gemini_listing"]
 

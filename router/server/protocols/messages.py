@@ -32,9 +32,8 @@ from backends.anthropic_format import (
 )
 from backends.types import Completion, Message, ToolCallChunk
 from router.server.errors import ApiError
-from router.server.protocols.base import Call, Facts
+from router.server.protocols.base import Call, Facts, bad_request, decode, route_options, session_field, validated
 from router.server.protocols.messages_schema import COUNT_TOKENS_REQUEST, MESSAGES_REQUEST, MessagesRequest
-from router.server.protocols.validation import bad_request, decode, route_options, session_field, validated
 
 __all__ = ["MessagesDialect", "count_tokens", "error_type", "stop_reason"]
 

@@ -28,11 +28,10 @@ import orjson
 
 from backends.types import Completion, Message
 from router.server.errors import ApiError
-from router.server.protocols.base import Call, Facts
+from router.server.protocols.base import Call, Facts, bad_request, decode, route_options, session_field, validated
 from router.server.protocols.reasoning import blocks_from
 from router.server.protocols.responses_events import ResponseEvents, finished
 from router.server.protocols.responses_schema import RESPONSES_REQUEST, ResponsesRequest
-from router.server.protocols.validation import bad_request, decode, route_options, session_field, validated
 
 __all__ = ["ResponsesDialect"]
 

@@ -4,7 +4,7 @@ Requests newest first with the reasons for each decision, backends (learned agai
 latency, breakers, rate limits), consortium runs as timelines, learning, and spend against
 always-hosted; updated live by polling, signed in with the server's own keys.
 
-`create_app` builds the live view, watches the requests it serves into it (served.py) and
+`create_app` builds the live view, watches the requests it serves into it (metrics.py `Served`) and
 puts `web_view(...)` in front of its layers at /ui:
 
     live.py      what this process remembers of recent traffic (each served request and attempt)
@@ -30,11 +30,11 @@ __all__ = ["web_view"]
 
 def web_view(router: RouterService, live: LiveView, tokens: Mapping[str, str], attempts: KeyAttempts, *,
              body_timeout_s: float | None = None) -> Any:
-    """The web view's ASGI app, which the app's outermost layer sends /ui to (layers.py), for the
+    """The web view's ASGI app, which the app's outermost layer sends /ui to (app.py `layers`), for the
     keys in `tokens` (name -> key; none: open, as the rest of a loopback server without keys is);
     a sign-in body has `body_timeout_s` to arrive, as the API's bodies do, and a wrong key counts
     against the API's throttle (`attempts`). `live` is what the server's watch of each request
-    it serves keeps (router/server/served.py)."""
+    it serves keeps (router/server/metrics.py `Served`)."""
     from router.server.ui.auth import ViewAuth
     from router.server.ui.handlers import view_app
 

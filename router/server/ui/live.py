@@ -1,6 +1,6 @@
 """What the web view remembers of recent traffic: bounded, in this process's memory.
 
-The server's watch of each request it serves (router/server/served.py) hands it here:
+The server's watch of each request it serves (router/server/metrics.py `Served`) hands it here:
 `LiveView.observe` adds every finished request to spend buckets of 10 s for the hour and, while a
 page is open (polled within WATCH_S), keeps one `LiveRequest` for it -- who sent it and over which
 protocol, the decision's parts, what came of it, a consortium's trace without its texts;
@@ -173,7 +173,7 @@ class LiveView:
         return self.clock() < self.watched_until
 
     def observe(self, outcome: Outcome, protocol: str = "python", key: str | None = None) -> None:
-        """A served request's outcome (router/server/served.py), which came in by `protocol` with
+        """A served request's outcome (router/server/metrics.py `Served`), which came in by `protocol` with
         the client key named `key`: every request counts towards the hour's spend; while a page
         is open, each is kept too, as a LiveRequest."""
         self.seq += 1
