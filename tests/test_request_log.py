@@ -10,6 +10,7 @@ import multiprocessing
 import os
 import sqlite3
 import time
+import traceback
 import weakref
 
 import pytest
@@ -318,16 +319,21 @@ def test_a_forked_worker_writes_through_the_log_it_inherited(tmp_path):
     writer thread of its own until it logs, and must not write what the parent queued."""
     log = RequestLog(tmp_path / "f.db")
     log.observe(ok_outcome("parent"))  # the parent's writer thread is running at the fork
+    said = tmp_path / "child.txt"  # why the child failed, for the assertion's message
     pid = os.fork()
     if pid == 0:
         code = 1
         try:
             log.observe(ok_outcome("child"))
-            code = 0 if log.flush(timeout_s=60) and log.dropped == 0 else 1
+            flushed = log.flush(timeout_s=60)
+            code = 0 if flushed and log.dropped == 0 else 1
+            said.write_text(f"flushed {flushed}, dropped {log.dropped}")
+        except BaseException:
+            said.write_text(traceback.format_exc())
         finally:
             os._exit(code)
     _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
+    assert os.waitstatus_to_exitcode(status) == 0, said.read_text() if said.exists() else "the child said nothing"
     assert log.flush()
     assert sorted(r["prompt"] for r in Store(tmp_path / "f.db").recent(10)) == ["child", "parent"]
 

@@ -40,21 +40,25 @@ _LOG = logging.getLogger("router.store")
 _INSERT = SQLITE.insert(COLUMNS)
 # What one bad row raises at INSERT; anything else concerns the whole file.
 _ROW_ERRORS = (sqlite3.IntegrityError, sqlite3.InterfaceError, sqlite3.ProgrammingError, OverflowError, ValueError)
+_BUSY_TIMEOUT_S = 30.0  # how long a write waits for another process's lock before it fails
 
 
 def default_store_path() -> Path:
     return user_data_dir() / "route.db"
 
 
-def _enable_wal(conn: sqlite3.Connection, attempts: int = 100) -> None:
+def _enable_wal(conn: sqlite3.Connection, timeout_s: float = _BUSY_TIMEOUT_S) -> None:
     """Switch to WAL. Two processes creating the file at once can get SQLITE_BUSY here without
-    the busy timeout applying (the switch needs an exclusive lock), so retry briefly."""
-    for attempt in range(attempts):
+    the busy timeout applying (the switch needs an exclusive lock), so retry for as long as the
+    busy timeout would have waited: `route serve --workers` starts its workers together, and on
+    a loaded machine the one holding the lock may not run again for a while."""
+    give_up = time.monotonic() + timeout_s
+    while True:
         try:
             conn.execute("PRAGMA journal_mode=WAL")
             return
         except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) and "busy" not in str(exc) or attempt == attempts - 1:
+            if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() >= give_up:
                 raise
             time.sleep(0.02)
 
@@ -133,9 +137,9 @@ class SqliteDb:
     def _connect(self) -> sqlite3.Connection:
         private_dirs(self.path.parent)
         private_file(self.path)
-        conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
         self._local.conn, self._local.identity = conn, _identity(self.path)
-        conn.execute("PRAGMA busy_timeout=30000")
+        conn.execute(f"PRAGMA busy_timeout={int(_BUSY_TIMEOUT_S * 1000)}")
         _enable_wal(conn)
         conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable on app crash, fast
         conn.row_factory = sqlite3.Row
