@@ -103,6 +103,15 @@ def _unit_stays_in_process(request, monkeypatch):
     monkeypatch.setattr(subprocess.Popen, "__init__", guarded("__init__", subprocess.Popen.__init__, "starts a process"))
     monkeypatch.setattr(multiprocessing.process.BaseProcess, "start",
                         guarded("start", multiprocessing.process.BaseProcess.start, "starts a process"))
+    real_fork = os.fork
+
+    def fork() -> int:
+        # A fork from a test worker copies the locks its other threads hold (servers, leftover
+        # writers): the child can hang inside a library. Fork in a process of the test's own.
+        refuse("forks this test worker")
+        return real_fork()
+
+    monkeypatch.setattr(os, "fork", fork)
     yield
 
 
