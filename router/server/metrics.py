@@ -9,6 +9,8 @@ token usage, and the count the heap trimmer waits on. So the server registers no
 router it is given: a router shared with the Python API, a test or a second app is counted by
 each app for the requests that app served, once each.
 
+The metrics:
+
     route_requests_total{model,backend,status}      status: ok | error | cancelled
     route_request_duration_seconds{backend}         whole request, fallbacks included
     route_time_to_first_token_seconds{backend}
