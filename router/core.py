@@ -104,7 +104,7 @@ class Router:
 
     @property
     def shared(self) -> SharedState:
-        """How learned state is shared (router/state/): in memory until `persist`."""
+        """How learned state is shared (router/state/): in memory unless the Router was built with `persist=`."""
         return self.view.shared
 
     @property

@@ -72,7 +72,7 @@ class RouterView:
 
     @property
     def shared(self) -> SharedState:
-        """How learned state is shared (router/state/): in memory until `persist`."""
+        """How learned state is shared (router/state/): in memory unless the Router was built with `persist=`."""
         return self._parts.shared
 
     @property

@@ -68,7 +68,7 @@ class Parts:
     sessions: Sessions | None
     prices: dict[str, Price]
     request_observers: list[RequestObserver] = field(default_factory=list)
-    shared: SharedState = field(default_factory=SharedState)  # in memory until `persist` attaches `state:`
+    shared: SharedState = field(default_factory=SharedState)  # in memory unless built with `persist=` (`state:`)
     random: random.Random = field(default_factory=random.Random)  # exploration rolls; tests may seed it
     request_log: RequestLog | None = None
     spend_cap: SpendCap | None = None
