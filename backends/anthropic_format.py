@@ -81,11 +81,14 @@ def _image_part(block: Mapping[str, Any]) -> dict[str, Any]:
     return _marked({"type": "image_url", "image_url": {"url": url}}, block)
 
 
+_ERROR_OPENING = "Error: "  # how a failed tool result reads where the flag cannot travel (chat backends)
+
+
 def _result_text(block: Mapping[str, Any]) -> str:
     content = block.get("content")
     text = content if isinstance(content, str) else "\n".join(
         str(part.get("text", "")) for part in content or () if part.get("type") == "text")
-    return f"Error: {text}" if block.get("is_error") else text
+    return f"{_ERROR_OPENING}{text}" if block.get("is_error") else text
 
 
 def _text_content(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
@@ -101,8 +104,10 @@ def _user_turn(blocks: Iterable[Mapping[str, Any]]) -> list[Message]:
     for block in blocks:
         kind = block.get("type")
         if kind == "tool_result":
-            results.append(_marked({"role": "tool", "tool_call_id": block.get("tool_use_id"),
-                                    "content": _result_text(block)}, block))
+            result = {"role": "tool", "tool_call_id": block.get("tool_use_id"), "content": _result_text(block)}
+            if isinstance(block.get("is_error"), bool):  # the client's own word on the step, kept (policies/sessions.py)
+                result["is_error"] = block["is_error"]
+            results.append(_marked(result, block))
         elif kind == "text":
             parts.append(_marked({"type": "text", "text": block.get("text", "")}, block))
         elif kind == "image":
@@ -239,8 +244,13 @@ def _thinking_blocks(message: Mapping[str, Any]) -> list[dict[str, Any]]:
 def _anthropic_turn(message: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     role = message.get("role")
     if role == "tool":
-        return "user", [_marked({"type": "tool_result", "tool_use_id": message.get("tool_call_id"),
-                                 "content": _blocks(message.get("content")) or ""}, message)]
+        flag, content = message.get("is_error"), message.get("content")
+        if flag is True and isinstance(content, str) and content.startswith(_ERROR_OPENING):
+            content = content[len(_ERROR_OPENING):]  # the opening _result_text wrote for chat backends
+        result = {"type": "tool_result", "tool_use_id": message.get("tool_call_id"), "content": _blocks(content) or ""}
+        if isinstance(flag, bool):
+            result["is_error"] = flag
+        return "user", [_marked(result, message)]
     blocks = _thinking_blocks(message) if role == "assistant" else []
     blocks += _blocks(message.get("content"))
     for call in message.get("tool_calls") or ():

@@ -32,7 +32,7 @@ from backends.faults import client_header, error_for_status, failed_writing, ref
 from backends.http_errors import connection_failure, parse_retry_after
 from backends.openai_http import OPENAI_CHAT_FIELDS
 from backends.params import ChatParams
-from backends.types import Price, Request, Usage
+from backends.types import Message, Price, Request, Usage
 
 __all__ = ["LiteLLMBackend", "load_litellm"]
 
@@ -68,7 +68,8 @@ class LiteLLMBackend(Backend):
         fields = {k: v for k, v in request.extra.items() if k in OPENAI_CHAT_FIELDS or k == "thinking"}
         configured, fixed = self.settings.configured()
         kwargs = openai_shaped({**configured, **fields}, request, fixed)
-        kwargs.update(model=self.model, messages=request.messages, num_retries=0, max_retries=0, drop_params=True)
+        kwargs.update(model=self.model, messages=_litellm_messages(request.messages), num_retries=0, max_retries=0,
+                      drop_params=True)
         kwargs.update(self._connection(request, deadline))
         if stream:
             kwargs.update(stream=True, stream_options={"include_usage": True})
@@ -171,6 +172,14 @@ class LiteLLMBackend(Backend):
                                    simulated=_is_simulated(response), reasoning=reasoning)]
         except (AttributeError, IndexError, TypeError) as exc:
             raise MalformedResponse(f"unexpected response shape: {response!r:.200}", **self.where()) from exc
+
+
+def _litellm_messages(messages: list[Message]) -> list[Message]:
+    """`messages` as litellm takes them: a tool result's `is_error` (Anthropic's flag, which the
+    text of the result already says) is not a chat field, and some providers refuse it."""
+    if not any("is_error" in m for m in messages):
+        return messages
+    return [{k: v for k, v in m.items() if k != "is_error"} if "is_error" in m else m for m in messages]
 
 
 def _thinking_blocks(holder: Any) -> list[Mapping[str, Any]]:

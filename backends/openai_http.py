@@ -85,7 +85,8 @@ def _upstream_message(message: Message, strict: bool) -> Message:
     content = message.get("content")
     parts_marked = strict and isinstance(content, list) and any(
         isinstance(p, dict) and "cache_control" in p for p in content)
-    dropped = ("thinking_blocks", "cache_control") if strict else ("thinking_blocks",)
+    # A tool result's `is_error` is Anthropic's: chat has no such field (the text says "Error: " instead).
+    dropped = ("thinking_blocks", "cache_control", "is_error") if strict else ("thinking_blocks", "is_error")
     if not parts_marked and not any(key in message for key in dropped):
         return message
     out = {k: v for k, v in message.items() if k not in dropped}

@@ -360,7 +360,7 @@ def leave_one_client_out(records: list[dict[str, Any]], reader: Reader, tier: Ca
     first, learned, templates = [], [], Templates()
     for r in records:  # one client's tasks in turn: its template is learned from them as they come
         messages = short_template(r["prompt"])
-        taught = templates.read(messages, None, "bench")
+        client = templates.client(messages, None, "bench"); taught = templates.lookup(client); templates.learn(templates.sample(client, messages, read_task(messages, None, nobody, taught).words))
         first.append((reader.bare(r["prompt"]), reader.score(messages, None, nobody)))
         learned.append((reader.bare(r["prompt"]), reader.score(messages, None, nobody, taught)))
     row = _loo_row("short template", first, records, tier)

@@ -1,24 +1,30 @@
 """The client's harness in one user turn, and the user's words with it set aside. Pure: text
 in, text out; used by policies/task.py, which reads the conversation.
 
-What one user turn may hold besides the user's words, by rules that name no client:
-- tagged blocks of any tag name, written as whole lines: the open tag at a line's start, its
-  closing tag at a line's end, a heading line just before it included (Codex heads AGENTS.md so;
-  Gemini CLI sends `<session_context>`; IDE agents attach files and selections). When nothing
-  but such blocks is left, the user's words are those of the last block whose tag names a query
-  (an IDE agent's `<user_query>`);
-- files pasted as context, an environment part before or after the words, a template around
-  them, and a tool's output with the follow-up merged after it (policies/wrappers.py);
-- an end that repeats the end of the system prompt, from a line's start (aider writes its
-  format rules at the end of its system prompt and again after the user's latest words).
-What known clients add to these -- a block's kind by its tag, tags and blocks that hold the
-user's own words, whole turns a client writes in the user's name -- is data, in
-policies/shapes.py. Kept as the user's text: a block not written as whole lines, one never
-closed, one of HTML's elements (a user pasting a page), and one that relays what the user wrote.
+Evidence before setting anything aside: a turn is the user's as typed unless the request shows a
+part of it to be the client's. What shows it, and what each piece of evidence lets the reader
+set aside (`Evidence`):
+- always, what known clients are known to write (policies/shapes.py: their tags, their whole
+  turns, their templates) -- a client's shape is evidence whoever sends it;
+- with a system prompt: an end that repeats the end of the system prompt, from a line's start
+  (aider writes its format rules at the end of its system prompt and again after the user's
+  latest words), and the fields and labels the system prompt declares (policies/declared.py:
+  dspy's field markers, a ReAct format's "Observation:");
+- with a harness (a system prompt or tool schemas: a client's request, not a person's bare
+  turn): tagged blocks of any tag name, written as whole lines -- the open tag at a line's
+  start, its closing tag at a line's end, a heading line just before it included (Codex heads
+  AGENTS.md so; Gemini CLI sends `<session_context>`; IDE agents attach files and selections);
+  when nothing but such blocks is left, the user's words are those of the last block whose tag
+  names a query (an IDE agent's `<user_query>`); an environment part before the words, and a
+  quoted task with an environment after it (policies/wrappers.py).
+A person's bare turn (no system prompt, no tools) is read by the first kind alone: a user who
+pastes a page, a config or an issue with its own tags, headings and lists is scored on all of it.
+Kept as the user's text everywhere: a block not written as whole lines, one never closed, one of
+HTML's elements (a user pasting a page), and one that relays what the user wrote.
 
 Cost: a turn is searched once by one regular expression (in C) for its tags, and its end is
 compared with a system prompt's by a 16-character key, then by halving; a system prompt is
-never read beyond its last few kilobytes. The general rules are each one pass over the turn.
+never read beyond its last few kilobytes unless a rule of policies/declared.py asks for it.
 """
 
 from __future__ import annotations
@@ -27,11 +33,12 @@ import re
 from typing import Any, NamedTuple
 
 from backends.types import content_text
+from policies.declared import QUERY_NAME, Declared, field_words
 from policies.shapes import KNOWN, Shapes
-from policies.wrappers import context_like, follow_up, quoted_task, rules_after, without_files
+from policies.wrappers import context_like, follow_up, quoted_task
 
-__all__ = ["AGENTS_MD", "FOLDED_REPEAT_MIN", "KINDS", "KNOWN", "Aside", "Shapes", "chars", "client_turn", "end_key",
-           "own_words", "repeated_end", "tail"]
+__all__ = ["AGENTS_MD", "BARE", "FOLDED_REPEAT_MIN", "KINDS", "KNOWN", "Aside", "Evidence", "Shapes", "chars",
+           "client_turn", "end_key", "own_words", "repeated_end", "tail"]
 
 KINDS = ("system", "tools", "environment", "reminder", "instructions", "format_rules", "examples", "files",
          "client_note", "command_output", "context", "template", "tool_calls", "tool_results", "other")
@@ -44,9 +51,21 @@ _HTML = frozenset(("html head body div span p pre code table thead tbody tr td t
                    "footer nav main aside h1 h2 h3 h4 h5 h6 img br hr blockquote details summary iframe "
                    "canvas video audio source link meta title textarea dl dt dd figure caption").split())
 AGENTS_MD = "# AGENTS.md instructions for "
-_ASKING = re.compile(r"user|query|request|task|question|prompt|ask", re.IGNORECASE)  # a tag naming the query
 _REPEAT_MIN = 16  # characters of a repeated system-prompt end worth setting aside; shorter is chance
 FOLDED_REPEAT_MIN = 64  # ... to call a first user turn a folded system prompt
+
+
+class Evidence(NamedTuple):
+    """What a request shows of its client beyond the user's turn (see the module docstring):
+    `harness`, a system prompt or tool schemas; `sources`, its system prompts' ends, each with
+    its `end_key`; `declared`, what its system prompts declare."""
+
+    harness: bool
+    sources: list[tuple[str, str]]
+    declared: Declared
+
+
+BARE = Evidence(False, [], Declared(list))  # a person's turn: nothing but known clients' shapes is read in it
 
 
 class Aside(NamedTuple):
@@ -153,8 +172,9 @@ def _close(text: str, tag: str, pos: int) -> int:
     return -1
 
 
-def _blocks(text: str, shapes: Shapes) -> list[_Block]:
-    """The blocks of `text` a client wrote: whole lines, each with its closing tag."""
+def _blocks(text: str, shapes: Shapes, harness: bool) -> list[_Block]:
+    """The blocks of `text` a client wrote: whole lines, each with its closing tag (a tag no
+    known client writes only in a client's request, `harness`)."""
     found: list[_Block] = []
     pos = 0
     while (match := _OPEN.search(text, pos)) is not None:
@@ -162,7 +182,7 @@ def _blocks(text: str, shapes: Shapes) -> list[_Block]:
         if " " in tag and tag not in shapes.blocks:
             tag = tag.split(" ", 1)[0]
         pos = match.end()
-        if tag.lower() in _HTML or tag in shapes.kept:
+        if tag.lower() in _HTML or tag in shapes.kept or (not harness and tag not in shapes.blocks):
             continue
         close = _close(text, tag, pos)
         if close < 0:
@@ -185,7 +205,7 @@ def _query(block: _Block) -> bool:
     the context they attach), and it is neither empty nor an environment report. A tool's output
     a text agent reports in tags (`<output>`, `<returncode>`) is never read as words."""
     inner = block.inner.strip()
-    return (block.kind == "context" and bool(inner) and _ASKING.search(block.tag) is not None
+    return (block.kind == "context" and bool(inner) and QUERY_NAME.search(block.tag) is not None
             and not context_like(inner))
 
 
@@ -208,11 +228,11 @@ def _set_blocks_aside(blocks: list[_Block], query: _Block | None, index: int, as
         aside.append(Aside("context", query.end - query.start - len(query.inner.strip("\r\n")), index))
 
 
-def _without_blocks(text: str, index: int, aside: list[Aside], shapes: Shapes) -> str:
+def _without_blocks(text: str, index: int, aside: list[Aside], shapes: Shapes, harness: bool) -> str:
     """`text` less its blocks; the line breaks around a block are the client's, the rest of the
     user's text is kept as it is. Blocks alone, the last that may hold the user's words
     (`_query`) is read as them (an agent's query after its attached context)."""
-    blocks = _blocks(text, shapes) if "<" in text else []
+    blocks = _blocks(text, shapes, harness) if "<" in text else []
     if not blocks:
         return text
     words = _outside(text, blocks)
@@ -243,12 +263,35 @@ def _without_repeat(words: str, index: int, sources: list[tuple[str, str]], asid
     return words
 
 
-def _general(text: str, index: int, aside: list[Aside], after_answer: bool) -> str:
-    """`text` less what the general rules of policies/wrappers.py find around the user's words."""
-    text, files = without_files(text)
-    if files:
-        aside.append(Aside("files", files, index))
-    if after_answer and (at := follow_up(text)) is not None:
+def _known_template(text: str, shapes: Shapes) -> tuple[int, int] | None:
+    """(start, end) of the user's words in a known client's template: its opening, the words,
+    a blank line and its rules' first words (mini-swe-agent's `Please solve this issue: {task}`)."""
+    for opening, rules in shapes.templates:
+        if text.startswith(opening):
+            end = text.find(f"\n\n{rules}", len(opening))
+            if end > len(opening):
+                return len(opening), end
+    return None
+
+
+def _general(text: str, index: int, aside: list[Aside], after_answer: bool, evidence: Evidence,
+             shapes: Shapes) -> str:
+    """`text` less what the request shows around the user's words: a known client's template,
+    the fields its system prompt declares, and, in a client's request, a tool's output under a
+    declared label, or a quoted task and an environment after it."""
+    template = _known_template(text, shapes)
+    if template is not None:
+        start, end = template
+        aside.append(Aside("template", len(text) - (end - start), index))
+        return text[start:end].rstrip()
+    fields = evidence.declared.fields if evidence.sources else {}
+    read = field_words(text, fields) if fields else None
+    if read is not None:
+        aside.append(Aside("template", read[1], index))
+        return read[0]
+    if not evidence.harness:
+        return text
+    if after_answer and (at := follow_up(text, evidence.declared.label)) is not None:
         aside.append(Aside("tool_results", at, index))
         return text[at:].strip()
     quoted = quoted_task(text)
@@ -257,11 +300,6 @@ def _general(text: str, index: int, aside: list[Aside], after_answer: bool) -> s
         if len(text) - (end - start) > 2:
             aside.append(Aside("environment", len(text) - (end - start), index))
         return text[start:end]
-    template = rules_after(text)
-    if template is not None:
-        start, end = template
-        aside.append(Aside("template", len(text) - (end - start), index))
-        return text[start:end].rstrip()
     return text
 
 
@@ -269,11 +307,11 @@ def _text_parts(parts: Any) -> list[dict[str, Any]]:
     return [p for p in parts or () if isinstance(p, dict) and p.get("type") == "text"]
 
 
-def _part_words(parts: Any, index: int, aside: list[Aside], shapes: Shapes) -> str:
-    """The user's words of a turn sent as parts: each text part less its blocks; a part that is
-    an environment report before the last part with words is context, not the user's."""
-    texts = [_without_blocks(p.get("text", ""), index, aside, shapes) for p in _text_parts(parts)]
-    worded = [i for i, t in enumerate(texts) if t.strip()]
+def _part_words(parts: Any, index: int, aside: list[Aside], shapes: Shapes, harness: bool) -> str:
+    """The user's words of a turn sent as parts: each text part less its blocks; in a client's
+    request, a part that is an environment report before the last part with words is context."""
+    texts = [_without_blocks(p.get("text", ""), index, aside, shapes, harness) for p in _text_parts(parts)]
+    worded = [i for i, t in enumerate(texts) if t.strip()] if harness else []
     for i in worded[:-1]:
         if context_like(texts[i]):
             aside.append(Aside("context", len(texts[i]), index))
@@ -281,20 +319,23 @@ def _part_words(parts: Any, index: int, aside: list[Aside], shapes: Shapes) -> s
     return "\n".join(t for t in texts if t)
 
 
-def own_words(content: Any, index: int, sources: list[tuple[str, str]], aside: list[Aside],
-              shapes: Shapes = KNOWN, after_answer: bool = False) -> str:
-    """The user's words of one user turn, with what the client wrote into it added to `aside`.
-    Content parts are read one by one (Claude Code writes each reminder as a part of its own)
-    and joined as `content_text` joins them. A string is cut of a repeated end first, so that
-    blocks are looked for in the user's part of it only. `after_answer`: the turn follows one
-    of the model's (a tool's output may open it)."""
+def own_words(content: Any, index: int, evidence: Evidence, aside: list[Aside], shapes: Shapes = KNOWN,
+              after_answer: bool = False) -> str:
+    """The user's words of one user turn, with what the client wrote into it added to `aside`,
+    as far as `evidence` shows it (see the module docstring). Content parts are read one by one
+    (Claude Code writes each reminder as a part of its own) and joined as `content_text` joins
+    them. A string is cut of a repeated end first, so that blocks are looked for in the user's
+    part of it only. `after_answer`: the turn follows one of the model's (a tool's output may
+    open it)."""
     text = content_text(content)
     kind = client_turn(text, shapes)
     if kind is not None:
         aside.append(Aside(kind, len(text), index))
         return ""
     if isinstance(content, str):
-        words = _without_blocks(_without_repeat(text, index, sources, aside), index, aside, shapes)
+        words = _without_blocks(_without_repeat(text, index, evidence.sources, aside), index, aside, shapes,
+                                evidence.harness)
     else:
-        words = _without_repeat(_part_words(content, index, aside, shapes), index, sources, aside)
-    return _general(words, index, aside, after_answer) if words else words
+        words = _without_repeat(_part_words(content, index, aside, shapes, evidence.harness), index,
+                                evidence.sources, aside)
+    return _general(words, index, aside, after_answer, evidence, shapes) if words else words

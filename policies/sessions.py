@@ -14,16 +14,18 @@ The evidence is what the client sends next, read from its structure, never from 
 guess nor from a list of phrases a failing tool or a user might print:
 
     tool-errors   failed steps in a row (ERRORS_TO_ESCALATE): a tool result whose client says it
-                  failed (Anthropic's `is_error`, which the server's dialects write as an "Error: "
-                  opening; an error flag in a JSON result: `success: false`, `is_error`, a
-                  non-empty `error`), one that reports a non-zero exit code (in any client's
-                  wording: `Exit code: 1`, `"returncode": 1`, `exited with code 1`), a call of a
-                  tool the request does not offer (OpenCode answers a malformed call with its
-                  hidden `invalid` tool); or, alone, a tool call repeated with the same
-                  arguments as the one before it (the model stuck: a failing step is normal
-                  agent work, trying the very same step again is not). A zero exit code is a
-                  success whatever the output prints ("error" in a file name, a test named for
-                  errors).
+                  failed -- its own flag first (Anthropic's `is_error`, true or false, carried by
+                  the server's dialect; an error flag in a JSON result: `success: false`,
+                  `is_error`, a non-empty `error`), else the exit status the client writes on a
+                  status line of its own at the opening or the close of the output (`Exit code:
+                  1`, `[The command completed with exit code 1.]`, `"returncode": 1`; the closing
+                  one wins, and an exit status a program printed amid its output is output), else
+                  an "Error: " opening; a call of a tool the request does not offer (OpenCode
+                  answers a malformed call with its hidden `invalid` tool); or, alone, a tool call
+                  repeated with the same arguments as the one before it *after that one failed*
+                  (the model stuck; polling a running command repeats a call that succeeded). A
+                  zero exit code is a success whatever the output prints ("error" in a file name,
+                  a test named for errors).
     repeated      the very same turn sent again after it was answered, or the user restating an
                   earlier turn (most of its words again; never a retry after an error, which was
                   not answered)
@@ -50,11 +52,15 @@ __all__ = ["ERRORS_TO_ESCALATE", "SIGNALS", "Escalation", "Turn", "correction", 
 
 ERRORS_TO_ESCALATE = 2  # failed steps in a row that say the model is not managing the task
 SIGNALS = ("tool-errors", "repeated", "correction", "refusal", "empty")
-# An exit status, as shells and agents word it: "Exit code: 1" (Codex, Qwen Code), "exited with
-# code 1", "exit status 1", "[The command completed with exit code 1.]" (OpenHands), and the
-# JSON keys of mini-swe-agent and others ("returncode", "exit_code", "exitCode").
-_EXIT_CODE = re.compile(r"(?:exit(?:ed)?[ _]?(?:with )?(?:code|status)|return[ _]?code|exitcode)\"?\s*[:=>]?\s*(-?\d+)",
-                        re.IGNORECASE)
+# A status line: the whole line is an exit status, as clients write theirs: "Exit code: 1" (Codex,
+# first), "Exit Code: 0" (Qwen Code, among its closing fields), "[The command completed with exit
+# code 1.]" (OpenHands, last), "Process exited with code 1". A few words may lead it, no digits
+# among them ("attempt 1 exited with code 1" is a program's output); only an end's punctuation follows.
+_STATUS_LINE = re.compile(r"^\W{0,3}(?:[A-Za-z]+ ){0,4}?(?:exit(?:ed)?[ _]?(?:with )?(?:code|status)|return[ _]?code"
+                          r"|exitcode)\"?\s*[:=]?\s*(-?\d+)\W{0,3}$"
+                          r"|^<(return_?code|exit_?code|exit_?status)>\s*(-?\d+)\s*</(?:return_?code|exit_?code|exit_?status)>$",
+                          re.IGNORECASE)  # ... or tagged, as text agents report it: <returncode>1</returncode>
+_OPENING_LINES, _CLOSING_LINES = 3, 5  # where a client's status line stands: the output's first or last lines
 _FLAGGED = ("Error:", "error:", "ERROR:", "<tool_use_error>")  # is_error as the dialects write it; Claude Code's own
 _RESTATED = 0.6  # share of a turn's words found in one earlier user turn: the user asking again
 _RESTATED_WORDS = 4  # ... in a turn of at least this many words ("ok, continue" twice is not)
@@ -89,20 +95,35 @@ class Turn:
     repeated_call: bool = False  # the model called the same tools with the same arguments again
 
 
-def tool_failed(text: str) -> bool | None:
+def tool_failed(text: str, flag: object = None) -> bool | None:
     """Whether a tool result says it failed, by its structure: True or False when it does
-    (a flag, an exit status), None when it does not say (plain output). Looked at in its first
-    2,000 characters and its last 500 (an exit status is often printed last): bounded work."""
+    (`flag`, the client's own `is_error`; a JSON result's flag; the client's status line), None
+    when it does not say (plain output). Bounded work: the status is looked for in the first
+    2,000 characters' opening lines and the last 500's closing lines."""
+    if isinstance(flag, bool):
+        return flag
     body = text.strip()
     if body.startswith(("{", "[")):
         status = _json_status(body)
         if status is not None:
             return status
-    code = _EXIT_CODE.search(body[:2000]) or _EXIT_CODE.search(body[-500:])
+    code = _status(body)
     if code is not None:
-        return code.group(1) != "0"
+        return code != 0
     if body.startswith(_FLAGGED):
         return True
+    return None
+
+
+def _status(body: str) -> int | None:
+    """The exit status on the output's closing status line, else on an opening one."""
+    closing = [line for line in body[-500:].splitlines() if line.strip()][-_CLOSING_LINES:]
+    opening = [line for line in body[:2000].splitlines() if line.strip()][:_OPENING_LINES]
+    for lines in (reversed(closing), opening):
+        for line in lines:
+            match = _STATUS_LINE.match(line.strip())
+            if match is not None:
+                return int(match.group(1) if match.group(1) is not None else match.group(3))
     return None
 
 
@@ -225,18 +246,28 @@ def _failed_steps(messages: list[Message], last_call: int, results: list[Message
     tool the request does not offer."""
     calls = _calls(messages[last_call])
     unoffered = {i for i, name, _ in calls if offered is not None and name not in offered}
-    failed = sum(tool_failed(content_text(m.get("content"))) is True or str(m.get("tool_call_id")) in unoffered
-                 for m in results)
-    return failed
+    return sum(_result_failed(m) or str(m.get("tool_call_id")) in unoffered for m in results)
+
+
+def _result_failed(message: Message) -> bool:
+    return tool_failed(content_text(message.get("content")), message.get("is_error")) is True
 
 
 def _repeated_call(messages: list[Message], last_call: int) -> bool:
-    """The model's latest tool calls are its previous ones again, with the same arguments: the
-    last attempt did not get it anywhere, and it is trying the same thing (an agent's next step
-    differs, a re-run after an edit has the edit between)."""
-    before = next((m for m in reversed(messages[:last_call]) if m.get("role") == "assistant" and m.get("tool_calls")),
-                  None)
-    return before is not None and [c[1:] for c in _calls(before)] == [c[1:] for c in _calls(messages[last_call])]
+    """The model's latest tool calls are its previous ones again, with the same arguments, after
+    those failed: the last attempt did not get it anywhere, and it is trying the same thing (an
+    agent's next step differs, a re-run after an edit has the edit between). The same call after
+    one that succeeded is polling (Codex's `write_stdin`, Claude Code's `BashOutput`), not this."""
+    before_at = next((i for i in range(last_call - 1, -1, -1)
+                      if messages[i].get("role") == "assistant" and messages[i].get("tool_calls")), None)
+    if before_at is None:
+        return False
+    before = _calls(messages[before_at])
+    if [c[1:] for c in before] != [c[1:] for c in _calls(messages[last_call])]:
+        return False
+    ids = {c[0] for c in before}
+    return any(_result_failed(m) for m in messages[before_at + 1:last_call]
+               if m.get("role") == "tool" and str(m.get("tool_call_id")) in ids)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,9 @@ traffic (policies/template.py). What the table adds:
   user's words is kept (Claude Code's <command-args>; its reminder of a message the user sent
   while it worked);
 - whole turns a client writes in the user's name, its example conversation, and its system
-  prompt folded into the first user turn (aider), which read as a user's turns to any rule.
+  prompt folded into the first user turn (aider), which read as a user's turns to any rule;
+- the template a client fills in with the user's words (mini-swe-agent's label line and page of
+  rules): no rule reads a label line or a page of rules in a turn, since users write both.
 Each entry comes from the recorded corpus (tests/data/clients) or the client's own sources.
 `benchmarks/harness.py --leave-one-client-out` reads every client with its own entry removed.
 """
@@ -22,8 +24,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import chain
+from typing import TypeVar
 
 __all__ = ["KNOWN", "ClientShapes", "Shapes"]
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +37,8 @@ class ClientShapes:
     `relayed`: a block opening so is the user's words; `turns`: the opening words of whole user
     turns the client writes -> kind; `exact`: such turns word for word; `folded`: how its system
     prompt opens when sent as the first user turn; `examples_closing`: the opening of the user
-    turn that closes its example conversation."""
+    turn that closes its example conversation; `templates`: (opening, rules) of each template
+    it writes: the user's words follow `opening`, and a blank line and `rules` follow them."""
 
     blocks: Mapping[str, str] = field(default_factory=dict)
     kept: frozenset[str] = frozenset()
@@ -41,6 +47,7 @@ class ClientShapes:
     exact: Mapping[str, str] = field(default_factory=dict)
     folded: tuple[str, ...] = ()
     examples_closing: str | None = None
+    templates: tuple[tuple[str, str], ...] = ()
 
 
 def _merged(tables: Iterable[Mapping[str, str]]) -> dict[str, str]:
@@ -51,14 +58,15 @@ def _merged(tables: Iterable[Mapping[str, str]]) -> dict[str, str]:
     return merged
 
 
-def _joined(groups: Iterable[Iterable[str]]) -> tuple[str, ...]:
+def _joined(groups: Iterable[Iterable[_T]]) -> tuple[_T, ...]:
     return tuple(chain.from_iterable(groups))
 
 
 class Shapes:
     """Several clients' entries merged, as the reader looks them up."""
 
-    __slots__ = ("blocks", "clients", "examples_closing", "exact", "folded", "kept", "relayed", "turn_starts", "turns")
+    __slots__ = ("blocks", "clients", "examples_closing", "exact", "folded", "kept", "relayed", "templates",
+                 "turn_starts", "turns")
 
     def __init__(self, clients: Mapping[str, ClientShapes]):
         self.clients = dict(clients)
@@ -71,6 +79,7 @@ class Shapes:
         self.exact: dict[str, str] = _merged(c.exact for c in entries)
         self.folded: tuple[str, ...] = _joined(c.folded for c in entries)
         self.examples_closing: tuple[str, ...] = tuple(c.examples_closing for c in entries if c.examples_closing)
+        self.templates: tuple[tuple[str, str], ...] = _joined(c.templates for c in entries)
 
     def without(self, names: Iterable[str]) -> Shapes:
         """These shapes less the entries of `names` (what a client's first request is read with
@@ -123,5 +132,10 @@ _AIDER = ClientShapes(
             "Act as an expert architect engineer and provide direction to your editor engineer."),
     examples_closing="I switched to a new code base. Please don't consider the above files")
 
+# mini-swe-agent 2.4 (its default config's `instance_template`): the task after a label line,
+# then kilobytes of rules addressed to the model, opening with these words.
+_MINI_SWE_AGENT = ClientShapes(templates=(
+    ("Please solve this issue: ", "You can execute bash commands and edit files to implement the necessary changes."),))
+
 # The clients' names as their recordings give them (`client` in tests/data/clients/*.json).
-KNOWN = Shapes({"codex": _CODEX, "claude-code": _CLAUDE_CODE, "aider": _AIDER})
+KNOWN = Shapes({"codex": _CODEX, "claude-code": _CLAUDE_CODE, "aider": _AIDER, "mini-swe-agent": _MINI_SWE_AGENT})

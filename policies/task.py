@@ -12,14 +12,18 @@ conversation between the user and the model without the harness (the user's word
 model's plain answers). What a call is scored by, plain or in a session, is `scored_text`: the
 latest user words alone.
 
-Set aside by role: system messages (developer messages arrive as system), tool results,
-assistant turns that call tools. Set aside within user turns: what policies/harness.py and the
-general rules of policies/wrappers.py find there. Set aside as whole turns: an environment
-report answered by a short scripted reply, then more user turns (a context turn); and what known
-clients write as whole turns (policies/shapes.py: aider's example conversation, its turns about
-the files in the chat, its system prompt sent as the first user turn, known as one when a later
-turn ends as it does). A client's template learned from its own traffic (`learned`,
-policies/template.py) is read first.
+Evidence before setting anything aside. Set aside by role: system messages (developer messages
+arrive as system), tool results, assistant turns that call tools. Set aside within user turns:
+what the request shows to be the client's (policies/harness.py: known clients' shapes always;
+what the system prompt repeats or declares; in a client's request -- one with a system prompt or
+tool schemas -- tagged blocks and the general rules of policies/wrappers.py). Set aside as
+whole turns: what known clients write as whole turns (policies/shapes.py: aider's example
+conversation, its turns about the files in the chat, its system prompt sent as the first user
+turn, known as one when a later turn ends as it does), and in a client's request an environment
+report answered by a short scripted reply, then more user turns (a context turn). A person's
+bare conversation is read as typed. A client's template learned from its own traffic
+(`learned`, policies/template.py) is applied to the words the structure leaves, and to nothing
+else: the blocks and fields the request shows are read around it as on a first request.
 
 The user's words are never dropped: when no user turn has words of its own, the latest user
 turn is scored whole, as sent, and `Task.harness_only` says so.
@@ -38,11 +42,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from backends.types import Message, content_text
+from policies.declared import Declared
 from policies.harness import (
+    BARE,
     FOLDED_REPEAT_MIN,
     KINDS,
     KNOWN,
     Aside,
+    Evidence,
     Shapes,
     chars,
     client_turn,
@@ -52,7 +59,7 @@ from policies.harness import (
     tail,
 )
 from policies.template import Learned
-from policies.wrappers import RULES_MIN, context_like
+from policies.wrappers import context_like
 
 __all__ = ["EDGE", "HISTORY_KEPT", "KINDS", "KNOWN", "WINDOW", "Aside", "Shapes", "Task", "read_task", "scored_text"]
 
@@ -83,14 +90,21 @@ class Task:
     chars: tuple[int, int] | None = field(default=None, compare=False)  # (first, latest) when forgotten
     reading: tuple[Shapes, Learned | None] = field(default=(KNOWN, None), repr=False, compare=False)  # read with
     at: int = field(default=-1, compare=False)  # the message `latest` was read from (-1: scored whole)
+    structural: str | None = field(default=None, compare=False)  # `latest` before the client's learned template
 
     def forgotten(self) -> Task:
         """This task without the texts it was read from, their lengths kept (what a list of past
         requests holds: an agent's conversation is often hundreds of kilobytes); what was set
         aside is then unknown, not empty."""
         return replace(self, first="", latest="", messages=[], conversation=[], tools=None, kept=False,
-                       reading=(KNOWN, None),
+                       reading=(KNOWN, None), structural=None,
                        chars=self.chars or (len(self.first), len(self.latest)))
+
+    @property
+    def words(self) -> str:
+        """The latest turn's words as the request's own structure reads them, before any template
+        learned from the client's traffic (what that learning compares between tasks)."""
+        return self.latest if self.structural is None else self.structural
 
     def _lengths(self) -> tuple[int, int]:
         return self.chars or (len(self.first), len(self.latest))
@@ -99,7 +113,7 @@ class Task:
     def set_aside(self) -> tuple[Aside, ...]:
         """Every piece set aside, message by message: one pass over the whole conversation,
         made each time it is asked for (deciding needs none of it)."""
-        return _Reading(self.conversation, *self.reading).set_aside()
+        return _Reading(self.conversation, *self.reading, self.tools).set_aside()
 
     def set_aside_chars(self) -> dict[str, int]:
         """Characters set aside per kind, largest first (the tool schemas as their JSON text)."""
@@ -142,18 +156,20 @@ def read_task(messages: list[Message], tools: Any = None, shapes: Shapes = KNOWN
     """The task of a conversation in chat format (see the module docstring). `tools`: the
     request's tool schemas, if any, named in what was set aside; `shapes`: what known clients
     write (policies/shapes.py; the benchmark reads a client with its own entry left out);
-    `learned`: what this client's own traffic taught (policies/template.py), read first."""
-    if len(messages) == 1 and messages[0].get("role") == "user" and learned is None:  # a bare prompt
+    `learned`: what this client's own traffic taught (policies/template.py), applied to the
+    words the request's structure leaves."""
+    if len(messages) == 1 and messages[0].get("role") == "user" and not tools:  # a person's bare prompt
         text = content_text(messages[0].get("content"))
-        if _plain(text) and client_turn(text, shapes) is None:
+        if not _known_shape_possible(text, shapes):
             return Task(text.strip(), text.strip(), [{"role": "user", "content": text}], False, tools, messages)
-    return _Reading(messages, shapes, learned).task(tools)
+    return _Reading(messages, shapes, learned, tools).task(tools)
 
 
-def _plain(text: str) -> bool:
-    """A prompt no rule of policies/harness.py can find a client's wrapping in."""
-    return ("<" not in text and "```" not in text and "~~~" not in text and len(text) < RULES_MIN
-            and text.lstrip()[:1] not in ("\"", "'", "\u201c"))
+def _known_shape_possible(text: str, shapes: Shapes) -> bool:
+    """Whether a known client's shape may be in a bare prompt: a tag, a whole turn it writes, or
+    its template's opening (only those are read in a person's turn, policies/harness.py)."""
+    return ("<" in text or client_turn(text, shapes) is not None
+            or any(text.startswith(opening) for opening, _ in shapes.templates))
 
 
 # -- the conversation ---------------------------------------------------------------------------------
@@ -172,12 +188,10 @@ def _examples_end(messages: list[Message], shapes: Shapes) -> int:
     return 0
 
 
-def _system_prompts(messages: list[Message]) -> list[tuple[str, str]]:
-    """The ends of the system messages among the first and the last EDGE messages, each with its
-    `end_key` (what a user turn's end is compared with)."""
-    near = range(len(messages)) if len(messages) <= 2 * EDGE else [*range(EDGE), *range(len(messages) - EDGE, len(messages))]
-    ends = [tail(messages[i].get("content")) for i in near if messages[i].get("role") in _SYSTEM_ROLES]
-    return [(end, end_key(end)) for end in ends]
+def _near_edges(messages: list[Message]) -> range | list[int]:
+    """The first and the last EDGE messages: where a conversation's system prompts are looked for."""
+    return range(len(messages)) if len(messages) <= 2 * EDGE else [*range(EDGE), *range(len(messages) - EDGE,
+                                                                                      len(messages))]
 
 
 def _folded_system(messages: list[Message], shapes: Shapes) -> bool:
@@ -229,18 +243,26 @@ def _answer(message: Message, index: int) -> tuple[int, Message] | None:
 class _Reading:
     """A conversation being read: the user's words of a turn are read once, when first needed."""
 
-    def __init__(self, messages: list[Message], shapes: Shapes = KNOWN, learned: Learned | None = None) -> None:
+    def __init__(self, messages: list[Message], shapes: Shapes = KNOWN, learned: Learned | None = None,
+                 tools: Any = None) -> None:
         self.messages = messages
         self.shapes = shapes
         self.learned = learned
         self.skip = _examples_end(messages, shapes)
-        self.sources = _system_prompts(messages)
-        self.folded = (not self.sources and len(messages) > 1 and messages[0].get("role") == "user"
+        near = _near_edges(messages)
+        systems = [i for i in near if messages[i].get("role") in _SYSTEM_ROLES]
+        sources = [(end, end_key(end)) for end in (tail(messages[i].get("content")) for i in systems)]
+        self.folded = (not sources and len(messages) > 1 and messages[0].get("role") == "user"
                        and _folded_system(messages, shapes))
         if self.folded:
             end = tail(messages[0].get("content"))
-            self.sources = [(end, end_key(end))]
+            sources, systems = [(end, end_key(end))], [0]
+        harness = bool(sources) or bool(tools) or self.skip > 0
+        self.evidence = (Evidence(harness, sources, Declared(lambda: [content_text(messages[i].get("content"))
+                                                                      for i in systems]))
+                         if harness else BARE)
         self.turns: dict[int, tuple[str, list[Aside]]] = {}
+        self.structural: dict[int, str] = {}  # a turn's words before the learned template, where it applied
 
     def turn(self, index: int) -> tuple[str, list[Aside]]:
         """(the user's words of user turn `index`, what the client wrote into it)."""
@@ -249,30 +271,36 @@ class _Reading:
             content = self.messages[index].get("content")
             if self.folded and index == 0:
                 self.turns[index] = "", [Aside("system", chars(content), index)]
-            elif self.learned is not None and (known := self._learned(index)) is not None:
-                self.turns[index] = known
+            elif self.learned is not None and self.learned.context_turn(content_text(content)):
+                self.turns[index] = "", [Aside("context", chars(content), index)]  # sent with every task
             elif self._context_turn(index):
                 self.turns[index] = "", [Aside("context", chars(content), index)]
             else:
                 after = index > 0 and self.messages[index - 1].get("role") == "assistant"
-                self.turns[index] = own_words(content, index, self.sources, aside, self.shapes, after), aside
+                words = own_words(content, index, self.evidence, aside, self.shapes, after)
+                self.turns[index] = self._templated(index, words, aside), aside
         return self.turns[index]
 
-    def _learned(self, index: int) -> tuple[str, list[Aside]] | None:
-        """A turn as this client's own traffic reads it: a context turn it sends with every task,
-        or its template around the user's words; None when neither fits."""
-        assert self.learned is not None
-        text = content_text(self.messages[index].get("content"))
-        if self.learned.context_turn(text):
-            return "", [Aside("context", len(text), index)]
-        template = self.learned.template
-        words = template.words(text) if template is not None else None
-        return (words, [Aside("template", template.chars, index)]) if template is not None and words is not None else None
+    def _templated(self, index: int, words: str, aside: list[Aside]) -> str:
+        """`words` less this client's template learned from its traffic, where they fit it."""
+        learned = self.learned
+        if learned is None or not words:
+            return words
+        for template in learned.templates():
+            inner = template.words(words)
+            if inner is not None:
+                self.structural[index] = words
+                aside.append(Aside("template", template.chars, index))
+                return inner
+        return words
 
     def _context_turn(self, index: int) -> bool:
-        """A user turn of context sent before the user's words: an environment report (date,
-        folders, platform) answered by a short scripted reply, then more user turns."""
+        """In a client's request, a user turn of context sent before the user's words: an
+        environment report (date, folders, platform) answered by a short scripted reply, then
+        more user turns."""
         messages = self.messages
+        if not self.evidence.harness:
+            return False
         if index + 2 >= len(messages) or messages[index + 1].get("role") != "assistant":
             return False
         reply = messages[index + 1]
@@ -289,8 +317,10 @@ class _Reading:
         first = next(i for i in range(self.skip, latest + 1) if messages[i].get("role") == "user" and turn(i)[0])
         words = self.turn(latest)[0]
         context = self._context(first, latest)
+        structural = self.structural.get(latest)
         return Task(self.turn(first)[0].strip(), words.strip(), [*context, {"role": "user", "content": words}],
-                    False, tools, messages, reading=(self.shapes, self.learned), at=latest)
+                    False, tools, messages, reading=(self.shapes, self.learned), at=latest,
+                    structural=structural.strip() if structural is not None else None)
 
     def _context(self, first: int, latest: int) -> list[Message]:
         """The turns before `latest` the scorer sees, oldest first: the user's words and the

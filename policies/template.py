@@ -1,28 +1,35 @@
 """A client's template, learned from its own traffic: what repeats across its requests is its
 harness, what varies is the user's words. The diffing is pure (texts in, a Template out); the
-per-client state it drives (`Templates`, one per router, keyed by API key and client) is plain
-memory, no I/O and no clock; the task reader (policies/task.py) is handed what it learned.
+per-client state it drives (`Templates`, one per router) is plain memory, no I/O and no clock;
+the task reader (policies/task.py) is handed what it learned.
 
-Two of a client's latest user turns with different words share what the client wrote around
-them: the text both open with (a label line, a context block) and the text both end with (a page
-of rules, an environment part). `learn` finds both, cut at a line's or a word's edge so that no
-word of the user's is taken for the client's; `words` applies them to a later turn. A template
-whose fixed parts are too short to be a client's (`MIN_FIXED`) is none: two questions that
-happen to open with "What is" teach nothing. The general rules of policies/wrappers.py read a
-client's first request; a template reads every request after its second.
+Two of a client's tasks with different words share what the client wrote around them: the text
+both open with (a label line) and the text both end with (a page of rules, a line of format).
+`learn` finds both, cut at a line's or a word's edge so that no word of the user's is taken for
+the client's; `words` applies them to a later turn. A template whose fixed parts are too short to
+be a client's (`MIN_FIXED`) is none: two questions that happen to open with "What is" teach
+nothing. What is compared is the words the request's own structure leaves (policies/harness.py:
+blocks, declared fields, known shapes set aside first), so a template never swallows a block the
+structure reads, and the structure is read around it on every request.
 
-A client is its API key with its system prompt (its numbers left out: a date, a count of files)
-and the names of its tools: two agents behind one key have two templates. A template is adopted
-once a third task has the same fixed parts as the two it was learned from; a turn that does not
-fit it is read by the general rules. Only a client's tasks are compared, one conversation's later
-turns never (a request holding the last task's turn is that conversation going on). Recurring
-context turns -- the same user turn, numbers aside, before the user's words in two tasks -- are
-learned alongside.
+A client is one API key's app: its system prompt (its numbers left out: a date, a count of files)
+and the names of its tools, within that key. Only a client's request teaches its template -- one
+with a system prompt or tool schemas; a person's bare prompt never teaches nor is read by one, so
+a user's fixed instruction over a batch is the user's. A template learned from two tasks is read
+on a third that fits it, and is adopted when one does; a turn that does not fit is read as on a
+first request. Only a client's tasks are compared, one conversation's later turns never (a
+request holding the last task's turn is that conversation going on). Recurring context turns --
+the same user turn, numbers aside, before the user's words in two tasks -- are learned alongside.
 
-Cost: one comparison of two texts from each end (C-speed slicing, halving). Small by
-construction: at most `max_entries` clients (least recently seen dropped first), each holding its
-last user turn (at most `KEPT` characters twice over: a longer turn is not learned from), the
-digests of the user turns it sent before that one, and a template of at most `KEPT` characters.
+Deciding reads (`lookup`) and never writes: the same request reads the same whatever another key
+or app sent, and however often it was explained. What a request teaches is taken when it is
+decided (`Sample`) and learned after its answer (`learn`), as its own step.
+
+Cost: a lookup is a key and a dictionary read; learning is one comparison of two texts from each
+end (C-speed slicing, halving). Small by construction: at most `max_entries` clients, at most
+`per_key` of them for one API key (a key's new app displaces that key's least recent one, never
+another key's beyond its share), each holding the ends of its last task's words (`KEPT`
+characters of each) and templates of at most `KEPT` characters.
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ from typing import Any
 
 from backends.types import Message, content_text
 
-__all__ = ["KEPT", "MIN_FIXED", "Learned", "Template", "Templates", "digest", "learn"]
+__all__ = ["KEPT", "MIN_FIXED", "Learned", "Sample", "Template", "Templates", "digest", "learn"]
 
 MIN_FIXED = 24  # characters of fixed text, before and after together, that make a template
 KEPT = 16_384  # characters of fixed text a template may hold (the router keeps one per client)
@@ -73,11 +80,17 @@ class Template:
 
 @dataclass(frozen=True, slots=True)
 class Learned:
-    """What the reader uses of a client's traffic: its template (None until adopted) and the
-    digests of the context turns it sends before the user's words."""
+    """What the reader uses of a client's traffic: its adopted template, one learned from its
+    last two tasks (read on a turn that fits it), and the digests of the context turns it sends
+    before the user's words."""
 
     template: Template | None
     context: frozenset[str] = frozenset()
+    candidate: Template | None = None
+
+    def templates(self) -> tuple[Template, ...]:
+        """The templates a turn is tried against, the adopted one first."""
+        return tuple(t for t in (self.template, self.candidate) if t is not None)
 
     def context_turn(self, text: str) -> bool:
         return bool(self.context) and digest(text) in self.context
@@ -146,62 +159,110 @@ def _earlier(messages: list[Message], at: int) -> frozenset[str]:
     return frozenset(found)
 
 
+def _ends(words: str) -> str:
+    """What is kept of a task's words to compare the next task's with: all of them, or their
+    first and last KEPT characters (a template's fixed parts are no longer than that)."""
+    return words if len(words) <= 2 * KEPT else words[:KEPT] + words[-KEPT:]
+
+
+# Built on every call: not frozen (ARCHITECTURE.md, "Values built per request").
+@dataclass(slots=True)
+class Sample:
+    """What one request can teach its client's template, taken when it is decided: the client
+    (API key and app), the latest user turn's words as its structure read them, the digests of
+    that turn and of the user turns before it."""
+
+    owner: str
+    client: str
+    words: str
+    turn: str
+    earlier: frozenset[str]
+
+
 @dataclass(slots=True)
 class _Client:
-    last: str  # the latest user turn's text of its last request with other words
+    words: str  # the ends of the latest task's words (`_ends`)
+    turn: str  # digest of that task's user turn as sent
     earlier: frozenset[str]  # digests of the user turns that request sent before it
     candidate: Template | None = None
     template: Template | None = None
     context: frozenset[str] = field(default_factory=frozenset)
 
+    def learned(self) -> Learned | None:
+        if self.template is None and self.candidate is None and not self.context:
+            return None
+        return Learned(self.template, self.context, self.candidate)
+
 
 class Templates:
     """The learned templates of one router's clients (see the module docstring)."""
 
-    def __init__(self, max_entries: int = 1024):
-        self.max_entries = max_entries
-        self._clients: OrderedDict[str, _Client] = OrderedDict()
+    def __init__(self, max_entries: int = 1024, per_key: int = 64):
+        self.max_entries, self.per_key = max_entries, per_key
+        self._clients: OrderedDict[tuple[str, str], _Client] = OrderedDict()
+        self._per_owner: dict[str, int] = {}
 
     def __len__(self) -> int:
         return len(self._clients)
 
-    def read(self, messages: list[Message], tools: Any, owner: str | None) -> Learned | None:
-        """What this client's traffic taught so far, this request included (None: nothing).
-        A request of a conversation going on costs a key and one comparison; the digests of its
-        earlier turns are taken only when its latest turn is another task's."""
-        at = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "user"), None)
-        if at is None:
+    def client(self, messages: list[Message], tools: Any, owner: str | None) -> tuple[str, str] | None:
+        """(API key, app) of a client's request; None for a person's bare request (no system
+        prompt, no tools), which no template reads or learns from. The app is the system
+        prompt's ends (numbers aside; hashing all of a 26 KB prompt on every request is work
+        for nothing) and its tools' names."""
+        system = next((content_text(m.get("content")) for m in messages if m.get("role") in _SYSTEM_ROLES), None)
+        if system is None and not tools:
             return None
-        latest = content_text(messages[at].get("content"))
-        key = self._key(messages, tools, owner)
+        system = system or ""
+        names = sorted(str((t.get("function") or t).get("name")) for t in tools or () if isinstance(t, dict))
+        return owner or "", f"{digest(system[:512] + system[-512:])}\x1f{','.join(names)}"
+
+    def lookup(self, client: tuple[str, str] | None) -> Learned | None:
+        """What `client`'s answered requests taught so far (None: nothing). Reads only."""
+        found = self._clients.get(client) if client is not None else None
+        return found.learned() if found is not None else None
+
+    @staticmethod
+    def sample(client: tuple[str, str] | None, messages: list[Message], words: str) -> Sample | None:
+        """What this request can teach, `words` its latest user turn as the structure read it."""
+        if client is None:
+            return None
+        at = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "user"), None)
+        if at is None or not words:
+            return None
+        turn = digest(content_text(messages[at].get("content")))
+        return Sample(client[0], client[1], _ends(words), turn, _earlier(messages, at))
+
+    def learn(self, sample: Sample) -> None:
+        """After a request's answer: what it taught its client (a new task against the last one)."""
+        key = (sample.owner, sample.client)
         client = self._clients.get(key)
         if client is None:
-            self._put(key, _Client(latest, _earlier(messages, at)))
-            return None
+            self._put(key, _Client(sample.words, sample.turn, sample.earlier))
+            return
         self._clients.move_to_end(key)
-        if latest != client.last and len(latest) <= 2 * KEPT:  # a longer turn is not learned from
-            self._learn(client, latest, _earlier(messages, at))
-        return Learned(client.template, client.context) if client.template or client.context else None
-
-    @staticmethod
-    def _learn(client: _Client, latest: str, earlier: frozenset[str]) -> None:
-        if digest(client.last) in earlier:
-            return  # the same conversation going on: its later turns are not another task's
-        if client.candidate is not None and client.candidate.words(latest) is not None:
+        if sample.turn == client.turn or client.turn in sample.earlier:
+            return  # the same turn, or the same conversation going on: not another task
+        if client.candidate is not None and client.candidate.words(sample.words) is not None:
             client.template = client.candidate  # a third task fits what two taught: adopted
-        client.candidate = learn(client.last, latest) or client.candidate
-        client.context = client.earlier & earlier
-        client.last, client.earlier = latest, earlier
+        client.candidate = learn(client.words, sample.words) or client.candidate
+        client.context = client.earlier & sample.earlier
+        client.words, client.turn, client.earlier = sample.words, sample.turn, sample.earlier
 
-    @staticmethod
-    def _key(messages: list[Message], tools: Any, owner: str | None) -> str:
-        """The client: the API key, its system prompt's ends (numbers aside; hashing all of a
-        26 KB prompt on every request is work for nothing) and its tools' names."""
-        system = next((content_text(m.get("content")) for m in messages if m.get("role") in _SYSTEM_ROLES), "")
-        names = sorted(str((t.get("function") or t).get("name")) for t in tools or () if isinstance(t, dict))
-        return f"{owner or ''}\x1f{digest(system[:512] + system[-512:])}\x1f{','.join(names)}"
-
-    def _put(self, key: str, client: _Client) -> None:
+    def _put(self, key: tuple[str, str], client: _Client) -> None:
+        owner = key[0]
+        if self._per_owner.get(owner, 0) >= self.per_key:  # this key's least recent app makes room
+            oldest = next(k for k in self._clients if k[0] == owner)
+            self._drop(oldest)
         self._clients[key] = client
+        self._per_owner[owner] = self._per_owner.get(owner, 0) + 1
         while len(self._clients) > self.max_entries:
-            self._clients.popitem(last=False)
+            self._drop(next(iter(self._clients)))
+
+    def _drop(self, key: tuple[str, str]) -> None:
+        del self._clients[key]
+        left = self._per_owner[key[0]] - 1
+        if left:
+            self._per_owner[key[0]] = left
+        else:
+            del self._per_owner[key[0]]

@@ -112,11 +112,15 @@ class Decider:
         else:
             routing = self._parts.model.current  # read once: one version decides the whole call
             sessions = self._parts.sessions
-            learned = self._parts.templates.read(messages, tools, CLIENT_KEY.get())  # the client's own template
+            templates = self._parts.templates
+            client = templates.client(messages, tools, CLIENT_KEY.get())
+            learned = templates.lookup(client)  # the client's own template: read, never written, here
             plan = (sessions.plan(session, messages, routing, tools, learned)
                     if session is not None and sessions is not None else None)
             decision = self._decide_routed(routing, messages, deadline_s, max_tokens, checked, unable, plan, tools,
                                            learned)
+            if decision.task is not None:  # learned after the answer (router/scope.py finish)
+                decision.lesson = templates.sample(client, messages, decision.task.words)
         if max_cost_usd is None:
             return decision
         return within_cost(self._parts, decision, messages, max_tokens, max_cost_usd)

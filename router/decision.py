@@ -11,6 +11,7 @@ from policies.ladder import Crossing
 from policies.scoring import Score
 from policies.selection import Plan
 from policies.task import Task
+from policies.template import Sample
 
 if TYPE_CHECKING:
     from router.sessions import SessionPlan
@@ -56,6 +57,7 @@ class Decision:
     session: SessionPlan | None = None  # the task this call belongs to, and what it made of the call
     version: int = 0  # the routing model version that decided (0: the configured weights)
     task: Task | None = None  # what was scored: the user's words, the client's harness set aside
+    lesson: Sample | None = None  # what the client's template may learn from this request, once answered
 
     @property
     def candidates(self) -> tuple[str, ...]:

@@ -146,11 +146,17 @@ class RequestScope:
             parts.latency.end(decision)
 
     def finish(self, outcome: Outcome, watch: Watch | None = None) -> None:
+        """After the answer (or the failure): what the request teaches is learned now, as its own
+        step -- the session's tier and backend, the client's template (only from an answered
+        request) -- then the observers (log, spend, learning) see the outcome."""
         parts = self._parts
-        plan = outcome.decision.session
+        decision = outcome.decision
+        plan = decision.session
         sessions = parts.sessions
         if plan is not None and sessions is not None:
             sessions.remember(plan, outcome.result.completion if outcome.result is not None else None)
+        if decision.lesson is not None and outcome.result is not None:
+            parts.templates.learn(decision.lesson)
         for observer in parts.request_observers:
             observer(outcome)
         if watch is not None:

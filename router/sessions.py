@@ -73,6 +73,8 @@ class SessionState:
     since: str = ""  # why the session is at its tier, for the decision's reason
     version: int = 0  # the routing model version that placed it
     escalations: int = 0  # moves up on evidence so far
+    length: int = 0  # messages in its last call: a conversation only grows
+    opened: int = 0  # messages in its first call: a derived session's opening request sent again is a new run
     updated: float = 0.0
 
     def to_json(self) -> bytes:
@@ -103,7 +105,7 @@ def derived_key(messages: list[Message], tools: Any, task: Task | None = None) -
     """A session id from the task: the user's own first words (what an agent resends unchanged
     every call), with the system prompt and the tool names. None when the conversation shows
     no words of the user's to key on: boilerplate alone would join unrelated runs."""
-    task = task or read_task(messages)
+    task = task or read_task(messages, tools)
     first = task.first
     if task.harness_only or not first.strip():
         return None
@@ -231,7 +233,7 @@ class Sessions:
         no task of the user's to key on."""
         if given != AUTO:
             return SessionKey(owned(given, owner), given)
-        task = read_task(messages)
+        task = read_task(messages, tools)
         label = derived_key(messages, tools, task)
         return None if label is None else SessionKey(owned(label, owner), label, True, task)
 
@@ -251,14 +253,16 @@ class Sessions:
         call of a tool it does not offer counts as a failed step; `learned`: the client's
         template, read as a plain call reads it)."""
         state = self.table.get(key.id)
-        task = read_task(messages, None, KNOWN, learned) if learned is not None else key.task or read_task(messages)
+        if state is not None and _new_run(key, state, messages):
+            state = None  # another run of the same task: a session of its own, from its own first call
+        task = read_task(messages, tools, KNOWN, learned) if learned is not None else key.task or read_task(messages, tools)
         turn = read_turn(messages, task, tools)
         digest = _digest(messages)
         index, why, score, crossings = _tier_for(model, state, turn)
         # Failed steps in a row: this turn's, added to the session's until a turn has none.
         errors = (state.tool_errors if state else 0) + turn.tool_errors if turn.tool_errors else 0
         step = escalation(index, model.top, _with_last_answer(turn, state), errors_in_a_row=errors,
-                          repeated=_repeated(key, state, turn, messages, digest),
+                          repeated=_repeated(state, turn, messages, digest),
                           answered=state is not None and state.calls > 0)
         signal = None
         if step is not None:
@@ -291,7 +295,8 @@ class Sessions:
         kept = state is not None and plan.index <= state.tier
         changes: dict[str, Any] = {"tier": plan.index, "since": state.since if kept and state else plan.why,
                                    "tool_errors": plan.tool_errors, "version": plan.version,
-                                   "escalations": (state.escalations if state else 0) + (plan.signal is not None)}
+                                   "escalations": (state.escalations if state else 0) + (plan.signal is not None),
+                                   "length": plan.length, "opened": state.opened if state else plan.length}
         if completion is None:  # nothing answered: the tier holds, the backend stays to be tried again
             self._put(plan.key, state, **changes)
             return
@@ -349,23 +354,27 @@ def _digest(messages: list[Message]) -> str:
     return turn_digest(f"{len(messages)}\0{last.get('role')}\0{content_text(last.get('content'))}")
 
 
-def _repeated(key: SessionKey, state: SessionState | None, turn: Turn, messages: list[Message], digest: str) -> bool:
+def _repeated(state: SessionState | None, turn: Turn, messages: list[Message], digest: str) -> bool:
     """The user asking again: the same conversation sent again after it was answered (a new
     turn or tool results alike; a retry after an error was never answered, so it is not this),
-    or a new turn that repeats one of the user's earlier turns word for word. A derived session
-    sending its first turn again is another run of the same task (a script, a new chat), not
-    this: only a client that names its session says it is the same one."""
+    or a new turn that repeats one of the user's earlier turns word for word. (A derived session
+    sending its first turn again is another run of the same task, `_new_run`: never this.)"""
     if state is None:
         return False
-    if _sent_again(key, state, messages, digest):
+    if state.turn == digest:
         return True
     if turn.continuation or len(turn.text.split()) < _RETYPED_WORDS:
         return False  # "ok", "continue" twice is a conversation going on, not a complaint
     return _retyped(turn, messages)
 
 
-def _sent_again(key: SessionKey, state: SessionState, messages: list[Message], digest: str) -> bool:
-    return state.turn == digest and not (key.derived and len(messages) <= 2)
+def _new_run(key: SessionKey, state: SessionState, messages: list[Message]) -> bool:
+    """A derived session's call that starts the conversation again: shorter than what the session
+    has seen, or its opening request sent once more after it was answered (a script run twice, a
+    new chat with the same first words). A client that names its session says it is the same one."""
+    if not key.derived:
+        return False
+    return len(messages) < state.length or (state.calls > 0 and len(messages) <= state.opened)
 
 
 def _retyped(turn: Turn, messages: list[Message]) -> bool:

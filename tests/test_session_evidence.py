@@ -102,16 +102,29 @@ def test_opencodes_invalid_tool_results_are_tool_errors_through_route_serve(rout
     assert tool_failed(_opencode_invalid_call(body, 9)[1]["content"]) is None
 
 
-def test_a_tool_call_repeated_with_the_same_arguments_moves_the_session_up(router):
+def test_a_tool_call_repeated_with_the_same_arguments_after_it_failed_moves_the_session_up(router):
     session = router.session()
     messages = [{"role": "user", "content": TASK}]
     session.complete(messages)
-    messages += _round(0, "utils.py", name="grep", arguments='{"pattern": "cnt"}')
-    assert session.complete(messages).decision.tier == "local"
-    # plain output, no flag, no exit code: only the repetition says it
+    failing = "Exit code: 2\nWall time: 0.1 seconds\nOutput:\ngrep: utils.py: No such file or directory"
+    messages += _round(0, failing, name="grep", arguments='{"pattern": "cnt"}')
+    assert session.complete(messages).decision.tier == "local"  # one failed step: normal agent work
+    # the very same call again, answered with plain output: the repetition after the failure says it
     messages += _round(1, "utils.py", name="grep", arguments='{"pattern": "cnt"}')
     result = session.complete(messages)
     assert result.decision.tier == "fast" and "same tool call with the same arguments" in result.decision.reason
+
+
+def test_the_same_call_after_one_that_succeeded_is_polling_not_a_stuck_model(router):
+    """Issue 54: Codex's `write_stdin` and Claude Code's `BashOutput` poll a running command with
+    the very same call; two identical successful calls escalated a session for good."""
+    session = router.session()
+    messages = [{"role": "user", "content": TASK}]
+    session.complete(messages)
+    for i in range(4):
+        messages += _round(i, f"still running: {i * 10}% done", name="BashOutput", arguments='{"bash_id": "b1"}')
+        result = session.complete(messages)
+        assert result.decision.tier == "local", result.decision.reason
     # a re-run after another step is not a repetition
     again = router.session()
     ask = [{"role": "user", "content": TASK}]
@@ -181,7 +194,8 @@ def test_a_text_agents_reported_output_is_a_step_of_the_task_not_the_task_asked_
     """Before: a user turn holding only a tool's output had no words of the user's, so the
     session read the task's own words as the latest turn: the task sent again, escalated."""
     session = router.session()
-    messages = [{"role": "user", "content": TASK}]
+    messages = [{"role": "system", "content": "You are a helpful assistant that can interact with a computer."},
+                {"role": "user", "content": TASK}]
     session.complete(messages)
     for i in range(4):
         messages += _text_agent_step(i, 0, f"utils.py line {i}: cnt = cnt + 1")

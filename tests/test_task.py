@@ -176,19 +176,26 @@ def test_user_words_in_a_block_that_only_looks_like_harness_are_kept(words: str)
         assert task.messages[-1]["content"] == words
 
 
-def test_a_tagged_block_of_any_name_is_context_and_a_turn_of_blocks_alone_is_read_from_its_last():
+def test_a_tagged_block_of_any_name_is_context_in_a_clients_request_and_a_turn_of_blocks_is_read_from_its_last():
     """Issue 46: a tag no client here writes is a client's too (an IDE agent's attached file,
     Gemini CLI's <session_context>); when a turn is blocks alone, the last one that holds words
-    (an agent's <user_query>) is the user's. Before, both were scored as the user's words."""
-    pasted = read_task([{"role": "user", "content": "Summarise the text below.\n\n<document>\nThe sky is blue.\n</document>"}])
-    assert pasted.latest == "Summarise the text below." and pasted.set_aside_chars() == {"context": len("<document>\nThe sky is blue.\n</document>")}
-    alone = read_task([{"role": "user", "content": "<task>\nProve that sqrt(2) is irrational.\n</task>"}])
+    (an agent's <user_query>) is the user's. Issue 54: only in a client's request (a system
+    prompt or tools): a person's bare turn with a pasted document is scored as typed."""
+    document = "Summarise the text below.\n\n<document>\nThe sky is blue.\n</document>"
+    pasted = read_task([SYSTEM, {"role": "user", "content": document}])
+    assert pasted.latest == "Summarise the text below."
+    assert pasted.set_aside_chars() == {"system": len(SYSTEM["content"]),
+                                        "context": len("<document>\nThe sky is blue.\n</document>")}
+    assert read_task([{"role": "user", "content": document}]).latest == document  # the person's own paste
+    alone = read_task([SYSTEM, {"role": "user", "content": "<task>\nProve that sqrt(2) is irrational.\n</task>"}])
     assert alone.latest == "Prove that sqrt(2) is irrational." and not alone.harness_only
-    ide = read_task([{"role": "user", "content": "<attached_files>\n<file path=\"a.py\">\nx = 1\n</file>\n"
-                                                 "</attached_files>\n<user_query>\nRename x to y.\n</user_query>"}])
+    ide = read_task([SYSTEM, {"role": "user", "content": "<attached_files>\n<file path=\"a.py\">\nx = 1\n</file>\n"
+                                                         "</attached_files>\n<user_query>\nRename x to y.\n</user_query>"}])
     assert ide.latest == "Rename x to y."
-    environment = read_task([{"role": "user", "content": "<env>\ncwd: /home/user\ndate: 2026-12-05\nshell: bash\n</env>"}])
+    environment = read_task([SYSTEM, {"role": "user", "content": "<env>\ncwd: /home/user\ndate: 2026-12-05\nshell: bash\n</env>"}])
     assert environment.harness_only  # an environment report is never read as the user's words
+    known = read_task([{"role": "user", "content": "<turn_aborted>\nstopped\n</turn_aborted>"}])
+    assert known.harness_only  # a known client's tag is its own, whoever sends it
 
 
 @pytest.mark.parametrize(("system", "words"), [
