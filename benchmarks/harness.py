@@ -388,8 +388,12 @@ def main() -> int:
     parser.add_argument("--all", action="store_true", help="every prompt of every set (slow)")
     parser.add_argument("--leave-one-client-out", action="store_true",
                         help="each client read by rules written without it, and the four wrapper kinds of issue 46")
+    parser.add_argument("--held-out", action="store_true",
+                        help="recordings made after the rules were frozen and users' own prompts (issue 54)")
+    parser.add_argument("--base", type=Path, default=None,
+                        help="with --held-out: an earlier checkout whose reader is run beside this one")
     args = parser.parse_args()
-    per_set = args.per_set or (100 if args.leave_one_client_out else 250)
+    per_set = args.per_set or (100 if args.leave_one_client_out else 20 if args.held_out else 250)
     records = sample(args.data, None if args.all else per_set, args.seed)
     scorer = ComplexityScorer.load()
     bounds = boundaries(scorer)
@@ -399,6 +403,10 @@ def main() -> int:
 
     print(f"{len(records)} prompts ({'all' if args.all else f'up to {per_set} per set, seed {args.seed}'}), "
           f"tier boundaries {bounds}")
+    if args.held_out:
+        from benchmarks.harness_heldout import held_out
+
+        return held_out(records, scorer, tier, args.base)
     reader = Reader(scorer)
     return (leave_one_client_out if args.leave_one_client_out else invariance)(records, reader, tier)
 

@@ -38,12 +38,15 @@ next request, never through a label:
 
 A failing answer takes no step of the task: the session goes on with the same step next call.
 
-**Reworded signals.** What the user and the tools say is worded as policies/sessions.py was not
-written from: no correction opens with its phrases, no failing output prints a traceback, a
-`FAILED` line or "command not found" (`CORRECTIONS`, `ERROR_OUTPUTS`, `RETYPES`). Successful
-outputs include real ones that print "error" in file and test names (`OK_OUTPUTS`, captured from
-a passing pytest run, `ls` and `grep` in a scratch project): a detector reading phrases would
-take them for failures.
+**Reworded signals.** What the user says is worded as policies/sessions.py was not written from:
+no correction opens with its phrases (`CORRECTIONS`, `RETYPES`). What a tool returns is what the
+client was recorded sending (benchmarks/session_outputs.py): a failed step one of its recorded
+failures, a passing one one of its recorded passing results -- a benign output that prints
+"exited with code 1" or names a test for errors, a successful read, a poll of a running command
+-- so that a detector of phrases, or of a call repeated while polling, would move on them. Only a
+client with no recordings (the SDKs) gets a result with `ERROR_OUTPUTS` or `OK_OUTPUTS` written
+into its recorded one (as written by no rule's author: no traceback, no `FAILED` line, "error" in
+passing file and test names), and shows no tool-error signal.
 """
 
 from __future__ import annotations
@@ -58,13 +61,14 @@ from backends.types import Completion
 from benchmarks.session_backend import Answer
 from benchmarks.session_harness import Harness
 
-__all__ = ["KINDS", "P_FALSE", "P_SHOW", "STRONG", "TOLERANCE", "WEAK", "Plan", "Session", "SessionRun", "Signal",
+__all__ = ["KINDS", "P_FALSE", "P_POLL", "P_SHOW", "STRONG", "TOLERANCE", "WEAK", "Plan", "Session", "SessionRun", "Signal",
            "Task", "draw_plan", "workload"]
 
 WEAK, STRONG = "weak", "strong"  # the tiers, and their backends' names
 TOLERANCE = 0.1
 P_SHOW = 0.6
 P_FALSE = 0.05
+P_POLL = 0.3  # tool steps of a client recorded polling that poll its running command instead
 ERROR_RUN = 2  # failed tool results a tool-error signal shows in a row
 MAX_CALLS = 40
 KINDS = ("tool_errors", "correction", "retype", "repeat", "refusal", "empty", "truncated")
@@ -154,15 +158,18 @@ class Signal:
     tier: str
 
 
-def draw_plan(rng: random.Random, tools: bool, turn: int) -> Plan:
-    """A session's dice; its signal kind is the `turn`-th in rotation (each kind as often)."""
+def draw_plan(rng: random.Random, tools: bool, turn: int, tool_failures: bool | None = None) -> Plan:
+    """A session's dice; its signal kind is the `turn`-th in rotation (each kind as often).
+    `tool_failures`: the client was recorded reporting failed steps (a tool-error signal is one
+    of those recordings); a client that was not (the SDKs: the application writes the result)
+    shows the others only. None: as `tools`."""
     beats = ["tool"] * (rng.randint(1, 3) if tools else 0) + ["text"]
     if rng.random() < 0.5:
         beats += ["user", *["tool"] * (rng.randint(0, 2) if tools else 0), "text"]
     answers = sum(b in ("tool", "text") for b in beats)  # the task's answers, before any closing turn
     if rng.random() < 0.3:
         beats += ["close", "text"]
-    kinds = KINDS if tools else KINDS[1:]  # no tool, no tool errors
+    kinds = KINDS if (tools if tool_failures is None else tools and tool_failures) else KINDS[1:]
     return Plan(tuple(beats), kinds[turn % len(kinds)], False, False, rng.randrange(answers), rng.choice(FOLLOW_UPS),
                 rng.choice(CLOSINGS), rng.choice(CORRECTIONS), rng.getrandbits(32))
 
@@ -177,7 +184,8 @@ def workload(tasks: list[Task], harnesses: list[Harness], seed: int, per_task: i
     sessions = []
     for n in range(len(order) * per_task):
         task, harness = order[n // per_task], harnesses[n % len(harnesses)]
-        plan = draw_plan(rng, harness.tool is not None, n // len(harnesses))
+        plan = draw_plan(rng, harness.tool is not None, n // len(harnesses),
+                         harness.recorded is not None and bool(harness.recorded.failed))
         sessions.append(Session(f"task-{n}-{task.id}", task, harness, plan))
     # The coins, drawn without replacement so that the shares are the model's exactly: P_SHOW of
     # the sessions whose task the weaker model fails (rounded down), P_FALSE of all of them.
@@ -200,6 +208,7 @@ class _Step:
     signal: Signal | None = None
     errors_left: int | None = None  # a tool-error run: failures still to show (None: no run)
     disarm: bool = False
+    poll: bool = False  # the model calls what it called last again, to read a running command's output
 
 
 @dataclass
@@ -269,7 +278,9 @@ class SessionRun:
         beats = self.session.plan.beats
         beat = beats[self.beat] if self.beat < len(beats) else "text"
         if beat == "tool":
-            return _Step(self._tool_call(), "ok", beats=1, disarm=disarm)
+            # A client recorded polling a running command polls it: the very same call, successful.
+            poll = self.session.harness.polls and self.rounds > 0 and self._rng().random() < P_POLL
+            return _Step(self._tool_call(), "ok", beats=0 if poll else 1, disarm=disarm, poll=poll)
         after = beats[self.beat + 1] if self.beat + 1 < len(beats) else None
         if after in ("user", "close"):
             plan = self.session.plan
@@ -314,10 +325,12 @@ class SessionRun:
         if step.then in ("ok", "error"):
             call_id = (completion.tool_calls or [{}])[0].get("id") or step.answer.call_id
             error = step.then == "error"
-            output = self._rng().choice(ERROR_OUTPUTS if error else OK_OUTPUTS)
-            self.rounds += not (error and self.stuck)  # a stuck model calls what failed again
+            rng = self._rng()
+            output = rng.choice(ERROR_OUTPUTS if error else OK_OUTPUTS)
+            self.rounds += not (error and self.stuck) and not step.poll  # a stuck model, a poll: the same call
             self.stuck = error
-            self.items = [*self.items, *harness.tool_round(call_id, output, error=error, step=self.rounds)]
+            self.items = [*self.items, *harness.tool_round(call_id, output, error=error, step=self.rounds,
+                                                           poll=step.poll, pick=rng.choice)]
         elif step.then == "user":
             self.items = harness.with_user_turn([*self.items, harness.text_answer(completion)], step.text)
             self.closing = self.closing or (step.beats == 2 and self.session.plan.beats[self.beat + 1] == "close")

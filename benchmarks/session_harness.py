@@ -6,8 +6,9 @@ its README). What the client adds around the user's words -- system prompt, tool
 AGENTS.md and environment messages, reminders, aider's format rules, cache markers, thinking
 settings -- is kept as recorded; the recorded prompt is replaced by a task, and the recorded
 answer (the model's tool call and its result) becomes the template of every tool round trip:
-cloned with a fresh call id and a new output, flipped to a failure (exit code 1, `is_error`)
-for a tool error. Later user turns clone the task's own content block, so a client that wraps
+cloned with a fresh call id, its result one the client was recorded sending for a step of that
+kind (benchmarks/session_outputs.py), or, for a client with none, the recorded result with a new
+output. Later user turns clone the task's own content block, so a client that wraps
 every turn (aider's format rules) wraps them too, and one that adds reminders to the first turn
 only (Claude Code) does not. Every body is parsed by the server's own dialect
 (router/server/protocols/) into the messages `route serve` would route.
@@ -25,6 +26,7 @@ from typing import Any
 import orjson
 
 from backends.types import Completion, content_text
+from benchmarks.session_outputs import Recorded, recorded_outputs
 from router.server.protocols.base import Call, Dialect
 from router.server.protocols.chat import ChatDialect
 from router.server.protocols.messages import MessagesDialect
@@ -61,34 +63,6 @@ def _replace(value: Any, old: str, new: str) -> Any:
     return value
 
 
-def _failed(value: Any) -> Any:
-    """A tool result flipped to a failure the way each client reports one: a non-zero exit code
-    (Codex, in JSON or in its text header; Qwen Code's `Exit Code:`; mini-swe-agent's
-    `returncode`; OpenHands' `[The command completed with exit code 1.]`), `success: false` (Cline), `is_error` on an Anthropic tool result. A client
-    that reports none (OpenCode's and Continue's plain output, the SDKs') shows only the output."""
-    if isinstance(value, dict):
-        out = {k: _failed(v) for k, v in value.items()}
-        for key in ("exit_code", "returncode"):
-            if key in out:
-                out[key] = 1
-        if out.get("success") is True:
-            out["success"] = False
-        if out.get("type") == "tool_result":
-            out["is_error"] = True
-        return out
-    if isinstance(value, list):
-        return [_failed(v) for v in value]
-    if isinstance(value, str):
-        if value.lstrip().startswith(("{", "[")):
-            try:
-                return json.dumps(_failed(json.loads(value)), separators=(",", ":"))
-            except ValueError:
-                pass
-        return value.replace("Process exited with code 0", "Process exited with code 1").replace(
-            "Exit Code: 0", "Exit Code: 1").replace("with exit code 0", "with exit code 1")  # ... OpenHands
-    return value
-
-
 def _is_answer(item: dict[str, Any]) -> bool:
     return item.get("role") == "assistant" or item.get("type") in ("function_call", "reasoning")
 
@@ -122,6 +96,12 @@ class Harness:
     tool: dict[str, str] | None  # the recorded call's name and arguments
     answer_text: str  # what the recorded model said beside its call ("" when nothing)
     dialect: Dialect = field(repr=False, default_factory=ChatDialect)
+    recorded: Recorded | None = field(repr=False, default=None)  # its real tool results (benchmarks/session_outputs.py)
+
+    @property
+    def polls(self) -> bool:
+        """Whether this client was recorded polling a running command (the same call again)."""
+        return self.recorded is not None and bool(self.recorded.polls)
 
     @property
     def protocol(self) -> str:
@@ -152,17 +132,24 @@ class Harness:
         kept = [i for i in items if not any(i is t for t in self.trailer)]
         return [*kept, self.user_turn(text), *self.trailer]
 
-    def tool_round(self, call_id: str, output: str, *, error: bool, step: int = 0) -> list[dict[str, Any]]:
+    def tool_round(self, call_id: str, output: str, *, error: bool, step: int = 0, poll: bool = False,
+                   pick: Callable[[list[dict[str, Any]]], dict[str, Any]] | None = None) -> list[dict[str, Any]]:
         """The model's call (as recorded, under `call_id`; its arguments those of step `step`: an
-        agent's successive calls differ, a stuck model's repeat) and the client's result carrying
-        `output`."""
+        agent's successive calls differ, a stuck model's and a poll repeat) and the client's
+        result: one of its recorded results of that kind (`pick` chooses; a failing one for
+        `error`, a poll's for `poll`) where it was recorded, else the recorded result carrying
+        `output` as plain output (the SDKs: what the application returns)."""
         assert self.call_id is not None and self.output is not None
         answer = _replace(self.answer, self.call_id, call_id)
         if step:
             for marker in _ARGUMENTS:
                 answer = _replace(answer, marker, f"{marker}-{step}")
-        result = _replace(_replace(self.result, self.call_id, call_id), self.output, output)
-        return [*answer, *(_failed(result) if error else result)]
+        recorded = self.recorded
+        if recorded is not None and pick is not None:
+            pool = recorded.failed if error else recorded.polls if poll else recorded.passed
+            if pool:
+                return [*answer, *recorded.items(pick(pool), call_id, self.path)]
+        return [*answer, *_replace(_replace(self.result, self.call_id, call_id), self.output, output)]
 
     def text_answer(self, completion: Completion) -> dict[str, Any]:
         """The model's text answer as this client sends it back."""
@@ -202,6 +189,11 @@ def _load(path: Path) -> Harness | None:
     tool, call_id, output, said = _recorded_call(dialect.parse(orjson.dumps(body)))
     if tool is not None and output is None:  # a recorded failure (cline-chat-tool-error): no loop to clone
         return None
+    if tool is None and body.get("tools"):  # a first call that offers tools: its loop is in another recording
+        return None
+    if prompt in json.dumps([items[:start], items[start + 1:last_result]], ensure_ascii=False) or any(
+            o in json.dumps(items[start], ensure_ascii=False) for o in RECORDED_OUTPUTS if o not in prompt):
+        return None  # the task told again, or its loop written into its own turn (a ReAct trajectory): no first turn
     return Harness(
         name=path.stem, client=record["client"], path=record["path"], body={k: v for k, v in body.items() if k != items_key},
         items_key=items_key, prefix=items[:start], task_item=_replace(items[start], prompt, _SENTINEL),
@@ -234,6 +226,11 @@ def _recorded_call(call: Call) -> tuple[dict[str, str] | None, str | None, str |
 
 
 def harnesses(directory: Path = CORPUS) -> list[Harness]:
-    """Every recorded agent or SDK loop in `directory`, by file name."""
-    loaded = (_load(p) for p in sorted(directory.glob("*.json")) if p.stem not in SIDE_REQUESTS)
-    return [h for h in loaded if h is not None]
+    """Every recorded agent or SDK loop in `directory`, by file name, each with the tool results
+    its client was recorded sending (benchmarks/session_outputs.py), where it was."""
+    outputs = recorded_outputs()
+    loaded = [h for h in (_load(p) for p in sorted(directory.glob("*.json")) if p.stem not in SIDE_REQUESTS)
+              if h is not None]
+    for harness in loaded:
+        harness.recorded = outputs.get((harness.client.split(" ")[0], harness.path))
+    return loaded

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from benchmarks.session_client import STRONG, WEAK, Session, Signal
 
 __all__ = ["LAST_TURN", "MODES", "ROUTED", "SESSIONS", "STRONGEST", "TRANSCRIPT", "WEAKEST", "Curve", "Detection",
-           "ModeRun", "Outcome", "curves", "detection", "hull", "precision", "quality_at"]
+           "ModeRun", "Outcome", "curves", "detection", "false_escalations", "hull", "precision", "quality_at"]
 
 STRONGEST, WEAKEST, TRANSCRIPT, LAST_TURN, SESSIONS = (
     "always-strongest", "always-weakest", "per-call transcript", "per-call last turn", "sessions")
@@ -168,15 +168,30 @@ def _line(run: ModeRun, o: Outcome, signal: Signal | None, call: int) -> str:
 
 
 def precision(runs: list[ModeRun]) -> tuple[int, int]:
-    """(escalations on evidence that followed a failure the session showed, all escalations on
-    evidence): a move up whose reason is a signal, in a session whose outputs and turns up to
-    it were all successful, is a false one (what a detector of phrases does on a passing test
-    run that names a file for errors)."""
+    """(escalations on evidence that followed a failure of the weaker model the session showed,
+    all escalations on evidence). A move up after a false signal -- a flaky tool, a user who says
+    "that's wrong" of a good answer -- is a false one, however faithfully the signal was read, as
+    is one in a session whose outputs and turns up to it were all successful (what a detector of
+    phrases does on a passing test run that names a file for errors, or on a poll)."""
     justified = total = 0
     for run in runs:
         for o in run.outcomes:
             for call, why in enumerate(o.whys):
                 if why.startswith("escalated ("):
                     total += 1
-                    justified += any(s.at < call for s in o.signals)
+                    justified += any(s.at < call and s.true for s in o.signals)
     return justified, total
+
+
+def false_escalations(runs: list[ModeRun]) -> tuple[int, int]:
+    """(escalations on evidence after a false signal only, escalations with no signal at all)."""
+    after_false = unprompted = 0
+    for run in runs:
+        for o in run.outcomes:
+            for call, why in enumerate(o.whys):
+                if why.startswith("escalated (") and not any(s.at < call and s.true for s in o.signals):
+                    if any(s.at < call for s in o.signals):
+                        after_false += 1
+                    else:
+                        unprompted += 1
+    return after_false, unprompted

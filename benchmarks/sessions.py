@@ -36,15 +36,23 @@ quality gap between them (0.5: no better than mixing the two at random).
 **The signal probability.** The whole run is made with the weaker model's failure showing in
 p = 0, 0.3 and 0.6 of its sessions (`P_CURVE`), the same tasks and dice otherwise; the tables
 are p = 0.6's, the curve is printed last. Signals are worded as policies/sessions.py was not
-written from (benchmarks/session_client.py, "Reworded signals").
+written from (benchmarks/session_client.py, "Reworded signals"), and a tool's result is one the
+client was recorded sending (tests/data/clients/outputs: its real failures, passing outputs
+that name an error, polls of a running command, successful reads; benchmarks/session_outputs.py).
+A client recorded polling polls: the very same call again, successful. A client with no
+recorded results (the SDKs: the application writes them) shows a failed step as plain output,
+so it never shows a tool-error signal; its sessions show the other kinds.
 
 **Targets** (exit 1 on a miss): sessions beat both per-call modes on quality at equal cost
 (APGR over cost, and quality at half of always-strongest's cost); at p = 0.6, sessions at half
 of always-strongest's cost recover at least 80% of the quality gap between always-weakest and
-always-strongest; at p = 0 sessions are not below either per-call mode; escalation precision:
-at least 90% of the escalations on evidence follow a failure the session showed, and sessions
-that showed none move up in at most 5% (over every boundary's sessions run); no session moves
-down; the session table stays bounded (100,000 sessions in a table of 10,000).
+always-strongest; at p = 0 sessions are not below either per-call mode; at most 1% of the
+escalations on evidence follow no signal at all (a benign output, a poll, a success misread),
+and sessions that showed none move up in at most 5% (over every boundary's sessions run); no
+session moves down; the session table stays bounded (100,000 sessions in a table of 10,000).
+Escalation precision is printed with a false signal's move counted as false (the evidence was
+real -- a recorded failing output while the model was fine, a good answer called wrong -- but
+the move was not needed): it is what the workload's false signals cost, not a target.
 """
 
 from __future__ import annotations
@@ -81,6 +89,7 @@ from benchmarks.session_results import (
     Outcome,
     curves,
     detection,
+    false_escalations,
     precision,
 )
 from policies.complexity.training.leave_one_out import training_records
@@ -95,7 +104,9 @@ STEP_S, GAP_S = 10.0, 900.0  # the script's clock: between calls of a session, a
 BUDGETS = (0.25, 0.5, 0.75)  # shares of always-strongest's cost at which quality is read
 TARGET_RECOVERED = 0.8
 TARGET_FALSE_ESCALATION = 0.05
-TARGET_PRECISION = 0.9
+# Of the escalations on evidence, those after no signal at all: the router's own misreading. (One
+# after a false signal read real evidence: a recorded failure of a step the model got right.)
+TARGET_UNPROMPTED = 0.01
 P_CURVE = (0.0, 0.3, P_SHOW)  # the share of a weaker model's failing sessions whose failure shows
 
 
@@ -264,10 +275,15 @@ def _targets(made: dict[str, Curve], detected: Detection, sweep: list[ModeRun], 
     checks.append((f"sessions at 0.5x always-strongest's cost recover {recovered:.1%} of the quality gap "
                    f"(target >= {TARGET_RECOVERED:.0%})", recovered >= TARGET_RECOVERED))
     justified, total = precision([r for r in sweep if r.mode == SESSIONS])
+    after_false, unprompted = false_escalations([r for r in sweep if r.mode == SESSIONS])
     share = justified / total if total else 1.0
-    checks.append((f"escalation precision: {justified}/{total} = {share:.1%} of escalations on evidence followed a "
-                   f"failure the session showed; none on the successful outputs (target >= {TARGET_PRECISION:.0%})",
-                   share >= TARGET_PRECISION))
+    print(f"\nescalation precision: {justified}/{total} = {share:.1%} of escalations on evidence followed a failure of "
+          f"the weaker model; the false ones: {after_false} after a false signal (a recorded failing output while the "
+          f"model was fine, a good answer called wrong: real evidence, wrongly), {unprompted} after none")
+    unprompted_share = unprompted / total if total else 0.0
+    checks.append((f"escalations on no evidence (a benign output, a poll, a success): {unprompted}/{total} = "
+                   f"{unprompted_share:.1%} (target <= {TARGET_UNPROMPTED:.0%}); with false signals counted as false, "
+                   f"precision {share:.1%}", unprompted_share <= TARGET_UNPROMPTED))
     quiet = detected.quiet_moved / detected.quiet if detected.quiet else 0.0
     checks.append((f"sessions that showed no signal moved up: {detected.quiet_moved}/{detected.quiet} = {quiet:.1%} "
                    f"(target <= {TARGET_FALSE_ESCALATION:.0%})", quiet <= TARGET_FALSE_ESCALATION))

@@ -103,5 +103,5 @@ def field_words(text: str, fields: dict[str, str]) -> tuple[str, int] | None:
     body = "\n".join([inline, *lines[at + 1:end]] if inline else lines[at + 1:end])
     markers = tuple(fields)
     kept = [p for p in re.split(r"\n[ \t]*\n", body) if p.strip() and not any(m in p for m in markers)]
-    words = "\n\n".join(kept).strip()
+    words = "\n\n".join(kept).strip("\r\n").rstrip()  # a user's own leading blanks are theirs
     return (words, len(text) - len(words)) if words else None

@@ -30,6 +30,7 @@ never read beyond its last few kilobytes unless a rule of policies/declared.py a
 from __future__ import annotations
 
 import re
+import textwrap
 from typing import Any, NamedTuple
 
 from backends.types import content_text
@@ -53,6 +54,7 @@ _HTML = frozenset(("html head body div span p pre code table thead tbody tr td t
 AGENTS_MD = "# AGENTS.md instructions for "
 _REPEAT_MIN = 16  # characters of a repeated system-prompt end worth setting aside; shorter is chance
 FOLDED_REPEAT_MIN = 64  # ... to call a first user turn a folded system prompt
+_NESTED = 2  # blocks within a query's block read in turn, at most this deep
 
 
 class Evidence(NamedTuple):
@@ -199,12 +201,15 @@ def _blocks(text: str, shapes: Shapes, harness: bool) -> list[_Block]:
     return found
 
 
-def _query(block: _Block) -> bool:
+def _query(block: _Block, shapes: Shapes) -> bool:
     """A block that holds the user's words when a turn is blocks alone: its tag names what a
     person asks (`<user_query>`, `<USER_REQUEST>`, `<task>`: how IDE agents mark the query after
-    the context they attach), and it is neither empty nor an environment report. A tool's output
-    a text agent reports in tags (`<output>`, `<returncode>`) is never read as words."""
+    the context they attach) or is a known client's query tag, and it is neither empty nor an
+    environment report. A tool's output a text agent reports in tags (`<output>`,
+    `<returncode>`) is never read as words."""
     inner = block.inner.strip()
+    if block.tag in shapes.queries:
+        return bool(inner)
     return (block.kind == "context" and bool(inner) and QUERY_NAME.search(block.tag) is not None
             and not context_like(inner))
 
@@ -228,17 +233,22 @@ def _set_blocks_aside(blocks: list[_Block], query: _Block | None, index: int, as
         aside.append(Aside("context", query.end - query.start - len(query.inner.strip("\r\n")), index))
 
 
-def _without_blocks(text: str, index: int, aside: list[Aside], shapes: Shapes, harness: bool) -> str:
+def _without_blocks(text: str, index: int, aside: list[Aside], shapes: Shapes, harness: bool, depth: int = 0) -> str:
     """`text` less its blocks; the line breaks around a block are the client's, the rest of the
     user's text is kept as it is. Blocks alone, the last that may hold the user's words
-    (`_query`) is read as them (an agent's query after its attached context)."""
+    (`_query`) is read as them (an agent's query after its attached context), its own blocks
+    set aside in turn (Marvin nests the task's id and result type in its `<task>`)."""
     blocks = _blocks(text, shapes, harness) if "<" in text else []
     if not blocks:
         return text
     words = _outside(text, blocks)
-    query = next((b for b in reversed(blocks) if _query(b)), None) if not words else None
+    query = next((b for b in reversed(blocks) if _query(b, shapes)), None) if not words else None
     _set_blocks_aside(blocks, query, index, aside)
-    return words if query is None else query.inner.strip("\r\n")
+    if query is None:
+        return words
+    # A nested block's lines carry the indentation of the client's markup, not the user's.
+    inner = (textwrap.dedent(query.inner) if depth else query.inner).strip("\r\n")
+    return _without_blocks(inner, index, aside, shapes, harness, depth + 1) if depth < _NESTED else inner
 
 
 def client_turn(text: str, shapes: Shapes = KNOWN) -> str | None:
@@ -264,21 +274,40 @@ def _without_repeat(words: str, index: int, sources: list[tuple[str, str]], asid
 
 
 def _known_template(text: str, shapes: Shapes) -> tuple[int, int] | None:
-    """(start, end) of the user's words in a known client's template: its opening, the words,
-    a blank line and its rules' first words (mini-swe-agent's `Please solve this issue: {task}`)."""
-    for opening, rules in shapes.templates:
-        if text.startswith(opening):
-            end = text.find(f"\n\n{rules}", len(opening))
-            if end > len(opening):
-                return len(opening), end
+    """(start, end) of the user's words in a known client's template (policies/shapes.py:
+    mini-swe-agent's `Please solve this issue: {task}` and its rules, LangChain's ReAct prompt)."""
+    for opening, before, after in shapes.templates:
+        if not text.startswith(opening):
+            continue
+        start = text.find(before, len(opening)) if before else len(opening)
+        if start < 0:
+            continue
+        start += len(before)
+        end = text.find(after, start) if after else len(text)
+        if end > start:
+            return start, end
     return None
+
+
+def _template_opening(text: str, start: int, end: int, shapes: Shapes) -> int:
+    """Where a known client's template opens at a line's start within text[start:end] (the next
+    task's words after the output a client replays: smolagents' "Observation: ... New task:"),
+    else `end`."""
+    found = [at + 1 for opening, _, _ in shapes.templates
+             if (at := text.find(f"\n{opening.lstrip()}", start, end)) >= 0]
+    return min(found, default=end)
 
 
 def _general(text: str, index: int, aside: list[Aside], after_answer: bool, evidence: Evidence,
              shapes: Shapes) -> str:
-    """`text` less what the request shows around the user's words: a known client's template,
-    the fields its system prompt declares, and, in a client's request, a tool's output under a
-    declared label, or a quoted task and an environment after it."""
+    """`text` less what the request shows around the user's words: in a client's request, a
+    tool's output under a declared label (up to a known template's opening); a known client's
+    template; the fields its system prompt declares; in a client's request, a quoted task and an
+    environment after it."""
+    if evidence.harness and after_answer and (at := follow_up(text, evidence.declared.label)) is not None:
+        at = _template_opening(text, 0, at, shapes)
+        aside.append(Aside("tool_results", at, index))
+        text = text[at:].strip()
     template = _known_template(text, shapes)
     if template is not None:
         start, end = template
@@ -291,9 +320,6 @@ def _general(text: str, index: int, aside: list[Aside], after_answer: bool, evid
         return read[0]
     if not evidence.harness:
         return text
-    if after_answer and (at := follow_up(text, evidence.declared.label)) is not None:
-        aside.append(Aside("tool_results", at, index))
-        return text[at:].strip()
     quoted = quoted_task(text)
     if quoted is not None:
         start, end = quoted

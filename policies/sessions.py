@@ -61,7 +61,10 @@ _STATUS_LINE = re.compile(r"^\W{0,3}(?:[A-Za-z]+ ){0,4}?(?:exit(?:ed)?[ _]?(?:wi
                           r"|^<(return_?code|exit_?code|exit_?status)>\s*(-?\d+)\s*</(?:return_?code|exit_?code|exit_?status)>$",
                           re.IGNORECASE)  # ... or tagged, as text agents report it: <returncode>1</returncode>
 _OPENING_LINES, _CLOSING_LINES = 3, 5  # where a client's status line stands: the output's first or last lines
-_FLAGGED = ("Error:", "error:", "ERROR:", "<tool_use_error>")  # is_error as the dialects write it; Claude Code's own
+_JSON_ITEMS = 8  # items of a JSON list result whose texts are read for a status line
+# A failed step as clients open its result: is_error as the dialects write it for chat backends;
+# Claude Code's own tag; Continue CLI's and OpenHands' own error reports.
+_FLAGGED = ("Error:", "error:", "ERROR:", "<tool_use_error>", "Error executing tool ", "[An error occurred during execution.]")
 _RESTATED = 0.6  # share of a turn's words found in one earlier user turn: the user asking again
 _RESTATED_WORDS = 4  # ... in a turn of at least this many words ("ok, continue" twice is not)
 _WORD = re.compile(r"\w+")
@@ -128,14 +131,19 @@ def _status(body: str) -> int | None:
 
 
 def _json_status(body: str) -> bool | None:
-    """A JSON result's own say: an error flag or an exit status (a list: any item failing)."""
+    """A JSON result's own say: an error flag or an exit status (a list: any item failing); else
+    the status line in the text it carries (Gemini CLI: `{"output": "...\nExit Code: 2\n..."}`)."""
     try:
         value = json.loads(body)
     except ValueError:
         return None
     items = value if isinstance(value, list) else [value]
     said = [s for s in map(_item_status, items) if s is not None]
-    return any(said) if said else None
+    if said:
+        return any(said)
+    codes = [code for item in items[:_JSON_ITEMS] if isinstance(item, dict)
+             for text in item.values() if isinstance(text, str) and (code := _status(text.strip())) is not None]
+    return any(code != 0 for code in codes) if codes else None
 
 
 def _item_status(item: object) -> bool | None:

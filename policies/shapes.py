@@ -34,20 +34,24 @@ _T = TypeVar("_T")
 @dataclass(frozen=True, slots=True)
 class ClientShapes:
     """One client's entry. `blocks`: tag -> kind; `kept`: tags that wrap the user's words;
+    `queries`: tags whose block holds the user's words when a turn (or a block) is blocks alone;
     `relayed`: a block opening so is the user's words; `turns`: the opening words of whole user
     turns the client writes -> kind; `exact`: such turns word for word; `folded`: how its system
     prompt opens when sent as the first user turn; `examples_closing`: the opening of the user
-    turn that closes its example conversation; `templates`: (opening, rules) of each template
-    it writes: the user's words follow `opening`, and a blank line and `rules` follow them."""
+    turn that closes its example conversation; `templates`: (opening, before, after) of each
+    template it fills in: a turn that opens with `opening` holds the user's words after the
+    first `before` that follows it (right after `opening` when empty), up to the next `after`
+    (to its end when empty)."""
 
     blocks: Mapping[str, str] = field(default_factory=dict)
     kept: frozenset[str] = frozenset()
+    queries: frozenset[str] = frozenset()
     relayed: tuple[str, ...] = ()
     turns: Mapping[str, str] = field(default_factory=dict)
     exact: Mapping[str, str] = field(default_factory=dict)
     folded: tuple[str, ...] = ()
     examples_closing: str | None = None
-    templates: tuple[tuple[str, str], ...] = ()
+    templates: tuple[tuple[str, str, str], ...] = ()
 
 
 def _merged(tables: Iterable[Mapping[str, str]]) -> dict[str, str]:
@@ -65,21 +69,22 @@ def _joined(groups: Iterable[Iterable[_T]]) -> tuple[_T, ...]:
 class Shapes:
     """Several clients' entries merged, as the reader looks them up."""
 
-    __slots__ = ("blocks", "clients", "examples_closing", "exact", "folded", "kept", "relayed", "templates",
-                 "turn_starts", "turns")
+    __slots__ = ("blocks", "clients", "examples_closing", "exact", "folded", "kept", "queries", "relayed",
+                 "templates", "turn_starts", "turns")
 
     def __init__(self, clients: Mapping[str, ClientShapes]):
         self.clients = dict(clients)
         entries = list(self.clients.values())
         self.blocks: dict[str, str] = _merged(c.blocks for c in entries)
         self.kept: frozenset[str] = frozenset(_joined(c.kept for c in entries))
+        self.queries: frozenset[str] = frozenset(_joined(c.queries for c in entries))
         self.relayed: tuple[str, ...] = _joined(c.relayed for c in entries)
         self.turns: dict[str, str] = _merged(c.turns for c in entries)
         self.turn_starts: tuple[str, ...] = tuple(self.turns)
         self.exact: dict[str, str] = _merged(c.exact for c in entries)
         self.folded: tuple[str, ...] = _joined(c.folded for c in entries)
         self.examples_closing: tuple[str, ...] = tuple(c.examples_closing for c in entries if c.examples_closing)
-        self.templates: tuple[tuple[str, str], ...] = _joined(c.templates for c in entries)
+        self.templates: tuple[tuple[str, str, str], ...] = _joined(c.templates for c in entries)
 
     def without(self, names: Iterable[str]) -> Shapes:
         """These shapes less the entries of `names` (what a client's first request is read with
@@ -135,7 +140,32 @@ _AIDER = ClientShapes(
 # mini-swe-agent 2.4 (its default config's `instance_template`): the task after a label line,
 # then kilobytes of rules addressed to the model, opening with these words.
 _MINI_SWE_AGENT = ClientShapes(templates=(
-    ("Please solve this issue: ", "You can execute bash commands and edit files to implement the necessary changes."),))
+    ("Please solve this issue: ", "",
+     "\n\nYou can execute bash commands and edit files to implement the necessary changes."),))
+
+# LangChain's stock ReAct prompt (the hub's hwchase17/react, quoted in `create_react_agent`'s
+# docstring, langchain 0.3): one user turn of tools and format, the question, then the scratchpad
+# of the agent's steps the loop appends after "Thought:".
+_LANGCHAIN = ClientShapes(templates=(
+    ("Answer the following questions as best you can. You have access to the following tools:",
+     "\n\nBegin!\n\nQuestion: ", "\nThought:"),))
+
+# CrewAI 1.15 (its i18n `task` slice): the task's description after "Current Task: ", then the
+# expected output and the instruction to return it whole.
+_CREWAI = ClientShapes(templates=(
+    ("\nCurrent Task: ", "", "\n\nThis is the expected criteria for your final answer: "),
+    ("Current Task: ", "", "\n\nThis is the expected criteria for your final answer: ")))
+
+# smolagents 1.26 (its memory's task step): "New task:" above the task, in the first user turn of
+# a run and after the last observation of a run that goes on (a second `run(reset=False)`).
+_SMOLAGENTS = ClientShapes(templates=(("New task:\n", "", ""),))
+
+# Marvin 3.2 (its task prompt): the task's instructions inside its <task>, beside the task's id,
+# its result type and the actor it is assigned to.
+_MARVIN = ClientShapes(blocks={"id": "client_note", "result-type": "format_rules", "assigned-actor-id": "client_note"},
+                       queries=frozenset({"instructions"}))
 
 # The clients' names as their recordings give them (`client` in tests/data/clients/*.json).
-KNOWN = Shapes({"codex": _CODEX, "claude-code": _CLAUDE_CODE, "aider": _AIDER, "mini-swe-agent": _MINI_SWE_AGENT})
+KNOWN = Shapes({"codex": _CODEX, "claude-code": _CLAUDE_CODE, "aider": _AIDER, "mini-swe-agent": _MINI_SWE_AGENT,
+                "langchain": _LANGCHAIN, "crewai": _CREWAI, "smolagents": _SMOLAGENTS,
+                "marvin": _MARVIN})

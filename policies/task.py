@@ -90,7 +90,7 @@ class Task:
     chars: tuple[int, int] | None = field(default=None, compare=False)  # (first, latest) when forgotten
     reading: tuple[Shapes, Learned | None] = field(default=(KNOWN, None), repr=False, compare=False)  # read with
     at: int = field(default=-1, compare=False)  # the message `latest` was read from (-1: scored whole)
-    structural: str | None = field(default=None, compare=False)  # `latest` before the client's learned template
+    structural: str | None = field(default=None, compare=False)  # the latest words, unstripped, before a learned template
 
     def forgotten(self) -> Task:
         """This task without the texts it was read from, their lengths kept (what a list of past
@@ -169,7 +169,7 @@ def _known_shape_possible(text: str, shapes: Shapes) -> bool:
     """Whether a known client's shape may be in a bare prompt: a tag, a whole turn it writes, or
     its template's opening (only those are read in a person's turn, policies/harness.py)."""
     return ("<" in text or client_turn(text, shapes) is not None
-            or any(text.startswith(opening) for opening, _ in shapes.templates))
+            or any(text.startswith(opening) for opening, _, _ in shapes.templates))
 
 
 # -- the conversation ---------------------------------------------------------------------------------
@@ -262,7 +262,7 @@ class _Reading:
                                                                       for i in systems]))
                          if harness else BARE)
         self.turns: dict[int, tuple[str, list[Aside]]] = {}
-        self.structural: dict[int, str] = {}  # a turn's words before the learned template, where it applied
+        self.structural: dict[int, str] = {}  # a turn's words before the learned template, where one applied
 
     def turn(self, index: int) -> tuple[str, list[Aside]]:
         """(the user's words of user turn `index`, what the client wrote into it)."""
@@ -317,10 +317,9 @@ class _Reading:
         first = next(i for i in range(self.skip, latest + 1) if messages[i].get("role") == "user" and turn(i)[0])
         words = self.turn(latest)[0]
         context = self._context(first, latest)
-        structural = self.structural.get(latest)
         return Task(self.turn(first)[0].strip(), words.strip(), [*context, {"role": "user", "content": words}],
                     False, tools, messages, reading=(self.shapes, self.learned), at=latest,
-                    structural=structural.strip() if structural is not None else None)
+                    structural=self.structural.get(latest, words))
 
     def _context(self, first: int, latest: int) -> list[Message]:
         """The turns before `latest` the scorer sees, oldest first: the user's words and the

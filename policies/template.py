@@ -65,12 +65,15 @@ class Template:
 
     def words(self, text: str) -> str | None:
         """The user's words of `text` when it has this template's fixed parts around some
-        words of its own, else None."""
+        words of its own, else None. The words end where the fixed end first follows them: what
+        a client's loop appends after its template (a ReAct scratchpad written into the same
+        turn: the model's step, the tool's observation) is not the user's."""
         if len(text) <= len(self.prefix) + len(self.suffix) or not text.startswith(self.prefix):
             return None
-        if self.suffix and not text.endswith(self.suffix):
+        end = text.find(self.suffix, len(self.prefix) + 1) if self.suffix else len(text)
+        if end < 0:
             return None
-        middle = text[len(self.prefix):len(text) - len(self.suffix)]
+        middle = text[len(self.prefix):end]
         return middle if middle.strip() else None
 
     @property

@@ -34,7 +34,6 @@ _CODE_TOKEN = re.compile(r"\w/\w|::|==|\w\.\w+\(|\[\d+%\]|^[A-Z]{4,}:?$|^[-=*#~]
 _OUTPUT_LABEL = re.compile(r"[A-Za-z][\w ]{0,30}:[ \t]*")
 _PARAGRAPH = re.compile(r"\n[ \t]*\n(?=[ \t]*\S)")
 _QUOTE_CLOSE = {"\"": "\"", "'": "'", "\u201c": "\u201d"}  # an opening quote: its closing one
-_OUTPUT_LINES = 2  # a tool's output a follow-up is merged after: lines, most of them not a person's
 
 
 def _env_line(line: str) -> bool:
@@ -94,24 +93,14 @@ def _first_prose_paragraph(text: str) -> int:
     return next((at for at in starts if prose(text[at:].lstrip().split("\n", 1)[0])), len(text))
 
 
-def _mostly_output(text: str) -> bool:
-    lines = [line for line in text.splitlines() if line.strip()]
-    return len(lines) >= _OUTPUT_LINES and 2 * sum(map(prose, lines)) < len(lines)
-
-
 def follow_up(text: str, declared: Callable[[str], bool]) -> int | None:
     """Where the user's follow-up starts in a turn that reports a tool's output first: the turn
     opens with a label the request declares (`declared`: the system prompt's format names it,
-    "Observation: the result of the action"), then lines of output (two or more, most of them
-    not a person's), then the first paragraph a person wrote and all after it. None when it is
-    not such a turn (a person's text under a label of their own: "Here is my attempt:", "Solve
-    for t:"); len(text) when it is output alone (a tool's result, no words of the user's)."""
-    head = text.lstrip()
-    label = _OUTPUT_LABEL.match(head)
+    "Observation: the result of the action"), so what follows the label is the tool's output, up
+    to the first later paragraph a person wrote. None when the label is not declared (a person's
+    text under a label of their own: "Here is my attempt:", "Solve for t:"); len(text) when the
+    turn is output alone (a tool's result, no words of the user's)."""
+    label = _OUTPUT_LABEL.match(text.lstrip())
     if label is None or not declared(label.group().rstrip()):
         return None
-    at = _first_prose_paragraph(text)
-    output = text[:at].lstrip()
-    if not _mostly_output(output[label.end():]):
-        return None  # a person's text under the label
-    return at
+    return _first_prose_paragraph(text)

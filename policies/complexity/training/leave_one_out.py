@@ -7,7 +7,10 @@ set it was fitted on, decides which weights ship.
 
 Training records drop the tasks whose labels say nothing about the prompt (see the data's
 README): `TRAINING_EXCLUDED` by the `[task]` tag in a record's `source`. The left-out set is
-always judged whole.
+always judged whole. Sets whose labels are an agent's outcome on a whole coding task
+(`AGENT_SETS`: swebench_pro) are judged, never fitted on: whether a model resolves an issue
+shows in its session's evidence, not in the issue's text (DESIGN.md, "Local first, verified"),
+and fitting a prompt's difficulty on them pulls every other set below length.
 """
 
 from __future__ import annotations
@@ -23,13 +26,14 @@ from policies.complexity.training.fit import load_records
 from policies.routing_eval import apgr, quality_curve
 
 __all__ = [
-    "TRAINING_EXCLUDED", "LeftOut", "fit_general", "format_table", "judge", "leave_one_out",
+    "AGENT_SETS", "TRAINING_EXCLUDED", "LeftOut", "fit_general", "format_table", "judge", "leave_one_out",
     "leave_one_out_table", "load_sets", "nested_leave_one_out", "set_apgr", "summary_row", "training_records",
 ]
 
 # llmrouter's answers were capped at 512 tokens and scored by exact match: on these tasks both
 # models score alike or the weaker wins for verbosity reasons, not because the prompt was easy.
 TRAINING_EXCLUDED = frozenset({"trivia_qa", "natural_qa", "math"})
+AGENT_SETS = frozenset({"swebench_pro"})  # labels of an agent's whole task: judged, not fitted on
 _TASK = re.compile(r"\[([^\]]+)\]")
 
 Fitter = Callable[[list[dict[str, Any]]], Weights]
@@ -92,7 +96,8 @@ def leave_one_out(
     """For each set: fit on the others (`training_records` of them), judge on it."""
     rows = []
     for name, records in sets.items():
-        train = [r for other, rs in sets.items() if other != name for r in training_records(rs)]
+        train = [r for other, rs in sets.items() if other != name and other not in AGENT_SETS
+                 for r in training_records(rs)]
         weights = fitter(train)
         rows.append(judge(ComplexityScorer(weights), name, records))
         log(f"left out {name}: ours {rows[-1].ours:.3f}, length {rows[-1].length:.3f}")
