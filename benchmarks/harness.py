@@ -54,7 +54,7 @@ from policies.complexity import ComplexityScorer
 from policies.routing_eval import apgr, quality_curve
 from policies.shapes import KNOWN, Shapes
 from policies.task import read_task, scored_text
-from policies.template import Learned, Templates
+from policies.template import Learned
 from router.config_loader import load_config
 from router.server.protocols.chat import ChatDialect
 from router.server.protocols.gemini import GeminiDialect
@@ -325,48 +325,61 @@ def _loo_row(name: str, pairs: list[tuple[float, float]], records: list[dict[str
 
 
 def leave_one_client_out(records: list[dict[str, Any]], reader: Reader, tier: Callable[[float], int]) -> int:
-    """Every client read by rules written without it; the four wrapper kinds by general rules."""
+    """Every client read by rules written without it, over its traffic as a router reads it (its
+    first request shown beside, no target); the wrapper kinds of issue 46 by no client's data."""
+    from benchmarks.harness_readers import Traffic
+
     by_client: dict[str, list[Wrapper]] = {}
     for wrap in wrappers():
         by_client.setdefault(wrap.client, []).append(wrap)
-    print(f"targets per row: on the bare prompt's tier >= {LOO_SAME_TIER:.0%}, mean |shift| <= {LOO_SHIFT}\n")
-    print(f"{'row':58s} {'bodies':>6s} {'same tier':>9s} {'mean|shift|':>11s} {'worst':>6s} {'APGR':>8s}")
+    print(f"targets per row, over the client's traffic: on the bare prompt's tier >= {LOO_SAME_TIER:.0%}, mean |shift| "
+          f"<= {LOO_SHIFT}; the first request alone is shown beside it\n")
+    print(f"{'row':58s} {'bodies':>6s} {'same tier':>9s} {'mean|shift|':>11s} {'worst':>6s} {'APGR':>8s} {'first req':>9s}")
     missed = []
 
-    def show(name: str, bodies: int, row: Row) -> None:
-        flag = "  MISSED" if row.misses_loo() else ""
+    def show(name: str, bodies: int, row: Row, first: Row, target: bool = True) -> None:
+        flag = "  MISSED" if target and row.misses_loo() else "" if target else "  (no target)"
         print(f"{name:58s} {bodies:6d} {row.same_tier:9.1%} {row.mean_shift:11.4f} {row.worst:6.3f} "
-              f"{row.apgr_delta:+8.4f}{flag}")
-        if flag:
+              f"{row.apgr_delta:+8.4f} {first.same_tier:9.1%}{flag}")
+        if flag.strip() == "MISSED":
             missed.append(name)
 
+    def stream(build: Callable[[int, int], tuple[list[Message], Any]], shapes: Shapes,
+               count: int) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
+        """Prompt `n` in turn through body `k` of `count` (`build(n, k)`): (bare, read over the
+        traffic) and (bare, read alone)."""
+        traffic, learned, alone = Traffic(shapes), [], []
+        for n, record in enumerate(records):
+            for k in range(count):
+                messages, tools = build(n, k)
+                bare = reader.bare(record["prompt"])
+                learned.append((bare, reader.scorer.score_text(traffic.read(messages, tools))))
+                alone.append((bare, reader.score(messages, tools, shapes)))
+        return learned, alone
+
     for client, wraps in sorted(by_client.items()):
-        shapes = KNOWN.without([client])
-        pairs = []
-        for wrap in wraps:
-            dialect = DIALECTS[wrap.path]
-            for record in records:
-                call = dialect.parse(wrap.body(record["prompt"]))
-                pairs.append((reader.bare(record["prompt"]), reader.score(call.messages, call.extra.get("tools"), shapes)))
+        def body(n: int, k: int, wraps: list[Wrapper] = wraps) -> tuple[list[Message], Any]:
+            call = DIALECTS[wraps[k].path].parse(wraps[k].body(records[n]["prompt"]))
+            return call.messages, call.extra.get("tools")
+
+        learned, alone = stream(body, KNOWN.without([client]), len(wraps))
         data = " (its data left out)" if client in KNOWN.clients else ""
-        show(f"{client}{data}", len(wraps), _loo_row(client, pairs, records, tier))
+        show(f"{client}{data}", len(wraps), _loo_row(client, learned, records, tier), _loo_row(client, alone, records, tier))
     print()
     nobody = Shapes({})
     others = records[1:] + records[:1]
     for case in cases():
-        pairs = [(reader.bare(r["prompt"]), reader.score(case.build(r["prompt"], o["prompt"]), None, nobody))
-                 for r, o in zip(records, others)]
-        show(f"{case.kind}: {case.name}", 1, _loo_row(case.name, pairs, records, tier))
-    first, learned, templates = [], [], Templates()
-    for r in records:  # one client's tasks in turn: its template is learned from them as they come
-        messages = short_template(r["prompt"])
-        client = templates.client(messages, None, "bench"); taught = templates.lookup(client); templates.learn(templates.sample(client, messages, read_task(messages, None, nobody, taught).words))
-        first.append((reader.bare(r["prompt"]), reader.score(messages, None, nobody)))
-        learned.append((reader.bare(r["prompt"]), reader.score(messages, None, nobody, taught)))
-    row = _loo_row("short template", first, records, tier)
-    print(f"{'a short template of its own: first request (no target)':58s} {1:6d} {row.same_tier:9.1%} "
-          f"{row.mean_shift:11.4f} {row.worst:6.3f} {row.apgr_delta:+8.4f}")
-    show("a short template of its own: learned from its traffic", 1, _loo_row("learned", learned, records, tier))
+        def built(n: int, k: int, case: Any = case) -> tuple[list[Message], Any]:
+            return case.build(records[n]["prompt"], others[n]["prompt"]), None
+
+        learned, alone = stream(built, nobody, 1)
+        # What varies with the task (a pasted file, a tool's output) is never learned, and a label
+        # no request declares is the user's: the rules' authors wrote these, nothing shows them.
+        show(f"{case.kind}: {case.name}", 1, _loo_row(case.name, learned, records, tier),
+             _loo_row(case.name, alone, records, tier), target=case.learnable)
+    learned, alone = stream(lambda n, k: (short_template(records[n]["prompt"]), None), nobody, 1)
+    show("a short template of its own", 1, _loo_row("learned", learned, records, tier),
+         _loo_row("short template", alone, records, tier))
     typed = [reader.scorer.score_text(r["prompt"]) for r in records]
     read = [reader.bare(r["prompt"]) for r in records]
     row = compare("bare", typed, read, records, tier)
@@ -375,7 +388,8 @@ def leave_one_client_out(records: list[dict[str, Any]], reader: Reader, tier: Ca
     if missed:
         print(f"\nMISSED: {', '.join(missed)}")
         return 1
-    print("\nevery client and every wrapper kind met its targets, read by rules written without it")
+    print("\nevery client and every wrapper kind a client's traffic can show met its targets, read by rules written "
+          "without it")
     return 0
 
 

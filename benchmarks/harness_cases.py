@@ -72,6 +72,7 @@ class Case:
     kind: str
     name: str
     build: Callable[[str, str], list[Message]]
+    learnable: bool = True  # what it wraps the task in repeats across a client's tasks (so its traffic shows it)
 
 
 def _label_rules(task: str, other: str) -> list[Message]:
@@ -131,8 +132,8 @@ _CASES = (Case("template", "label line, rules after", _label_rules),
           Case("context", "environment turn and a scripted reply", _context_turn),
           Case("context", "environment part, then the task's part", _context_part),
           Case("context", "attached file and a tagged query", _ide_query),
-          Case("context", "a pasted file, then the task", _pasted_file),
-          Case("follow-up", "Observation: output, then the follow-up", _follow_up),
+          Case("context", "a pasted file, then the task", _pasted_file, learnable=False),
+          Case("follow-up", "Observation: output, then the follow-up", _follow_up, learnable=False),
           Case("follow-up", "tagged output, then the follow-up", _follow_up_tagged))
 
 

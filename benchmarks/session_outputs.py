@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["OUTPUTS", "Recorded", "recorded_outputs"]
+__all__ = ["OUTPUTS", "Recorded", "detector_reading", "recorded_outputs"]
 
 OUTPUTS = Path(__file__).resolve().parents[1] / "tests" / "data" / "clients" / "outputs"
 _PROTOCOLS = ("/v1/chat/completions", "/v1/messages", "/v1/responses")
@@ -79,3 +79,32 @@ def recorded_outputs(directory: Path = OUTPUTS) -> dict[tuple[str, str], Recorde
             else:
                 (pool.polls if entry["scenario"].startswith("poll") else pool.passed).append(raw)
     return found
+
+
+def detector_reading(directory: Path = OUTPUTS) -> tuple[int, int, int, int]:
+    """(failures read as failed, failures, passing results read as failed, passing results) of
+    every recorded tool result, as route serve parses its request and policies/sessions.py reads
+    it: the detector on what real clients sent, against the manifest's truth."""
+    import orjson
+
+    from backends.types import content_text
+    from benchmarks.harness import DIALECTS
+    from policies.sessions import tool_failed
+
+    manifest = directory / "manifest.json"
+    if not manifest.is_file():
+        return 0, 0, 0, 0
+    caught = failures = false = passing = 0
+    for entry in json.loads(manifest.read_text())["fixtures"]:
+        record = json.loads((directory / entry["fixture"]).read_text())
+        call = DIALECTS[record["path"]].parse(orjson.dumps(record["body"]))
+        results = [m for m in call.messages if m.get("role") == "tool"]
+        for message, truth in zip(results, entry["results"], strict=True):
+            said = tool_failed(content_text(message.get("content")), message.get("is_error")) is True
+            if truth["failed"]:
+                failures += 1
+                caught += said
+            else:
+                passing += 1
+                false += said
+    return caught, failures, false, passing

@@ -48,7 +48,8 @@ so it never shows a tool-error signal; its sessions show the other kinds.
 of always-strongest's cost recover at least 80% of the quality gap between always-weakest and
 always-strongest; at p = 0 sessions are not below either per-call mode; at most 1% of the
 escalations on evidence follow no signal at all (a benign output, a poll, a success misread),
-and sessions that showed none move up in at most 5% (over every boundary's sessions run); no
+and sessions that showed none move up in at most 5% (over every boundary's sessions run); none
+of the recorded passing tool results is read as a failure (benchmarks/session_outputs.py); no
 session moves down; the session table stays bounded (100,000 sessions in a table of 10,000).
 Escalation precision is printed with a false signal's move counted as false (the evidence was
 real -- a recorded failing output while the model was fine, a good answer called wrong -- but
@@ -76,6 +77,7 @@ from benchmarks.routing_data import routing_sets
 from benchmarks.session_backend import KIND, Answer, ScriptedBackend
 from benchmarks.session_client import P_SHOW, STRONG, WEAK, Session, SessionRun, Task, workload
 from benchmarks.session_harness import harnesses
+from benchmarks.session_outputs import detector_reading
 from benchmarks.session_results import (
     LAST_TURN,
     ROUTED,
@@ -111,8 +113,9 @@ P_CURVE = (0.0, 0.3, P_SHOW)  # the share of a weaker model's failing sessions w
 
 
 def config(boundary: float) -> dict[str, Any]:
+    # Kimi CLI and Mistral Vibe ask for about 250,000 tokens of answer: the scripted backends give any.
     backends = {name: {"kind": KIND, "model": f"m-{name}", "price": PRICES[name], "max_retries": 0,
-                       "max_output_tokens": 128_000} for name in (WEAK, STRONG)}
+                       "max_output_tokens": 1_000_000} for name in (WEAK, STRONG)}
     return {"backends": backends, "log": {"enabled": False},
             "routing": {"scorer": {"kind": "learned"},
                         "tiers": [{"name": WEAK, "below": boundary, "backends": [WEAK]},
@@ -287,6 +290,10 @@ def _targets(made: dict[str, Curve], detected: Detection, sweep: list[ModeRun], 
     quiet = detected.quiet_moved / detected.quiet if detected.quiet else 0.0
     checks.append((f"sessions that showed no signal moved up: {detected.quiet_moved}/{detected.quiet} = {quiet:.1%} "
                    f"(target <= {TARGET_FALSE_ESCALATION:.0%})", quiet <= TARGET_FALSE_ESCALATION))
+    caught, failures, false, passing = detector_reading()
+    checks.append((f"recorded tool results (tests/data/clients/outputs): {caught}/{failures} real failures read as "
+                   f"failed, {false}/{passing} passing ones (a benign output, a poll, a success) read as failed "
+                   "(target 0)", false == 0))
     down = sum(r.per_session("down") * len(r.outcomes) for r in sweep if r.mode == SESSIONS)
     checks.append((f"sessions moved down {down:.0f} times (target 0)", down == 0))
     small, large = statistics.mean(_table_memory(10_000) for _ in range(2)), _table_memory(100_000)

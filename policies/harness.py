@@ -42,7 +42,7 @@ __all__ = ["AGENTS_MD", "BARE", "FOLDED_REPEAT_MIN", "KINDS", "KNOWN", "Aside", 
            "client_turn", "end_key", "own_words", "repeated_end", "tail"]
 
 KINDS = ("system", "tools", "environment", "reminder", "instructions", "format_rules", "examples", "files",
-         "client_note", "command_output", "context", "template", "tool_calls", "tool_results", "other")
+         "client_note", "command_output", "context", "template", "learned", "tool_calls", "tool_results", "other")
 
 # Any tag, as an element or a name with spaces (Codex's <permissions instructions>), at a line's start.
 _OPEN = re.compile(r"^[ \t]*<([A-Za-z][\w.:-]*(?: [A-Za-z][\w.:-]*)?)(?:[ \t][^<>\n]*)?>", re.MULTILINE)

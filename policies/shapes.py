@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from itertools import chain
 from typing import TypeVar
 
-__all__ = ["KNOWN", "ClientShapes", "Shapes"]
+__all__ = ["KNOWN", "TYPED", "ClientShapes", "Shapes"]
 
 _T = TypeVar("_T")
 
@@ -67,12 +67,15 @@ def _joined(groups: Iterable[Iterable[_T]]) -> tuple[_T, ...]:
 
 
 class Shapes:
-    """Several clients' entries merged, as the reader looks them up."""
+    """Several clients' entries merged, as the reader looks them up. `typed`: the conversation is
+    a person's own, every word typed (route's own CLI says so of its turns, a system prompt
+    included): nothing in it is read as a client's."""
 
-    __slots__ = ("blocks", "clients", "examples_closing", "exact", "folded", "kept", "queries", "relayed",
-                 "templates", "turn_starts", "turns")
+    __slots__ = ("blocks", "clients", "examples_closing", "exact", "folded", "kept", "openings", "queries", "relayed",
+                 "templates", "turn_starts", "turns", "typed")
 
-    def __init__(self, clients: Mapping[str, ClientShapes]):
+    def __init__(self, clients: Mapping[str, ClientShapes], typed: bool = False):
+        self.typed = typed
         self.clients = dict(clients)
         entries = list(self.clients.values())
         self.blocks: dict[str, str] = _merged(c.blocks for c in entries)
@@ -85,6 +88,7 @@ class Shapes:
         self.folded: tuple[str, ...] = _joined(c.folded for c in entries)
         self.examples_closing: tuple[str, ...] = tuple(c.examples_closing for c in entries if c.examples_closing)
         self.templates: tuple[tuple[str, str, str], ...] = _joined(c.templates for c in entries)
+        self.openings: tuple[str, ...] = tuple(opening for opening, _, _ in self.templates)  # one C-level startswith
 
     def without(self, names: Iterable[str]) -> Shapes:
         """These shapes less the entries of `names` (what a client's first request is read with
@@ -169,3 +173,5 @@ _MARVIN = ClientShapes(blocks={"id": "client_note", "result-type": "format_rules
 KNOWN = Shapes({"codex": _CODEX, "claude-code": _CLAUDE_CODE, "aider": _AIDER, "mini-swe-agent": _MINI_SWE_AGENT,
                 "langchain": _LANGCHAIN, "crewai": _CREWAI, "smolagents": _SMOLAGENTS,
                 "marvin": _MARVIN})
+# What route's own CLI sends (`route "..."`, `route chat`): the person at the terminal typed it all.
+TYPED = Shapes({}, typed=True)

@@ -139,7 +139,10 @@ class Task:
                   else f"scored {latest} characters of the user's words")
         if not self.kept:
             return f"{scored}; what was set aside is no longer kept"
-        aside = ", ".join(f"{kind} {n}" for kind, n in self.set_aside_chars().items())
+        kinds = self.set_aside_chars()
+        aside = ", ".join(f"{kind} {n}" for kind, n in kinds.items())
+        if "learned" in kinds:  # the one piece no rule of the request itself showed: say where it came from
+            aside += " (learned: what this client's earlier answered tasks repeat around the user's words)"
         return f"{scored}; set aside: {aside}" if aside else scored
 
 
@@ -168,8 +171,7 @@ def read_task(messages: list[Message], tools: Any = None, shapes: Shapes = KNOWN
 def _known_shape_possible(text: str, shapes: Shapes) -> bool:
     """Whether a known client's shape may be in a bare prompt: a tag, a whole turn it writes, or
     its template's opening (only those are read in a person's turn, policies/harness.py)."""
-    return ("<" in text or client_turn(text, shapes) is not None
-            or any(text.startswith(opening) for opening, _, _ in shapes.templates))
+    return "<" in text or text.startswith(shapes.openings) or client_turn(text, shapes) is not None
 
 
 # -- the conversation ---------------------------------------------------------------------------------
@@ -253,11 +255,11 @@ class _Reading:
         systems = [i for i in near if messages[i].get("role") in _SYSTEM_ROLES]
         sources = [(end, end_key(end)) for end in (tail(messages[i].get("content")) for i in systems)]
         self.folded = (not sources and len(messages) > 1 and messages[0].get("role") == "user"
-                       and _folded_system(messages, shapes))
+                       and not shapes.typed and _folded_system(messages, shapes))
         if self.folded:
             end = tail(messages[0].get("content"))
             sources, systems = [(end, end_key(end))], [0]
-        harness = bool(sources) or bool(tools) or self.skip > 0
+        harness = (bool(sources) or bool(tools) or self.skip > 0) and not shapes.typed
         self.evidence = (Evidence(harness, sources, Declared(lambda: [content_text(messages[i].get("content"))
                                                                       for i in systems]))
                          if harness else BARE)
@@ -278,8 +280,28 @@ class _Reading:
             else:
                 after = index > 0 and self.messages[index - 1].get("role") == "assistant"
                 words = own_words(content, index, self.evidence, aside, self.shapes, after)
-                self.turns[index] = self._templated(index, words, aside), aside
+                words = (self._templated(index, words, aside) if words
+                         else self._templated_whole(index, content_text(content), after, aside))
+                self.turns[index] = words, aside
         return self.turns[index]
+
+    def _templated_whole(self, index: int, text: str, after: bool, aside: list[Aside]) -> str:
+        """The words of a turn the structure left nothing of (its blocks alone, none a query), as
+        this client's template learned from its traffic holds them, read again by the structure
+        ("" when no template fits)."""
+        if self.learned is None:
+            return ""
+        for template in self.learned.templates():
+            inner = template.words(text)
+            if inner is None:
+                continue
+            pieces = [Aside("learned", template.chars, index)]
+            words = own_words(inner, index, self.evidence, pieces, self.shapes, after)
+            if words.strip():
+                self.structural[index] = text
+                aside[:] = pieces
+                return words
+        return ""
 
     def _templated(self, index: int, words: str, aside: list[Aside]) -> str:
         """`words` less this client's template learned from its traffic, where they fit it."""
@@ -290,7 +312,7 @@ class _Reading:
             inner = template.words(words)
             if inner is not None:
                 self.structural[index] = words
-                aside.append(Aside("template", template.chars, index))
+                aside.append(Aside("learned", template.chars, index))
                 return inner
         return words
 

@@ -25,6 +25,7 @@ from policies.ladder import Tier, fallback_order
 from policies.routing_model import RoutingModel
 from policies.scoring import Score
 from policies.selection import PREFER_CHOICES, Prefer, RouteInputs, forced_plan, plan_route
+from policies.shapes import KNOWN, TYPED, Shapes
 from policies.template import Learned
 from router.cost_limit import within_cost
 from router.decision import Decision
@@ -95,11 +96,16 @@ class Decider:
         self._parts = parts
         self._names = parts.backends.names()  # every backend and consortium: fixed by the config
 
+    @property
+    def _shapes(self) -> Shapes:
+        """How requests are read: route's own CLI sends what a person typed, every word of it."""
+        return TYPED if self._parts.source == "cli" else KNOWN
+
     def session_key(self, given: str | None, messages: list[Message], tools: Any) -> SessionKey | None:
         sessions = self._parts.sessions
         if given is None or sessions is None:
             return None
-        return sessions.key_for(given, messages, tools, CLIENT_KEY.get())
+        return sessions.key_for(given, messages, tools, CLIENT_KEY.get(), self._shapes)
 
     def decide_by(self, messages: list[Message], model: str | None, deadline_s: float | None, max_tokens: int | None,
                 prefer: str | None, needs: Needs | None, max_cost_usd: float | None,
@@ -112,13 +118,13 @@ class Decider:
         else:
             routing = self._parts.model.current  # read once: one version decides the whole call
             sessions = self._parts.sessions
-            templates = self._parts.templates
-            client = templates.client(messages, tools, CLIENT_KEY.get())
+            templates, shapes = self._parts.templates, self._shapes
+            client = templates.client(messages, tools, CLIENT_KEY.get()) if not shapes.typed else None
             learned = templates.lookup(client)  # the client's own template: read, never written, here
-            plan = (sessions.plan(session, messages, routing, tools, learned)
+            plan = (sessions.plan(session, messages, routing, tools, learned, shapes)
                     if session is not None and sessions is not None else None)
             decision = self._decide_routed(routing, messages, deadline_s, max_tokens, checked, unable, plan, tools,
-                                           learned)
+                                           learned, shapes)
             if decision.task is not None:  # learned after the answer (router/scope.py finish)
                 decision.lesson = templates.sample(client, messages, decision.task.words)
         if max_cost_usd is None:
@@ -127,10 +133,11 @@ class Decider:
 
     def _decide_routed(self, routing: RoutingModel, messages: list[Message], deadline_s: float | None,
                        max_tokens: int | None, prefer: Prefer, unable: Mapping[str, str],
-                       session: SessionPlan | None = None, tools: Any = None, learned: Learned | None = None) -> Decision:
+                       session: SessionPlan | None = None, tools: Any = None, learned: Learned | None = None,
+                       shapes: Shapes = KNOWN) -> Decision:
         score: Score | None
         if session is None:
-            placement = routing.place(messages, tools, learned=learned)
+            placement = routing.place(messages, tools, shapes, learned)
             index, score, crossings, task = placement.index, placement.score, placement.crossings, placement.task
             opening = routing.reason(placement)
         else:  # the task's tier, not the transcript's (router/sessions.py)

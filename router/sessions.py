@@ -40,7 +40,7 @@ from policies.ladder import Crossing
 from policies.routing_model import Placement, RoutingModel
 from policies.scoring import Score
 from policies.sessions import Turn, escalation, read_turn, restated
-from policies.task import KNOWN, Task, read_task
+from policies.task import KNOWN, Shapes, Task, read_task
 from policies.template import Learned
 from router.request_context import CLIENT_KEY
 
@@ -227,13 +227,14 @@ class Sessions:
         self.identity = identity  # backend name -> what it is, so a fleet's other config never lends its backend
         self.shared: Any = None  # router/state/sessions_redis.py's SharedSessions, with Redis state
 
-    def key_for(self, given: str, messages: list[Message], tools: Any, owner: str | None) -> SessionKey | None:
+    def key_for(self, given: str, messages: list[Message], tools: Any, owner: str | None,
+                shapes: Shapes = KNOWN) -> SessionKey | None:
         """The session of a call: `given` (an explicit id, or AUTO to derive one from the task),
         in `owner`'s namespace (the API key's name; None: the operator's). None when AUTO finds
         no task of the user's to key on."""
         if given != AUTO:
             return SessionKey(owned(given, owner), given)
-        task = read_task(messages, tools)
+        task = read_task(messages, tools, shapes)
         label = derived_key(messages, tools, task)
         return None if label is None else SessionKey(owned(label, owner), label, True, task)
 
@@ -248,14 +249,15 @@ class Sessions:
             self.shared.save(key, stored)
 
     def plan(self, key: SessionKey, messages: list[Message], model: RoutingModel, tools: Any = None,
-             learned: Learned | None = None) -> SessionPlan:
+             learned: Learned | None = None, shapes: Shapes = KNOWN) -> SessionPlan:
         """What the session makes of this call (`tools`: the request's tool schemas, so that a
         call of a tool it does not offer counts as a failed step; `learned`: the client's
         template, read as a plain call reads it)."""
         state = self.table.get(key.id)
         if state is not None and _new_run(key, state, messages):
             state = None  # another run of the same task: a session of its own, from its own first call
-        task = read_task(messages, tools, KNOWN, learned) if learned is not None else key.task or read_task(messages, tools)
+        task = (read_task(messages, tools, shapes, learned) if learned is not None
+                else key.task or read_task(messages, tools, shapes))
         turn = read_turn(messages, task, tools)
         digest = _digest(messages)
         index, why, score, crossings = _tier_for(model, state, turn)

@@ -108,7 +108,7 @@ def route_serve(kind: str, base_url: str) -> Iterator[RouteServer]:
     backend = {"kind": kind, "model": f"upstream-{kind}", "base_url": base_url, "max_retries": 0, "timeout_s": 20}
     config = {"backends": {"upstream": backend}, "routing": {"tiers": [{"name": "only", "backends": ["upstream"]}]},
               "aliases": {"claude-*": "upstream", "gpt-*": "upstream", "o4-*": "upstream", "corpus-*": "upstream",
-                          "gemini-*": "upstream"},
+                          "gemini-*": "upstream", "*": "upstream"},
               "log": {"enabled": False}}
     with RouteServer(Router(load_config(config), source="server")) as server:
         yield server

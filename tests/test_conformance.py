@@ -360,10 +360,12 @@ def test_every_tool_a_real_client_offers_reaches_it_under_its_own_name(servers, 
     protocol = _protocol_of(recorded["path"])
     assert protocol is not None
     body = dict(recorded["body"]) if protocol == "gemini" else {**recorded["body"], "stream": True, "model": "auto"}
-    if WIRE[kind] == "openai" and body.get("max_tokens", 0) > 16_384:
-        # Claude Code asks for Opus's 64,000; an OpenAI model answers at most 32,768 and route says
-        # so with a 400, as OpenAI would: asked of this kind, the client would be set to its limit.
-        body["max_tokens"] = 16_384
+    for field in ("max_tokens", "max_completion_tokens"):
+        if body.get(field, 0) > (16_384 if WIRE[kind] == "openai" else 64_000):
+            # Claude Code asks for Opus's 64,000, Kimi CLI and Mistral Vibe for most of their context
+            # (about 250,000); an OpenAI model answers at most 32,768, Claude 64,000, and route says so
+            # with a 400, as the provider would: asked of this kind, the client would be set to its limit.
+            body[field] = 16_384
     if protocol == "chat":
         body["stream_options"] = {"include_usage": True}
     headers = {k: v for k, v in recorded.get("headers", {}).items() if k.lower() in ("anthropic-beta", "anthropic-version")}

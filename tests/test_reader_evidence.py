@@ -230,3 +230,37 @@ def test_recorded_outputs_move_a_session_only_when_the_step_failed(low_start, en
         assert tiers[-1] > tiers[0], tiers
     elif not any(r["failed"] for r in entry["results"]):
         assert tiers == [tiers[0]] * len(tiers), tiers
+
+
+def test_at_the_terminal_a_system_prompt_of_ones_own_shows_nothing_of_a_client(sim, tmp_path):
+    """`route -s "..."` and `route chat -s "..."`: the person typed the system prompt too, so it is
+    no evidence of a client: a document they paste in tags is scored with their question. The
+    same request from an application (the Python API, a server client) is a client's."""
+    import subprocess
+    import sys
+
+    from tests.helpers import cli_config
+
+    pasted = "Summarise the text below.\n\n<document>\nThe sky is blue because of Rayleigh scattering.\n</document>"
+    route = str(Path(sys.executable).parent / "route")
+    config = str(cli_config(tmp_path, sim.base_url))
+    explained = subprocess.run([route, "--explain", "--json", "-c", config, "-s", "Be terse.", pasted],
+                               capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert explained.returncode == 0, explained.stderr
+    task = json.loads(explained.stdout)["task"]
+    assert task["scored_chars"] == len(pasted) and "context" not in task["set_aside"]
+    with Router(load_config(config)) as router:  # an application's request: its system prompt is its own
+        decision = router.explain([{"role": "system", "content": "Be terse."}, {"role": "user", "content": pasted}])
+    assert decision.task is not None and decision.task.latest == "Summarise the text below."
+
+
+@pytest.mark.parametrize("fixture", ["dspy-predict-chat-first", "dspy-cot-chat-first", "dspy-react-chat-first",
+                                     "dspy-react-chat-tool-round-trip"])
+def test_dspys_field_template_is_read_as_its_question(serve, fixture):
+    """Issue 54: dspy's ChatAdapter writes `[[ ## question ## ]]` and its output instructions around
+    the question, and declares those fields in its system prompt: "what is 2+2" scored 0.226 bare
+    and 0.907 in dspy, so every ReAct step of an easy task went to the heavy tier."""
+    for question in ("what is 2+2", "Prove that every finite integral domain is a field."):
+        answer = _recorded(serve, fixture, question)
+        assert float(answer.headers["x-route-score"]) == pytest.approx(SCORER.score_text(question), abs=1e-3)
+        assert answer.headers["x-route-tier"] == _typed_tier(question)

@@ -65,7 +65,8 @@ def test_a_client_template_is_read_on_its_third_task_and_read_like_the_bare_prom
     templates = Templates()
     read = [_answered(templates, _request(task), "key-a") for task in TASKS]
     assert [scored_text(t) == task for t, task in zip(read, TASKS)] == [False, False, True, True]
-    assert read[3].set_aside_chars()["template"] == len(PREFIX) + len(SUFFIX)
+    assert read[3].set_aside_chars()["learned"] == len(PREFIX) + len(SUFFIX)
+    assert "learned: what this client's earlier answered tasks repeat" in read[3].describe()
     # unread, the template is scored as the user's words
     assert scored_text(read_task(_request(TASKS[3]))) != TASKS[3]
 
@@ -125,7 +126,7 @@ def test_the_structure_is_read_around_a_learned_template():
 
     read = [_answered(templates, turn(task, n), "k", tools) for n, task in enumerate(TASKS)]
     assert scored_text(read[3]) == TASKS[3]
-    assert {"context", "template"} <= set(read[3].set_aside_chars())
+    assert {"context", "learned"} <= set(read[3].set_aside_chars())
 
 
 def test_a_users_own_instruction_after_a_learned_template_is_kept():

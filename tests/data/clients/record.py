@@ -13,9 +13,31 @@ yet with a call of one of them (a shell tool with `echo corpus-ok` where there i
 agent runs a real tool round trip; and with reasoning (a thinking block, `reasoning_content`, a
 reasoning item) where the request asks for it, so a client that sends reasoning back shows how.
 
-`keep` writes one saved request as a fixture, `<client>-<scenario>.json` beside this file, with
-secrets, home directories and user ids replaced by placeholders and only the headers that
-matter kept.
+`serve --script FILE` makes the calls a JSON file lists instead, so a session records what a client
+sends back after a given command failed, passed or was polled:
+
+    {"steps": [{"tool": ["Bash", "exec_command"], "arguments": {"command": "ls /nonexistent-corpus-dir"}},
+               {"tool": "Bash", "arguments": {"command": "sleep 30", "run_in_background": true}},
+               {"tool": "TaskOutput", "arguments": {"task_id": "{id}", "block": false, "timeout": 1000},
+                "capture": {"id": "with ID: ([a-z0-9]+)"}, "times": 2}],
+     "answer": "The directory does not exist; the sleep is still running."}
+
+A bare list of steps works too. Step N is made where the request offers tools and has N calls in its
+history, the last of them answered (so the first request gets step 0, and a retry or a side request
+with the same history gets the same step); once the steps are spent, the answer. A step names a
+tool, or a list of names of which the first one offered is called, because each client calls its
+shell differently. Its `arguments` are fitted to the offered tool's schema (`command` becomes
+`cmd` or `commands` where the tool has no `command`, a string becomes an argv list where an array
+is wanted, "12" an integer, and required arguments left out get the defaults), since one script
+should drive several clients; `per_tool` ({"NAME": {...}}) gives one tool's arguments as they are,
+where fitting would guess wrong. `capture` names values to take from the tool results seen so far
+(the newest match of a regex's first group) and put in the arguments as `{name}`: the id a client
+gave a background command. `times: 2` repeats a step with the very arguments of the call before
+it, read from the history, so a poll is made twice with identical arguments.
+
+`keep` writes one saved request as a fixture, `<client>-<scenario>.json` beside this file (or in
+`--dir`), with secrets, home directories and user ids replaced by placeholders and only the
+headers that matter kept.
 
 Standard library only: this stands in for the providers, so it shares no code with the router.
 """
@@ -27,6 +49,7 @@ import datetime
 import itertools
 import json
 import re
+import shlex
 import sys
 import threading
 import uuid
@@ -135,12 +158,196 @@ def _ident(prefix: str) -> str:
     return f"{prefix}{uuid.uuid4().hex[:24]}"
 
 
+# -- a script of calls (serve --script) -----------------------------------------------------------
+
+# argument names that mean the same thing in different clients' tools, tried in this order
+ALIASES = (("command", "cmd", "commands", "script", "argv"),
+           ("file_path", "absolute_path", "path", "filePath", "filepath", "file", "target_file", "paths"),
+           ("bash_id", "shell_id", "task_id", "session_id", "id"),
+           ("run_in_background", "is_background", "background"))
+
+
+def _text(content: Any) -> str:
+    """A tool result's text, whichever shape the protocol gives it (string, blocks, parts, object)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(_text(c.get("text", c.get("content", c.get("output", ""))) if isinstance(c, dict) else c)
+                         for c in content)
+    return "" if content is None else json.dumps(content)
+
+
+def _coerce(name: str, value: Any, schema: dict[str, Any]) -> Any:
+    """A scripted value in the type the offered tool declares: a command line as an argv where an array
+    is wanted (and back), an id captured as text as the integer Codex wants."""
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), None)
+    if kind == "array" and isinstance(value, str):
+        return ["bash", "-lc", value] if name in ("command", "cmd", "argv") else [value]
+    if kind == "string" and isinstance(value, list):
+        return value[2] if value[:2] == ["bash", "-lc"] and len(value) == 3 else shlex.join(value)
+    if kind in ("integer", "number") and isinstance(value, str) and re.fullmatch(r"-?\d+", value.strip()):
+        return int(value)
+    if kind == "boolean" and isinstance(value, str):
+        return value.strip().lower() == "true"
+    return value
+
+
+def _fit(arguments: dict[str, Any], schema: dict[str, Any], rename: bool = True) -> dict[str, Any]:
+    """A step's arguments as the offered tool's schema takes them: renamed through ALIASES where the tool
+    lacks a name, dropped where it has nothing like it, typed, and its other required arguments filled."""
+    props = schema.get("properties") or {}
+    out: dict[str, Any] = {}
+    for key, value in arguments.items():
+        target: str | None = key
+        if rename and props and key not in props:
+            target = next((a for group in ALIASES if key in group for a in group if a in props), None)
+        if target is not None:
+            out[target] = _coerce(target, value, props.get(target) or {})
+    for name in schema.get("required") or ():
+        if name not in out:
+            out[name] = _value(name, props.get(name) or {})
+    return out
+
+
+class Script:
+    """The calls `serve --script` makes, in order, then the answer; see the module's docstring."""
+
+    def __init__(self, steps: list[dict[str, Any]], answer: str = ANSWER) -> None:
+        self.steps: list[dict[str, Any]] = []
+        for step in steps:
+            self.steps.append(step)
+            self.steps += [{"repeat": True}] * (int(step.get("times", 1)) - 1)
+        self.answer = answer
+
+    @classmethod
+    def load(cls, path: Path) -> Script:
+        data = json.loads(path.read_text())
+        if isinstance(data, list):
+            return cls(data)
+        return cls(data["steps"], data.get("answer", ANSWER))
+
+    def turn(self, tools: list[tuple[str, dict[str, Any]]], history: tuple[int, bool, list[str], Any]
+             ) -> tuple[str, dict[str, Any]] | None:
+        """The call to answer a request with, or None for the answer: `history` is the number of calls
+        the request holds, whether the last of them is answered, the results' texts (oldest first) and
+        the last call (name, arguments)."""
+        calls, answered, results, last = history
+        if not tools or (calls and not answered) or calls >= len(self.steps):
+            return None
+        step, offered = self.steps[calls], dict(tools)
+        if step.get("repeat"):
+            if last is None or last[0] not in offered:
+                print(f"script step {calls}: nothing to repeat", file=sys.stderr, flush=True)
+                return None
+            picked = last
+        else:
+            names = step["tool"] if isinstance(step["tool"], list) else [step["tool"]]
+            name = next((n for n in names if n in offered), None)
+            if name is None:
+                print(f"script step {calls}: none of {names} offered (offered: {sorted(offered)})", file=sys.stderr,
+                      flush=True)
+                return None
+            exact = (step.get("per_tool") or {}).get(name)
+            raw = self._filled(exact if exact is not None else step.get("arguments") or {}, step, results)
+            picked = name, _fit(raw, offered[name], rename=exact is None)
+        print(f"script step {calls}: {picked[0]} {json.dumps(picked[1])}", file=sys.stderr, flush=True)
+        return picked
+
+    @staticmethod
+    def _filled(arguments: dict[str, Any], step: dict[str, Any], results: list[str]) -> dict[str, Any]:
+        """`{name}` in string arguments replaced by what the step's `capture` regexes find in the newest
+        result that matches; other braces (a shell's `${x}`, awk's `{print}`) left alone."""
+        found: dict[str, str] = {}
+        for name, pattern in (step.get("capture") or {}).items():
+            match = next((m for m in (re.search(pattern, r) for r in reversed(results)) if m), None)
+            if match:
+                found[name] = match.group(1)
+            else:
+                print(f"script: nothing in the results matches {pattern!r}", file=sys.stderr, flush=True)
+
+        def fill(value: Any) -> Any:
+            if isinstance(value, str):
+                return re.sub(r"\{(\w+)\}", lambda m: found.get(m.group(1), m.group(0)), value)
+            if isinstance(value, list):
+                return [fill(v) for v in value]
+            return {k: fill(v) for k, v in value.items()} if isinstance(value, dict) else value
+
+        return fill(arguments)
+
+
+def _parsed(arguments: Any) -> Any:
+    """Chat and Responses carry a call's arguments as JSON text; a repeated step sends them as an object."""
+    if isinstance(arguments, str):
+        try:
+            return json.loads(arguments)
+        except ValueError:
+            return arguments
+    return arguments
+
+
+# what Script.turn reads from a request, per protocol: how many calls it holds, whether a result follows the
+# last assistant turn (not a new user turn), the results' texts and the last call
+
+
+def _chat_history(body: dict[str, Any]) -> tuple[int, bool, list[str], Any]:
+    msgs = body.get("messages") or []
+    calls = [c.get("function") or {} for m in msgs if m.get("role") == "assistant" for c in m.get("tool_calls") or ()]
+    last = max((i for i, m in enumerate(msgs) if m.get("role") == "assistant"), default=-1)
+    answered = any(m.get("role") in ("tool", "function") for m in msgs[last + 1:])
+    results = [_text(m.get("content")) for m in msgs if m.get("role") in ("tool", "function")]
+    return len(calls), answered, results, (calls[-1].get("name"), _parsed(calls[-1].get("arguments"))) if calls else None
+
+
+def _anthropic_history(body: dict[str, Any]) -> tuple[int, bool, list[str], Any]:
+    msgs = body.get("messages") or []
+
+    def blocks(m: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+        content = m.get("content")
+        return [b for b in content if b.get("type") == kind] if isinstance(content, list) else []
+
+    calls = [b for m in msgs if m.get("role") == "assistant" for b in blocks(m, "tool_use")]
+    last = max((i for i, m in enumerate(msgs) if m.get("role") == "assistant"), default=-1)
+    answered = any(blocks(m, "tool_result") for m in msgs[last + 1:])
+    results = [_text(b.get("content")) for m in msgs for b in blocks(m, "tool_result")]
+    return len(calls), answered, results, (calls[-1]["name"], calls[-1].get("input")) if calls else None
+
+
+RESPONSES_CALLS = ("function_call", "custom_tool_call", "local_shell_call")
+
+
+def _responses_history(body: dict[str, Any]) -> tuple[int, bool, list[str], Any]:
+    items: list[dict[str, Any]] = body["input"] if isinstance(body.get("input"), list) else []
+    calls = [i for i in items if i.get("type") in RESPONSES_CALLS]
+    last = max((n for n, i in enumerate(items) if i.get("type") in RESPONSES_CALLS or i.get("role") == "assistant"),
+               default=-1)
+    answered = any(str(i.get("type", "")).endswith("_output") for i in items[last + 1:])
+    results = [_text(i.get("output")) for i in items if str(i.get("type", "")).endswith("_output")]
+    return len(calls), answered, results, (calls[-1].get("name"), _parsed(calls[-1].get("arguments"))) if calls else None
+
+
+def _gemini_history(body: dict[str, Any]) -> tuple[int, bool, list[str], Any]:
+    contents = body.get("contents") or []
+    calls = [p["functionCall"] for c in contents if c.get("role") == "model" for p in c.get("parts") or ()
+             if "functionCall" in p]
+    last = max((i for i, c in enumerate(contents) if c.get("role") == "model"), default=-1)
+    answered = any("functionResponse" in p for c in contents[last + 1:] for p in c.get("parts") or ())
+    results = [_text(p["functionResponse"].get("response")) for c in contents for p in c.get("parts") or ()
+               if "functionResponse" in p]
+    return len(calls), answered, results, (calls[-1].get("name"), calls[-1].get("args")) if calls else None
+
+
 # -- OpenAI chat completions ----------------------------------------------------------------------
 
 
-def chat(body: dict[str, Any]) -> tuple[bytes, str]:
-    wants_tool = body.get("tool_choice") != "none" and not _chat_has_result(body)
-    picked = _pick(_chat_tools(body)) if wants_tool else None
+def chat(body: dict[str, Any], script: Script | None = None) -> tuple[bytes, str]:
+    if script:
+        picked = script.turn(_chat_tools(body), _chat_history(body)) if body.get("tool_choice") != "none" else None
+    else:
+        wants_tool = body.get("tool_choice") != "none" and not _chat_has_result(body)
+        picked = _pick(_chat_tools(body)) if wants_tool else None
+    text = script.answer if script else ANSWER
     thinks = bool(body.get("reasoning_effort") or body.get("reasoning"))
     model, ident = body.get("model", "model"), _ident("chatcmpl-")
     call = None
@@ -151,7 +358,7 @@ def chat(body: dict[str, Any]) -> tuple[bytes, str]:
              "prompt_tokens_details": {"cached_tokens": 0}, "completion_tokens_details": {"reasoning_tokens": 0}}
     finish = "tool_calls" if call else "stop"
     if not body.get("stream"):
-        message: dict[str, Any] = {"role": "assistant", "content": None if call else ANSWER}
+        message: dict[str, Any] = {"role": "assistant", "content": None if call else text}
         if call:
             message["tool_calls"] = [call]
         if thinks:
@@ -172,7 +379,7 @@ def chat(body: dict[str, Any]) -> tuple[bytes, str]:
                                              "function": {"name": call["function"]["name"], "arguments": ""}}]}))
         events.append(chunk({"tool_calls": [{"index": 0, "function": {"arguments": call["function"]["arguments"]}}]}))
     else:
-        events += [chunk({"content": word}) for word in re.findall(r"\S+\s*", ANSWER)]
+        events += [chunk({"content": word}) for word in re.findall(r"\S+\s*", text)]
     events.append(chunk({}, finish))
     if (body.get("stream_options") or {}).get("include_usage"):
         events.append((None, {**head, "choices": [], "usage": usage}))
@@ -183,9 +390,12 @@ def chat(body: dict[str, Any]) -> tuple[bytes, str]:
 # -- Anthropic Messages ---------------------------------------------------------------------------
 
 
-def messages(body: dict[str, Any]) -> tuple[bytes, str]:
-    wants_tool = (body.get("tool_choice") or {}).get("type") != "none" and not _anthropic_has_result(body)
-    picked = _pick(_anthropic_tools(body)) if wants_tool else None
+def messages(body: dict[str, Any], script: Script | None = None) -> tuple[bytes, str]:
+    allowed = (body.get("tool_choice") or {}).get("type") != "none"
+    if script:
+        picked = script.turn(_anthropic_tools(body), _anthropic_history(body)) if allowed else None
+    else:
+        picked = _pick(_anthropic_tools(body)) if allowed and not _anthropic_has_result(body) else None
     thinks = (body.get("thinking") or {}).get("type") in ("enabled", "adaptive")
     blocks: list[dict[str, Any]] = []
     if thinks:
@@ -194,7 +404,7 @@ def messages(body: dict[str, Any]) -> tuple[bytes, str]:
         blocks.append({"type": "text", "text": "I'll run it."})
         blocks.append({"type": "tool_use", "id": _ident("toolu_"), "name": picked[0], "input": picked[1]})
     else:
-        blocks.append({"type": "text", "text": ANSWER})
+        blocks.append({"type": "text", "text": script.answer if script else ANSWER})
     usage = {"input_tokens": 120, "output_tokens": 12, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
     stop = "tool_use" if picked else "end_turn"
     message = {"id": _ident("msg_"), "type": "message", "role": "assistant", "model": body.get("model", "model"),
@@ -267,16 +477,21 @@ def _item_events(index: int, item: dict[str, Any]) -> list[tuple[str, dict[str, 
     return out
 
 
-def responses(body: dict[str, Any]) -> tuple[bytes, str]:
-    wants_tool = body.get("tool_choice") != "none" and not _responses_has_result(body)
-    picked = _pick(_responses_tools(body)) if wants_tool else None
+def responses(body: dict[str, Any], script: Script | None = None) -> tuple[bytes, str]:
+    if script:
+        picked = script.turn(_responses_tools(body), _responses_history(body)) \
+            if body.get("tool_choice") != "none" else None
+    else:
+        wants_tool = body.get("tool_choice") != "none" and not _responses_has_result(body)
+        picked = _pick(_responses_tools(body)) if wants_tool else None
     output: list[dict[str, Any]] = [_reasoning_item(body)] if body.get("reasoning") else []
     if picked:
         output.append({"type": "function_call", "id": _ident("fc_"), "call_id": _ident("call_"), "name": picked[0],
                        "arguments": json.dumps(picked[1]), "status": "completed"})
     else:
         output.append({"type": "message", "id": _ident("msg_"), "role": "assistant", "status": "completed",
-                       "content": [{"type": "output_text", "text": ANSWER, "annotations": []}]})
+                       "content": [{"type": "output_text", "text": script.answer if script else ANSWER,
+                                    "annotations": []}]})
     usage = {"input_tokens": 120, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 12,
              "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 132}
     response = {"id": _ident("resp_"), "object": "response", "created_at": 0, "status": "completed",
@@ -318,12 +533,15 @@ def _lowered(schema: Any) -> Any:
     return [_lowered(v) for v in schema] if isinstance(schema, list) else schema
 
 
-def gemini(path: str, body: dict[str, Any]) -> tuple[bytes, str]:
+def gemini(path: str, body: dict[str, Any], script: Script | None = None) -> tuple[bytes, str]:
     if path.endswith(":countTokens"):
         return json.dumps({"totalTokens": 120}).encode(), "application/json"
     mode = (((body.get("toolConfig") or {}).get("functionCallingConfig") or {}).get("mode") or "AUTO").upper()
-    wants_tool = mode != "NONE" and not _gemini_has_result(body)
-    picked = _pick([(n, _lowered(s)) for n, s in _gemini_tools(body)]) if wants_tool else None
+    tools = [(n, _lowered(s)) for n, s in _gemini_tools(body)]
+    if script:
+        picked = script.turn(tools, _gemini_history(body)) if mode != "NONE" else None
+    else:
+        picked = _pick(tools) if mode != "NONE" and not _gemini_has_result(body) else None
     config = body.get("generationConfig") or {}
     thinks = bool((config.get("thinkingConfig") or {}).get("includeThoughts"))
     parts: list[dict[str, Any]] = [{"text": REASONING, "thought": True}] if thinks else []
@@ -333,7 +551,7 @@ def gemini(path: str, body: dict[str, Any]) -> tuple[bytes, str]:
     elif config.get("responseMimeType") == "application/json":
         parts.append({"text": json.dumps({"reasoning": "The model answered.", "next_speaker": "user"})})
     else:
-        parts.append({"text": ANSWER})
+        parts.append({"text": script.answer if script else ANSWER})
     usage = {"promptTokenCount": 120, "candidatesTokenCount": 12, "totalTokenCount": 132}
     model = path.rsplit("/", 1)[-1].split(":")[0]
     response = {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
@@ -354,15 +572,15 @@ def models() -> bytes:
                        "has_more": False, "first_id": names[0], "last_id": names[-1]}).encode()
 
 
-def answer(path: str, body: dict[str, Any]) -> tuple[int, bytes, str]:
+def answer(path: str, body: dict[str, Any], script: Script | None = None) -> tuple[int, bytes, str]:
     path = path.split("?")[0].rstrip("/")
     if "/models/" in path and ":" in path.rsplit("/", 1)[-1]:  # Gemini: /v1beta/models/NAME:METHOD
-        return (200, *gemini(path, body))
+        return (200, *gemini(path, body, script))
     if path.endswith("/messages/count_tokens"):
         return 200, json.dumps({"input_tokens": 120}).encode(), "application/json"
     for suffix, handler in (("/chat/completions", chat), ("/messages", messages), ("/responses", responses)):
         if path.endswith(suffix):
-            return (200, *handler(body))
+            return (200, *handler(body, script))
     return 404, json.dumps({"error": {"message": f"no route for {path}", "type": "not_found"}}).encode(), \
         "application/json"
 
@@ -370,7 +588,7 @@ def answer(path: str, body: dict[str, Any]) -> tuple[int, bytes, str]:
 # -- the server -----------------------------------------------------------------------------------
 
 
-def _handler(out: Path) -> type[BaseHTTPRequestHandler]:
+def _handler(out: Path, script: Script | None = None) -> type[BaseHTTPRequestHandler]:
     counter = itertools.count(1)
     lock = threading.Lock()
 
@@ -411,7 +629,7 @@ def _handler(out: Path) -> type[BaseHTTPRequestHandler]:
             raw = self.rfile.read(int(self.headers.get("content-length") or 0))
             record = self._save(raw)
             body = record["body"] if isinstance(record["body"], dict) else {}
-            self._reply(*answer(self.path, body))
+            self._reply(*answer(self.path, body, script))
 
         def log_message(self, format: str, *args: object) -> None:
             pass
@@ -419,9 +637,9 @@ def _handler(out: Path) -> type[BaseHTTPRequestHandler]:
     return Recorder
 
 
-def serve(port: int, out: Path) -> None:
+def serve(port: int, out: Path, script: Path | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    server = ThreadingHTTPServer(("127.0.0.1", port), _handler(out))
+    server = ThreadingHTTPServer(("127.0.0.1", port), _handler(out, Script.load(script) if script else None))
     print(f"recording to {out} on http://127.0.0.1:{server.server_address[1]}", file=sys.stderr, flush=True)
     server.serve_forever()
 
@@ -439,7 +657,8 @@ def scrub(text: str, replacements: dict[str, str]) -> str:
     return _SECRET.sub("sk-REDACTED", text)
 
 
-def keep(recording: Path, client: str, name: str, replace: list[str], note: str | None) -> Path:
+def keep(recording: Path, client: str, name: str, replace: list[str], note: str | None,
+         folder: Path = HERE) -> Path:
     record = json.loads(recording.read_text())
     replacements = dict(r.split("=", 1) for r in replace)
     headers = {k.lower(): v for k, v in record["headers"].items() if k.lower() in KEPT_HEADERS}
@@ -450,7 +669,7 @@ def keep(recording: Path, client: str, name: str, replace: list[str], note: str 
     if note:
         fixture["note"] = note
     text = scrub(json.dumps(fixture, indent=1, ensure_ascii=False), replacements)
-    target = HERE / f"{name}.json"
+    target = folder / f"{name}.json"
     target.write_text(text + "\n")
     return target
 
@@ -461,6 +680,7 @@ def main(argv: list[str] | None = None) -> None:
     run = commands.add_parser("serve", help="answer as the providers do and save every request")
     run.add_argument("--port", type=int, default=8765)
     run.add_argument("--out", type=Path, required=True)
+    run.add_argument("--script", type=Path, help="a JSON file of the calls to make, in order, then the answer")
     save = commands.add_parser("keep", help="write one saved request as a fixture beside this file")
     save.add_argument("recording", type=Path)
     save.add_argument("--client", required=True, help='name and version, e.g. "claude-code 2.0.0"')
@@ -468,11 +688,12 @@ def main(argv: list[str] | None = None) -> None:
     save.add_argument("--replace", action="append", default=[], metavar="OLD=NEW",
                       help="a string to replace (a home directory, a user name); repeatable")
     save.add_argument("--note", help="what the fixture shows, or what was shortened")
+    save.add_argument("--dir", type=Path, default=HERE, help="where to write it (default: beside this file)")
     args = parser.parse_args(argv)
     if args.command == "serve":
-        serve(args.port, args.out)
+        serve(args.port, args.out, args.script)
     else:
-        print(keep(args.recording, args.client, args.name, args.replace, args.note))
+        print(keep(args.recording, args.client, args.name, args.replace, args.note, args.dir))
 
 
 if __name__ == "__main__":
