@@ -50,6 +50,8 @@ pytestmark = pytest.mark.integration
 
 PROTOCOLS = ("chat", "messages", "responses", "gemini")
 KINDS = ("openai", "anthropic", "litellm")
+# A client's wait for route's answer: it only ends a failing test, so it is generous, not a margin.
+CLIENT_TIMEOUT_S = 120
 # The wire each kind speaks to its upstream: the litellm kind through litellm's own OpenAI client.
 WIRE = {"openai": "openai", "anthropic": "anthropic", "litellm": "openai"}
 PATHS = {"chat": "/v1/chat/completions", "messages": "/v1/messages", "responses": "/v1/responses",
@@ -75,7 +77,11 @@ def upstream_server() -> Iterator[tuple[Upstream, str]]:
 
 @pytest.fixture(scope="module")
 def servers(upstream_server) -> Iterator[dict[str, RouteServer]]:
-    """One `route serve` per backend kind, in front of the same upstream, with every secret set."""
+    """One `route serve` per backend kind, in front of the same upstream, with every secret set.
+    litellm is imported here, once: its first call would pay for the import (seconds, a minute on
+    a loaded machine) inside a test's request."""
+    import litellm  # noqa: F401
+
     _, url = upstream_server
     saved = {name: os.environ.get(name) for name in (*SECRETS, "ROUTE_CONFORMANCE_UPSTREAM")}
     os.environ.update(SECRETS, ROUTE_CONFORMANCE_UPSTREAM=url.removeprefix("http://").removesuffix("/v1"))
@@ -151,7 +157,7 @@ def _exchange(servers: dict[str, RouteServer], up: Upstream, protocol: str, kind
     """Ask through route; the answer as the client reads it, with the usage folded in."""
     up.script = _script(kind, answer, stream, cuts)
     offered = tuple(dict.fromkeys(c.name for c in answer.calls)) if tools is None else tools
-    with httpx.Client(timeout=30) as client:
+    with httpx.Client(timeout=CLIENT_TIMEOUT_S) as client:
         response = client.post(servers[kind].url + _path(protocol, stream), json=_request(protocol, stream, offered))
     assert response.status_code == 200, response.text
     received, usage = read(protocol, response.content, stream=stream)
@@ -266,7 +272,7 @@ def test_a_request_the_upstream_refuses_is_refused_to_the_client_as_the_clients_
     upstream's reason, not a 5xx that would make it retry."""
     up, _ = upstream_server
     up.script = Script(status=400, body=json.dumps(_ERRORS[WIRE[kind]][400]).encode())
-    with httpx.Client(timeout=30) as client:
+    with httpx.Client(timeout=CLIENT_TIMEOUT_S) as client:
         response = client.post(servers[kind].url + _path(protocol, stream), json=_request(protocol, stream, ()))
     assert response.status_code == 400, response.text
     assert "bad" in response.text
@@ -288,7 +294,7 @@ def test_a_failure_during_the_stream_is_never_handed_over_as_a_whole_answer(serv
     else:
         body = whole[:whole.index(b'"finish_reason":"stop"')].rsplit(b"data: ", 1)[0]
     up.script = Script(body=body, stream=True)
-    with httpx.Client(timeout=30) as client:
+    with httpx.Client(timeout=CLIENT_TIMEOUT_S) as client:
         response = client.post(servers[kind].url + _path(protocol, True), json=_request(protocol, True, ()))
     if response.status_code == 200:  # the stream had begun: its error event says so
         with pytest.raises(StreamFailed):
@@ -309,7 +315,7 @@ def test_a_stream_that_finished_without_its_last_marker_is_still_a_whole_answer(
     whole = _script(kind, TEXT, True).body
     marker = b"data: [DONE]\n\n" if WIRE[kind] == "openai" else b"event: message_stop\n"
     up.script = Script(body=whole[:whole.index(marker)], stream=True)
-    with httpx.Client(timeout=30) as client:
+    with httpx.Client(timeout=CLIENT_TIMEOUT_S) as client:
         response = client.post(servers[kind].url + _path(protocol, True), json=_request(protocol, True, ()))
     assert response.status_code == 200, response.text
     received, usage = read(protocol, response.content, stream=True)
@@ -371,7 +377,7 @@ def test_every_tool_a_real_client_offers_reaches_it_under_its_own_name(servers, 
     headers = {k: v for k, v in recorded.get("headers", {}).items() if k.lower() in ("anthropic-beta", "anthropic-version")}
     betas = headers.get("anthropic-beta", "")
     if kind == "litellm" and "context-1m-" in betas:  # declared: refused, naming the field
-        with httpx.Client(timeout=30) as client:
+        with httpx.Client(timeout=CLIENT_TIMEOUT_S) as client:
             refused = client.post(servers[kind].url + _path(protocol, True), json=body, headers=headers)
         assert refused.status_code == 400 and "anthropic_beta" in refused.text, refused.text
         headers["anthropic-beta"] = ",".join(b for b in betas.split(",") if not b.startswith("context-1m-"))
@@ -379,7 +385,7 @@ def test_every_tool_a_real_client_offers_reaches_it_under_its_own_name(servers, 
         sent = Answer(stop="tool", usage=Usage(900, 20),
                       calls=(Call(f"toolu_{index:02d}{recording[:6]}", name, _arguments("echo ok")),))
         up.script = _script(kind, sent, True)
-        with httpx.Client(timeout=30) as client:
+        with httpx.Client(timeout=CLIENT_TIMEOUT_S) as client:
             response = client.post(servers[kind].url + _path(protocol, True), json=body, headers=headers)
         assert response.status_code == 200, response.text
         received, _ = read(protocol, response.content, stream=True)
